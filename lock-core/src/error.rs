@@ -1,0 +1,202 @@
+//! The one error type of the crate.
+
+use core::fmt;
+
+use crate::Millis;
+
+/// Every way a request can fail.
+///
+/// Each variant maps 1:1 to an error case of the WIT contract and of the JS package; [`LockError::code`]
+/// gives that shared kebab-case name. A call that returns an error changes no lease, waiter, fence
+/// or clock (only the `rejected` counter of [`Stats`](crate::Stats) moves), except that time-driven
+/// transitions up to `now` take effect first, as they would have anyway.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum LockError {
+    /// The key is the empty string.
+    KeyEmpty,
+    /// The key is longer than [`Limits::max_key_bytes`](crate::Limits::max_key_bytes).
+    KeyTooLong {
+        /// Length of the rejected key, in bytes.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The key contains a control character (U+0000..U+001F, U+007F..U+009F).
+    KeyInvalid,
+    /// The owner is the empty string.
+    OwnerEmpty,
+    /// The owner is longer than [`Limits::max_owner_bytes`](crate::Limits::max_owner_bytes).
+    OwnerTooLong {
+        /// Length of the rejected owner, in bytes.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The owner contains a control character (U+0000..U+001F, U+007F..U+009F).
+    OwnerInvalid,
+    /// A TTL of zero was given; a lease must last at least 1 ms.
+    TtlZero,
+    /// The TTL is longer than [`Limits::max_ttl`](crate::Limits::max_ttl).
+    TtlTooLong {
+        /// The rejected TTL, in milliseconds.
+        ttl: Millis,
+        /// The limit.
+        max: Millis,
+    },
+    /// The key is free but the table already holds [`Limits::max_keys`](crate::Limits::max_keys)
+    /// live leases.
+    TableFull {
+        /// The limit.
+        max_keys: usize,
+    },
+    /// The key's wait queue already holds
+    /// [`Limits::max_waiters_per_key`](crate::Limits::max_waiters_per_key) waiters.
+    QueueFull {
+        /// The limit.
+        max_waiters_per_key: usize,
+    },
+    /// The table already holds [`Limits::max_waiters`](crate::Limits::max_waiters) waiters in all.
+    TooManyWaiters {
+        /// The limit.
+        max_waiters: usize,
+    },
+    /// Another owner holds a live lease on the key (and the caller did not, or could not, wait).
+    Held {
+        /// When the current lease ends unless it is extended: a retry-after hint.
+        deadline: Millis,
+    },
+    /// Another owner holds the key: only the holder may release or extend it.
+    NotOwner,
+    /// This owner holds no lease on the key with that fencing token.
+    NotHeld,
+    /// The lease with that fencing token expired before this call: the holder lost the lock, and
+    /// its critical section may have overlapped with the next holder's.
+    Expired {
+        /// The instant at which the lease expired.
+        deadline: Millis,
+    },
+    /// The owner is not waiting on the key (never queued, already granted, timed out or cancelled).
+    NotWaiting,
+    /// A [`Limits`](crate::Limits) value is out of its allowed range.
+    InvalidLimits {
+        /// Name of the offending field of [`Limits`](crate::Limits).
+        limit: &'static str,
+    },
+    /// The snapshot ends before its declared length.
+    SnapshotTruncated,
+    /// The bytes do not start with the snapshot magic: not a snapshot of this crate.
+    SnapshotBadMagic,
+    /// The snapshot was written in a format version this build cannot read.
+    SnapshotVersion {
+        /// Version found in the snapshot.
+        found: u16,
+        /// Version this build reads and writes.
+        supported: u16,
+    },
+    /// The snapshot's checksum does not match its contents.
+    SnapshotChecksum,
+    /// The snapshot is well-formed on the outside but its contents are inconsistent.
+    SnapshotCorrupt {
+        /// What is inconsistent.
+        reason: &'static str,
+    },
+    /// The snapshot holds more than this table's limits allow.
+    SnapshotExceedsLimits {
+        /// Name of the [`Limits`](crate::Limits) field that the snapshot exceeds.
+        limit: &'static str,
+    },
+}
+
+impl LockError {
+    /// The stable kebab-case name of this error, shared by the WIT contract, the JS package and the
+    /// conformance vectors.
+    ///
+    /// ```
+    /// assert_eq!(lock_core::LockError::NotOwner.code(), "not-owner");
+    /// ```
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        match self {
+            LockError::KeyEmpty => "key-empty",
+            LockError::KeyTooLong { .. } => "key-too-long",
+            LockError::KeyInvalid => "key-invalid",
+            LockError::OwnerEmpty => "owner-empty",
+            LockError::OwnerTooLong { .. } => "owner-too-long",
+            LockError::OwnerInvalid => "owner-invalid",
+            LockError::TtlZero => "ttl-zero",
+            LockError::TtlTooLong { .. } => "ttl-too-long",
+            LockError::TableFull { .. } => "table-full",
+            LockError::QueueFull { .. } => "queue-full",
+            LockError::TooManyWaiters { .. } => "too-many-waiters",
+            LockError::Held { .. } => "held",
+            LockError::NotOwner => "not-owner",
+            LockError::NotHeld => "not-held",
+            LockError::Expired { .. } => "expired",
+            LockError::NotWaiting => "not-waiting",
+            LockError::InvalidLimits { .. } => "invalid-limits",
+            LockError::SnapshotTruncated => "snapshot-truncated",
+            LockError::SnapshotBadMagic => "snapshot-bad-magic",
+            LockError::SnapshotVersion { .. } => "snapshot-version",
+            LockError::SnapshotChecksum => "snapshot-checksum",
+            LockError::SnapshotCorrupt { .. } => "snapshot-corrupt",
+            LockError::SnapshotExceedsLimits { .. } => "snapshot-exceeds-limits",
+        }
+    }
+}
+
+impl fmt::Display for LockError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LockError::KeyEmpty => f.write_str("key is empty"),
+            LockError::KeyTooLong { len, max } => {
+                write!(f, "key is {len} bytes, longer than max_key_bytes ({max})")
+            }
+            LockError::KeyInvalid => f.write_str("key contains a control character"),
+            LockError::OwnerEmpty => f.write_str("owner is empty"),
+            LockError::OwnerTooLong { len, max } => {
+                write!(f, "owner is {len} bytes, longer than max_owner_bytes ({max})")
+            }
+            LockError::OwnerInvalid => f.write_str("owner contains a control character"),
+            LockError::TtlZero => f.write_str("ttl is 0 ms; a lease must last at least 1 ms"),
+            LockError::TtlTooLong { ttl, max } => {
+                write!(f, "ttl of {ttl} ms is longer than max_ttl ({max} ms)")
+            }
+            LockError::TableFull { max_keys } => {
+                write!(f, "table already holds max_keys ({max_keys}) live leases")
+            }
+            LockError::QueueFull {
+                max_waiters_per_key,
+            } => write!(
+                f,
+                "wait queue of this key is full (max_waiters_per_key = {max_waiters_per_key})"
+            ),
+            LockError::TooManyWaiters { max_waiters } => {
+                write!(f, "table already holds max_waiters ({max_waiters}) waiters")
+            }
+            LockError::Held { deadline } => {
+                write!(f, "key is held by another owner until {deadline} ms")
+            }
+            LockError::NotOwner => f.write_str("key is held by another owner"),
+            LockError::NotHeld => f.write_str("owner holds no lease on this key with this fence"),
+            LockError::Expired { deadline } => write!(
+                f,
+                "lease expired at {deadline} ms; the lock was lost before this call"
+            ),
+            LockError::NotWaiting => f.write_str("owner is not waiting on this key"),
+            LockError::InvalidLimits { limit } => write!(f, "limit {limit} is out of range"),
+            LockError::SnapshotTruncated => f.write_str("snapshot is truncated"),
+            LockError::SnapshotBadMagic => f.write_str("bytes are not a lock-table snapshot"),
+            LockError::SnapshotVersion { found, supported } => write!(
+                f,
+                "snapshot format version {found} is not supported (this build reads {supported})"
+            ),
+            LockError::SnapshotChecksum => f.write_str("snapshot checksum mismatch"),
+            LockError::SnapshotCorrupt { reason } => write!(f, "snapshot is corrupt: {reason}"),
+            LockError::SnapshotExceedsLimits { limit } => {
+                write!(f, "snapshot exceeds this table's {limit}")
+            }
+        }
+    }
+}
+
+impl core::error::Error for LockError {}

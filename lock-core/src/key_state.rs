@@ -1,0 +1,517 @@
+//! The per-key state machine: one key's lease and its FIFO wait queue.
+//!
+//! [`KeyState`] knows nothing of tables, hashing, timers or other keys. Every transition takes the
+//! caller's `now` and a [`FenceSource`], first applies every time-driven change up to `now` (expiry,
+//! hand-off, wait timeout), then the request, and returns a [`Transition`]: the outcome and the
+//! events it produced, each with its true instant. A host that keeps per-key records elsewhere
+//! (a database row, a Redis hash) can load a record, apply a transition and store it back with
+//! compare-and-set; [`LockTable`](crate::LockTable) does exactly this over an in-memory index.
+//!
+//! The caller must pass a `now` that never goes backwards for this key (the table guarantees it by
+//! clamping to its clock) and inputs checked with [`Limits`](crate::Limits). Nothing here panics on
+//! any input.
+
+use alloc::boxed::Box;
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+
+use crate::{
+    AcquireOutcome, EventKind, Fence, Grant, HolderInfo, KeyEvent, KeyInfo, LockError, Millis,
+    WaiterInfo,
+};
+
+/// Where fresh fencing tokens come from. Each call must return a token strictly greater than every
+/// token returned before, by this source and by any other source sharing the same resource.
+pub trait FenceSource {
+    /// A fresh fencing token.
+    fn next_fence(&mut self) -> Fence;
+}
+
+/// The table's fencing-token counter: 1, 2, 3, ...
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FenceCounter {
+    last: Fence,
+}
+
+impl FenceCounter {
+    /// Highest last token a counter accepts (2^63): leaves more tokens than any table can use.
+    pub const MAX_LAST: Fence = 1 << 63;
+
+    /// A counter whose next token is `last + 1`. `None` if `last` exceeds [`FenceCounter::MAX_LAST`].
+    #[must_use]
+    pub fn starting_after(last: Fence) -> Option<Self> {
+        (last <= Self::MAX_LAST).then_some(FenceCounter { last })
+    }
+
+    /// The last token issued, 0 if none.
+    #[must_use]
+    pub fn last(&self) -> Fence {
+        self.last
+    }
+}
+
+impl FenceSource for FenceCounter {
+    fn next_fence(&mut self) -> Fence {
+        self.last = self.last.saturating_add(1);
+        self.last
+    }
+}
+
+/// Memory of leases that expired, so that a late `release`/`extend` by their holder answers
+/// [`LockError::Expired`] instead of [`LockError::NotHeld`].
+pub trait ExpiredLeases {
+    /// If `owner`'s lease with this `fence` (on the key being asked about) expired and is still
+    /// remembered, its deadline.
+    fn expired_at(&self, owner: &str, fence: Fence) -> Option<Millis>;
+}
+
+/// Remembers nothing: every forgotten lease is simply "not held".
+impl ExpiredLeases for () {
+    fn expired_at(&self, _owner: &str, _fence: Fence) -> Option<Millis> {
+        None
+    }
+}
+
+/// How much room the wait queues have, passed to [`KeyState::acquire`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct QueueRoom {
+    /// Longest queue of this key.
+    pub max_waiters_per_key: usize,
+    /// Most waiters in the whole table.
+    pub max_waiters: usize,
+    /// Waiters already queued in the whole table.
+    pub waiters_in_table: usize,
+}
+
+/// A live lease of one key.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Lease {
+    owner: Box<str>,
+    fence: Fence,
+    deadline: Millis,
+}
+
+impl Lease {
+    /// A lease record, e.g. loaded from an external store.
+    #[must_use]
+    pub fn new(owner: &str, fence: Fence, deadline: Millis) -> Self {
+        Lease {
+            owner: owner.into(),
+            fence,
+            deadline,
+        }
+    }
+    /// Its owner.
+    #[must_use]
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+    /// Its fencing token.
+    #[must_use]
+    pub fn fence(&self) -> Fence {
+        self.fence
+    }
+    /// Its deadline: live while `now < deadline`.
+    #[must_use]
+    pub fn deadline(&self) -> Millis {
+        self.deadline
+    }
+    fn grant(&self) -> Grant {
+        Grant {
+            fence: self.fence,
+            deadline: self.deadline,
+        }
+    }
+}
+
+/// A caller waiting for a key.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Waiter {
+    owner: Box<str>,
+    ttl: Millis,
+    wait_deadline: Millis,
+}
+
+impl Waiter {
+    /// A waiter record, e.g. loaded from an external store.
+    #[must_use]
+    pub fn new(owner: &str, ttl: Millis, wait_deadline: Millis) -> Self {
+        Waiter {
+            owner: owner.into(),
+            ttl,
+            wait_deadline,
+        }
+    }
+    /// Who waits.
+    #[must_use]
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+    /// The TTL its lease gets on hand-off.
+    #[must_use]
+    pub fn ttl(&self) -> Millis {
+        self.ttl
+    }
+    /// It waits while `now < wait_deadline`.
+    #[must_use]
+    pub fn wait_deadline(&self) -> Millis {
+        self.wait_deadline
+    }
+}
+
+/// The result of one transition: the outcome of the request and the events it produced, in the
+/// order they happened.
+#[must_use]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transition<T> {
+    /// The answer to the request.
+    pub outcome: Result<T, LockError>,
+    /// Time-driven events (and hand-offs) that happened during the call, oldest first.
+    pub events: Vec<KeyEvent>,
+}
+
+/// One key: an optional live lease and a FIFO queue of waiters (never waiters without a lease).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct KeyState {
+    lease: Option<Lease>,
+    queue: Option<Box<VecDeque<Waiter>>>,
+}
+
+impl KeyState {
+    /// A free key.
+    #[must_use]
+    pub fn new() -> Self {
+        KeyState::default()
+    }
+
+    /// Rebuilds a key from stored parts, checking its invariants: waiters only behind a lease,
+    /// no owner twice, the holder not among the waiters, and nothing that ended at or before `now`.
+    ///
+    /// # Errors
+    /// A short description of the first broken invariant.
+    pub fn from_parts(
+        lease: Option<Lease>,
+        waiters: Vec<Waiter>,
+        now: Millis,
+    ) -> Result<Self, &'static str> {
+        match &lease {
+            None if !waiters.is_empty() => return Err("waiters without a lease"),
+            Some(l) if l.deadline <= now => return Err("lease already expired"),
+            _ => {}
+        }
+        for (i, w) in waiters.iter().enumerate() {
+            if w.wait_deadline <= now {
+                return Err("wait already timed out");
+            }
+            if w.ttl == 0 {
+                return Err("waiter with zero ttl");
+            }
+            if lease.as_ref().is_some_and(|l| l.owner == w.owner) {
+                return Err("holder also waiting");
+            }
+            if waiters[..i].iter().any(|o| o.owner == w.owner) {
+                return Err("owner waiting twice");
+            }
+        }
+        let queue = (!waiters.is_empty()).then(|| Box::new(VecDeque::from(waiters)));
+        Ok(KeyState { lease, queue })
+    }
+
+    /// The live lease, if any (as of the last transition).
+    #[must_use]
+    pub fn lease(&self) -> Option<&Lease> {
+        self.lease.as_ref()
+    }
+
+    /// The waiters, first in line first.
+    pub fn waiters(&self) -> impl Iterator<Item = &Waiter> {
+        self.queue.iter().flat_map(|q| q.iter())
+    }
+
+    /// Number of waiters.
+    #[must_use]
+    pub fn waiter_count(&self) -> usize {
+        self.queue.as_ref().map_or(0, |q| q.len())
+    }
+
+    /// True when no lease is held (and therefore nobody waits): the record can be dropped.
+    #[must_use]
+    pub fn is_free(&self) -> bool {
+        self.lease.is_none()
+    }
+
+    /// The earliest instant at which this key changes by time alone (a lease deadline or a wait
+    /// deadline), or `None` if it is free.
+    #[must_use]
+    pub fn next_deadline(&self) -> Option<Millis> {
+        let lease = self.lease.as_ref()?;
+        let waits = self.queue.iter().flat_map(|q| q.iter()).map(|w| w.wait_deadline);
+        Some(waits.fold(lease.deadline, Millis::min))
+    }
+
+    /// Inspection: the holder and the queue, or `None` if the key is free.
+    #[must_use]
+    pub fn info(&self) -> Option<KeyInfo> {
+        let lease = self.lease.as_ref()?;
+        Some(KeyInfo {
+            holder: HolderInfo {
+                owner: lease.owner.as_ref().into(),
+                fence: lease.fence,
+                deadline: lease.deadline,
+            },
+            waiters: self
+                .queue
+                .iter()
+                .flat_map(|q| q.iter())
+                .map(|w| WaiterInfo {
+                    owner: w.owner.as_ref().into(),
+                    ttl: w.ttl,
+                    wait_deadline: w.wait_deadline,
+                })
+                .collect(),
+        })
+    }
+
+    /// Applies every time-driven change with an instant `<= now`, in order of their instants:
+    /// waiters whose wait deadline passed leave (before a lease ending at the same instant is
+    /// handed off: intervals are half-open), an expired lease ends and the head waiter is granted
+    /// the lock at the expiry instant, possibly several times in a row. Calling it again with the
+    /// same or an earlier `now` does nothing.
+    pub fn advance(&mut self, now: Millis, fences: &mut impl FenceSource) -> Vec<KeyEvent> {
+        let mut events = Vec::new();
+        self.advance_into(now, fences, &mut events);
+        events
+    }
+
+    fn advance_into(&mut self, now: Millis, fences: &mut impl FenceSource, out: &mut Vec<KeyEvent>) {
+        while let Some(at) = self.next_deadline().filter(|&t| t <= now) {
+            self.time_out_waiters(at, out);
+            if self.lease.as_ref().is_some_and(|l| l.deadline <= at) {
+                if let Some(lease) = self.lease.take() {
+                    out.push(KeyEvent {
+                        at: lease.deadline,
+                        kind: EventKind::Expired {
+                            owner: lease.owner.into(),
+                            fence: lease.fence,
+                        },
+                    });
+                }
+                self.hand_off(at, fences, out);
+            }
+        }
+    }
+
+    fn time_out_waiters(&mut self, at: Millis, out: &mut Vec<KeyEvent>) {
+        let Some(queue) = self.queue.as_mut() else {
+            return;
+        };
+        if queue.iter().all(|w| w.wait_deadline > at) {
+            return;
+        }
+        let mut kept = VecDeque::with_capacity(queue.len());
+        for w in queue.drain(..) {
+            if w.wait_deadline <= at {
+                out.push(KeyEvent {
+                    at: w.wait_deadline,
+                    kind: EventKind::WaitTimedOut {
+                        owner: w.owner.into(),
+                    },
+                });
+            } else {
+                kept.push_back(w);
+            }
+        }
+        *queue.as_mut() = kept;
+        self.drop_empty_queue();
+    }
+
+    /// Grants the lock to the head waiter at `at` (the key must be free).
+    fn hand_off(&mut self, at: Millis, fences: &mut impl FenceSource, out: &mut Vec<KeyEvent>) {
+        let Some(waiter) = self.queue.as_mut().and_then(|q| q.pop_front()) else {
+            return;
+        };
+        self.drop_empty_queue();
+        let fence = fences.next_fence();
+        let deadline = at.saturating_add(waiter.ttl);
+        out.push(KeyEvent {
+            at,
+            kind: EventKind::Granted {
+                owner: waiter.owner.as_ref().into(),
+                fence,
+                deadline,
+            },
+        });
+        self.lease = Some(Lease {
+            owner: waiter.owner,
+            fence,
+            deadline,
+        });
+    }
+
+    fn drop_empty_queue(&mut self) {
+        if self.queue.as_ref().is_some_and(|q| q.is_empty()) {
+            self.queue = None;
+        }
+    }
+
+    fn position_of(&self, owner: &str) -> Option<usize> {
+        self.queue
+            .as_ref()
+            .and_then(|q| q.iter().position(|w| &*w.owner == owner))
+    }
+
+    /// Acquires the key for `owner` with `ttl`, waiting in the queue while `now < wait_deadline`
+    /// if another owner holds it. A `wait_deadline` that is not after `now` makes this a
+    /// try-acquire: [`LockError::Held`] instead of queueing.
+    pub fn acquire(
+        &mut self,
+        owner: &str,
+        ttl: Millis,
+        wait_deadline: Millis,
+        now: Millis,
+        room: QueueRoom,
+        fences: &mut impl FenceSource,
+    ) -> Transition<AcquireOutcome> {
+        let mut events = Vec::new();
+        self.advance_into(now, fences, &mut events);
+        let outcome = self.acquire_now(owner, ttl, wait_deadline, now, room, fences);
+        Transition { outcome, events }
+    }
+
+    fn acquire_now(
+        &mut self,
+        owner: &str,
+        ttl: Millis,
+        wait_deadline: Millis,
+        now: Millis,
+        room: QueueRoom,
+        fences: &mut impl FenceSource,
+    ) -> Result<AcquireOutcome, LockError> {
+        let Some(lease) = &self.lease else {
+            let lease = Lease {
+                owner: owner.into(),
+                fence: fences.next_fence(),
+                deadline: now.saturating_add(ttl),
+            };
+            let grant = lease.grant();
+            self.lease = Some(lease);
+            return Ok(AcquireOutcome::Acquired(grant));
+        };
+        if &*lease.owner == owner {
+            return Ok(AcquireOutcome::AlreadyHeld(lease.grant()));
+        }
+        if let Some(index) = self.position_of(owner) {
+            return Ok(AcquireOutcome::AlreadyWaiting {
+                position: index + 1,
+            });
+        }
+        if wait_deadline <= now {
+            return Err(LockError::Held {
+                deadline: lease.deadline,
+            });
+        }
+        if self.waiter_count() >= room.max_waiters_per_key {
+            return Err(LockError::QueueFull {
+                max_waiters_per_key: room.max_waiters_per_key,
+            });
+        }
+        if room.waiters_in_table >= room.max_waiters {
+            return Err(LockError::TooManyWaiters {
+                max_waiters: room.max_waiters,
+            });
+        }
+        let queue = self.queue.get_or_insert_with(Box::default);
+        queue.push_back(Waiter {
+            owner: owner.into(),
+            ttl,
+            wait_deadline,
+        });
+        Ok(AcquireOutcome::Queued {
+            position: queue.len(),
+        })
+    }
+
+    /// Finds `owner`'s live lease with `fence`, or says why there is none. The checks, in order:
+    /// the live lease matches; the lease expired (during this call's own catch-up, or per
+    /// `history`); another owner holds the key; otherwise not held.
+    fn find_lease(
+        &mut self,
+        owner: &str,
+        fence: Fence,
+        history: &impl ExpiredLeases,
+        events: &[KeyEvent],
+    ) -> Result<&mut Lease, LockError> {
+        let expired_now = events.iter().find_map(|e| match &e.kind {
+            EventKind::Expired { owner: o, fence: f } if *f == fence && o == owner => Some(e.at),
+            _ => None,
+        });
+        let held_by_other = self.lease.as_ref().is_some_and(|l| &*l.owner != owner);
+        match self.lease.as_mut() {
+            Some(lease) if lease.fence == fence && &*lease.owner == owner => Ok(lease),
+            _ => match expired_now.or_else(|| history.expired_at(owner, fence)) {
+                Some(deadline) => Err(LockError::Expired { deadline }),
+                None if held_by_other => Err(LockError::NotOwner),
+                None => Err(LockError::NotHeld),
+            },
+        }
+    }
+
+    /// Releases `owner`'s lease with `fence`; the head waiter, if any, is granted the lock at `now`.
+    pub fn release(
+        &mut self,
+        owner: &str,
+        fence: Fence,
+        now: Millis,
+        history: &impl ExpiredLeases,
+        fences: &mut impl FenceSource,
+    ) -> Transition<()> {
+        let mut events = Vec::new();
+        self.advance_into(now, fences, &mut events);
+        let outcome = self.find_lease(owner, fence, history, &events).map(|_| ());
+        if outcome.is_ok() {
+            self.lease = None;
+            self.hand_off(now, fences, &mut events);
+        }
+        Transition { outcome, events }
+    }
+
+    /// Moves the deadline of `owner`'s lease with `fence` to `now + ttl` (earlier or later); the
+    /// fence stays the same.
+    pub fn extend(
+        &mut self,
+        owner: &str,
+        fence: Fence,
+        ttl: Millis,
+        now: Millis,
+        history: &impl ExpiredLeases,
+        fences: &mut impl FenceSource,
+    ) -> Transition<Grant> {
+        let mut events = Vec::new();
+        self.advance_into(now, fences, &mut events);
+        let outcome = self.find_lease(owner, fence, history, &events).map(|lease| {
+            lease.deadline = now.saturating_add(ttl);
+            lease.grant()
+        });
+        Transition { outcome, events }
+    }
+
+    /// Takes `owner` out of the wait queue.
+    pub fn cancel_wait(
+        &mut self,
+        owner: &str,
+        now: Millis,
+        fences: &mut impl FenceSource,
+    ) -> Transition<()> {
+        let mut events = Vec::new();
+        self.advance_into(now, fences, &mut events);
+        let outcome = match (self.position_of(owner), self.queue.as_mut()) {
+            (Some(index), Some(queue)) => {
+                queue.remove(index);
+                self.drop_empty_queue();
+                Ok(())
+            }
+            _ => Err(LockError::NotWaiting),
+        };
+        Transition { outcome, events }
+    }
+}

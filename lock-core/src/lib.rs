@@ -1,0 +1,75 @@
+//! A `no_std`, sans-IO state machine for **expiring locks**: keyed, owner-checked, fenced leases
+//! with FIFO waiting, driven entirely by the caller's clock.
+//!
+//! A lease has an owner and a deadline. Only its owner may release or extend it; if the owner
+//! forgets or dies, the lease ends by itself when its TTL runs out, and the next waiter in line is
+//! handed the lock. Every grant carries a **fencing token** that is strictly greater than every
+//! token issued before, so a protected resource can refuse writes from a holder that was paused
+//! past its deadline.
+//!
+//! # Sans-IO
+//! This crate never reads a clock, sleeps, spawns or sets a timer. Time comes in as `now`, a
+//! monotonic count of milliseconds supplied by the host, with every call. Outputs are returned
+//! values and polled [`Event`]s, and [`LockTable::next_wakeup`] tells the host when to call
+//! [`LockTable::handle_timeout`] next: one timer for the whole table. The same calls with the same
+//! `now` values give the same results on every platform.
+//!
+//! # Layers
+//! - [`KeyState`]: one key's lease and wait queue. A pure transition function with no knowledge of
+//!   other keys, usable on records kept in an external store.
+//! - [`LockTable`]: many keys, a hash index, an indexed min-heap of deadlines (expiry costs
+//!   O(expired · log n)), a fence counter, an event queue, limits, counters and snapshots.
+//!
+//! # Run loop
+//! ```
+//! use lock_core::{AcquireOutcome, EventKind, LockTable};
+//!
+//! let mut table = LockTable::default();
+//! let mut now = 0;
+//! assert!(matches!(table.try_acquire("job", "a", 100, now)?, AcquireOutcome::Acquired(_)));
+//! // b waits up to 500 ms behind a.
+//! assert_eq!(table.acquire("job", "b", 100, 500, now)?, AcquireOutcome::Queued { position: 1 });
+//!
+//! // The host sleeps until the next wake-up, then handles it and drains the events.
+//! now = table.next_wakeup().unwrap();
+//! table.handle_timeout(now);
+//! let kinds: Vec<_> = table.drain_events().map(|e| (e.at, e.kind)).collect();
+//! assert!(matches!(&kinds[0], (100, EventKind::Expired { owner, fence: 1 }) if owner == "a"));
+//! assert!(matches!(&kinds[1], (100, EventKind::Granted { owner, fence: 2, deadline: 200 }) if owner == "b"));
+//! # Ok::<(), lock_core::LockError>(())
+//! ```
+//!
+//! The full semantics, as a state table with guarantees and non-guarantees, are in
+//! `docs/semantics.md` of the repository.
+
+#![no_std]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+extern crate alloc;
+
+mod crc32;
+mod error;
+mod event;
+mod expired_log;
+mod key_state;
+mod limits;
+mod outcome;
+pub mod snapshot;
+mod table;
+mod timer_heap;
+
+pub use error::LockError;
+pub use event::{Event, EventKind, KeyEvent};
+pub use key_state::{
+    ExpiredLeases, FenceCounter, FenceSource, KeyState, Lease, QueueRoom, Transition, Waiter,
+};
+pub use limits::{Limits, MAX_NAME_BYTES};
+pub use outcome::{AcquireOutcome, Grant, HolderInfo, KeyInfo, Stats, WaiterInfo};
+pub use table::LockTable;
+
+/// A host-supplied instant or duration, in milliseconds of a monotonic clock.
+pub type Millis = u64;
+
+/// A fencing token: strictly increasing over every grant of a table.
+pub type Fence = u64;

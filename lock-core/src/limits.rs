@@ -1,0 +1,154 @@
+//! Configurable limits and the validation of keys, owners and TTLs.
+
+use crate::{LockError, Millis};
+
+/// Hard ceiling for [`Limits::max_key_bytes`] and [`Limits::max_owner_bytes`].
+pub const MAX_NAME_BYTES: usize = 65_536;
+
+/// The limits of one table. Every field has a documented default ([`Limits::default`]).
+///
+/// ```
+/// let limits = lock_core::Limits { max_keys: 10, ..Default::default() };
+/// assert!(limits.validate().is_ok());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Limits {
+    /// Longest key, in UTF-8 bytes. Default 256; allowed `1..=65536`.
+    pub max_key_bytes: usize,
+    /// Longest owner, in UTF-8 bytes. Default 256; allowed `1..=65536`.
+    pub max_owner_bytes: usize,
+    /// Longest TTL of a lease, in ms. Default 86 400 000 (24 h); at least 1.
+    pub max_ttl: Millis,
+    /// Most live leases (held keys) at once. Default 1 000 000; at least 1.
+    pub max_keys: usize,
+    /// Longest wait queue of one key. Default 64; at least 1.
+    pub max_waiters_per_key: usize,
+    /// Most waiters in the whole table. Default 100 000; at least 1.
+    pub max_waiters: usize,
+    /// How long, in ms after its deadline, an expired lease is remembered so that its holder's
+    /// `release`/`extend` answers [`LockError::Expired`] rather than [`LockError::NotHeld`].
+    /// Default 600 000 (10 min); 0 remembers nothing.
+    pub expired_retention: Millis,
+    /// Most expired leases remembered at once (the oldest are forgotten first). Default 10 000;
+    /// 0 remembers nothing.
+    pub max_expired_records: usize,
+    /// Most undrained events kept; past it the oldest is dropped and counted in
+    /// [`Stats::events_dropped`](crate::Stats::events_dropped). Default 100 000; at least 1.
+    pub max_pending_events: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_key_bytes: 256,
+            max_owner_bytes: 256,
+            max_ttl: 86_400_000,
+            max_keys: 1_000_000,
+            max_waiters_per_key: 64,
+            max_waiters: 100_000,
+            expired_retention: 600_000,
+            max_expired_records: 10_000,
+            max_pending_events: 100_000,
+        }
+    }
+}
+
+impl Limits {
+    /// Checks every field against its allowed range.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidLimits`] naming the first field out of range.
+    pub fn validate(&self) -> Result<(), LockError> {
+        let bad = |limit| Err(LockError::InvalidLimits { limit });
+        if !(1..=MAX_NAME_BYTES).contains(&self.max_key_bytes) {
+            return bad("max_key_bytes");
+        }
+        if !(1..=MAX_NAME_BYTES).contains(&self.max_owner_bytes) {
+            return bad("max_owner_bytes");
+        }
+        if self.max_ttl == 0 {
+            return bad("max_ttl");
+        }
+        if self.max_keys == 0 || self.max_keys > u32::MAX as usize - 1 {
+            return bad("max_keys");
+        }
+        if self.max_waiters_per_key == 0 || self.max_waiters_per_key > u32::MAX as usize {
+            return bad("max_waiters_per_key");
+        }
+        if self.max_waiters == 0 {
+            return bad("max_waiters");
+        }
+        if self.max_pending_events == 0 {
+            return bad("max_pending_events");
+        }
+        Ok(())
+    }
+
+    /// Checks a key: non-empty, at most `max_key_bytes`, no control character.
+    ///
+    /// # Errors
+    /// [`LockError::KeyEmpty`], [`LockError::KeyTooLong`] or [`LockError::KeyInvalid`].
+    pub fn check_key(&self, key: &str) -> Result<(), LockError> {
+        match check_name(key, self.max_key_bytes) {
+            NameCheck::Ok => Ok(()),
+            NameCheck::Empty => Err(LockError::KeyEmpty),
+            NameCheck::TooLong => Err(LockError::KeyTooLong {
+                len: key.len(),
+                max: self.max_key_bytes,
+            }),
+            NameCheck::Invalid => Err(LockError::KeyInvalid),
+        }
+    }
+
+    /// Checks an owner: non-empty, at most `max_owner_bytes`, no control character.
+    ///
+    /// # Errors
+    /// [`LockError::OwnerEmpty`], [`LockError::OwnerTooLong`] or [`LockError::OwnerInvalid`].
+    pub fn check_owner(&self, owner: &str) -> Result<(), LockError> {
+        match check_name(owner, self.max_owner_bytes) {
+            NameCheck::Ok => Ok(()),
+            NameCheck::Empty => Err(LockError::OwnerEmpty),
+            NameCheck::TooLong => Err(LockError::OwnerTooLong {
+                len: owner.len(),
+                max: self.max_owner_bytes,
+            }),
+            NameCheck::Invalid => Err(LockError::OwnerInvalid),
+        }
+    }
+
+    /// Checks a TTL: `1..=max_ttl`.
+    ///
+    /// # Errors
+    /// [`LockError::TtlZero`] or [`LockError::TtlTooLong`].
+    pub fn check_ttl(&self, ttl: Millis) -> Result<(), LockError> {
+        if ttl == 0 {
+            Err(LockError::TtlZero)
+        } else if ttl > self.max_ttl {
+            Err(LockError::TtlTooLong {
+                ttl,
+                max: self.max_ttl,
+            })
+        } else {
+            Ok(())
+        }
+    }
+}
+
+enum NameCheck {
+    Ok,
+    Empty,
+    TooLong,
+    Invalid,
+}
+
+fn check_name(name: &str, max: usize) -> NameCheck {
+    if name.is_empty() {
+        NameCheck::Empty
+    } else if name.len() > max {
+        NameCheck::TooLong
+    } else if name.chars().any(char::is_control) {
+        NameCheck::Invalid
+    } else {
+        NameCheck::Ok
+    }
+}

@@ -1,0 +1,111 @@
+//! Values returned by successful requests.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use crate::{Fence, Millis};
+
+/// A lease as its holder sees it: the fencing token and the deadline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Grant {
+    /// Fencing token of the lease; strictly greater than every token the table issued before it.
+    /// Pass it to the protected resource with every write, and to `release`/`extend`.
+    pub fence: Fence,
+    /// The lease is live while `now < deadline`.
+    pub deadline: Millis,
+}
+
+/// What a successful `try_acquire` / `acquire` did.
+///
+/// The caller must look at the variant: only [`AcquireOutcome::Acquired`] and
+/// [`AcquireOutcome::AlreadyHeld`] mean it may enter its critical section now.
+#[must_use]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AcquireOutcome {
+    /// The key was free: a new lease was granted to the caller.
+    Acquired(Grant),
+    /// The caller already holds a live lease on the key: it is returned unchanged (same fence, same
+    /// deadline). This makes a retried acquire safe; use `extend` to push the deadline.
+    AlreadyHeld(Grant),
+    /// The caller was queued behind the holder. It will be granted the lock by hand-off (an
+    /// [`EventKind::Granted`](crate::EventKind::Granted) event) or leave the queue with an
+    /// [`EventKind::WaitTimedOut`](crate::EventKind::WaitTimedOut) event.
+    Queued {
+        /// 1-based place in the queue (1 = next in line).
+        position: usize,
+    },
+    /// The caller was already waiting on the key: it keeps its place and its original TTL and
+    /// wait deadline.
+    AlreadyWaiting {
+        /// 1-based place in the queue (1 = next in line).
+        position: usize,
+    },
+}
+
+/// The holder of a key, as reported by inspection.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct HolderInfo {
+    /// Owner of the live lease.
+    pub owner: String,
+    /// Its fencing token.
+    pub fence: Fence,
+    /// Its deadline (live while `now < deadline`).
+    pub deadline: Millis,
+}
+
+/// A waiter, as reported by inspection.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct WaiterInfo {
+    /// Owner that waits.
+    pub owner: String,
+    /// TTL its lease will get when it is handed the lock.
+    pub ttl: Millis,
+    /// It waits while `now < wait_deadline`.
+    pub wait_deadline: Millis,
+}
+
+/// The state of one held key.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct KeyInfo {
+    /// The live lease.
+    pub holder: HolderInfo,
+    /// The wait queue, first in line first.
+    pub waiters: Vec<WaiterInfo>,
+}
+
+/// Counters and gauges of a table, for observability.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Stats {
+    /// Keys with a live lease now.
+    pub live_leases: usize,
+    /// Waiters queued now, over all keys.
+    pub waiters: usize,
+    /// Expired leases remembered now (see [`Limits::expired_retention`](crate::Limits::expired_retention)).
+    pub expired_records: usize,
+    /// Events waiting to be drained.
+    pub pending_events: usize,
+    /// The table's clock: the latest `now` it has seen.
+    pub clock: Millis,
+    /// The last fencing token issued (0 if none yet).
+    pub last_fence: Fence,
+    /// Leases granted directly by `try_acquire`/`acquire`.
+    pub acquired: u64,
+    /// Leases granted to a waiter by hand-off.
+    pub handed_off: u64,
+    /// Leases ended by their holder's `release`.
+    pub released: u64,
+    /// Successful `extend` calls.
+    pub extended: u64,
+    /// Leases that ran out their TTL.
+    pub expired: u64,
+    /// Callers that were put in a wait queue.
+    pub queued: u64,
+    /// Waiters that left their queue because their wait deadline passed.
+    pub wait_timed_out: u64,
+    /// Waiters that left their queue by `cancel_wait`.
+    pub cancelled: u64,
+    /// Requests answered with an error (contention, bad input, wrong owner, bad snapshot...).
+    pub rejected: u64,
+    /// Events dropped because more than `max_pending_events` were left undrained.
+    pub events_dropped: u64,
+}

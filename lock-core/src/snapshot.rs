@@ -1,0 +1,348 @@
+//! The snapshot byte format (version 1). All integers little-endian.
+//!
+//! ```text
+//! magic      8 bytes  "LOCKSNAP"
+//! version    u16      1
+//! body_len   u32      length of the body in bytes
+//! body                (below)
+//! crc32      u32      CRC-32 (IEEE) of everything before it
+//!
+//! body:
+//!   clock u64, last_fence u64,
+//!   10 × u64 counters: acquired handed_off released extended expired queued
+//!                      wait_timed_out cancelled rejected events_dropped
+//!   key_count u32, then per key, in strictly increasing byte order:
+//!     key str, owner str, fence u64, deadline u64,
+//!     waiter_count u32, then per waiter, first in line first: owner str, ttl u64, wait_deadline u64
+//!   expired_count u32, then per remembered expiry, oldest first:
+//!     fence u64, key str, owner str, deadline u64
+//! str = u32 byte length + UTF-8 bytes
+//! ```
+//!
+//! Decoding checks the frame (magic, version, length, checksum) before reading the body, then
+//! every invariant of the body against the restoring table's limits, and builds nothing until all
+//! of it is valid.
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+
+use crate::crc32::crc32;
+use crate::expired_log::{ExpiredLog, ExpiredRecord};
+use crate::key_state::{FenceCounter, KeyState, Lease, Waiter};
+use crate::table::Record;
+use crate::{Fence, Limits, LockError, Millis, Stats};
+
+/// The magic bytes that open every snapshot.
+pub const MAGIC: [u8; 8] = *b"LOCKSNAP";
+/// The format version this build writes and reads.
+pub const VERSION: u16 = 1;
+const HEADER: usize = 8 + 2 + 4;
+const TRAILER: usize = 4;
+
+/// What the table hands to the encoder.
+pub(crate) struct SnapshotRef<'a> {
+    pub(crate) clock: Millis,
+    pub(crate) last_fence: Fence,
+    pub(crate) counters: &'a Stats,
+    pub(crate) keys: &'a [&'a Record],
+    pub(crate) expired: &'a ExpiredLog,
+}
+
+/// What the decoder hands back, fully validated.
+pub(crate) struct Decoded {
+    pub(crate) clock: Millis,
+    pub(crate) fences: FenceCounter,
+    pub(crate) counters: Stats,
+    pub(crate) keys: Vec<(Box<str>, KeyState)>,
+    pub(crate) expired: Vec<(Fence, ExpiredRecord)>,
+}
+
+fn counters_of(s: &Stats) -> [u64; 10] {
+    [
+        s.acquired,
+        s.handed_off,
+        s.released,
+        s.extended,
+        s.expired,
+        s.queued,
+        s.wait_timed_out,
+        s.cancelled,
+        s.rejected,
+        s.events_dropped,
+    ]
+}
+
+fn stats_from(c: [u64; 10]) -> Stats {
+    Stats {
+        acquired: c[0],
+        handed_off: c[1],
+        released: c[2],
+        extended: c[3],
+        expired: c[4],
+        queued: c[5],
+        wait_timed_out: c[6],
+        cancelled: c[7],
+        rejected: c[8],
+        events_dropped: c[9],
+        ..Stats::default()
+    }
+}
+
+struct Writer(Vec<u8>);
+
+impl Writer {
+    fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn len(&mut self, n: usize) {
+        // Every count and length is bounded by limits far below u32::MAX.
+        self.u32(u32::try_from(n).unwrap_or(u32::MAX));
+    }
+    fn str(&mut self, s: &str) {
+        self.len(s.len());
+        self.0.extend_from_slice(s.as_bytes());
+    }
+}
+
+pub(crate) fn encode(s: &SnapshotRef<'_>) -> Vec<u8> {
+    let mut w = Writer(Vec::with_capacity(HEADER + 96 + s.keys.len() * 48));
+    w.0.extend_from_slice(&MAGIC);
+    w.0.extend_from_slice(&VERSION.to_le_bytes());
+    w.u32(0); // body length, patched below
+    w.u64(s.clock);
+    w.u64(s.last_fence);
+    for c in counters_of(s.counters) {
+        w.u64(c);
+    }
+    w.len(s.keys.len());
+    for record in s.keys {
+        let Some(lease) = record.state.lease() else {
+            continue; // free keys are never stored in a table
+        };
+        w.str(&record.key);
+        w.str(lease.owner());
+        w.u64(lease.fence());
+        w.u64(lease.deadline());
+        w.len(record.state.waiter_count());
+        for waiter in record.state.waiters() {
+            w.str(waiter.owner());
+            w.u64(waiter.ttl());
+            w.u64(waiter.wait_deadline());
+        }
+    }
+    w.len(s.expired.len());
+    for (fence, record) in s.expired.iter() {
+        w.u64(fence);
+        w.str(&record.key);
+        w.str(&record.owner);
+        w.u64(record.deadline);
+    }
+    let body_len = w.0.len() - HEADER;
+    let body_len = u32::try_from(body_len).unwrap_or(u32::MAX).to_le_bytes();
+    w.0[10..14].copy_from_slice(&body_len);
+    let crc = crc32(&w.0);
+    w.u32(crc);
+    w.0
+}
+
+const fn corrupt(reason: &'static str) -> LockError {
+    LockError::SnapshotCorrupt { reason }
+}
+
+struct Reader<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], LockError> {
+        if self.rest.len() < n {
+            return Err(corrupt("body ends early"));
+        }
+        let (head, tail) = self.rest.split_at(n);
+        self.rest = tail;
+        Ok(head)
+    }
+    fn u32(&mut self) -> Result<u32, LockError> {
+        let mut b = [0u8; 4];
+        b.copy_from_slice(self.take(4)?);
+        Ok(u32::from_le_bytes(b))
+    }
+    fn u64(&mut self) -> Result<u64, LockError> {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(b))
+    }
+    /// A count of items that each take at least `min_item_bytes`, refused if the rest cannot hold
+    /// them (so a forged count never makes us allocate).
+    fn count(&mut self, min_item_bytes: usize) -> Result<usize, LockError> {
+        let n = self.u32()? as usize;
+        if n.saturating_mul(min_item_bytes) > self.rest.len() {
+            return Err(corrupt("count larger than the snapshot"));
+        }
+        Ok(n)
+    }
+    fn str(&mut self) -> Result<&'a str, LockError> {
+        let n = self.u32()? as usize;
+        core::str::from_utf8(self.take(n)?).map_err(|_| corrupt("string is not UTF-8"))
+    }
+}
+
+/// Maps a key/owner/TTL validation error to a snapshot error: too long means the snapshot was
+/// written under larger limits; empty or invalid means corruption.
+fn against_limits(result: Result<(), LockError>) -> Result<(), LockError> {
+    match result {
+        Ok(()) => Ok(()),
+        Err(LockError::KeyTooLong { .. }) => Err(LockError::SnapshotExceedsLimits {
+            limit: "max_key_bytes",
+        }),
+        Err(LockError::OwnerTooLong { .. }) => Err(LockError::SnapshotExceedsLimits {
+            limit: "max_owner_bytes",
+        }),
+        Err(LockError::TtlTooLong { .. }) => Err(LockError::SnapshotExceedsLimits { limit: "max_ttl" }),
+        Err(LockError::KeyEmpty | LockError::KeyInvalid) => Err(corrupt("invalid key")),
+        Err(LockError::OwnerEmpty | LockError::OwnerInvalid) => Err(corrupt("invalid owner")),
+        Err(_) => Err(corrupt("invalid ttl")),
+    }
+}
+
+pub(crate) fn decode(bytes: &[u8], limits: &Limits) -> Result<Decoded, LockError> {
+    if bytes.len() < MAGIC.len() {
+        return Err(if MAGIC.starts_with(bytes) {
+            LockError::SnapshotTruncated
+        } else {
+            LockError::SnapshotBadMagic
+        });
+    }
+    if bytes[..8] != MAGIC {
+        return Err(LockError::SnapshotBadMagic);
+    }
+    if bytes.len() < HEADER {
+        return Err(LockError::SnapshotTruncated);
+    }
+    let version = u16::from_le_bytes([bytes[8], bytes[9]]);
+    if version != VERSION {
+        return Err(LockError::SnapshotVersion {
+            found: version,
+            supported: VERSION,
+        });
+    }
+    let body_len = u32::from_le_bytes([bytes[10], bytes[11], bytes[12], bytes[13]]) as usize;
+    let total = HEADER.saturating_add(body_len).saturating_add(TRAILER);
+    if bytes.len() < total {
+        return Err(LockError::SnapshotTruncated);
+    }
+    if bytes.len() > total {
+        return Err(corrupt("bytes after the end"));
+    }
+    let (framed, crc) = bytes.split_at(HEADER + body_len);
+    if crc32(framed) != u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]) {
+        return Err(LockError::SnapshotChecksum);
+    }
+    let mut r = Reader {
+        rest: &framed[HEADER..],
+    };
+    let decoded = decode_body(&mut r, limits)?;
+    if !r.rest.is_empty() {
+        return Err(corrupt("body longer than its contents"));
+    }
+    Ok(decoded)
+}
+
+fn decode_body(r: &mut Reader<'_>, limits: &Limits) -> Result<Decoded, LockError> {
+    let clock = r.u64()?;
+    let last_fence = r.u64()?;
+    let fences = FenceCounter::starting_after(last_fence).ok_or(corrupt("fence counter out of range"))?;
+    let mut counters = [0u64; 10];
+    for c in &mut counters {
+        *c = r.u64()?;
+    }
+    let key_count = r.count(4 + 1 + 4 + 1 + 8 + 8 + 4)?;
+    if key_count > limits.max_keys {
+        return Err(LockError::SnapshotExceedsLimits { limit: "max_keys" });
+    }
+    let mut keys: Vec<(Box<str>, KeyState)> = Vec::with_capacity(key_count);
+    let mut lease_fences: Vec<Fence> = Vec::with_capacity(key_count);
+    let mut total_waiters = 0usize;
+    for _ in 0..key_count {
+        let key = r.str()?;
+        against_limits(limits.check_key(key))?;
+        if keys.last().is_some_and(|(prev, _)| **prev >= *key) {
+            return Err(corrupt("keys not in strictly increasing order"));
+        }
+        let owner = r.str()?;
+        against_limits(limits.check_owner(owner))?;
+        let fence = r.u64()?;
+        let deadline = r.u64()?;
+        if fence == 0 || fence > last_fence {
+            return Err(corrupt("lease fence not issued by the counter"));
+        }
+        let waiter_count = r.count(4 + 1 + 8 + 8)?;
+        if waiter_count > limits.max_waiters_per_key {
+            return Err(LockError::SnapshotExceedsLimits {
+                limit: "max_waiters_per_key",
+            });
+        }
+        total_waiters += waiter_count;
+        if total_waiters > limits.max_waiters {
+            return Err(LockError::SnapshotExceedsLimits {
+                limit: "max_waiters",
+            });
+        }
+        let mut waiters = Vec::with_capacity(waiter_count);
+        for _ in 0..waiter_count {
+            let owner = r.str()?;
+            against_limits(limits.check_owner(owner))?;
+            let ttl = r.u64()?;
+            against_limits(limits.check_ttl(ttl))?;
+            let wait_deadline = r.u64()?;
+            waiters.push(Waiter::new(owner, ttl, wait_deadline));
+        }
+        let state = KeyState::from_parts(Some(Lease::new(owner, fence, deadline)), waiters, clock)
+            .map_err(corrupt)?;
+        lease_fences.push(fence);
+        keys.push((key.into(), state));
+    }
+    lease_fences.sort_unstable();
+    if lease_fences.windows(2).any(|w| w[0] == w[1]) {
+        return Err(corrupt("two leases share a fence"));
+    }
+    let expired_count = r.count(8 + 4 + 1 + 4 + 1 + 8)?;
+    let mut expired: Vec<(Fence, ExpiredRecord)> = Vec::with_capacity(expired_count);
+    for _ in 0..expired_count {
+        let fence = r.u64()?;
+        let key = r.str()?;
+        against_limits(limits.check_key(key))?;
+        let owner = r.str()?;
+        against_limits(limits.check_owner(owner))?;
+        let deadline = r.u64()?;
+        if fence == 0 || fence > last_fence || lease_fences.binary_search(&fence).is_ok() {
+            return Err(corrupt("expired lease fence not issued or still live"));
+        }
+        if deadline > clock || expired.last().is_some_and(|(_, prev)| prev.deadline > deadline) {
+            return Err(corrupt("expired leases out of order"));
+        }
+        expired.push((
+            fence,
+            ExpiredRecord {
+                key: key.into(),
+                owner: owner.into(),
+                deadline,
+            },
+        ));
+    }
+    let mut expired_fences: Vec<Fence> = expired.iter().map(|(f, _)| *f).collect();
+    expired_fences.sort_unstable();
+    if expired_fences.windows(2).any(|w| w[0] == w[1]) {
+        return Err(corrupt("two expired leases share a fence"));
+    }
+    Ok(Decoded {
+        clock,
+        fences,
+        counters: stats_from(counters),
+        keys,
+        expired,
+    })
+}

@@ -1,0 +1,585 @@
+//! The lock table: many keys, one clock, one timer, one event queue.
+
+use alloc::boxed::Box;
+use alloc::collections::VecDeque;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::hash::BuildHasher;
+
+use foldhash::fast::FixedState;
+use hashbrown::HashTable;
+
+use crate::expired_log::{ExpiredLog, ExpiredOfKey, ExpiredRecord};
+use crate::key_state::{FenceCounter, KeyState, QueueRoom, Transition};
+use crate::timer_heap::TimerHeap;
+use crate::{
+    snapshot, AcquireOutcome, Event, EventKind, Fence, Grant, KeyEvent, KeyInfo, Limits,
+    LockError, Millis, Stats,
+};
+
+/// One held key: its name and its state.
+#[derive(Clone, Debug)]
+pub(crate) struct Record {
+    pub(crate) key: Box<str>,
+    pub(crate) state: KeyState,
+}
+
+/// A table of expiring, owner-checked, fenced locks, driven entirely by the caller's clock.
+///
+/// # How to drive it
+/// The table never reads a clock, sleeps or spawns. Every call takes `now`, a monotonic count of
+/// milliseconds from the host; a `now` earlier than one already seen is treated as the latest one
+/// seen (time never runs backwards inside the table). The host loop is:
+///
+/// 1. **Inputs**: call [`try_acquire`](Self::try_acquire), [`acquire`](Self::acquire),
+///    [`release`](Self::release), [`extend`](Self::extend), [`cancel_wait`](Self::cancel_wait)
+///    as requests come in, and [`handle_timeout`](Self::handle_timeout) when the timer fires.
+/// 2. **Outputs**: after each call, drain [`poll_event`](Self::poll_event) until it returns `None`
+///    (expiries, i.e. lost locks; hand-offs to waiters; wait timeouts).
+/// 3. **Timer**: re-arm the host's one timer for [`next_wakeup`](Self::next_wakeup).
+///
+/// Every time-driven change takes effect at its own instant, whether or not the host woke up then:
+/// a late or missing `handle_timeout` only delays the *reporting* of events (each carries its true
+/// instant). Calling `handle_timeout` early or twice is harmless.
+///
+/// # Example
+/// ```
+/// use lock_core::{AcquireOutcome, EventKind, LockError, LockTable};
+///
+/// let mut table = LockTable::default();
+/// let AcquireOutcome::Acquired(lease) = table.try_acquire("nightly-report", "worker-a", 1_000, 0)?
+/// else { unreachable!() };
+/// assert_eq!((lease.fence, lease.deadline), (1, 1_000));
+///
+/// // Another worker is refused, and told when to retry.
+/// assert_eq!(
+///     table.try_acquire("nightly-report", "worker-b", 1_000, 10),
+///     Err(LockError::Held { deadline: 1_000 })
+/// );
+///
+/// // worker-a forgets to release; the host's timer fires at the deadline.
+/// assert_eq!(table.next_wakeup(), Some(1_000));
+/// table.handle_timeout(1_000);
+/// let lost = table.poll_event().unwrap();
+/// assert!(matches!(lost.kind, EventKind::Expired { fence: 1, .. }));
+///
+/// // worker-a learns it lost the lock; worker-b gets it with a higher fence.
+/// assert_eq!(table.release("nightly-report", "worker-a", 1, 1_001), Err(LockError::Expired { deadline: 1_000 }));
+/// assert!(matches!(table.try_acquire("nightly-report", "worker-b", 1_000, 1_001)?,
+///                  AcquireOutcome::Acquired(lease) if lease.fence == 2));
+/// # Ok::<(), LockError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct LockTable {
+    limits: Limits,
+    seed: u64,
+    hasher: FixedState,
+    index: HashTable<u32>,
+    slots: Vec<Option<Record>>,
+    free: Vec<u32>,
+    timers: TimerHeap,
+    fences: FenceCounter,
+    clock: Millis,
+    waiters: usize,
+    expired: ExpiredLog,
+    events: VecDeque<Event>,
+    counters: Stats,
+}
+
+impl Default for LockTable {
+    /// A table with [`Limits::default`].
+    fn default() -> Self {
+        LockTable::build(Limits::default(), 0)
+    }
+}
+
+impl LockTable {
+    /// An empty table with these limits.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidLimits`] if a limit is out of range.
+    pub fn new(limits: Limits) -> Result<Self, LockError> {
+        LockTable::with_seed(limits, 0)
+    }
+
+    /// An empty table whose key hashing is seeded with `seed`. Hosts that take keys from
+    /// untrusted parties should pass a random seed (hash flooding); outcomes never depend on it.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidLimits`] if a limit is out of range.
+    pub fn with_seed(limits: Limits, seed: u64) -> Result<Self, LockError> {
+        limits.validate()?;
+        Ok(LockTable::build(limits, seed))
+    }
+
+    fn build(limits: Limits, seed: u64) -> Self {
+        LockTable {
+            limits,
+            seed,
+            hasher: FixedState::with_seed(seed),
+            index: HashTable::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            timers: TimerHeap::default(),
+            fences: FenceCounter::default(),
+            clock: 0,
+            waiters: 0,
+            expired: ExpiredLog::default(),
+            events: VecDeque::new(),
+            counters: Stats::default(),
+        }
+    }
+
+    /// The limits this table enforces.
+    #[must_use]
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The table's clock: the latest `now` it has seen.
+    #[must_use]
+    pub fn clock(&self) -> Millis {
+        self.clock
+    }
+
+    // ----- inputs -------------------------------------------------------------------------
+
+    /// Takes `key` for `owner` for `ttl` ms if it is free, without waiting.
+    ///
+    /// # Errors
+    /// [`LockError::Held`] (with the holder's deadline) if another owner holds it, or a validation
+    /// or limit error; none of them changes the table.
+    pub fn try_acquire(
+        &mut self,
+        key: &str,
+        owner: &str,
+        ttl: Millis,
+        now: Millis,
+    ) -> Result<AcquireOutcome, LockError> {
+        self.acquire(key, owner, ttl, 0, now)
+    }
+
+    /// Takes `key` for `owner` for `ttl` ms, or queues `owner` (FIFO) until `wait_deadline` if
+    /// another owner holds it. A queued owner is later granted the lock by hand-off
+    /// ([`EventKind::Granted`]) or leaves with [`EventKind::WaitTimedOut`] once
+    /// `now >= wait_deadline`. A `wait_deadline` that is not after `now` makes this a
+    /// [`try_acquire`](Self::try_acquire).
+    ///
+    /// # Errors
+    /// [`LockError::Held`] when not waiting, [`LockError::QueueFull`],
+    /// [`LockError::TooManyWaiters`], [`LockError::TableFull`], or a validation error.
+    pub fn acquire(
+        &mut self,
+        key: &str,
+        owner: &str,
+        ttl: Millis,
+        wait_deadline: Millis,
+        now: Millis,
+    ) -> Result<AcquireOutcome, LockError> {
+        let result = self.acquire_inner(key, owner, ttl, wait_deadline, now);
+        match &result {
+            Ok(AcquireOutcome::Acquired(_)) => self.counters.acquired += 1,
+            Ok(AcquireOutcome::Queued { .. }) => self.counters.queued += 1,
+            Ok(_) => {}
+            Err(_) => self.counters.rejected += 1,
+        }
+        result
+    }
+
+    fn acquire_inner(
+        &mut self,
+        key: &str,
+        owner: &str,
+        ttl: Millis,
+        wait_deadline: Millis,
+        now: Millis,
+    ) -> Result<AcquireOutcome, LockError> {
+        self.limits.check_key(key)?;
+        self.limits.check_owner(owner)?;
+        self.limits.check_ttl(ttl)?;
+        let now = self.advance(now);
+        let hash = self.hasher.hash_one(key);
+        if self.find(hash, key).is_none() && self.index.len() >= self.limits.max_keys {
+            return Err(LockError::TableFull {
+                max_keys: self.limits.max_keys,
+            });
+        }
+        self.apply(key, hash, |state, _, fences, room| {
+            state.acquire(owner, ttl, wait_deadline, now, room, fences)
+        })
+    }
+
+    /// Ends `owner`'s lease with `fence` on `key`. If others wait, the first is granted the lock at
+    /// `now` ([`EventKind::Granted`]).
+    ///
+    /// # Errors
+    /// In this order of precedence: [`LockError::Expired`] if that lease already ran out (the
+    /// holder lost the lock), [`LockError::NotOwner`] if another owner holds the key,
+    /// [`LockError::NotHeld`] otherwise; or a validation error. None of them changes the table.
+    pub fn release(
+        &mut self,
+        key: &str,
+        owner: &str,
+        fence: Fence,
+        now: Millis,
+    ) -> Result<(), LockError> {
+        let result = self.release_inner(key, owner, fence, now);
+        self.count(&result, |c| c.released += 1);
+        result
+    }
+
+    fn release_inner(
+        &mut self,
+        key: &str,
+        owner: &str,
+        fence: Fence,
+        now: Millis,
+    ) -> Result<(), LockError> {
+        self.limits.check_key(key)?;
+        self.limits.check_owner(owner)?;
+        let now = self.advance(now);
+        let hash = self.hasher.hash_one(key);
+        self.apply(key, hash, |state, history, fences, _| {
+            state.release(owner, fence, now, history, fences)
+        })
+    }
+
+    /// Moves the deadline of `owner`'s lease with `fence` on `key` to `now + ttl`; the fence does
+    /// not change.
+    ///
+    /// # Errors
+    /// The same as [`release`](Self::release), plus TTL validation errors.
+    pub fn extend(
+        &mut self,
+        key: &str,
+        owner: &str,
+        fence: Fence,
+        ttl: Millis,
+        now: Millis,
+    ) -> Result<Grant, LockError> {
+        let result = self.extend_inner(key, owner, fence, ttl, now);
+        self.count(&result, |c| c.extended += 1);
+        result
+    }
+
+    fn extend_inner(
+        &mut self,
+        key: &str,
+        owner: &str,
+        fence: Fence,
+        ttl: Millis,
+        now: Millis,
+    ) -> Result<Grant, LockError> {
+        self.limits.check_key(key)?;
+        self.limits.check_owner(owner)?;
+        self.limits.check_ttl(ttl)?;
+        let now = self.advance(now);
+        let hash = self.hasher.hash_one(key);
+        self.apply(key, hash, |state, history, fences, _| {
+            state.extend(owner, fence, ttl, now, history, fences)
+        })
+    }
+
+    /// Takes `owner` out of `key`'s wait queue.
+    ///
+    /// # Errors
+    /// [`LockError::NotWaiting`] if it is not queued there (any more), or a validation error.
+    pub fn cancel_wait(&mut self, key: &str, owner: &str, now: Millis) -> Result<(), LockError> {
+        let result = self.cancel_inner(key, owner, now);
+        self.count(&result, |c| c.cancelled += 1);
+        result
+    }
+
+    fn cancel_inner(&mut self, key: &str, owner: &str, now: Millis) -> Result<(), LockError> {
+        self.limits.check_key(key)?;
+        self.limits.check_owner(owner)?;
+        let now = self.advance(now);
+        let hash = self.hasher.hash_one(key);
+        self.apply(key, hash, |state, _, fences, _| {
+            state.cancel_wait(owner, now, fences)
+        })
+    }
+
+    /// Applies every time-driven change up to `now`. Call it when the timer set for
+    /// [`next_wakeup`](Self::next_wakeup) fires; calling it early, late or twice is harmless.
+    /// Costs O(changes · log n), never a scan of all keys.
+    pub fn handle_timeout(&mut self, now: Millis) {
+        self.advance(now);
+    }
+
+    // ----- outputs ------------------------------------------------------------------------
+
+    /// The earliest instant at which anything changes by time alone (a lease deadline or a wait
+    /// deadline), or `None` if nothing is pending. One timer for the whole table suffices.
+    #[must_use]
+    pub fn next_wakeup(&self) -> Option<Millis> {
+        self.timers.peek().map(|t| t.at)
+    }
+
+    /// The oldest undrained event, if any. Drain after every call.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Every undrained event, oldest first.
+    pub fn drain_events(&mut self) -> impl Iterator<Item = Event> + '_ {
+        self.events.drain(..)
+    }
+
+    // ----- inspection ---------------------------------------------------------------------
+
+    /// The holder and wait queue of `key` at `now`, or `None` if it is free.
+    ///
+    /// # Errors
+    /// A key validation error.
+    pub fn inspect(&mut self, key: &str, now: Millis) -> Result<Option<KeyInfo>, LockError> {
+        if let Err(e) = self.limits.check_key(key) {
+            self.counters.rejected += 1;
+            return Err(e);
+        }
+        self.advance(now);
+        let hash = self.hasher.hash_one(key);
+        Ok(self
+            .find(hash, key)
+            .and_then(|slot| self.record(slot))
+            .and_then(|r| r.state.info()))
+    }
+
+    /// Gauges and counters at `now`.
+    pub fn stats(&mut self, now: Millis) -> Stats {
+        self.advance(now);
+        Stats {
+            live_leases: self.index.len(),
+            waiters: self.waiters,
+            expired_records: self.expired.len(),
+            pending_events: self.events.len(),
+            clock: self.clock,
+            last_fence: self.fences.last(),
+            ..self.counters.clone()
+        }
+    }
+
+    /// Bytes of heap memory the table's own structures hold, excluding the bytes of key and owner
+    /// strings, wait queues and events. An estimate from capacities, for capacity planning.
+    #[must_use]
+    pub fn index_bytes(&self) -> usize {
+        let buckets = self.index.capacity().max(1).next_power_of_two();
+        buckets * (core::mem::size_of::<u32>() + 1)
+            + self.slots.capacity() * core::mem::size_of::<Option<Record>>()
+            + self.free.capacity() * core::mem::size_of::<u32>()
+            + self.timers.capacity_bytes()
+    }
+
+    // ----- snapshot -----------------------------------------------------------------------
+
+    /// Serialises the whole table at `now` (leases, waiters, fence counter, clock, remembered
+    /// expiries, counters) into versioned, checksummed bytes. Undrained events are not included:
+    /// drain them first. Keys are written in byte order, so equal tables give equal bytes.
+    pub fn snapshot(&mut self, now: Millis) -> Vec<u8> {
+        self.advance(now);
+        let mut keys: Vec<&Record> = self.slots.iter().flatten().collect();
+        keys.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+        snapshot::encode(&snapshot::SnapshotRef {
+            clock: self.clock,
+            last_fence: self.fences.last(),
+            counters: &self.counters,
+            keys: &keys,
+            expired: &self.expired,
+        })
+    }
+
+    /// Replaces this table by the one in `bytes`, keeping this table's limits and hash seed.
+    /// The restored table's clock is the snapshot's; undrained events are discarded.
+    ///
+    /// # Errors
+    /// A `Snapshot*` error if the bytes are truncated, corrupt, of another version, or hold more
+    /// than this table's limits; the table is then left exactly as it was.
+    pub fn restore(&mut self, bytes: &[u8]) -> Result<(), LockError> {
+        *self = LockTable::from_snapshot(self.limits.clone(), self.seed, bytes)?;
+        Ok(())
+    }
+
+    /// A new table with these limits and hash seed, from snapshot bytes.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidLimits`], or a `Snapshot*` error as for [`restore`](Self::restore).
+    pub fn from_snapshot(limits: Limits, seed: u64, bytes: &[u8]) -> Result<Self, LockError> {
+        limits.validate()?;
+        let decoded = snapshot::decode(bytes, &limits)?;
+        let mut table = LockTable::build(limits, seed);
+        table.clock = decoded.clock;
+        table.fences = decoded.fences;
+        table.counters = decoded.counters;
+        for (key, state) in decoded.keys {
+            let hash = table.hasher.hash_one(&*key);
+            table.waiters += state.waiter_count();
+            table.insert(hash, Record { key, state });
+        }
+        for (fence, record) in decoded.expired {
+            table.expired.record(fence, record, &table.limits);
+        }
+        table.expired.prune(table.clock, &table.limits);
+        Ok(table)
+    }
+
+    // ----- internals ----------------------------------------------------------------------
+
+    /// Moves the clock to `now` (never back) and applies every due change, in instant order.
+    fn advance(&mut self, now: Millis) -> Millis {
+        self.clock = self.clock.max(now);
+        let now = self.clock;
+        while let Some(timer) = self.timers.peek().copied() {
+            if timer.at > now {
+                break;
+            }
+            let Some(record) = self.slots.get_mut(timer.slot as usize).and_then(Option::as_mut)
+            else {
+                self.timers.remove(timer.slot);
+                continue;
+            };
+            let before = record.state.waiter_count();
+            let events = record.state.advance(timer.at, &mut self.fences);
+            self.waiters = self.waiters + record.state.waiter_count() - before;
+            let key = record.key.clone();
+            self.absorb(&key, events);
+            let hash = self.hasher.hash_one(&*key);
+            self.settle(timer.slot, hash);
+        }
+        self.expired.prune(now, &self.limits);
+        now
+    }
+
+    /// Runs one per-key transition on `key` (a fresh free state if the key is absent), records
+    /// its events, and re-indexes the key.
+    fn apply<T>(
+        &mut self,
+        key: &str,
+        hash: u64,
+        op: impl FnOnce(&mut KeyState, &ExpiredOfKey<'_>, &mut FenceCounter, QueueRoom) -> Transition<T>,
+    ) -> Result<T, LockError> {
+        let room = QueueRoom {
+            max_waiters_per_key: self.limits.max_waiters_per_key,
+            max_waiters: self.limits.max_waiters,
+            waiters_in_table: self.waiters,
+        };
+        let existing = self.find(hash, key);
+        let mut fresh = KeyState::new();
+        let state = match existing.and_then(|s| self.slots.get_mut(s as usize)) {
+            Some(Some(record)) => &mut record.state,
+            _ => &mut fresh,
+        };
+        let before = state.waiter_count();
+        let history = self.expired.for_key(key);
+        let Transition { outcome, events } = op(state, &history, &mut self.fences, room);
+        self.waiters = self.waiters + state.waiter_count() - before;
+        self.absorb(key, events);
+        match existing {
+            Some(slot) => self.settle(slot, hash),
+            None if !fresh.is_free() => {
+                let slot = self.insert(
+                    hash,
+                    Record {
+                        key: key.into(),
+                        state: fresh,
+                    },
+                );
+                self.settle(slot, hash);
+            }
+            None => {}
+        }
+        outcome
+    }
+
+    fn count<T>(&mut self, result: &Result<T, LockError>, on_ok: impl FnOnce(&mut Stats)) {
+        match result {
+            Ok(_) => on_ok(&mut self.counters),
+            Err(_) => self.counters.rejected += 1,
+        }
+    }
+
+    /// Records the events of `key`: counters, expired-lease memory, the event queue.
+    fn absorb(&mut self, key: &str, events: Vec<KeyEvent>) {
+        for KeyEvent { at, kind } in events {
+            match &kind {
+                EventKind::Expired { owner, fence } => {
+                    self.counters.expired += 1;
+                    let record = ExpiredRecord {
+                        key: key.into(),
+                        owner: owner.as_str().into(),
+                        deadline: at,
+                    };
+                    self.expired.record(*fence, record, &self.limits);
+                }
+                EventKind::Granted { .. } => self.counters.handed_off += 1,
+                EventKind::WaitTimedOut { .. } => self.counters.wait_timed_out += 1,
+            }
+            if self.events.len() >= self.limits.max_pending_events {
+                self.events.pop_front();
+                self.counters.events_dropped += 1;
+            }
+            self.events.push_back(Event {
+                key: String::from(key),
+                at,
+                kind,
+            });
+        }
+    }
+
+    fn record(&self, slot: u32) -> Option<&Record> {
+        self.slots.get(slot as usize).and_then(Option::as_ref)
+    }
+
+    fn find(&self, hash: u64, key: &str) -> Option<u32> {
+        let slots = &self.slots;
+        self.index
+            .find(hash, |&s| {
+                slots
+                    .get(s as usize)
+                    .and_then(Option::as_ref)
+                    .is_some_and(|r| &*r.key == key)
+            })
+            .copied()
+    }
+
+    fn insert(&mut self, hash: u64, record: Record) -> u32 {
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.slots[slot as usize] = Some(record);
+                slot
+            }
+            None => {
+                self.slots.push(Some(record));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let (slots, hasher) = (&self.slots, &self.hasher);
+        self.index.insert_unique(hash, slot, |&s| {
+            slots
+                .get(s as usize)
+                .and_then(Option::as_ref)
+                .map_or(0, |r| hasher.hash_one(&*r.key))
+        });
+        slot
+    }
+
+    /// After a transition of `slot`: re-arm its timer, or drop the record if the key is free.
+    fn settle(&mut self, slot: u32, hash: u64) {
+        let Some(record) = self.record(slot) else {
+            return;
+        };
+        match (record.state.lease(), record.state.next_deadline()) {
+            (Some(lease), Some(at)) => {
+                let fence = lease.fence();
+                self.timers.schedule(slot, at, fence);
+            }
+            _ => {
+                self.timers.remove(slot);
+                if let Ok(entry) = self.index.find_entry(hash, |&s| s == slot) {
+                    entry.remove();
+                }
+                self.slots[slot as usize] = None;
+                self.free.push(slot);
+            }
+        }
+    }
+}
