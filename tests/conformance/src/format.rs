@@ -1,0 +1,477 @@
+//! The vector file format, parsed strictly: an unknown field, a missing field, or a field that
+//! does not belong to the step's operation is a load error, never a silently skipped check.
+//! The format is described for humans in `tests/vectors/README.md`.
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+
+use crate::hex;
+
+/// One vector file: a behaviour group.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VectorFile {
+    /// What the file covers.
+    pub description: String,
+    /// Its scenarios, each run on a fresh table.
+    pub scenarios: Vec<Scenario>,
+}
+
+/// One scenario: a fresh table with optional limit overrides, and its steps.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Unique within the file; used in failure reports.
+    pub name: String,
+    /// Why the scenario exists (optional prose).
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Overrides of `lock_core::Limits::default()`.
+    #[serde(default)]
+    pub limits: LimitsSpec,
+    /// The steps, in order.
+    pub steps: Vec<RawStep>,
+}
+
+/// Limits overrides; absent fields keep the core's documented defaults.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct LimitsSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_key_bytes: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_owner_bytes: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_ttl: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_keys: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_waiters_per_key: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_waiters: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expired_retention: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_expired_records: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_pending_events: Option<usize>,
+}
+
+impl LimitsSpec {
+    /// The core's defaults with these overrides applied.
+    #[must_use]
+    pub fn resolve(&self) -> lock_core::Limits {
+        let d = lock_core::Limits::default();
+        lock_core::Limits {
+            max_key_bytes: self.max_key_bytes.unwrap_or(d.max_key_bytes),
+            max_owner_bytes: self.max_owner_bytes.unwrap_or(d.max_owner_bytes),
+            max_ttl: self.max_ttl.unwrap_or(d.max_ttl),
+            max_keys: self.max_keys.unwrap_or(d.max_keys),
+            max_waiters_per_key: self.max_waiters_per_key.unwrap_or(d.max_waiters_per_key),
+            max_waiters: self.max_waiters.unwrap_or(d.max_waiters),
+            expired_retention: self.expired_retention.unwrap_or(d.expired_retention),
+            max_expired_records: self.max_expired_records.unwrap_or(d.max_expired_records),
+            max_pending_events: self.max_pending_events.unwrap_or(d.max_pending_events),
+        }
+    }
+}
+
+/// The operation names.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+#[allow(missing_docs)]
+pub enum OpName {
+    TryAcquire,
+    Acquire,
+    Release,
+    Extend,
+    CancelWait,
+    HandleTimeout,
+    Inspect,
+    Stats,
+    NextWakeup,
+    Snapshot,
+    Restore,
+}
+
+/// A step as written in the file: every field any operation can take. [`RawStep::parse`] checks
+/// that exactly the fields of its operation are present.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct RawStep {
+    pub op: OpName,
+    #[serde(default)]
+    pub note: Option<String>,
+    #[serde(default)]
+    pub now: Option<u64>,
+    #[serde(default)]
+    pub key: Option<String>,
+    #[serde(default)]
+    pub owner: Option<String>,
+    #[serde(default)]
+    pub ttl: Option<u64>,
+    #[serde(default)]
+    pub wait_deadline: Option<u64>,
+    #[serde(default)]
+    pub fence: Option<u64>,
+    #[serde(default)]
+    pub hex: Option<String>,
+    #[serde(default)]
+    pub ok: Option<Outcome>,
+    #[serde(default)]
+    pub err: Option<ErrorCase>,
+    #[serde(default, deserialize_with = "present")]
+    pub expect: Option<Value>,
+    #[serde(default)]
+    pub events: Vec<EventCase>,
+}
+
+/// Keeps an explicit `null` apart from an absent field.
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
+/// A successful outcome, named as in the WIT contract.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+#[allow(missing_docs)]
+pub enum Outcome {
+    Acquired { fence: u64, deadline: u64 },
+    AlreadyHeld { fence: u64, deadline: u64 },
+    Queued { position: u64 },
+    AlreadyWaiting { position: u64 },
+    Released,
+    Extended { fence: u64, deadline: u64 },
+    Cancelled,
+    Restored,
+}
+
+/// An error, named as in the WIT contract (`lock_core::LockError::code`), with its payload.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+#[allow(missing_docs)]
+pub enum ErrorCase {
+    KeyEmpty,
+    KeyTooLong { len: u64, max: u64 },
+    KeyInvalid,
+    OwnerEmpty,
+    OwnerTooLong { len: u64, max: u64 },
+    OwnerInvalid,
+    TtlZero,
+    TtlTooLong { ttl: u64, max: u64 },
+    TableFull { max_keys: u64 },
+    QueueFull { max_waiters_per_key: u64 },
+    TooManyWaiters { max_waiters: u64 },
+    Held { deadline: u64 },
+    NotOwner,
+    NotHeld,
+    Expired { deadline: u64 },
+    NotWaiting,
+    InvalidLimits { limit: String },
+    SnapshotTruncated,
+    SnapshotBadMagic,
+    SnapshotVersion { found: u64, supported: u64 },
+    SnapshotChecksum,
+    SnapshotCorrupt { reason: String },
+    SnapshotExceedsLimits { limit: String },
+}
+
+/// An event, named as in the WIT contract.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+#[allow(missing_docs)]
+pub enum EventCase {
+    Expired {
+        key: String,
+        owner: String,
+        fence: u64,
+        at: u64,
+    },
+    Granted {
+        key: String,
+        owner: String,
+        fence: u64,
+        deadline: u64,
+        at: u64,
+    },
+    WaitTimedOut {
+        key: String,
+        owner: String,
+        at: u64,
+    },
+}
+
+/// A held key, as inspection reports it.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct KeyView {
+    pub owner: String,
+    pub fence: u64,
+    pub deadline: u64,
+    #[serde(default)]
+    pub waiters: Vec<WaiterView>,
+}
+
+/// A waiter, as inspection reports it.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct WaiterView {
+    pub owner: String,
+    pub ttl: u64,
+    pub wait_deadline: u64,
+}
+
+/// Stats; an expectation lists only the fields it checks.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct StatsView {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live_leases: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiters: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expired_records: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_events: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_fence: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acquired: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handed_off: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extended: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expired: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_timed_out: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancelled: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events_dropped: Option<u64>,
+}
+
+impl StatsView {
+    /// The fields of `self` (an expectation) that `actual` contradicts, as `(expected, got)` JSON.
+    #[must_use]
+    pub fn mismatch(&self, actual: &StatsView) -> Option<(Value, Value)> {
+        let (want, got) = (to_json(self), to_json(actual));
+        let (Value::Object(want), Value::Object(got)) = (want, got) else {
+            return None;
+        };
+        let mut expected = serde_json::Map::new();
+        let mut observed = serde_json::Map::new();
+        for (field, value) in want {
+            let actual = got.get(&field).cloned().unwrap_or(Value::Null);
+            if actual != value {
+                expected.insert(field.clone(), value);
+                observed.insert(field, actual);
+            }
+        }
+        (!expected.is_empty()).then(|| (Value::Object(expected), Value::Object(observed)))
+    }
+}
+
+/// A parsed, checked operation with everything a driver needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub enum Op {
+    TryAcquire { now: u64, key: String, owner: String, ttl: u64 },
+    Acquire { now: u64, key: String, owner: String, ttl: u64, wait_deadline: u64 },
+    Release { now: u64, key: String, owner: String, fence: u64 },
+    Extend { now: u64, key: String, owner: String, fence: u64, ttl: u64 },
+    CancelWait { now: u64, key: String, owner: String },
+    HandleTimeout { now: u64 },
+    Inspect { now: u64, key: String },
+    Stats { now: u64 },
+    NextWakeup,
+    Snapshot { now: u64 },
+    /// `bytes: None` restores the bytes of the scenario's latest `snapshot` step.
+    Restore { bytes: Option<Vec<u8>> },
+}
+
+/// What a step expects of its operation's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Expectation {
+    /// An operation answered with `ok` or `err`.
+    Result(Result<Outcome, ErrorCase>),
+    /// `inspect`: the key's state (`None` = free), or an error.
+    Inspect(Result<Option<KeyView>, ErrorCase>),
+    /// `stats`: the listed fields.
+    Stats(StatsView),
+    /// `next-wakeup`.
+    Wakeup(Option<u64>),
+    /// `snapshot`: the exact bytes, if given.
+    Snapshot(Option<Vec<u8>>),
+    /// `handle-timeout`: only the events are checked.
+    Nothing,
+}
+
+/// A checked step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Step {
+    /// The operation.
+    pub op: Op,
+    /// What it must answer.
+    pub expect: Expectation,
+    /// The events it must produce (drained after the step), oldest first.
+    pub events: Vec<EventCase>,
+}
+
+/// The value of a required field, noting it as used.
+fn need<T: Clone + Default>(
+    op: &Value,
+    field: &'static str,
+    value: &Option<T>,
+    used: &mut Vec<&'static str>,
+) -> Result<T, String> {
+    used.push(field);
+    value.clone().ok_or_else(|| format!("{op} needs \"{field}\""))
+}
+
+fn to_json<T: Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+impl RawStep {
+    /// Checks that the step has exactly the fields of its operation.
+    ///
+    /// # Errors
+    /// A message naming the missing or misplaced field.
+    pub fn parse(&self) -> Result<Step, String> {
+        let name = to_json(&self.op);
+        let mut used = vec!["op", "note", "events"];
+        macro_rules! take {
+            ($field:ident) => {
+                need(&name, stringify!($field), &self.$field, &mut used)?
+            };
+        }
+        let op = match self.op {
+            OpName::TryAcquire => Op::TryAcquire {
+                now: take!(now),
+                key: take!(key),
+                owner: take!(owner),
+                ttl: take!(ttl),
+            },
+            OpName::Acquire => Op::Acquire {
+                now: take!(now),
+                key: take!(key),
+                owner: take!(owner),
+                ttl: take!(ttl),
+                wait_deadline: take!(wait_deadline),
+            },
+            OpName::Release => Op::Release {
+                now: take!(now),
+                key: take!(key),
+                owner: take!(owner),
+                fence: take!(fence),
+            },
+            OpName::Extend => Op::Extend {
+                now: take!(now),
+                key: take!(key),
+                owner: take!(owner),
+                fence: take!(fence),
+                ttl: take!(ttl),
+            },
+            OpName::CancelWait => Op::CancelWait {
+                now: take!(now),
+                key: take!(key),
+                owner: take!(owner),
+            },
+            OpName::HandleTimeout => Op::HandleTimeout { now: take!(now) },
+            OpName::Inspect => Op::Inspect {
+                now: take!(now),
+                key: take!(key),
+            },
+            OpName::Stats => Op::Stats { now: take!(now) },
+            OpName::NextWakeup => Op::NextWakeup,
+            OpName::Snapshot => Op::Snapshot { now: take!(now) },
+            OpName::Restore => {
+                used.push("hex");
+                Op::Restore {
+                    bytes: self.hex.as_deref().map(hex::decode).transpose()?,
+                }
+            }
+        };
+        let expect = match self.op {
+            OpName::TryAcquire
+            | OpName::Acquire
+            | OpName::Release
+            | OpName::Extend
+            | OpName::CancelWait
+            | OpName::Restore => {
+                used.extend(["ok", "err"]);
+                Expectation::Result(match (&self.ok, &self.err) {
+                    (Some(ok), None) => Ok(ok.clone()),
+                    (None, Some(err)) => Err(err.clone()),
+                    _ => return Err(format!("{name} needs exactly one of \"ok\" and \"err\"")),
+                })
+            }
+            OpName::Inspect => {
+                used.extend(["expect", "err"]);
+                Expectation::Inspect(match (&self.expect, &self.err) {
+                    (Some(v), None) => Ok(serde_json::from_value(v.clone())
+                        .map_err(|e| format!("inspect \"expect\": {e}"))?),
+                    (None, Some(err)) => Err(err.clone()),
+                    _ => return Err("inspect needs exactly one of \"expect\" and \"err\"".into()),
+                })
+            }
+            OpName::Stats => {
+                let v = take!(expect);
+                Expectation::Stats(
+                    serde_json::from_value(v).map_err(|e| format!("stats \"expect\": {e}"))?,
+                )
+            }
+            OpName::NextWakeup => {
+                let v = take!(expect);
+                Expectation::Wakeup(
+                    serde_json::from_value(v)
+                        .map_err(|e| format!("next-wakeup \"expect\": {e}"))?,
+                )
+            }
+            OpName::Snapshot => {
+                used.push("expect");
+                let bytes = match &self.expect {
+                    None => None,
+                    Some(Value::String(s)) => Some(hex::decode(s)?),
+                    Some(_) => return Err("snapshot \"expect\" must be a hex string".into()),
+                };
+                Expectation::Snapshot(bytes)
+            }
+            OpName::HandleTimeout => Expectation::Nothing,
+        };
+        let given = [
+            ("now", self.now.is_some()),
+            ("key", self.key.is_some()),
+            ("owner", self.owner.is_some()),
+            ("ttl", self.ttl.is_some()),
+            ("wait_deadline", self.wait_deadline.is_some()),
+            ("fence", self.fence.is_some()),
+            ("hex", self.hex.is_some()),
+            ("ok", self.ok.is_some()),
+            ("err", self.err.is_some()),
+            ("expect", self.expect.is_some()),
+        ];
+        if let Some((field, _)) = given.iter().find(|(f, p)| *p && !used.contains(f)) {
+            return Err(format!("{name} does not take \"{field}\""));
+        }
+        Ok(Step {
+            op,
+            expect,
+            events: self.events.clone(),
+        })
+    }
+}

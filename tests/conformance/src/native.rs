@@ -1,0 +1,206 @@
+//! The driver for `lock-core` itself, and the translation of its types into vector terms.
+
+use lock_core::{AcquireOutcome, Event, EventKind, KeyInfo, LockError, LockTable, Stats};
+
+use crate::{Answer, Driver, ErrorCase, EventCase, KeyView, Op, Outcome, StatsView};
+use crate::format::WaiterView;
+
+/// Runs vectors against an in-process [`LockTable`].
+#[derive(Debug, Default)]
+pub struct NativeDriver {
+    table: Option<LockTable>,
+}
+
+impl Driver for NativeDriver {
+    fn start(&mut self, limits: &lock_core::Limits) -> Result<(), String> {
+        self.table = Some(LockTable::new(limits.clone()).map_err(|e| e.to_string())?);
+        Ok(())
+    }
+
+    fn run(&mut self, op: &Op) -> Result<Answer, String> {
+        let t = self.table.as_mut().ok_or("no table started")?;
+        Ok(match op {
+            Op::TryAcquire { now, key, owner, ttl } => {
+                Answer::Result(t.try_acquire(key, owner, *ttl, *now).map(acquired).map_err(error))
+            }
+            Op::Acquire { now, key, owner, ttl, wait_deadline } => Answer::Result(
+                t.acquire(key, owner, *ttl, *wait_deadline, *now).map(acquired).map_err(error),
+            ),
+            Op::Release { now, key, owner, fence } => Answer::Result(
+                t.release(key, owner, *fence, *now).map(|()| Outcome::Released).map_err(error),
+            ),
+            Op::Extend { now, key, owner, fence, ttl } => Answer::Result(
+                t.extend(key, owner, *fence, *ttl, *now)
+                    .map(|g| Outcome::Extended { fence: g.fence, deadline: g.deadline })
+                    .map_err(error),
+            ),
+            Op::CancelWait { now, key, owner } => Answer::Result(
+                t.cancel_wait(key, owner, *now).map(|()| Outcome::Cancelled).map_err(error),
+            ),
+            Op::HandleTimeout { now } => {
+                t.handle_timeout(*now);
+                Answer::Nothing
+            }
+            Op::Inspect { now, key } => {
+                Answer::Inspect(t.inspect(key, *now).map(|i| i.map(key_view)).map_err(error))
+            }
+            Op::Stats { now } => Answer::Stats(stats_view(&t.stats(*now))),
+            Op::NextWakeup => Answer::Wakeup(t.next_wakeup()),
+            Op::Snapshot { now } => Answer::Snapshot(t.snapshot(*now)),
+            Op::Restore { bytes } => Answer::Result(
+                t.restore(bytes.as_deref().unwrap_or_default())
+                    .map(|()| Outcome::Restored)
+                    .map_err(error),
+            ),
+        })
+    }
+
+    fn drain_events(&mut self) -> Result<Vec<EventCase>, String> {
+        let t = self.table.as_mut().ok_or("no table started")?;
+        Ok(t.drain_events().map(event).collect())
+    }
+}
+
+fn acquired(o: AcquireOutcome) -> Outcome {
+    match o {
+        AcquireOutcome::Acquired(g) => Outcome::Acquired { fence: g.fence, deadline: g.deadline },
+        AcquireOutcome::AlreadyHeld(g) => {
+            Outcome::AlreadyHeld { fence: g.fence, deadline: g.deadline }
+        }
+        AcquireOutcome::Queued { position } => Outcome::Queued { position: position as u64 },
+        AcquireOutcome::AlreadyWaiting { position } => {
+            Outcome::AlreadyWaiting { position: position as u64 }
+        }
+    }
+}
+
+/// The vector form of a core error (exhaustive: a new variant does not compile until mapped).
+#[must_use]
+pub fn error(e: LockError) -> ErrorCase {
+    match e {
+        LockError::KeyEmpty => ErrorCase::KeyEmpty,
+        LockError::KeyTooLong { len, max } => ErrorCase::KeyTooLong { len: len as u64, max: max as u64 },
+        LockError::KeyInvalid => ErrorCase::KeyInvalid,
+        LockError::OwnerEmpty => ErrorCase::OwnerEmpty,
+        LockError::OwnerTooLong { len, max } => {
+            ErrorCase::OwnerTooLong { len: len as u64, max: max as u64 }
+        }
+        LockError::OwnerInvalid => ErrorCase::OwnerInvalid,
+        LockError::TtlZero => ErrorCase::TtlZero,
+        LockError::TtlTooLong { ttl, max } => ErrorCase::TtlTooLong { ttl, max },
+        LockError::TableFull { max_keys } => ErrorCase::TableFull { max_keys: max_keys as u64 },
+        LockError::QueueFull { max_waiters_per_key } => ErrorCase::QueueFull {
+            max_waiters_per_key: max_waiters_per_key as u64,
+        },
+        LockError::TooManyWaiters { max_waiters } => {
+            ErrorCase::TooManyWaiters { max_waiters: max_waiters as u64 }
+        }
+        LockError::Held { deadline } => ErrorCase::Held { deadline },
+        LockError::NotOwner => ErrorCase::NotOwner,
+        LockError::NotHeld => ErrorCase::NotHeld,
+        LockError::Expired { deadline } => ErrorCase::Expired { deadline },
+        LockError::NotWaiting => ErrorCase::NotWaiting,
+        LockError::InvalidLimits { limit } => ErrorCase::InvalidLimits { limit: limit.into() },
+        LockError::SnapshotTruncated => ErrorCase::SnapshotTruncated,
+        LockError::SnapshotBadMagic => ErrorCase::SnapshotBadMagic,
+        LockError::SnapshotVersion { found, supported } => ErrorCase::SnapshotVersion {
+            found: found.into(),
+            supported: supported.into(),
+        },
+        LockError::SnapshotChecksum => ErrorCase::SnapshotChecksum,
+        LockError::SnapshotCorrupt { reason } => ErrorCase::SnapshotCorrupt { reason: reason.into() },
+        LockError::SnapshotExceedsLimits { limit } => {
+            ErrorCase::SnapshotExceedsLimits { limit: limit.into() }
+        }
+    }
+}
+
+fn event(e: Event) -> EventCase {
+    let Event { key, at, kind } = e;
+    match kind {
+        EventKind::Expired { owner, fence } => EventCase::Expired { key, owner, fence, at },
+        EventKind::Granted { owner, fence, deadline } => {
+            EventCase::Granted { key, owner, fence, deadline, at }
+        }
+        EventKind::WaitTimedOut { owner } => EventCase::WaitTimedOut { key, owner, at },
+    }
+}
+
+fn key_view(i: KeyInfo) -> KeyView {
+    KeyView {
+        owner: i.holder.owner,
+        fence: i.holder.fence,
+        deadline: i.holder.deadline,
+        waiters: i
+            .waiters
+            .into_iter()
+            .map(|w| WaiterView { owner: w.owner, ttl: w.ttl, wait_deadline: w.wait_deadline })
+            .collect(),
+    }
+}
+
+fn stats_view(s: &Stats) -> StatsView {
+    StatsView {
+        live_leases: Some(s.live_leases as u64),
+        waiters: Some(s.waiters as u64),
+        expired_records: Some(s.expired_records as u64),
+        pending_events: Some(s.pending_events as u64),
+        clock: Some(s.clock),
+        last_fence: Some(s.last_fence),
+        acquired: Some(s.acquired),
+        handed_off: Some(s.handed_off),
+        released: Some(s.released),
+        extended: Some(s.extended),
+        expired: Some(s.expired),
+        queued: Some(s.queued),
+        wait_timed_out: Some(s.wait_timed_out),
+        cancelled: Some(s.cancelled),
+        rejected: Some(s.rejected),
+        events_dropped: Some(s.events_dropped),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The vector names of errors are the core's `code()` names.
+    #[test]
+    fn error_names_match_core_codes() {
+        let all = [
+            LockError::KeyEmpty,
+            LockError::KeyTooLong { len: 1, max: 1 },
+            LockError::KeyInvalid,
+            LockError::OwnerEmpty,
+            LockError::OwnerTooLong { len: 1, max: 1 },
+            LockError::OwnerInvalid,
+            LockError::TtlZero,
+            LockError::TtlTooLong { ttl: 1, max: 1 },
+            LockError::TableFull { max_keys: 1 },
+            LockError::QueueFull { max_waiters_per_key: 1 },
+            LockError::TooManyWaiters { max_waiters: 1 },
+            LockError::Held { deadline: 1 },
+            LockError::NotOwner,
+            LockError::NotHeld,
+            LockError::Expired { deadline: 1 },
+            LockError::NotWaiting,
+            LockError::InvalidLimits { limit: "x" },
+            LockError::SnapshotTruncated,
+            LockError::SnapshotBadMagic,
+            LockError::SnapshotVersion { found: 1, supported: 1 },
+            LockError::SnapshotChecksum,
+            LockError::SnapshotCorrupt { reason: "x" },
+            LockError::SnapshotExceedsLimits { limit: "x" },
+        ];
+        for e in all {
+            let code = e.code();
+            let json = serde_json::to_value(error(e)).unwrap();
+            let name = match &json {
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Object(m) => m.keys().next().unwrap().clone(),
+                other => panic!("unexpected {other}"),
+            };
+            assert_eq!(name, code);
+        }
+    }
+}
