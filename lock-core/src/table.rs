@@ -388,14 +388,23 @@ impl LockTable {
         })
     }
 
-    /// Replaces this table by the one in `bytes`, keeping this table's limits and hash seed.
-    /// The restored table's clock is the snapshot's; undrained events are discarded.
+    /// Replaces this table's state by the one in `bytes`, keeping this table's limits and hash
+    /// seed. Neither time nor fences run backwards inside one table: the restored table keeps the
+    /// later of the two clocks (leases of the snapshot that ended meanwhile expire, at their own
+    /// instants, and are reported as events) and the higher of the two fence counters, so a grant
+    /// after restoring an older snapshot never reuses a token this table already issued.
+    /// Undrained events of the replaced state are discarded: drain them first.
     ///
     /// # Errors
     /// A `Snapshot*` error if the bytes are truncated, corrupt, of another version, or hold more
     /// than this table's limits; the table is then left exactly as it was.
     pub fn restore(&mut self, bytes: &[u8]) -> Result<(), LockError> {
-        *self = LockTable::from_snapshot(self.limits.clone(), self.seed, bytes)?;
+        let mut restored = LockTable::from_snapshot(self.limits.clone(), self.seed, bytes)?;
+        if self.fences.last() > restored.fences.last() {
+            restored.fences = self.fences;
+        }
+        restored.advance(self.clock);
+        *self = restored;
         Ok(())
     }
 
@@ -413,7 +422,8 @@ impl LockTable {
         for (key, state) in decoded.keys {
             let hash = table.hasher.hash_one(&*key);
             table.waiters += state.waiter_count();
-            table.insert(hash, Record { key, state });
+            let slot = table.insert(hash, Record { key, state });
+            table.settle(slot, hash);
         }
         for (fence, record) in decoded.expired {
             table.expired.record(fence, record, &table.limits);
