@@ -43,6 +43,14 @@ pub enum LockError {
         /// The limit.
         max: Millis,
     },
+    /// `now + ttl` does not fit in a `u64` of milliseconds: the lease would end past the end of
+    /// the clock.
+    DeadlineOverflow {
+        /// The (clamped) instant of the request.
+        now: Millis,
+        /// The rejected TTL.
+        ttl: Millis,
+    },
     /// The key is free but the table already holds [`Limits::max_keys`](crate::Limits::max_keys)
     /// live leases.
     TableFull {
@@ -125,6 +133,7 @@ impl LockError {
             LockError::OwnerInvalid => "owner-invalid",
             LockError::TtlZero => "ttl-zero",
             LockError::TtlTooLong { .. } => "ttl-too-long",
+            LockError::DeadlineOverflow { .. } => "deadline-overflow",
             LockError::TableFull { .. } => "table-full",
             LockError::QueueFull { .. } => "queue-full",
             LockError::TooManyWaiters { .. } => "too-many-waiters",
@@ -154,13 +163,21 @@ impl fmt::Display for LockError {
             LockError::KeyInvalid => f.write_str("key contains a control character"),
             LockError::OwnerEmpty => f.write_str("owner is empty"),
             LockError::OwnerTooLong { len, max } => {
-                write!(f, "owner is {len} bytes, longer than max_owner_bytes ({max})")
+                write!(
+                    f,
+                    "owner is {len} bytes, longer than max_owner_bytes ({max})"
+                )
             }
             LockError::OwnerInvalid => f.write_str("owner contains a control character"),
             LockError::TtlZero => f.write_str("ttl is 0 ms; a lease must last at least 1 ms"),
             LockError::TtlTooLong { ttl, max } => {
                 write!(f, "ttl of {ttl} ms is longer than max_ttl ({max} ms)")
             }
+            LockError::DeadlineOverflow { now, ttl } => write!(
+                f,
+                "now ({now} ms) + ttl ({ttl} ms) is past the end of the clock ({} ms)",
+                u64::MAX
+            ),
             LockError::TableFull { max_keys } => {
                 write!(f, "table already holds max_keys ({max_keys}) live leases")
             }

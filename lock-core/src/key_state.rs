@@ -170,10 +170,21 @@ pub struct Transition<T> {
     pub events: Vec<KeyEvent>,
 }
 
+/// `now + ttl`, refused if it does not fit: a direct grant or an extension always yields a
+/// lease that is live at `now`. (A hand-off at `t` saturates instead: the waiter's wait deadline
+/// is after `t`, so `t < u64::MAX` and the lease is still live at `t`.)
+fn deadline_after(now: Millis, ttl: Millis) -> Result<Millis, LockError> {
+    now.checked_add(ttl)
+        .ok_or(LockError::DeadlineOverflow { now, ttl })
+}
+
 /// One key: an optional live lease and a FIFO queue of waiters (never waiters without a lease).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct KeyState {
     lease: Option<Lease>,
+    /// Boxed on purpose: most keys have no waiters, and a boxed queue costs 8 bytes per key
+    /// instead of 32.
+    #[allow(clippy::box_collection)]
     queue: Option<Box<VecDeque<Waiter>>>,
 }
 
@@ -245,7 +256,11 @@ impl KeyState {
     #[must_use]
     pub fn next_deadline(&self) -> Option<Millis> {
         let lease = self.lease.as_ref()?;
-        let waits = self.queue.iter().flat_map(|q| q.iter()).map(|w| w.wait_deadline);
+        let waits = self
+            .queue
+            .iter()
+            .flat_map(|q| q.iter())
+            .map(|w| w.wait_deadline);
         Some(waits.fold(lease.deadline, Millis::min))
     }
 
@@ -283,7 +298,12 @@ impl KeyState {
         events
     }
 
-    fn advance_into(&mut self, now: Millis, fences: &mut impl FenceSource, out: &mut Vec<KeyEvent>) {
+    fn advance_into(
+        &mut self,
+        now: Millis,
+        fences: &mut impl FenceSource,
+        out: &mut Vec<KeyEvent>,
+    ) {
         while let Some(at) = self.next_deadline().filter(|&t| t <= now) {
             self.time_out_waiters(at, out);
             if self.lease.as_ref().is_some_and(|l| l.deadline <= at) {
@@ -388,10 +408,11 @@ impl KeyState {
         fences: &mut impl FenceSource,
     ) -> Result<AcquireOutcome, LockError> {
         let Some(lease) = &self.lease else {
+            let deadline = deadline_after(now, ttl)?;
             let lease = Lease {
                 owner: owner.into(),
                 fence: fences.next_fence(),
-                deadline: now.saturating_add(ttl),
+                deadline,
             };
             let grant = lease.grant();
             self.lease = Some(lease);
@@ -488,10 +509,12 @@ impl KeyState {
     ) -> Transition<Grant> {
         let mut events = Vec::new();
         self.advance_into(now, fences, &mut events);
-        let outcome = self.find_lease(owner, fence, history, &events).map(|lease| {
-            lease.deadline = now.saturating_add(ttl);
-            lease.grant()
-        });
+        let outcome = self
+            .find_lease(owner, fence, history, &events)
+            .and_then(|lease| {
+                lease.deadline = deadline_after(now, ttl)?;
+                Ok(lease.grant())
+            });
         Transition { outcome, events }
     }
 

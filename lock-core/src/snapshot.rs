@@ -201,7 +201,9 @@ fn against_limits(result: Result<(), LockError>) -> Result<(), LockError> {
         Err(LockError::OwnerTooLong { .. }) => Err(LockError::SnapshotExceedsLimits {
             limit: "max_owner_bytes",
         }),
-        Err(LockError::TtlTooLong { .. }) => Err(LockError::SnapshotExceedsLimits { limit: "max_ttl" }),
+        Err(LockError::TtlTooLong { .. }) => {
+            Err(LockError::SnapshotExceedsLimits { limit: "max_ttl" })
+        }
         Err(LockError::KeyEmpty | LockError::KeyInvalid) => Err(corrupt("invalid key")),
         Err(LockError::OwnerEmpty | LockError::OwnerInvalid) => Err(corrupt("invalid owner")),
         Err(_) => Err(corrupt("invalid ttl")),
@@ -254,7 +256,8 @@ pub(crate) fn decode(bytes: &[u8], limits: &Limits) -> Result<Decoded, LockError
 fn decode_body(r: &mut Reader<'_>, limits: &Limits) -> Result<Decoded, LockError> {
     let clock = r.u64()?;
     let last_fence = r.u64()?;
-    let fences = FenceCounter::starting_after(last_fence).ok_or(corrupt("fence counter out of range"))?;
+    let fences =
+        FenceCounter::starting_after(last_fence).ok_or(corrupt("fence counter out of range"))?;
     let mut counters = [0u64; 10];
     for c in &mut counters {
         *c = r.u64()?;
@@ -321,7 +324,11 @@ fn decode_body(r: &mut Reader<'_>, limits: &Limits) -> Result<Decoded, LockError
         if fence == 0 || fence > last_fence || lease_fences.binary_search(&fence).is_ok() {
             return Err(corrupt("expired lease fence not issued or still live"));
         }
-        if deadline > clock || expired.last().is_some_and(|(_, prev)| prev.deadline > deadline) {
+        if deadline > clock
+            || expired
+                .last()
+                .is_some_and(|(_, prev)| prev.deadline > deadline)
+        {
             return Err(corrupt("expired leases out of order"));
         }
         expired.push((

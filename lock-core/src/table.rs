@@ -13,8 +13,8 @@ use crate::expired_log::{ExpiredLog, ExpiredOfKey, ExpiredRecord};
 use crate::key_state::{FenceCounter, KeyState, QueueRoom, Transition};
 use crate::timer_heap::TimerHeap;
 use crate::{
-    snapshot, AcquireOutcome, Event, EventKind, Fence, Grant, KeyEvent, KeyInfo, Limits,
-    LockError, Millis, Stats,
+    snapshot, AcquireOutcome, Event, EventKind, Fence, Grant, KeyEvent, KeyInfo, Limits, LockError,
+    Millis, Stats,
 };
 
 /// One held key: its name and its state.
@@ -442,7 +442,10 @@ impl LockTable {
             if timer.at > now {
                 break;
             }
-            let Some(record) = self.slots.get_mut(timer.slot as usize).and_then(Option::as_mut)
+            let Some(record) = self
+                .slots
+                .get_mut(timer.slot as usize)
+                .and_then(Option::as_mut)
             else {
                 self.timers.remove(timer.slot);
                 continue;

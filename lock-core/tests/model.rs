@@ -27,11 +27,32 @@ fn limits() -> Limits {
 
 #[derive(Clone, Debug)]
 enum Op {
-    Try { key: usize, owner: usize, ttl: u64 },
-    Acquire { key: usize, owner: usize, ttl: u64, wait: u64 },
-    Release { key: usize, owner: usize, fence_back: u64 },
-    Extend { key: usize, owner: usize, fence_back: u64, ttl: u64 },
-    Cancel { key: usize, owner: usize },
+    Try {
+        key: usize,
+        owner: usize,
+        ttl: u64,
+    },
+    Acquire {
+        key: usize,
+        owner: usize,
+        ttl: u64,
+        wait: u64,
+    },
+    Release {
+        key: usize,
+        owner: usize,
+        fence_back: u64,
+    },
+    Extend {
+        key: usize,
+        owner: usize,
+        fence_back: u64,
+        ttl: u64,
+    },
+    Cancel {
+        key: usize,
+        owner: usize,
+    },
     Timeout,
     RoundTrip,
 }
@@ -55,7 +76,10 @@ fn op() -> impl Strategy<Value = Op> {
 
 /// Time steps: mostly forward, sometimes standing still, sometimes backwards.
 fn step() -> impl Strategy<Value = (i64, Op)> {
-    (prop_oneof![6 => 0..150i64, 2 => Just(0i64), 1 => -100..0i64], op())
+    (
+        prop_oneof![6 => 0..150i64, 2 => Just(0i64), 1 => -100..0i64],
+        op(),
+    )
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -68,14 +92,18 @@ enum Ev {
 fn ev(e: Event) -> Ev {
     match e.kind {
         EventKind::Expired { owner, fence } => Ev::Expired(e.key, owner, fence, e.at),
-        EventKind::Granted { owner, fence, deadline } => Ev::Granted(e.key, owner, fence, deadline, e.at),
+        EventKind::Granted {
+            owner,
+            fence,
+            deadline,
+        } => Ev::Granted(e.key, owner, fence, deadline, e.at),
         EventKind::WaitTimedOut { owner } => Ev::TimedOut(e.key, owner, e.at),
     }
 }
 
 #[derive(Clone, Debug)]
 struct MKey {
-    holder: (String, u64, u64), // owner, fence, deadline
+    holder: (String, u64, u64),     // owner, fence, deadline
     queue: Vec<(String, u64, u64)>, // owner, ttl, wait deadline
 }
 
@@ -107,7 +135,8 @@ impl Model {
         let fence = self.last_fence;
         let k = self.keys.get_mut(key).unwrap();
         k.holder = (owner.clone(), fence, t + ttl);
-        self.events.push(Ev::Granted(key.into(), owner, fence, t + ttl, t));
+        self.events
+            .push(Ev::Granted(key.into(), owner, fence, t + ttl, t));
     }
 
     fn advance(&mut self, now: u64) -> u64 {
@@ -129,9 +158,11 @@ impl Model {
                     self.events.push(Ev::TimedOut(name.clone(), w.0, t));
                 }
                 if holder.2 == t {
-                    self.events.push(Ev::Expired(name.clone(), holder.0.clone(), holder.1, t));
+                    self.events
+                        .push(Ev::Expired(name.clone(), holder.0.clone(), holder.1, t));
                     let l = limits();
-                    self.expired.push_back((holder.1, name.clone(), holder.0, t));
+                    self.expired
+                        .push_back((holder.1, name.clone(), holder.0, t));
                     while self.expired.len() > l.max_expired_records {
                         self.expired.pop_front();
                     }
@@ -139,7 +170,11 @@ impl Model {
                 }
             }
         }
-        while self.expired.front().is_some_and(|e| e.3 + limits().expired_retention <= now) {
+        while self
+            .expired
+            .front()
+            .is_some_and(|e| e.3 + limits().expired_retention <= now)
+        {
             self.expired.pop_front();
         }
         self.clock = now;
@@ -157,41 +192,74 @@ impl Model {
             .min()
     }
 
-    fn acquire(&mut self, key: &str, owner: &str, ttl: u64, wait: u64, now: u64) -> Result<AcquireOutcome, LockError> {
+    fn acquire(
+        &mut self,
+        key: &str,
+        owner: &str,
+        ttl: u64,
+        wait: u64,
+        now: u64,
+    ) -> Result<AcquireOutcome, LockError> {
         let now = self.advance(now);
         let l = limits();
         let total_waiters = self.waiters();
         let Some(k) = self.keys.get(key) else {
             if self.keys.len() >= l.max_keys {
-                return Err(LockError::TableFull { max_keys: l.max_keys });
+                return Err(LockError::TableFull {
+                    max_keys: l.max_keys,
+                });
             }
             let fence = self.fence();
-            self.keys.insert(key.into(), MKey { holder: (owner.into(), fence, now + ttl), queue: vec![] });
-            return Ok(AcquireOutcome::Acquired(Grant { fence, deadline: now + ttl }));
+            self.keys.insert(
+                key.into(),
+                MKey {
+                    holder: (owner.into(), fence, now + ttl),
+                    queue: vec![],
+                },
+            );
+            return Ok(AcquireOutcome::Acquired(Grant {
+                fence,
+                deadline: now + ttl,
+            }));
         };
         if k.holder.0 == owner {
-            return Ok(AcquireOutcome::AlreadyHeld(Grant { fence: k.holder.1, deadline: k.holder.2 }));
+            return Ok(AcquireOutcome::AlreadyHeld(Grant {
+                fence: k.holder.1,
+                deadline: k.holder.2,
+            }));
         }
         if let Some(i) = k.queue.iter().position(|w| w.0 == owner) {
             return Ok(AcquireOutcome::AlreadyWaiting { position: i + 1 });
         }
         if wait <= now {
-            return Err(LockError::Held { deadline: k.holder.2 });
+            return Err(LockError::Held {
+                deadline: k.holder.2,
+            });
         }
         if k.queue.len() >= l.max_waiters_per_key {
-            return Err(LockError::QueueFull { max_waiters_per_key: l.max_waiters_per_key });
+            return Err(LockError::QueueFull {
+                max_waiters_per_key: l.max_waiters_per_key,
+            });
         }
         if total_waiters >= l.max_waiters {
-            return Err(LockError::TooManyWaiters { max_waiters: l.max_waiters });
+            return Err(LockError::TooManyWaiters {
+                max_waiters: l.max_waiters,
+            });
         }
         let k = self.keys.get_mut(key).unwrap();
         k.queue.push((owner.into(), ttl, wait));
-        Ok(AcquireOutcome::Queued { position: k.queue.len() })
+        Ok(AcquireOutcome::Queued {
+            position: k.queue.len(),
+        })
     }
 
     /// Why `owner` has no live lease with `fence` on `key`.
     fn refusal(&self, key: &str, owner: &str, fence: u64) -> LockError {
-        if let Some(e) = self.expired.iter().find(|e| e.0 == fence && e.1 == key && e.2 == owner) {
+        if let Some(e) = self
+            .expired
+            .iter()
+            .find(|e| e.0 == fence && e.1 == key && e.2 == owner)
+        {
             return LockError::Expired { deadline: e.3 };
         }
         match self.keys.get(key) {
@@ -201,7 +269,9 @@ impl Model {
     }
 
     fn holds(&self, key: &str, owner: &str, fence: u64) -> bool {
-        self.keys.get(key).is_some_and(|k| k.holder.0 == owner && k.holder.1 == fence)
+        self.keys
+            .get(key)
+            .is_some_and(|k| k.holder.0 == owner && k.holder.1 == fence)
     }
 
     fn release(&mut self, key: &str, owner: &str, fence: u64, now: u64) -> Result<(), LockError> {
@@ -213,14 +283,24 @@ impl Model {
         Ok(())
     }
 
-    fn extend(&mut self, key: &str, owner: &str, fence: u64, ttl: u64, now: u64) -> Result<Grant, LockError> {
+    fn extend(
+        &mut self,
+        key: &str,
+        owner: &str,
+        fence: u64,
+        ttl: u64,
+        now: u64,
+    ) -> Result<Grant, LockError> {
         let now = self.advance(now);
         if !self.holds(key, owner, fence) {
             return Err(self.refusal(key, owner, fence));
         }
         let k = self.keys.get_mut(key).unwrap();
         k.holder.2 = now + ttl;
-        Ok(Grant { fence, deadline: now + ttl })
+        Ok(Grant {
+            fence,
+            deadline: now + ttl,
+        })
     }
 
     fn cancel(&mut self, key: &str, owner: &str, now: u64) -> Result<(), LockError> {
@@ -246,7 +326,12 @@ struct Observer {
 
 impl Observer {
     fn fence(&mut self, fence: u64) -> Result<(), TestCaseError> {
-        prop_assert!(fence > self.max_fence, "fence {} after {}", fence, self.max_fence);
+        prop_assert!(
+            fence > self.max_fence,
+            "fence {} after {}",
+            fence,
+            self.max_fence
+        );
         self.max_fence = fence;
         Ok(())
     }
@@ -255,7 +340,12 @@ impl Observer {
         match e {
             Ev::Expired(key, _, fence, at) => {
                 let lease = self.live.remove(key);
-                prop_assert_eq!(lease, Some((*fence, *at)), "expiry of {} not at its deadline", key);
+                prop_assert_eq!(
+                    lease,
+                    Some((*fence, *at)),
+                    "expiry of {} not at its deadline",
+                    key
+                );
                 prop_assert!(*at <= clock, "expiry reported before it happened");
             }
             Ev::Granted(key, _, fence, deadline, _) => {
@@ -278,7 +368,13 @@ impl Observer {
     /// Nothing the table still reports as live is past its deadline.
     fn settled(&self, clock: u64) -> Result<(), TestCaseError> {
         for (key, (_, deadline)) in &self.live {
-            prop_assert!(*deadline > clock, "lease on {} outlived its deadline {} at {}", key, deadline, clock);
+            prop_assert!(
+                *deadline > clock,
+                "lease on {} outlived its deadline {} at {}",
+                key,
+                deadline,
+                clock
+            );
         }
         Ok(())
     }
@@ -293,13 +389,25 @@ fn run(steps: Vec<(i64, Op)>) -> Result<(), TestCaseError> {
     for (dt, op) in steps {
         now = now.saturating_add_signed(dt);
         let fence_for = |key: usize, back: u64, fences: &BTreeMap<usize, u64>| {
-            fences.get(&key).copied().unwrap_or(1).saturating_sub(back).max(1)
+            fences
+                .get(&key)
+                .copied()
+                .unwrap_or(1)
+                .saturating_sub(back)
+                .max(1)
         };
         // Granted events of a release happen after its outcome; the others before.
         let mut released: Option<String> = None;
         match &op {
-            Op::Try { key, owner, ttl } | Op::Acquire { key, owner, ttl, .. } => {
-                let wait = if let Op::Acquire { wait, .. } = op { now + wait } else { 0 };
+            Op::Try { key, owner, ttl }
+            | Op::Acquire {
+                key, owner, ttl, ..
+            } => {
+                let wait = if let Op::Acquire { wait, .. } = op {
+                    now + wait
+                } else {
+                    0
+                };
                 let got = table.acquire(KEYS[*key], OWNERS[*owner], *ttl, wait, now);
                 let want = model.acquire(KEYS[*key], OWNERS[*owner], *ttl, wait, now);
                 prop_assert_eq!(&got, &want);
@@ -313,7 +421,11 @@ fn run(steps: Vec<(i64, Op)>) -> Result<(), TestCaseError> {
                 }
                 prop_assert_eq!(events, std::mem::take(&mut model.events));
             }
-            Op::Release { key, owner, fence_back } => {
+            Op::Release {
+                key,
+                owner,
+                fence_back,
+            } => {
                 let fence = fence_for(*key, *fence_back, &fences_by_key);
                 let got = table.release(KEYS[*key], OWNERS[*owner], fence, now);
                 prop_assert_eq!(&got, &model.release(KEYS[*key], OWNERS[*owner], fence, now));
@@ -321,10 +433,18 @@ fn run(steps: Vec<(i64, Op)>) -> Result<(), TestCaseError> {
                     released = Some(KEYS[*key].into());
                 }
             }
-            Op::Extend { key, owner, fence_back, ttl } => {
+            Op::Extend {
+                key,
+                owner,
+                fence_back,
+                ttl,
+            } => {
                 let fence = fence_for(*key, *fence_back, &fences_by_key);
                 let got = table.extend(KEYS[*key], OWNERS[*owner], fence, *ttl, now);
-                prop_assert_eq!(&got, &model.extend(KEYS[*key], OWNERS[*owner], fence, *ttl, now));
+                prop_assert_eq!(
+                    &got,
+                    &model.extend(KEYS[*key], OWNERS[*owner], fence, *ttl, now)
+                );
                 if let Ok(g) = got {
                     let events: Vec<Ev> = table.drain_events().map(ev).collect();
                     for e in &events {
@@ -351,7 +471,11 @@ fn run(steps: Vec<(i64, Op)>) -> Result<(), TestCaseError> {
                 }
                 prop_assert_eq!(events, std::mem::take(&mut model.events));
                 let mut restored = LockTable::from_snapshot(limits(), 0, &bytes).unwrap();
-                prop_assert_eq!(restored.snapshot(model.clock), bytes, "restored table differs");
+                prop_assert_eq!(
+                    restored.snapshot(model.clock),
+                    bytes,
+                    "restored table differs"
+                );
                 table = restored;
             }
         }
@@ -363,7 +487,10 @@ fn run(steps: Vec<(i64, Op)>) -> Result<(), TestCaseError> {
             obs.event(e, model.clock)?;
         }
         if let Some(key) = released {
-            if !events.iter().any(|e| matches!(e, Ev::Granted(k, ..) if *k == key)) {
+            if !events
+                .iter()
+                .any(|e| matches!(e, Ev::Granted(k, ..) if *k == key))
+            {
                 obs.live.remove(&key);
             }
         }
@@ -379,9 +506,16 @@ fn run(steps: Vec<(i64, Op)>) -> Result<(), TestCaseError> {
         for key in KEYS {
             let info = table.inspect(key, now).unwrap();
             let want = model.keys.get(key);
-            prop_assert_eq!(info.as_ref().map(|i| (i.holder.fence, i.holder.deadline)), want.map(|k| (k.holder.1, k.holder.2)));
-            let queue: Vec<String> = info.map(|i| i.waiters.into_iter().map(|w| w.owner).collect()).unwrap_or_default();
-            let want_queue: Vec<String> = want.map(|k| k.queue.iter().map(|w| w.0.clone()).collect()).unwrap_or_default();
+            prop_assert_eq!(
+                info.as_ref().map(|i| (i.holder.fence, i.holder.deadline)),
+                want.map(|k| (k.holder.1, k.holder.2))
+            );
+            let queue: Vec<String> = info
+                .map(|i| i.waiters.into_iter().map(|w| w.owner).collect())
+                .unwrap_or_default();
+            let want_queue: Vec<String> = want
+                .map(|k| k.queue.iter().map(|w| w.0.clone()).collect())
+                .unwrap_or_default();
             prop_assert_eq!(queue, want_queue);
         }
     }

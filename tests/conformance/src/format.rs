@@ -161,6 +161,7 @@ pub enum ErrorCase {
     OwnerInvalid,
     TtlZero,
     TtlTooLong { ttl: u64, max: u64 },
+    DeadlineOverflow { now: u64, ttl: u64 },
     TableFull { max_keys: u64 },
     QueueFull { max_waiters_per_key: u64 },
     TooManyWaiters { max_waiters: u64 },
@@ -281,7 +282,7 @@ impl StatsView {
                 observed.insert(field, actual);
             }
         }
-        (!expected.is_empty()).then(|| (Value::Object(expected), Value::Object(observed)))
+        (!expected.is_empty()).then_some((Value::Object(expected), Value::Object(observed)))
     }
 }
 
@@ -289,18 +290,55 @@ impl StatsView {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[allow(missing_docs)]
 pub enum Op {
-    TryAcquire { now: u64, key: String, owner: String, ttl: u64 },
-    Acquire { now: u64, key: String, owner: String, ttl: u64, wait_deadline: u64 },
-    Release { now: u64, key: String, owner: String, fence: u64 },
-    Extend { now: u64, key: String, owner: String, fence: u64, ttl: u64 },
-    CancelWait { now: u64, key: String, owner: String },
-    HandleTimeout { now: u64 },
-    Inspect { now: u64, key: String },
-    Stats { now: u64 },
+    TryAcquire {
+        now: u64,
+        key: String,
+        owner: String,
+        ttl: u64,
+    },
+    Acquire {
+        now: u64,
+        key: String,
+        owner: String,
+        ttl: u64,
+        wait_deadline: u64,
+    },
+    Release {
+        now: u64,
+        key: String,
+        owner: String,
+        fence: u64,
+    },
+    Extend {
+        now: u64,
+        key: String,
+        owner: String,
+        fence: u64,
+        ttl: u64,
+    },
+    CancelWait {
+        now: u64,
+        key: String,
+        owner: String,
+    },
+    HandleTimeout {
+        now: u64,
+    },
+    Inspect {
+        now: u64,
+        key: String,
+    },
+    Stats {
+        now: u64,
+    },
     NextWakeup,
-    Snapshot { now: u64 },
+    Snapshot {
+        now: u64,
+    },
     /// `bytes: None` restores the bytes of the scenario's latest `snapshot` step.
-    Restore { bytes: Option<Vec<u8>> },
+    Restore {
+        bytes: Option<Vec<u8>>,
+    },
 }
 
 /// What a step expects of its operation's answer.
@@ -339,7 +377,9 @@ fn need<T: Clone + Default>(
     used: &mut Vec<&'static str>,
 ) -> Result<T, String> {
     used.push(field);
-    value.clone().ok_or_else(|| format!("{op} needs \"{field}\""))
+    value
+        .clone()
+        .ok_or_else(|| format!("{op} needs \"{field}\""))
 }
 
 fn to_json<T: Serialize>(v: &T) -> Value {

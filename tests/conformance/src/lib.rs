@@ -24,7 +24,9 @@ mod runner;
 
 pub use format::{ErrorCase, EventCase, KeyView, Op, Outcome, StatsView};
 pub use native::NativeDriver;
-pub use runner::{load_file, run_file, run_loaded, vector_files, Failure, LoadError, LoadedFile, Report};
+pub use runner::{
+    load_file, run_file, run_loaded, vector_files, Failure, LoadError, LoadedFile, Report,
+};
 
 /// What a runtime answered to one operation.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -2,8 +2,8 @@
 
 use lock_core::{AcquireOutcome, Event, EventKind, KeyInfo, LockError, LockTable, Stats};
 
-use crate::{Answer, Driver, ErrorCase, EventCase, KeyView, Op, Outcome, StatsView};
 use crate::format::WaiterView;
+use crate::{Answer, Driver, ErrorCase, EventCase, KeyView, Op, Outcome, StatsView};
 
 /// Runs vectors against an in-process [`LockTable`].
 #[derive(Debug, Default)]
@@ -20,22 +20,55 @@ impl Driver for NativeDriver {
     fn run(&mut self, op: &Op) -> Result<Answer, String> {
         let t = self.table.as_mut().ok_or("no table started")?;
         Ok(match op {
-            Op::TryAcquire { now, key, owner, ttl } => {
-                Answer::Result(t.try_acquire(key, owner, *ttl, *now).map(acquired).map_err(error))
-            }
-            Op::Acquire { now, key, owner, ttl, wait_deadline } => Answer::Result(
-                t.acquire(key, owner, *ttl, *wait_deadline, *now).map(acquired).map_err(error),
+            Op::TryAcquire {
+                now,
+                key,
+                owner,
+                ttl,
+            } => Answer::Result(
+                t.try_acquire(key, owner, *ttl, *now)
+                    .map(acquired)
+                    .map_err(error),
             ),
-            Op::Release { now, key, owner, fence } => Answer::Result(
-                t.release(key, owner, *fence, *now).map(|()| Outcome::Released).map_err(error),
+            Op::Acquire {
+                now,
+                key,
+                owner,
+                ttl,
+                wait_deadline,
+            } => Answer::Result(
+                t.acquire(key, owner, *ttl, *wait_deadline, *now)
+                    .map(acquired)
+                    .map_err(error),
             ),
-            Op::Extend { now, key, owner, fence, ttl } => Answer::Result(
+            Op::Release {
+                now,
+                key,
+                owner,
+                fence,
+            } => Answer::Result(
+                t.release(key, owner, *fence, *now)
+                    .map(|()| Outcome::Released)
+                    .map_err(error),
+            ),
+            Op::Extend {
+                now,
+                key,
+                owner,
+                fence,
+                ttl,
+            } => Answer::Result(
                 t.extend(key, owner, *fence, *ttl, *now)
-                    .map(|g| Outcome::Extended { fence: g.fence, deadline: g.deadline })
+                    .map(|g| Outcome::Extended {
+                        fence: g.fence,
+                        deadline: g.deadline,
+                    })
                     .map_err(error),
             ),
             Op::CancelWait { now, key, owner } => Answer::Result(
-                t.cancel_wait(key, owner, *now).map(|()| Outcome::Cancelled).map_err(error),
+                t.cancel_wait(key, owner, *now)
+                    .map(|()| Outcome::Cancelled)
+                    .map_err(error),
             ),
             Op::HandleTimeout { now } => {
                 t.handle_timeout(*now);
@@ -63,14 +96,20 @@ impl Driver for NativeDriver {
 
 fn acquired(o: AcquireOutcome) -> Outcome {
     match o {
-        AcquireOutcome::Acquired(g) => Outcome::Acquired { fence: g.fence, deadline: g.deadline },
-        AcquireOutcome::AlreadyHeld(g) => {
-            Outcome::AlreadyHeld { fence: g.fence, deadline: g.deadline }
-        }
-        AcquireOutcome::Queued { position } => Outcome::Queued { position: position as u64 },
-        AcquireOutcome::AlreadyWaiting { position } => {
-            Outcome::AlreadyWaiting { position: position as u64 }
-        }
+        AcquireOutcome::Acquired(g) => Outcome::Acquired {
+            fence: g.fence,
+            deadline: g.deadline,
+        },
+        AcquireOutcome::AlreadyHeld(g) => Outcome::AlreadyHeld {
+            fence: g.fence,
+            deadline: g.deadline,
+        },
+        AcquireOutcome::Queued { position } => Outcome::Queued {
+            position: position as u64,
+        },
+        AcquireOutcome::AlreadyWaiting { position } => Outcome::AlreadyWaiting {
+            position: position as u64,
+        },
     }
 }
 
@@ -79,28 +118,39 @@ fn acquired(o: AcquireOutcome) -> Outcome {
 pub fn error(e: LockError) -> ErrorCase {
     match e {
         LockError::KeyEmpty => ErrorCase::KeyEmpty,
-        LockError::KeyTooLong { len, max } => ErrorCase::KeyTooLong { len: len as u64, max: max as u64 },
+        LockError::KeyTooLong { len, max } => ErrorCase::KeyTooLong {
+            len: len as u64,
+            max: max as u64,
+        },
         LockError::KeyInvalid => ErrorCase::KeyInvalid,
         LockError::OwnerEmpty => ErrorCase::OwnerEmpty,
-        LockError::OwnerTooLong { len, max } => {
-            ErrorCase::OwnerTooLong { len: len as u64, max: max as u64 }
-        }
+        LockError::OwnerTooLong { len, max } => ErrorCase::OwnerTooLong {
+            len: len as u64,
+            max: max as u64,
+        },
         LockError::OwnerInvalid => ErrorCase::OwnerInvalid,
         LockError::TtlZero => ErrorCase::TtlZero,
         LockError::TtlTooLong { ttl, max } => ErrorCase::TtlTooLong { ttl, max },
-        LockError::TableFull { max_keys } => ErrorCase::TableFull { max_keys: max_keys as u64 },
-        LockError::QueueFull { max_waiters_per_key } => ErrorCase::QueueFull {
+        LockError::DeadlineOverflow { now, ttl } => ErrorCase::DeadlineOverflow { now, ttl },
+        LockError::TableFull { max_keys } => ErrorCase::TableFull {
+            max_keys: max_keys as u64,
+        },
+        LockError::QueueFull {
+            max_waiters_per_key,
+        } => ErrorCase::QueueFull {
             max_waiters_per_key: max_waiters_per_key as u64,
         },
-        LockError::TooManyWaiters { max_waiters } => {
-            ErrorCase::TooManyWaiters { max_waiters: max_waiters as u64 }
-        }
+        LockError::TooManyWaiters { max_waiters } => ErrorCase::TooManyWaiters {
+            max_waiters: max_waiters as u64,
+        },
         LockError::Held { deadline } => ErrorCase::Held { deadline },
         LockError::NotOwner => ErrorCase::NotOwner,
         LockError::NotHeld => ErrorCase::NotHeld,
         LockError::Expired { deadline } => ErrorCase::Expired { deadline },
         LockError::NotWaiting => ErrorCase::NotWaiting,
-        LockError::InvalidLimits { limit } => ErrorCase::InvalidLimits { limit: limit.into() },
+        LockError::InvalidLimits { limit } => ErrorCase::InvalidLimits {
+            limit: limit.into(),
+        },
         LockError::SnapshotTruncated => ErrorCase::SnapshotTruncated,
         LockError::SnapshotBadMagic => ErrorCase::SnapshotBadMagic,
         LockError::SnapshotVersion { found, supported } => ErrorCase::SnapshotVersion {
@@ -108,20 +158,35 @@ pub fn error(e: LockError) -> ErrorCase {
             supported: supported.into(),
         },
         LockError::SnapshotChecksum => ErrorCase::SnapshotChecksum,
-        LockError::SnapshotCorrupt { reason } => ErrorCase::SnapshotCorrupt { reason: reason.into() },
-        LockError::SnapshotExceedsLimits { limit } => {
-            ErrorCase::SnapshotExceedsLimits { limit: limit.into() }
-        }
+        LockError::SnapshotCorrupt { reason } => ErrorCase::SnapshotCorrupt {
+            reason: reason.into(),
+        },
+        LockError::SnapshotExceedsLimits { limit } => ErrorCase::SnapshotExceedsLimits {
+            limit: limit.into(),
+        },
     }
 }
 
 fn event(e: Event) -> EventCase {
     let Event { key, at, kind } = e;
     match kind {
-        EventKind::Expired { owner, fence } => EventCase::Expired { key, owner, fence, at },
-        EventKind::Granted { owner, fence, deadline } => {
-            EventCase::Granted { key, owner, fence, deadline, at }
-        }
+        EventKind::Expired { owner, fence } => EventCase::Expired {
+            key,
+            owner,
+            fence,
+            at,
+        },
+        EventKind::Granted {
+            owner,
+            fence,
+            deadline,
+        } => EventCase::Granted {
+            key,
+            owner,
+            fence,
+            deadline,
+            at,
+        },
         EventKind::WaitTimedOut { owner } => EventCase::WaitTimedOut { key, owner, at },
     }
 }
@@ -134,7 +199,11 @@ fn key_view(i: KeyInfo) -> KeyView {
         waiters: i
             .waiters
             .into_iter()
-            .map(|w| WaiterView { owner: w.owner, ttl: w.ttl, wait_deadline: w.wait_deadline })
+            .map(|w| WaiterView {
+                owner: w.owner,
+                ttl: w.ttl,
+                wait_deadline: w.wait_deadline,
+            })
             .collect(),
     }
 }
@@ -176,8 +245,11 @@ mod tests {
             LockError::OwnerInvalid,
             LockError::TtlZero,
             LockError::TtlTooLong { ttl: 1, max: 1 },
+            LockError::DeadlineOverflow { now: 1, ttl: 1 },
             LockError::TableFull { max_keys: 1 },
-            LockError::QueueFull { max_waiters_per_key: 1 },
+            LockError::QueueFull {
+                max_waiters_per_key: 1,
+            },
             LockError::TooManyWaiters { max_waiters: 1 },
             LockError::Held { deadline: 1 },
             LockError::NotOwner,
@@ -187,7 +259,10 @@ mod tests {
             LockError::InvalidLimits { limit: "x" },
             LockError::SnapshotTruncated,
             LockError::SnapshotBadMagic,
-            LockError::SnapshotVersion { found: 1, supported: 1 },
+            LockError::SnapshotVersion {
+                found: 1,
+                supported: 1,
+            },
             LockError::SnapshotChecksum,
             LockError::SnapshotCorrupt { reason: "x" },
             LockError::SnapshotExceedsLimits { limit: "x" },

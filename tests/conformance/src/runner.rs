@@ -51,7 +51,11 @@ pub struct Failure {
 
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} / {} / step {}: {}", self.file, self.scenario, self.step, self.message)
+        write!(
+            f,
+            "{} / {} / step {}: {}",
+            self.file, self.scenario, self.step, self.message
+        )
     }
 }
 
@@ -95,10 +99,14 @@ impl fmt::Display for Report {
 /// # Errors
 /// A [`LoadError`] naming the file, and the scenario and step where relevant.
 pub fn load_file(path: &Path) -> Result<LoadedFile, LoadError> {
-    let label = path
-        .file_name()
-        .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
-    let fail = |message: String| LoadError { file: label.clone(), message };
+    let label = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let fail = |message: String| LoadError {
+        file: label.clone(),
+        message,
+    };
     let text = std::fs::read_to_string(path).map_err(|e| fail(format!("cannot read: {e}")))?;
     let file: VectorFile = serde_json::from_str(&text).map_err(|e| fail(e.to_string()))?;
     if file.scenarios.is_empty() {
@@ -107,7 +115,10 @@ pub fn load_file(path: &Path) -> Result<LoadedFile, LoadError> {
     let mut steps = Vec::with_capacity(file.scenarios.len());
     for (i, scenario) in file.scenarios.iter().enumerate() {
         if file.scenarios[..i].iter().any(|s| s.name == scenario.name) {
-            return Err(fail(format!("scenario name \"{}\" is used twice", scenario.name)));
+            return Err(fail(format!(
+                "scenario name \"{}\" is used twice",
+                scenario.name
+            )));
         }
         if scenario.steps.is_empty() {
             return Err(fail(format!("{}: no steps", scenario.name)));
@@ -116,7 +127,10 @@ pub fn load_file(path: &Path) -> Result<LoadedFile, LoadError> {
             .steps
             .iter()
             .enumerate()
-            .map(|(n, raw)| raw.parse().map_err(|m| fail(format!("{} / step {}: {m}", scenario.name, n + 1))))
+            .map(|(n, raw)| {
+                raw.parse()
+                    .map_err(|m| fail(format!("{} / step {}: {m}", scenario.name, n + 1)))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         steps.push(checked);
     }
@@ -164,21 +178,28 @@ fn result_json<T: Serialize, E: Serialize>(r: &Result<T, E>) -> String {
 fn check(expect: &Expectation, answer: &Answer) -> Option<String> {
     let differ = |e: String, g: String| Some(format!("expected {e}, got {g}"));
     match (expect, answer) {
-        (Expectation::Result(e), Answer::Result(g)) if e != g => differ(result_json(e), result_json(g)),
-        (Expectation::Inspect(e), Answer::Inspect(g)) if e != g => differ(result_json(e), result_json(g)),
-        (Expectation::Stats(e), Answer::Stats(g)) => {
-            e.mismatch(g).and_then(|(e, g)| differ(e.to_string(), g.to_string()))
+        (Expectation::Result(e), Answer::Result(g)) if e != g => {
+            differ(result_json(e), result_json(g))
         }
+        (Expectation::Inspect(e), Answer::Inspect(g)) if e != g => {
+            differ(result_json(e), result_json(g))
+        }
+        (Expectation::Stats(e), Answer::Stats(g)) => e
+            .mismatch(g)
+            .and_then(|(e, g)| differ(e.to_string(), g.to_string())),
         (Expectation::Wakeup(e), Answer::Wakeup(g)) if e != g => differ(json(e), json(g)),
-        (Expectation::Snapshot(Some(e)), Answer::Snapshot(g)) if e != g => {
-            differ(format!("snapshot {}", hex::encode(e)), format!("snapshot {}", hex::encode(g)))
-        }
+        (Expectation::Snapshot(Some(e)), Answer::Snapshot(g)) if e != g => differ(
+            format!("snapshot {}", hex::encode(e)),
+            format!("snapshot {}", hex::encode(g)),
+        ),
         (Expectation::Result(_), Answer::Result(_))
         | (Expectation::Inspect(_), Answer::Inspect(_))
         | (Expectation::Wakeup(_), Answer::Wakeup(_))
         | (Expectation::Snapshot(_), Answer::Snapshot(_))
         | (Expectation::Nothing, Answer::Nothing) => None,
-        (_, g) => Some(format!("the runtime answered the wrong kind of value: {g:?}")),
+        (_, g) => Some(format!(
+            "the runtime answered the wrong kind of value: {g:?}"
+        )),
     }
 }
 
@@ -195,7 +216,9 @@ pub fn run_loaded(driver: &mut dyn Driver, loaded: &LoadedFile) -> Report {
             message,
         };
         if let Err(e) = driver.start(&scenario.limits.resolve()) {
-            report.failures.push(fail(0, format!("could not start a table: {e}")));
+            report
+                .failures
+                .push(fail(0, format!("could not start a table: {e}")));
             continue;
         }
         let mut last_snapshot: Option<Vec<u8>> = None;
@@ -203,9 +226,14 @@ pub fn run_loaded(driver: &mut dyn Driver, loaded: &LoadedFile) -> Report {
             report.steps += 1;
             let op = match &step.op {
                 Op::Restore { bytes: None } => match &last_snapshot {
-                    Some(bytes) => Op::Restore { bytes: Some(bytes.clone()) },
+                    Some(bytes) => Op::Restore {
+                        bytes: Some(bytes.clone()),
+                    },
                     None => {
-                        report.failures.push(fail(i + 1, "restore without hex needs an earlier snapshot step".into()));
+                        report.failures.push(fail(
+                            i + 1,
+                            "restore without hex needs an earlier snapshot step".into(),
+                        ));
                         break;
                     }
                 },
@@ -217,8 +245,13 @@ pub fn run_loaded(driver: &mut dyn Driver, loaded: &LoadedFile) -> Report {
                 }
                 let events = driver.drain_events()?;
                 Ok(check(&step.expect, &answer).or_else(|| {
-                    (events != step.events)
-                        .then(|| format!("events: expected {}, got {}", json(&step.events), json(&events)))
+                    (events != step.events).then(|| {
+                        format!(
+                            "events: expected {}, got {}",
+                            json(&step.events),
+                            json(&events)
+                        )
+                    })
                 }))
             });
             let message = match outcome {

@@ -20,8 +20,7 @@ fn load_error(name: &str, text: &str) -> String {
     }
 }
 
-const OK_STEP: &str =
-    r#"{"op": "try-acquire", "now": 0, "key": "k", "owner": "a", "ttl": 10, "ok": {"acquired": {"fence": 1, "deadline": 10}}}"#;
+const OK_STEP: &str = r#"{"op": "try-acquire", "now": 0, "key": "k", "owner": "a", "ttl": 10, "ok": {"acquired": {"fence": 1, "deadline": 10}}}"#;
 
 fn file_with_step(step: &str) -> String {
     format!(r#"{{"description": "d", "scenarios": [{{"name": "s", "steps": [{step}]}}]}}"#)
@@ -49,27 +48,57 @@ fn unknown_fields_are_errors_at_every_level() {
     for (name, text, want) in cases {
         let message = load_error(name, &text);
         assert!(message.contains(want), "{name}: {message}");
-        assert!(message.starts_with(name), "{name}: the message must name the file: {message}");
+        assert!(
+            message.starts_with(name),
+            "{name}: the message must name the file: {message}"
+        );
     }
 }
 
 #[test]
 fn steps_must_have_exactly_their_fields() {
     let cases = [
-        (r#"{"op": "try-acquire", "now": 0, "key": "k", "owner": "a", "ok": "released"}"#, "needs \"ttl\""),
-        (r#"{"op": "release", "now": 0, "key": "k", "owner": "a", "fence": 1, "ttl": 5, "ok": "released"}"#, "does not take \"ttl\""),
-        (r#"{"op": "release", "now": 0, "key": "k", "owner": "a", "fence": 1}"#, "exactly one of \"ok\" and \"err\""),
-        (r#"{"op": "release", "now": 0, "key": "k", "owner": "a", "fence": 1, "ok": "released", "err": "not-held"}"#, "exactly one of"),
-        (r#"{"op": "next-wakeup", "now": 3, "expect": null}"#, "does not take \"now\""),
+        (
+            r#"{"op": "try-acquire", "now": 0, "key": "k", "owner": "a", "ok": "released"}"#,
+            "needs \"ttl\"",
+        ),
+        (
+            r#"{"op": "release", "now": 0, "key": "k", "owner": "a", "fence": 1, "ttl": 5, "ok": "released"}"#,
+            "does not take \"ttl\"",
+        ),
+        (
+            r#"{"op": "release", "now": 0, "key": "k", "owner": "a", "fence": 1}"#,
+            "exactly one of \"ok\" and \"err\"",
+        ),
+        (
+            r#"{"op": "release", "now": 0, "key": "k", "owner": "a", "fence": 1, "ok": "released", "err": "not-held"}"#,
+            "exactly one of",
+        ),
+        (
+            r#"{"op": "next-wakeup", "now": 3, "expect": null}"#,
+            "does not take \"now\"",
+        ),
         (r#"{"op": "next-wakeup"}"#, "needs \"expect\""),
-        (r#"{"op": "handle-timeout", "now": 1, "ok": "released"}"#, "does not take \"ok\""),
-        (r#"{"op": "restore", "hex": "zz", "ok": "restored"}"#, "not a hex digit"),
-        (r#"{"op": "inspect", "now": 0, "key": "k", "expect": {"owner": "a"}}"#, "missing field"),
+        (
+            r#"{"op": "handle-timeout", "now": 1, "ok": "released"}"#,
+            "does not take \"ok\"",
+        ),
+        (
+            r#"{"op": "restore", "hex": "zz", "ok": "restored"}"#,
+            "not a hex digit",
+        ),
+        (
+            r#"{"op": "inspect", "now": 0, "key": "k", "expect": {"owner": "a"}}"#,
+            "missing field",
+        ),
     ];
     for (step, want) in cases {
         let message = load_error("fields.json", &file_with_step(step));
         assert!(message.contains(want), "{step}: {message}");
-        assert!(message.contains("s / step 1"), "{step}: the message must name the step: {message}");
+        assert!(
+            message.contains("s / step 1"),
+            "{step}: the message must name the step: {message}"
+        );
     }
 }
 
@@ -79,7 +108,10 @@ fn duplicate_or_empty_scenarios_are_errors() {
         r#"{{"description": "d", "scenarios": [{{"name": "s", "steps": [{OK_STEP}]}}, {{"name": "s", "steps": [{OK_STEP}]}}]}}"#
     );
     assert!(load_error("twice.json", &twice).contains("used twice"));
-    assert!(load_error("none.json", r#"{"description": "d", "scenarios": []}"#).contains("no scenarios"));
+    assert!(
+        load_error("none.json", r#"{"description": "d", "scenarios": []}"#)
+            .contains("no scenarios")
+    );
     let empty = r#"{"description": "d", "scenarios": [{"name": "s", "steps": []}]}"#;
     assert!(load_error("empty.json", empty).contains("no steps"));
     assert!(load_error("broken.json", "{").contains("EOF"));
@@ -105,15 +137,26 @@ fn missing_and_unexpected_events_are_failures() {
         r#"{"op": "try-acquire", "now": 0, "key": "k", "owner": "a", "ttl": 10, "ok": {"acquired": {"fence": 1, "deadline": 10}}},
            {"op": "handle-timeout", "now": 10}"#,
     );
-    let report = run_file(&mut NativeDriver::default(), &write("missing.json", &missing)).unwrap();
+    let report = run_file(
+        &mut NativeDriver::default(),
+        &write("missing.json", &missing),
+    )
+    .unwrap();
     assert_eq!(report.failures.len(), 1);
-    assert!(report.failures[0].message.starts_with("events: expected [], got [{\"expired\""), "{}", report.failures[0]);
+    assert!(
+        report.failures[0]
+            .message
+            .starts_with("events: expected [], got [{\"expired\""),
+        "{}",
+        report.failures[0]
+    );
     assert_eq!(report.failures[0].step, 2);
 }
 
 #[test]
 fn stats_compare_only_listed_fields_and_show_the_difference() {
-    let text = file_with_step(r#"{"op": "stats", "now": 0, "expect": {"live_leases": 3, "clock": 0}}"#);
+    let text =
+        file_with_step(r#"{"op": "stats", "now": 0, "expect": {"live_leases": 3, "clock": 0}}"#);
     let report = run_file(&mut NativeDriver::default(), &write("stats.json", &text)).unwrap();
     assert_eq!(
         report.failures[0].message,

@@ -16,7 +16,11 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.is_empty() || args.iter().any(|a| a == "-h" || a == "--help") {
         println!("{USAGE}");
-        return if args.is_empty() { ExitCode::from(2) } else { ExitCode::SUCCESS };
+        return if args.is_empty() {
+            ExitCode::from(2)
+        } else {
+            ExitCode::SUCCESS
+        };
     }
     let mut total = Report::default();
     let mut load_failed = false;
@@ -33,7 +37,11 @@ fn main() -> ExitCode {
             match load_file(&path) {
                 Ok(loaded) => {
                     let report = run_loaded(&mut NativeDriver::default(), &loaded);
-                    let status = if report.failures.is_empty() { "ok" } else { "FAILED" };
+                    let status = if report.failures.is_empty() {
+                        "ok"
+                    } else {
+                        "FAILED"
+                    };
                     println!(
                         "{status:6} {} ({} scenarios, {} steps)",
                         path.display(),
