@@ -4,7 +4,7 @@
 //! group, each a list of scenarios, each a list of steps with the exact expected answer and events.
 //! Every runtime (native `lock-core`, the WebAssembly component, the npm package, the browser
 //! build) runs the same files through a small [`Driver`]: this crate parses the files strictly
-//! ([`format`]), runs them against any driver ([`run_file`]) and reports failures as
+//! ([`mod@format`]), runs them against any driver ([`run_file`]) and reports failures as
 //! `file / scenario / step N: expected X, got Y`. [`NativeDriver`] runs them against `lock-core`.
 //!
 //! ```
