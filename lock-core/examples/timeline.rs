@@ -32,9 +32,16 @@ impl Host {
         for e in events {
             let line = match e.kind {
                 EventKind::Expired { owner, fence } => {
-                    format!("  ! {owner} LOST '{}' (fence {fence}): its lease ran out", e.key)
+                    format!(
+                        "  ! {owner} LOST '{}' (fence {fence}): its lease ran out",
+                        e.key
+                    )
                 }
-                EventKind::Granted { owner, fence, deadline } => format!(
+                EventKind::Granted {
+                    owner,
+                    fence,
+                    deadline,
+                } => format!(
                     "  > {owner} was handed '{}' (fence {fence}, until {deadline} ms)",
                     e.key
                 ),
@@ -42,19 +49,34 @@ impl Host {
                     format!("  - {owner} gave up waiting for '{}'", e.key)
                 }
             };
-            println!("{:>6} ms{line}{}", e.at, if e.at < self.now { "  (reported late)" } else { "" });
+            println!(
+                "{:>6} ms{line}{}",
+                e.at,
+                if e.at < self.now {
+                    "  (reported late)"
+                } else {
+                    ""
+                }
+            );
         }
     }
 
     fn acquire(&mut self, owner: &str, ttl: Millis, wait: Millis) -> Option<u64> {
-        let result = self.table.acquire(KEY, owner, ttl, self.now + wait, self.now);
+        let result = self
+            .table
+            .acquire(KEY, owner, ttl, self.now + wait, self.now);
         let fence = match result {
             Ok(AcquireOutcome::Acquired(g)) => {
-                self.say(&format!("{owner} acquired '{KEY}' (fence {}, until {} ms)", g.fence, g.deadline));
+                self.say(&format!(
+                    "{owner} acquired '{KEY}' (fence {}, until {} ms)",
+                    g.fence, g.deadline
+                ));
                 Some(g.fence)
             }
             Ok(AcquireOutcome::Queued { position }) => {
-                self.say(&format!("{owner} waits for '{KEY}' (place {position}, up to {wait} ms)"));
+                self.say(&format!(
+                    "{owner} waits for '{KEY}' (place {position}, up to {wait} ms)"
+                ));
                 None
             }
             Ok(other) => {
@@ -82,7 +104,10 @@ struct Storage {
 impl Storage {
     fn write(&mut self, who: &str, fence: u64, at: Millis) {
         if fence < self.newest_fence {
-            println!("{at:>6} ms  storage REFUSES {who}'s write with stale fence {fence} (newest {})", self.newest_fence);
+            println!(
+                "{at:>6} ms  storage REFUSES {who}'s write with stale fence {fence} (newest {})",
+                self.newest_fence
+            );
         } else {
             self.newest_fence = fence;
             println!("{at:>6} ms  storage accepts {who}'s write with fence {fence}");
@@ -91,7 +116,10 @@ impl Storage {
 }
 
 fn main() -> Result<(), LockError> {
-    let mut host = Host { table: LockTable::default(), now: 0 };
+    let mut host = Host {
+        table: LockTable::default(),
+        now: 0,
+    };
     let mut storage = Storage::default();
     println!("timeline of key '{KEY}' (fake clock, one timer for the whole table)\n");
 
@@ -104,15 +132,24 @@ fn main() -> Result<(), LockError> {
 
     host.sleep_until(250);
     let g = host.table.extend(KEY, "worker-a", a, 300, host.now)?;
-    host.say(&format!("worker-a extended its lease to {} ms, then its process froze", g.deadline));
+    host.say(&format!(
+        "worker-a extended its lease to {} ms, then its process froze",
+        g.deadline
+    ));
 
     host.sleep_until(600);
-    let b = host.table.inspect(KEY, host.now)?.map(|i| i.holder.fence).unwrap_or_default();
+    let b = host
+        .table
+        .inspect(KEY, host.now)?
+        .map(|i| i.holder.fence)
+        .unwrap_or_default();
     storage.write("worker-b", b, host.now);
 
     host.sleep_until(620);
     match host.table.release(KEY, "worker-a", a, host.now) {
-        Err(e @ LockError::Expired { .. }) => host.say(&format!("worker-a wakes up and tries to release: {e}")),
+        Err(e @ LockError::Expired { .. }) => {
+            host.say(&format!("worker-a wakes up and tries to release: {e}"))
+        }
         other => host.say(&format!("worker-a release: {other:?}")),
     }
     storage.write("worker-a (stale)", a, host.now);

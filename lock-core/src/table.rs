@@ -359,17 +359,6 @@ impl LockTable {
         }
     }
 
-    /// Bytes of heap memory the table's own structures hold, excluding the bytes of key and owner
-    /// strings, wait queues and events. An estimate from capacities, for capacity planning.
-    #[must_use]
-    pub fn index_bytes(&self) -> usize {
-        let buckets = self.index.capacity().max(1).next_power_of_two();
-        buckets * (core::mem::size_of::<u32>() + 1)
-            + self.slots.capacity() * core::mem::size_of::<Option<Record>>()
-            + self.free.capacity() * core::mem::size_of::<u32>()
-            + self.timers.capacity_bytes()
-    }
-
     // ----- snapshot -----------------------------------------------------------------------
 
     /// Serialises the whole table at `now` (leases, waiters, fence counter, clock, remembered

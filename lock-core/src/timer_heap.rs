@@ -95,12 +95,6 @@ impl TimerHeap {
         }
     }
 
-    /// Bytes of heap memory held.
-    pub(crate) fn capacity_bytes(&self) -> usize {
-        self.heap.capacity() * core::mem::size_of::<Timer>()
-            + self.position.capacity() * core::mem::size_of::<u32>()
-    }
-
     fn set(&mut self, pos: usize, timer: Timer) {
         self.position[timer.slot as usize] = pos as u32;
         self.heap[pos] = timer;
