@@ -199,12 +199,13 @@ impl LockTable {
         self.limits.check_ttl(ttl)?;
         let now = self.advance(now);
         let hash = self.hasher.hash_one(key);
-        if self.find(hash, key).is_none() && self.index.len() >= self.limits.max_keys {
+        let existing = self.find(hash, key);
+        if existing.is_none() && self.index.len() >= self.limits.max_keys {
             return Err(LockError::TableFull {
                 max_keys: self.limits.max_keys,
             });
         }
-        self.apply(key, hash, |state, _, fences, room| {
+        self.apply_to(existing, key, hash, |state, _, fences, room| {
             state.acquire(owner, ttl, wait_deadline, now, room, fences)
         })
     }
@@ -459,12 +460,23 @@ impl LockTable {
         hash: u64,
         op: impl FnOnce(&mut KeyState, &ExpiredOfKey<'_>, &mut FenceCounter, QueueRoom) -> Transition<T>,
     ) -> Result<T, LockError> {
+        let existing = self.find(hash, key);
+        self.apply_to(existing, key, hash, op)
+    }
+
+    /// [`apply`](Self::apply) with the key's slot already looked up.
+    fn apply_to<T>(
+        &mut self,
+        existing: Option<u32>,
+        key: &str,
+        hash: u64,
+        op: impl FnOnce(&mut KeyState, &ExpiredOfKey<'_>, &mut FenceCounter, QueueRoom) -> Transition<T>,
+    ) -> Result<T, LockError> {
         let room = QueueRoom {
             max_waiters_per_key: self.limits.max_waiters_per_key,
             max_waiters: self.limits.max_waiters,
             waiters_in_table: self.waiters,
         };
-        let existing = self.find(hash, key);
         let mut fresh = KeyState::new();
         let state = match existing.and_then(|s| self.slots.get_mut(s as usize)) {
             Some(Some(record)) => &mut record.state,
