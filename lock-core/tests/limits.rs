@@ -2,9 +2,12 @@
 
 use lock_core::{Limits, LockError, LockTable};
 
+/// A limit's name and a way to put it out of range.
+type Breakage = (&'static str, fn(&mut Limits));
+
 #[test]
 fn each_limit_out_of_range_is_refused_by_name() {
-    let cases: [(&str, fn(&mut Limits)); 9] = [
+    let cases: [Breakage; 9] = [
         ("max_key_bytes", |l| l.max_key_bytes = 0),
         ("max_key_bytes", |l| {
             l.max_key_bytes = lock_core::MAX_NAME_BYTES + 1
