@@ -12,3 +12,5 @@ need_target() {
 command -v cargo >/dev/null || { echo "setup: cargo is required (https://rustup.rs)" >&2; exit 1; }
 # lock-core must build for a target that has no std at all.
 need_target wasm32v1-none
+# The lock component (lock-wasm) is built for wasm32-unknown-unknown by host-wasmtime/build.rs.
+need_target wasm32-unknown-unknown

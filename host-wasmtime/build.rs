@@ -1,0 +1,71 @@
+//! Builds the lock component from `lock-wasm` for every build of the host, so the host and its
+//! tests always embed the current artifact, never a stale copy.
+//!
+//! 1. `cargo build -p lock-wasm --target wasm32-unknown-unknown --profile wasm` into its own
+//!    target directory (a nested cargo must not share the outer build's lock);
+//! 2. `wit_component::ComponentEncoder` turns the core module into a component;
+//! 3. the component is written to `$OUT_DIR/lock.component.wasm` (embedded by the library) and
+//!    copied to `target/lock.component.wasm` for other tools (jco, size reports).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn main() {
+    let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
+    let root = manifest.parent().unwrap().to_path_buf();
+    for watched in [
+        "lock-core/src",
+        "lock-core/Cargo.toml",
+        "lock-wasm/src",
+        "lock-wasm/Cargo.toml",
+        "wit",
+    ] {
+        println!("cargo:rerun-if-changed={}", root.join(watched).display());
+    }
+    let target_root =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    let guest_target = target_root.join("guest");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .current_dir(&root)
+        .args([
+            "build",
+            "-p",
+            "lock-wasm",
+            "--target",
+            "wasm32-unknown-unknown",
+            "--profile",
+            "wasm",
+        ])
+        .arg("--target-dir")
+        .arg(&guest_target)
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_BUILD_TARGET")
+        .status()
+        .expect("could not run cargo to build the lock component");
+    if !status.success() {
+        panic!(
+            "building lock-wasm for wasm32-unknown-unknown failed; is the target installed? \
+             (`rustup target add wasm32-unknown-unknown`, or run scripts/setup.sh)"
+        );
+    }
+    let module = guest_target.join("wasm32-unknown-unknown/wasm/lock_wasm.wasm");
+    let component = componentize(&module);
+    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("lock.component.wasm");
+    std::fs::write(&out, &component).unwrap();
+    std::fs::write(target_root.join("lock.component.wasm"), &component).unwrap();
+}
+
+fn componentize(module: &Path) -> Vec<u8> {
+    let bytes = std::fs::read(module).unwrap_or_else(|e| panic!("{}: {e}", module.display()));
+    wit_component::ComponentEncoder::default()
+        .module(&bytes)
+        .and_then(|e| e.validate(true).encode())
+        .unwrap_or_else(|e| {
+            panic!(
+                "turning {} into a component failed: {e:?}",
+                module.display()
+            )
+        })
+}

@@ -1,0 +1,282 @@
+//! One lock table inside one instance of the lock component, behind the generated bindings.
+//!
+//! [`LockComponent`] compiles the component once (an engine, the compiled code, a linker);
+//! [`ComponentTable`] instantiates it in its own store with a memory cap and a per-call fuel
+//! budget, creates one `lock-table` resource and forwards every call. A trap (a bug in the
+//! guest, an exhausted fuel budget, a memory cap hit) never unwinds into the host: the call
+//! returns [`HostError::Trap`] and the table is *poisoned*: every later call answers
+//! [`HostError::Poisoned`] until the owner replaces it (for example from its last snapshot),
+//! because a trap may have stopped the guest half-way through a change.
+
+use std::fmt;
+use std::path::Path;
+
+use wasmtime::component::{Component, Linker, ResourceAny};
+use wasmtime::{Config, Engine, Store, StoreLimits, StoreLimitsBuilder};
+
+wasmtime::component::bindgen!({
+    path: "../wit",
+    world: "lock",
+    additional_derives: [PartialEq, Eq, Clone],
+});
+
+/// The WIT types of the contract (`expiring:lock/types`), as the host sees them.
+pub use exports::expiring::lock::types;
+use types::{AcquireOutcome, Event, Grant, KeyInfo, Limits, LockError, Request, Response, Stats};
+
+/// The component built from `lock-wasm` by this crate's build script (it imports nothing).
+pub const LOCK_COMPONENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/lock.component.wasm"));
+
+/// What can go wrong around a call, besides the lock's own answers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HostError {
+    /// The component could not be compiled or instantiated.
+    Load(String),
+    /// The call trapped (guest bug, fuel budget or memory cap exhausted); the table is poisoned.
+    Trap(String),
+    /// An earlier call trapped; this table refuses every call until it is replaced.
+    Poisoned(String),
+}
+
+impl fmt::Display for HostError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HostError::Load(e) => write!(f, "could not load the lock component: {e}"),
+            HostError::Trap(e) => write!(f, "the lock component trapped: {e}"),
+            HostError::Poisoned(e) => {
+                write!(
+                    f,
+                    "the lock table is unusable since the component trapped: {e}"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for HostError {}
+
+/// Resource limits of one component instance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SandboxLimits {
+    /// Largest linear memory of the instance, in bytes (default 1 GiB).
+    pub memory_bytes: usize,
+    /// Fuel (roughly, wasm instructions) one call may use before it traps (default 2 billion,
+    /// about a second; a snapshot of a million leases needs a few hundred million).
+    pub fuel_per_call: u64,
+}
+
+impl Default for SandboxLimits {
+    fn default() -> Self {
+        SandboxLimits {
+            memory_bytes: 1 << 30,
+            fuel_per_call: 2_000_000_000,
+        }
+    }
+}
+
+/// The compiled lock component: compile once, instantiate many tables.
+#[derive(Clone)]
+pub struct LockComponent {
+    engine: Engine,
+    component: Component,
+    linker: Linker<StoreState>,
+}
+
+impl fmt::Debug for LockComponent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("LockComponent")
+    }
+}
+
+/// Per-store host state: the memory limiter.
+pub struct StoreState {
+    limits: StoreLimits,
+}
+
+impl LockComponent {
+    /// Compiles the embedded component ([`LOCK_COMPONENT`]).
+    ///
+    /// # Errors
+    /// [`HostError::Load`] if wasmtime cannot compile it.
+    pub fn embedded() -> Result<Self, HostError> {
+        Self::from_bytes(LOCK_COMPONENT)
+    }
+
+    /// Compiles a component from a file (e.g. a build of the same WIT world from elsewhere).
+    ///
+    /// # Errors
+    /// [`HostError::Load`] if the file cannot be read or compiled.
+    pub fn from_file(path: &Path) -> Result<Self, HostError> {
+        let bytes =
+            std::fs::read(path).map_err(|e| HostError::Load(format!("{}: {e}", path.display())))?;
+        Self::from_bytes(&bytes)
+    }
+
+    /// Compiles a component (binary or, with the `wat` feature, text).
+    ///
+    /// # Errors
+    /// [`HostError::Load`] if wasmtime cannot compile it.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, HostError> {
+        let mut config = Config::new();
+        config.consume_fuel(true);
+        let engine = Engine::new(&config).map_err(load)?;
+        let component = Component::new(&engine, bytes).map_err(load)?;
+        Ok(LockComponent {
+            linker: Linker::new(&engine),
+            engine,
+            component,
+        })
+    }
+
+    /// The names of everything the component imports (empty for the lock component).
+    #[must_use]
+    pub fn imports(&self) -> Vec<String> {
+        self.component
+            .component_type()
+            .imports(&self.engine)
+            .map(|(name, _)| name.to_string())
+            .collect()
+    }
+
+    /// A new table in a new instance.
+    ///
+    /// # Errors
+    /// [`HostError::Load`] if instantiation fails or the limits are refused
+    /// (with the core's `invalid-limits` message).
+    pub fn instantiate(
+        &self,
+        limits: &lock_core::Limits,
+        seed: u64,
+        sandbox: SandboxLimits,
+    ) -> Result<ComponentTable, HostError> {
+        let state = StoreState {
+            limits: StoreLimitsBuilder::new()
+                .memory_size(sandbox.memory_bytes)
+                .build(),
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|s| &mut s.limits);
+        store.set_fuel(sandbox.fuel_per_call).map_err(load)?;
+        let bindings =
+            Lock::instantiate(&mut store, &self.component, &self.linker).map_err(load)?;
+        let created = bindings
+            .expiring_lock_table()
+            .lock_table()
+            .call_create(&mut store, limits_to_wit(limits), seed)
+            .map_err(load)?;
+        let table = created.map_err(|e| HostError::Load(format!("{e:?}")))?;
+        Ok(ComponentTable {
+            store,
+            bindings,
+            table,
+            fuel: sandbox.fuel_per_call,
+            poisoned: None,
+        })
+    }
+}
+
+fn load(e: impl fmt::Display) -> HostError {
+    HostError::Load(e.to_string())
+}
+
+/// The core's limits in WIT terms (counts saturate at u32::MAX).
+#[must_use]
+pub fn limits_to_wit(l: &lock_core::Limits) -> Limits {
+    let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
+    Limits {
+        max_key_bytes: n(l.max_key_bytes),
+        max_owner_bytes: n(l.max_owner_bytes),
+        max_ttl: l.max_ttl,
+        max_keys: n(l.max_keys),
+        max_waiters_per_key: n(l.max_waiters_per_key),
+        max_waiters: n(l.max_waiters),
+        expired_retention: l.expired_retention,
+        max_expired_records: n(l.max_expired_records),
+        max_pending_events: n(l.max_pending_events),
+    }
+}
+
+/// One lock table in its own component instance. Not `Sync`: wrap it in a mutex to share it
+/// (see [`LockHost`](crate::LockHost)).
+pub struct ComponentTable {
+    store: Store<StoreState>,
+    bindings: Lock,
+    table: ResourceAny,
+    fuel: u64,
+    poisoned: Option<String>,
+}
+
+impl fmt::Debug for ComponentTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ComponentTable")
+            .field("poisoned", &self.poisoned)
+            .finish_non_exhaustive()
+    }
+}
+
+macro_rules! forward {
+    ($(#[$doc:meta])* $name:ident => $call:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty) => {
+        $(#[$doc])*
+        ///
+        /// # Errors
+        /// [`HostError`] if the component traps or trapped before.
+        pub fn $name(&mut self, $($arg: $ty),*) -> Result<$ret, HostError> {
+            self.enter()?;
+            let table = self.table;
+            let result = self.bindings.expiring_lock_table().lock_table().$call(&mut self.store, table, $($arg),*);
+            self.leave(result)
+        }
+    };
+}
+
+impl ComponentTable {
+    fn enter(&mut self) -> Result<(), HostError> {
+        if let Some(why) = &self.poisoned {
+            return Err(HostError::Poisoned(why.clone()));
+        }
+        self.store
+            .set_fuel(self.fuel)
+            .map_err(|e| HostError::Trap(e.to_string()))
+    }
+
+    fn leave<T>(&mut self, result: wasmtime::Result<T>) -> Result<T, HostError> {
+        result.map_err(|e| {
+            let why = format!("{e:?}");
+            self.poisoned = Some(why.clone());
+            HostError::Trap(why)
+        })
+    }
+
+    /// Whether an earlier call trapped.
+    #[must_use]
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned.is_some()
+    }
+
+    forward!(/// `try-acquire`.
+        try_acquire => call_try_acquire(key: &str, owner: &str, ttl: u64, now: u64) -> Result<AcquireOutcome, LockError>);
+    forward!(/// `acquire`.
+        acquire => call_acquire(key: &str, owner: &str, ttl: u64, wait_deadline: u64, now: u64) -> Result<AcquireOutcome, LockError>);
+    forward!(/// `release`.
+        release => call_release(key: &str, owner: &str, fence: u64, now: u64) -> Result<(), LockError>);
+    forward!(/// `extend`.
+        extend => call_extend(key: &str, owner: &str, fence: u64, ttl: u64, now: u64) -> Result<Grant, LockError>);
+    forward!(/// `cancel-wait`.
+        cancel_wait => call_cancel_wait(key: &str, owner: &str, now: u64) -> Result<(), LockError>);
+    forward!(/// `handle-timeout`.
+        handle_timeout => call_handle_timeout(now: u64) -> ());
+    forward!(/// `next-wakeup`.
+        next_wakeup => call_next_wakeup() -> Option<u64>);
+    forward!(/// `poll-events`: drains every pending event.
+        poll_events => call_poll_events() -> Vec<Event>);
+    forward!(/// `inspect`.
+        inspect => call_inspect(key: &str, now: u64) -> Result<Option<KeyInfo>, LockError>);
+    forward!(/// `stats`.
+        stats => call_stats(now: u64) -> Stats);
+    forward!(/// `snapshot`.
+        snapshot => call_snapshot(now: u64) -> Vec<u8>);
+    forward!(/// `restore`.
+        restore => call_restore(bytes: &[u8]) -> Result<(), LockError>);
+    forward!(/// `batch`: many requests in one boundary crossing.
+        batch => call_batch(requests: &[Request]) -> Vec<Response>);
+}

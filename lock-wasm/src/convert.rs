@@ -1,0 +1,195 @@
+//! Type translation between the WIT contract and `lock-core`. Nothing here decides an outcome.
+
+use lock_core as core_;
+
+use crate::exports::expiring::lock::types::{
+    AcquireOutcome, DeadlineOverflowInfo, Event, EventKind, ExpiredEvent, Grant, GrantedEvent,
+    KeyInfo, LengthLimit, Limits, LockError, Request, Response, Stats, TtlLimit, VersionMismatch,
+    WaiterInfo,
+};
+
+/// WIT counts are u32; the core's are usize. Saturates (the core's limits keep them far below).
+fn u32_of(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+pub fn limits_in(l: &Limits) -> core_::Limits {
+    core_::Limits {
+        max_key_bytes: l.max_key_bytes as usize,
+        max_owner_bytes: l.max_owner_bytes as usize,
+        max_ttl: l.max_ttl,
+        max_keys: l.max_keys as usize,
+        max_waiters_per_key: l.max_waiters_per_key as usize,
+        max_waiters: l.max_waiters as usize,
+        expired_retention: l.expired_retention,
+        max_expired_records: l.max_expired_records as usize,
+        max_pending_events: l.max_pending_events as usize,
+    }
+}
+
+pub fn limits_out(l: &core_::Limits) -> Limits {
+    Limits {
+        max_key_bytes: u32_of(l.max_key_bytes),
+        max_owner_bytes: u32_of(l.max_owner_bytes),
+        max_ttl: l.max_ttl,
+        max_keys: u32_of(l.max_keys),
+        max_waiters_per_key: u32_of(l.max_waiters_per_key),
+        max_waiters: u32_of(l.max_waiters),
+        expired_retention: l.expired_retention,
+        max_expired_records: u32_of(l.max_expired_records),
+        max_pending_events: u32_of(l.max_pending_events),
+    }
+}
+
+pub fn grant(g: core_::Grant) -> Grant {
+    Grant {
+        fence: g.fence,
+        deadline: g.deadline,
+    }
+}
+
+pub fn outcome(o: core_::AcquireOutcome) -> AcquireOutcome {
+    match o {
+        core_::AcquireOutcome::Acquired(g) => AcquireOutcome::Acquired(grant(g)),
+        core_::AcquireOutcome::AlreadyHeld(g) => AcquireOutcome::AlreadyHeld(grant(g)),
+        core_::AcquireOutcome::Queued { position } => AcquireOutcome::Queued(u32_of(position)),
+        core_::AcquireOutcome::AlreadyWaiting { position } => {
+            AcquireOutcome::AlreadyWaiting(u32_of(position))
+        }
+    }
+}
+
+/// Exhaustive: a new core error does not compile until it has its WIT case.
+pub fn error(e: core_::LockError) -> LockError {
+    use core_::LockError as E;
+    match e {
+        E::KeyEmpty => LockError::KeyEmpty,
+        E::KeyTooLong { len, max } => LockError::KeyTooLong(LengthLimit {
+            len: u32_of(len),
+            max: u32_of(max),
+        }),
+        E::KeyInvalid => LockError::KeyInvalid,
+        E::OwnerEmpty => LockError::OwnerEmpty,
+        E::OwnerTooLong { len, max } => LockError::OwnerTooLong(LengthLimit {
+            len: u32_of(len),
+            max: u32_of(max),
+        }),
+        E::OwnerInvalid => LockError::OwnerInvalid,
+        E::TtlZero => LockError::TtlZero,
+        E::TtlTooLong { ttl, max } => LockError::TtlTooLong(TtlLimit { ttl, max }),
+        E::DeadlineOverflow { now, ttl } => {
+            LockError::DeadlineOverflow(DeadlineOverflowInfo { now, ttl })
+        }
+        E::TableFull { max_keys } => LockError::TableFull(u32_of(max_keys)),
+        E::QueueFull {
+            max_waiters_per_key,
+        } => LockError::QueueFull(u32_of(max_waiters_per_key)),
+        E::TooManyWaiters { max_waiters } => LockError::TooManyWaiters(u32_of(max_waiters)),
+        E::Held { deadline } => LockError::Held(deadline),
+        E::NotOwner => LockError::NotOwner,
+        E::NotHeld => LockError::NotHeld,
+        E::Expired { deadline } => LockError::Expired(deadline),
+        E::NotWaiting => LockError::NotWaiting,
+        E::InvalidLimits { limit } => LockError::InvalidLimits(limit.into()),
+        E::SnapshotTruncated => LockError::SnapshotTruncated,
+        E::SnapshotBadMagic => LockError::SnapshotBadMagic,
+        E::SnapshotVersion { found, supported } => {
+            LockError::SnapshotVersion(VersionMismatch { found, supported })
+        }
+        E::SnapshotChecksum => LockError::SnapshotChecksum,
+        E::SnapshotCorrupt { reason } => LockError::SnapshotCorrupt(reason.into()),
+        E::SnapshotExceedsLimits { limit } => LockError::SnapshotExceedsLimits(limit.into()),
+    }
+}
+
+pub fn event(e: core_::Event) -> Event {
+    let kind = match e.kind {
+        core_::EventKind::Expired { owner, fence } => {
+            EventKind::Expired(ExpiredEvent { owner, fence })
+        }
+        core_::EventKind::Granted {
+            owner,
+            fence,
+            deadline,
+        } => EventKind::Granted(GrantedEvent {
+            owner,
+            fence,
+            deadline,
+        }),
+        core_::EventKind::WaitTimedOut { owner } => EventKind::WaitTimedOut(owner),
+    };
+    Event {
+        key: e.key,
+        at: e.at,
+        kind,
+    }
+}
+
+pub fn key_info(i: core_::KeyInfo) -> KeyInfo {
+    KeyInfo {
+        owner: i.holder.owner,
+        fence: i.holder.fence,
+        deadline: i.holder.deadline,
+        waiters: i
+            .waiters
+            .into_iter()
+            .map(|w| WaiterInfo {
+                owner: w.owner,
+                ttl: w.ttl,
+                wait_deadline: w.wait_deadline,
+            })
+            .collect(),
+    }
+}
+
+pub fn stats(s: &core_::Stats) -> Stats {
+    Stats {
+        live_leases: s.live_leases as u64,
+        waiters: s.waiters as u64,
+        expired_records: s.expired_records as u64,
+        pending_events: s.pending_events as u64,
+        clock: s.clock,
+        last_fence: s.last_fence,
+        acquired: s.acquired,
+        handed_off: s.handed_off,
+        released: s.released,
+        extended: s.extended,
+        expired: s.expired,
+        queued: s.queued,
+        wait_timed_out: s.wait_timed_out,
+        cancelled: s.cancelled,
+        rejected: s.rejected,
+        events_dropped: s.events_dropped,
+    }
+}
+
+/// Runs one batched request on the table.
+pub fn run(t: &mut core_::LockTable, r: Request) -> Response {
+    match r {
+        Request::TryAcquire(a) => Response::Acquire(
+            t.try_acquire(&a.key, &a.owner, a.ttl, a.now)
+                .map(outcome)
+                .map_err(error),
+        ),
+        Request::Acquire(a) => Response::Acquire(
+            t.acquire(&a.key, &a.owner, a.ttl, a.wait_deadline, a.now)
+                .map(outcome)
+                .map_err(error),
+        ),
+        Request::Release(a) => {
+            Response::Done(t.release(&a.key, &a.owner, a.fence, a.now).map_err(error))
+        }
+        Request::Extend(a) => Response::Extend(
+            t.extend(&a.key, &a.owner, a.fence, a.ttl, a.now)
+                .map(grant)
+                .map_err(error),
+        ),
+        Request::CancelWait(a) => {
+            Response::Done(t.cancel_wait(&a.key, &a.owner, a.now).map_err(error))
+        }
+        Request::HandleTimeout(now) => {
+            t.handle_timeout(now);
+            Response::Timeout
+        }
+    }
+}
