@@ -94,12 +94,16 @@ pub struct StoreState {
 }
 
 impl LockComponent {
-    /// Compiles the embedded component ([`LOCK_COMPONENT`]).
+    /// The embedded component ([`LOCK_COMPONENT`]), compiled once per process and shared.
     ///
     /// # Errors
     /// [`HostError::Load`] if wasmtime cannot compile it.
     pub fn embedded() -> Result<Self, HostError> {
-        Self::from_bytes(LOCK_COMPONENT)
+        static COMPILED: std::sync::OnceLock<Result<LockComponent, HostError>> =
+            std::sync::OnceLock::new();
+        COMPILED
+            .get_or_init(|| Self::from_bytes(LOCK_COMPONENT))
+            .clone()
     }
 
     /// Compiles a component from a file (e.g. a build of the same WIT world from elsewhere).

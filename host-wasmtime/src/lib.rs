@@ -1,8 +1,30 @@
-//! Embeds the lock component (`lock-wasm`, WIT world `expiring:lock/lock`) with wasmtime.
+//! Embeds the lock component (`lock-wasm`, WIT world `expiring:lock/lock`) with wasmtime and gives
+//! plugin hosts what they expect from Redisson, etcd's Mutex or MySQL `GET_LOCK`:
+//!
+//! - [`LockHost`]: a `Send + Sync`, cheap-to-clone handle over one component instance, fed by a
+//!   monotonic [`Clock`] (one place reads time; tests pass a [`ManualClock`]);
+//! - `try_acquire`, blocking `acquire` with a wait timeout (granted by the table's FIFO
+//!   hand-off), and `with_lock`;
+//! - [`Lease`] guards: `fence`, `deadline`, `extend`, idempotent `release` (also on drop),
+//!   opt-in `keep_alive`, and `on_lost` callbacks fired once when the table reports an expiry;
+//! - one timer thread for the whole table, driven by the table's next wake-up;
+//! - a sandbox: memory cap and per-call fuel; a trap returns [`HostError::Trap`] and poisons the
+//!   table (every later call is refused with a clear error) instead of taking the host down;
+//! - optional persistence: atomic snapshot files, loaded at start.
+//!
+//! The lock semantics are decided by `lock-core` inside the component; this crate never decides
+//! an outcome.
 
+pub mod clock;
 pub mod component;
 pub mod conformance;
+mod error;
+mod host;
+mod persist;
 
+pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use component::{
-    types, ComponentTable, HostError, LockComponent, SandboxLimits, LOCK_COMPONENT,
+    limits_to_wit, types, ComponentTable, HostError, LockComponent, SandboxLimits, LOCK_COMPONENT,
 };
+pub use error::{describe, Error};
+pub use host::{Lease, LockHost, LockHostBuilder, LostLease};

@@ -1,0 +1,347 @@
+//! The host library against the real component, with a manual clock: no test depends on
+//! machine speed (threads only block on hand-offs that the test triggers).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use host_wasmtime::types::LockError;
+use host_wasmtime::{Error, HostError, LockHost, ManualClock, SandboxLimits};
+
+const MS: fn(u64) -> Duration = Duration::from_millis;
+
+fn host(clock: &ManualClock) -> LockHost {
+    LockHost::builder().clock(clock.clone()).build().unwrap()
+}
+
+/// Waits (in real time, generously) until `key` has a queue of `n`, so a test can act only once
+/// a blocked thread is really queued.
+fn wait_for_queue(host: &LockHost, key: &str, n: usize) {
+    for _ in 0..2_000 {
+        if host
+            .inspect(key)
+            .unwrap()
+            .is_some_and(|i| i.waiters.len() == n)
+        {
+            return;
+        }
+        thread::sleep(MS(5));
+    }
+    panic!("{key} never had {n} waiters");
+}
+
+#[test]
+fn blocking_acquire_is_granted_by_hand_off_on_release() {
+    let clock = ManualClock::at(0);
+    let host = host(&clock);
+    let a = host.try_acquire("job", "a", MS(1_000)).unwrap();
+    let h = host.clone();
+    let b = thread::spawn(move || {
+        h.acquire("job", "b", MS(500), MS(60_000))
+            .map(|l| (l.fence(), l.deadline()))
+    });
+    wait_for_queue(&host, "job", 1);
+    clock.advance(10);
+    a.release().unwrap();
+    assert_eq!(b.join().unwrap().unwrap(), (2, 510));
+}
+
+#[test]
+fn blocking_acquire_is_granted_by_hand_off_on_expiry() {
+    let clock = ManualClock::at(0);
+    let host = host(&clock);
+    let a = host.try_acquire("job", "a", MS(100)).unwrap();
+    let h = host.clone();
+    let b = thread::spawn(move || {
+        h.acquire("job", "b", MS(100), MS(60_000)).map(|l| {
+            let f = l.fence();
+            std::mem::forget(l);
+            f
+        })
+    });
+    wait_for_queue(&host, "job", 1);
+    clock.advance(100);
+    host.tick();
+    assert_eq!(b.join().unwrap().unwrap(), 2);
+    assert!(a.is_lost());
+    assert!(matches!(
+        a.release(),
+        Err(Error::Lock(LockError::Expired(100)))
+    ));
+}
+
+#[test]
+fn blocking_acquire_times_out() {
+    let clock = ManualClock::at(0);
+    let host = host(&clock);
+    let _a = host.try_acquire("job", "a", MS(10_000)).unwrap();
+    let h = host.clone();
+    let b = thread::spawn(move || h.acquire("job", "b", MS(100), MS(50)).map(|l| l.fence()));
+    wait_for_queue(&host, "job", 1);
+    clock.advance(50);
+    assert_eq!(b.join().unwrap().unwrap_err(), Error::WaitTimedOut);
+    assert_eq!(host.inspect("job").unwrap().unwrap().waiters.len(), 0);
+}
+
+#[test]
+fn keep_alive_holds_a_lease_past_its_first_deadline_until_released() {
+    let clock = ManualClock::at(0);
+    let host = host(&clock);
+    let lease = host.try_acquire("job", "a", MS(300)).unwrap();
+    lease.keep_alive();
+    for _ in 0..10 {
+        clock.advance(100);
+        host.tick();
+    }
+    assert_eq!(clock_now(&host), 1_000);
+    assert!(!lease.is_lost());
+    assert!(lease.deadline() > 1_000, "deadline {}", lease.deadline());
+    assert_eq!(host.inspect("job").unwrap().unwrap().fence, 1);
+    assert!(host.stats().unwrap().extended >= 4);
+    lease.release().unwrap();
+    clock.advance(1_000);
+    host.tick();
+    assert_eq!(host.inspect("job").unwrap(), None);
+    assert_eq!(host.stats().unwrap().expired, 0);
+}
+
+fn clock_now(host: &LockHost) -> u64 {
+    host.now()
+}
+
+#[test]
+fn on_lost_fires_exactly_once_and_a_panicking_callback_is_contained() {
+    let clock = ManualClock::at(0);
+    let host = host(&clock);
+    let fired = Arc::new(AtomicUsize::new(0));
+    let lease = host.try_acquire("job", "a", MS(100)).unwrap();
+    let f = Arc::clone(&fired);
+    lease.on_lost(move |lost| {
+        assert_eq!((lost.key.as_str(), lost.fence, lost.at), ("job", 1, 100));
+        f.fetch_add(1, Ordering::SeqCst);
+    });
+    let panicky = host.try_acquire("other", "a", MS(100)).unwrap();
+    panicky.on_lost(|_| panic!("a buggy callback"));
+    clock.advance(150);
+    host.tick();
+    host.tick();
+    assert_eq!(fired.load(Ordering::SeqCst), 1);
+    assert!(lease.is_lost() && panicky.is_lost());
+    // Registering after the loss fires at once, still only once.
+    let late = Arc::new(AtomicUsize::new(0));
+    let l = Arc::clone(&late);
+    lease.on_lost(move |_| {
+        l.fetch_add(1, Ordering::SeqCst);
+    });
+    assert_eq!(late.load(Ordering::SeqCst), 1);
+    // The host still works.
+    assert_eq!(host.try_acquire("job", "b", MS(100)).unwrap().fence(), 3);
+}
+
+#[test]
+fn release_is_idempotent_and_runs_on_drop() {
+    let clock = ManualClock::at(0);
+    let host = host(&clock);
+    let lease = host.try_acquire("job", "a", MS(100)).unwrap();
+    lease.release().unwrap();
+    lease.release().unwrap();
+    drop(lease);
+    assert_eq!(host.stats().unwrap().released, 1);
+    {
+        let _scoped = host.try_acquire("job", "a", MS(100)).unwrap();
+        assert!(host.inspect("job").unwrap().is_some());
+    }
+    assert_eq!(host.inspect("job").unwrap(), None);
+    let held = host.try_acquire("job", "a", MS(100)).unwrap();
+    assert_eq!(
+        host.try_acquire("job", "b", MS(100)).unwrap_err(),
+        Error::Lock(LockError::Held(100))
+    );
+    drop(held);
+}
+
+#[test]
+fn with_lock_releases_when_the_closure_returns() {
+    let clock = ManualClock::at(0);
+    let host = host(&clock);
+    let fence = host
+        .with_lock("job", "a", MS(100), MS(0), |lease| lease.fence())
+        .unwrap();
+    assert_eq!(fence, 1);
+    assert_eq!(host.inspect("job").unwrap(), None);
+}
+
+#[test]
+fn threads_hammering_keys_never_overlap_and_fences_increase() {
+    let clock = ManualClock::at(0);
+    let host = host(&clock);
+    const KEYS: usize = 4;
+    let busy: Arc<Vec<AtomicBool>> = Arc::new((0..KEYS).map(|_| AtomicBool::new(false)).collect());
+    let last_fence: Arc<Vec<AtomicU64>> = Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());
+    let violations = Arc::new(Mutex::new(Vec::new()));
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let (host, busy, last_fence, violations) = (
+                host.clone(),
+                Arc::clone(&busy),
+                Arc::clone(&last_fence),
+                Arc::clone(&violations),
+            );
+            thread::spawn(move || {
+                for i in 0..300 {
+                    let k = (t * 7 + i) % KEYS;
+                    let owner = format!("thread-{t}");
+                    let Ok(lease) =
+                        host.acquire(&format!("key-{k}"), &owner, MS(60_000), MS(60_000))
+                    else {
+                        violations
+                            .lock()
+                            .unwrap()
+                            .push(format!("{owner} was not granted key-{k}"));
+                        continue;
+                    };
+                    if busy[k].swap(true, Ordering::SeqCst) {
+                        violations
+                            .lock()
+                            .unwrap()
+                            .push(format!("two holders of key-{k}"));
+                    }
+                    let previous = last_fence[k].swap(lease.fence(), Ordering::SeqCst);
+                    if lease.fence() <= previous {
+                        violations
+                            .lock()
+                            .unwrap()
+                            .push(format!("fence {} after {previous}", lease.fence()));
+                    }
+                    busy[k].store(false, Ordering::SeqCst);
+                    lease.release().unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(*violations.lock().unwrap(), Vec::<String>::new());
+    let stats = host.stats().unwrap();
+    assert_eq!(stats.acquired + stats.handed_off, 8 * 300);
+    assert_eq!(stats.live_leases, 0);
+}
+
+#[test]
+fn a_trapping_component_returns_an_error_and_the_host_stays_up() {
+    let clock = ManualClock::at(0);
+    // A fuel budget far too small for a snapshot of many leases stands in for a looping guest.
+    let host = LockHost::builder()
+        .clock(clock.clone())
+        .sandbox(SandboxLimits {
+            fuel_per_call: 200_000,
+            ..SandboxLimits::default()
+        })
+        .build()
+        .unwrap();
+    let leases: Vec<_> = (0..300)
+        .map(|i| host.try_acquire(&format!("k{i}"), "a", MS(1_000)).unwrap())
+        .collect();
+    let trap = host.snapshot().unwrap_err();
+    assert!(matches!(trap, Error::Host(HostError::Trap(_))), "{trap}");
+    let refused = host.try_acquire("x", "a", MS(10)).unwrap_err();
+    assert!(
+        matches!(refused, Error::Host(HostError::Poisoned(_))),
+        "{refused}"
+    );
+    assert!(refused
+        .to_string()
+        .contains("unusable since the component trapped"));
+    drop(leases); // releases fail quietly on drop; nothing panics
+
+    // Out of memory inside the sandbox: a trap, not a host crash.
+    let small = LockHost::builder()
+        .clock(clock)
+        .sandbox(SandboxLimits {
+            memory_bytes: 2 << 20,
+            ..SandboxLimits::default()
+        })
+        .build()
+        .unwrap();
+    let big = "k".repeat(200);
+    let mut held = Vec::new();
+    let err = loop {
+        match small.try_acquire(&format!("{big}{}", held.len()), "a", MS(1_000)) {
+            Ok(lease) => held.push(lease),
+            Err(e) => break e,
+        }
+        assert!(
+            held.len() < 100_000,
+            "a 2 MiB sandbox cannot hold 100 000 keys"
+        );
+    };
+    assert!(matches!(err, Error::Host(HostError::Trap(_))), "{err}");
+}
+
+#[test]
+fn persistence_round_trip_keeps_leases_and_fences() {
+    let dir = std::env::temp_dir().join(format!("lockhost-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("table.lock");
+    let _ = std::fs::remove_file(&path);
+    let clock = ManualClock::at(1_000);
+    {
+        let host = LockHost::builder()
+            .clock(clock.clone())
+            .persist_to(&path, Duration::from_secs(3600))
+            .build()
+            .unwrap();
+        let lease = host.try_acquire("job", "a", MS(60_000)).unwrap();
+        assert_eq!(lease.fence(), 1);
+        host.save().unwrap();
+        std::mem::forget(lease); // the process "dies" holding the lock
+    }
+    let host = LockHost::builder()
+        .clock(clock.clone())
+        .persist_to(&path, Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    let info = host
+        .inspect("job")
+        .unwrap()
+        .expect("the lease survived the restart");
+    assert_eq!(
+        (info.owner.as_str(), info.fence, info.deadline),
+        ("a", 1, 61_000)
+    );
+    assert_eq!(
+        host.try_acquire("job", "b", MS(10)).unwrap_err(),
+        Error::Lock(LockError::Held(61_000))
+    );
+    assert_eq!(
+        host.try_acquire("other", "b", MS(10)).unwrap().fence(),
+        2,
+        "no fence is issued twice"
+    );
+    drop(host);
+
+    std::fs::write(&path, b"definitely not a lock table").unwrap();
+    let err = LockHost::builder()
+        .clock(clock.clone())
+        .persist_to(&path, Duration::from_secs(1))
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Persist(m) if m.contains("LOCKHOST header")),
+        "{err}"
+    );
+    let mut truncated = b"LOCKHOST\x01\x00\0\0\0\0\0\0\0\0".to_vec();
+    truncated.extend_from_slice(b"LOCKSNAP\x01\x00\xff");
+    std::fs::write(&path, &truncated).unwrap();
+    let err = LockHost::builder()
+        .clock(clock)
+        .persist_to(&path, Duration::from_secs(1))
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Persist(m) if m.contains("truncated")),
+        "{err}"
+    );
+}
