@@ -15,6 +15,7 @@
 //! The lock semantics are decided by `lock-core` inside the component; this crate never decides
 //! an outcome.
 
+pub mod bench;
 pub mod clock;
 pub mod component;
 pub mod conformance;

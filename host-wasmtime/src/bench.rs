@@ -1,0 +1,233 @@
+//! The `lockhost bench` workloads: the same operations natively, through the component, through
+//! a batch call, and beside the boundary floor (an exported call with the same argument shapes
+//! that does nothing), measured in one run. Benchmarks, not tests: nothing asserts on time.
+
+use std::time::{Duration, Instant};
+
+use wasmtime::component::{Component, Linker, TypedFunc};
+use wasmtime::{Config, Engine, Store};
+
+use crate::types::{AcquireOutcome, LeaseArgs, Request, TryAcquireArgs};
+use crate::{LockComponent, LockHost, ManualClock, SandboxLimits};
+
+/// A component exporting `probe(key: string, owner: string, ttl: u64, now: u64) -> u64` that does
+/// nothing: the cost of crossing the boundary with the arguments of `try-acquire`.
+const FLOOR_WAT: &str = r#"
+(component
+  (core module $M
+    (memory (export "memory") 1)
+    (func (export "realloc") (param i32 i32 i32 i32) (result i32) (i32.const 1024))
+    (func (export "probe") (param i32 i32 i32 i32 i64 i64) (result i64) (i64.const 0)))
+  (core instance $m (instantiate $M))
+  (func $probe (param "key" string) (param "owner" string) (param "ttl" u64) (param "now" u64) (result u64)
+    (canon lift (core func $m "probe") (memory $m "memory") (realloc (func $m "realloc"))))
+  (export "probe" (func $probe)))
+"#;
+
+/// One measured workload.
+#[derive(Clone, Debug)]
+pub struct Measurement {
+    /// What was measured.
+    pub name: String,
+    /// Nanoseconds per operation.
+    pub ns_per_op: f64,
+}
+
+fn time(name: &str, ops: u64, f: impl FnOnce()) -> Measurement {
+    let start = Instant::now();
+    f();
+    let elapsed = start.elapsed();
+    Measurement {
+        name: name.into(),
+        ns_per_op: elapsed.as_nanos() as f64 / ops as f64,
+    }
+}
+
+fn keys(n: usize, prefix: &str) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}-{i:06}")).collect()
+}
+
+/// Runs every workload with `pairs` acquire+release pairs (and as many contended calls).
+///
+/// # Panics
+/// If the component cannot be loaded (a broken build), or the lock answers unexpectedly.
+#[must_use]
+pub fn run(pairs: u64) -> Vec<Measurement> {
+    let fresh = keys(1024, "fresh");
+    let owner = "worker-1";
+    let ttl = 60_000;
+    let mut results = Vec::new();
+
+    // Native lock-core.
+    let mut native = lock_core::LockTable::default();
+    let _ = native.try_acquire("held", "someone", ttl, 0);
+    results.push(time("native: try-acquire + release pair", pairs, || {
+        for i in 0..pairs as usize {
+            let k = &fresh[i & 1023];
+            let Ok(lock_core::AcquireOutcome::Acquired(g)) = native.try_acquire(k, owner, ttl, 1)
+            else {
+                panic!()
+            };
+            native.release(k, owner, g.fence, 1).unwrap();
+        }
+    }));
+    results.push(time("native: contended try-acquire", pairs, || {
+        for _ in 0..pairs {
+            assert!(native.try_acquire("held", owner, ttl, 1).is_err());
+        }
+    }));
+
+    // The component.
+    let component = LockComponent::embedded().expect("the embedded component loads");
+    let mut table = component
+        .instantiate(&lock_core::Limits::default(), 0, SandboxLimits::default())
+        .expect("instantiates");
+    let _ = table.try_acquire("held", "someone", ttl, 0);
+    results.push(time("component: try-acquire + release pair", pairs, || {
+        for i in 0..pairs as usize {
+            let k = &fresh[i & 1023];
+            let Ok(Ok(AcquireOutcome::Acquired(g))) = table.try_acquire(k, owner, ttl, 1) else {
+                panic!()
+            };
+            table.release(k, owner, g.fence, 1).unwrap().unwrap();
+        }
+    }));
+    results.push(time("component: contended try-acquire", pairs, || {
+        for _ in 0..pairs {
+            assert!(table.try_acquire("held", owner, ttl, 1).unwrap().is_err());
+        }
+    }));
+
+    // The batch call: 32 pairs (64 requests) per crossing. Fences are predictable: the table
+    // issues last_fence + 1, + 2, ... to the acquires in order.
+    let batch_pairs = 32u64;
+    let rounds = (pairs / batch_pairs).max(1);
+    results.push(time(
+        "component: batch of 64 requests, per pair",
+        rounds * batch_pairs,
+        || {
+            for round in 0..rounds {
+                let first = table.stats(1).unwrap().last_fence + 1;
+                let mut requests = Vec::with_capacity(64);
+                for j in 0..batch_pairs {
+                    let key = fresh[((round * batch_pairs + j) & 1023) as usize].clone();
+                    requests.push(Request::TryAcquire(TryAcquireArgs {
+                        key: key.clone(),
+                        owner: owner.into(),
+                        ttl,
+                        now: 1,
+                    }));
+                    requests.push(Request::Release(LeaseArgs {
+                        key,
+                        owner: owner.into(),
+                        fence: first + j,
+                        now: 1,
+                    }));
+                }
+                let responses = table.batch(&requests).unwrap();
+                assert_eq!(responses.len(), 64);
+            }
+        },
+    ));
+
+    // The floor: the same argument shapes, no work.
+    let mut config = Config::new();
+    config.consume_fuel(true);
+    let engine = Engine::new(&config).expect("engine");
+    let floor = Component::new(&engine, FLOOR_WAT).expect("the floor component compiles");
+    let mut store = Store::new(&engine, ());
+    store.set_fuel(u64::MAX).expect("fuel");
+    let instance = Linker::new(&engine)
+        .instantiate(&mut store, &floor)
+        .expect("instantiates");
+    let probe: TypedFunc<(&str, &str, u64, u64), (u64,)> = instance
+        .get_typed_func(&mut store, "probe")
+        .expect("probe export");
+    results.push(time(
+        "floor: empty call (2 strings, 2 u64), x2 per pair",
+        pairs,
+        || {
+            for i in 0..pairs as usize {
+                let k = &fresh[i & 1023];
+                probe.call(&mut store, (k, owner, ttl, 1)).unwrap();
+                probe.call(&mut store, (k, owner, ttl, 1)).unwrap();
+            }
+        },
+    ));
+
+    // The host API, from several threads.
+    for threads in [1usize, 2, 8] {
+        let host = LockHost::builder()
+            .clock(ManualClock::at(0))
+            .build()
+            .expect("host");
+        let per_thread = pairs / threads as u64;
+        let m = time(
+            &format!("host API: try_acquire + release, {threads} thread(s), per pair"),
+            per_thread * threads as u64,
+            || {
+                let handles: Vec<_> = (0..threads)
+                    .map(|t| {
+                        let host = host.clone();
+                        let keys = keys(256, &format!("t{t}"));
+                        std::thread::spawn(move || {
+                            for i in 0..per_thread as usize {
+                                let lease = host
+                                    .try_acquire(&keys[i & 255], "worker", Duration::from_secs(60))
+                                    .unwrap();
+                                lease.release().unwrap();
+                            }
+                        })
+                    })
+                    .collect();
+                for h in handles {
+                    h.join().unwrap();
+                }
+            },
+        );
+        results.push(m);
+    }
+    results
+}
+
+/// Prints the measurements with ops/s and the ratios that matter.
+pub fn report(results: &[Measurement]) {
+    println!("{:<58} {:>12} {:>14}", "workload", "ns/op", "ops/s");
+    for m in results {
+        println!(
+            "{:<58} {:>12.1} {:>14.0}",
+            m.name,
+            m.ns_per_op,
+            1e9 / m.ns_per_op
+        );
+    }
+    let get = |prefix: &str| {
+        results
+            .iter()
+            .find(|m| m.name.starts_with(prefix))
+            .map(|m| m.ns_per_op)
+    };
+    let ratio = |a: Option<f64>, b: Option<f64>| a.zip(b).map_or(f64::NAN, |(a, b)| a / b);
+    let pair = get("component: try-acquire");
+    println!();
+    println!(
+        "component pair / native pair:        {:6.1}x",
+        ratio(pair, get("native: try-acquire"))
+    );
+    println!(
+        "component pair / floor (2 calls):    {:6.2}x",
+        ratio(pair, get("floor"))
+    );
+    println!(
+        "component contended / native:        {:6.1}x",
+        ratio(get("component: contended"), get("native: contended"))
+    );
+    println!(
+        "component contended / floor (1 call):{:6.2}x",
+        ratio(get("component: contended"), get("floor").map(|f| f / 2.0))
+    );
+    println!(
+        "batch pair / native pair:            {:6.1}x",
+        ratio(get("component: batch"), get("native: try-acquire"))
+    );
+}
