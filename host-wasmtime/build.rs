@@ -1,5 +1,6 @@
-//! Builds the lock component from `lock-wasm` for every build of the host, so the host and its
-//! tests always embed the current artifact, never a stale copy.
+//! Builds the lock component from `lock-wasm` (and the example plugin `job-plugin`) for every
+//! build of the host, so the host and its tests always embed the current artifacts, never a
+//! stale copy.
 //!
 //! 1. `cargo build -p lock-wasm --target wasm32-unknown-unknown --profile wasm` into its own
 //!    target directory (a nested cargo must not share the outer build's lock);
@@ -19,6 +20,9 @@ fn main() {
         "lock-wasm/src",
         "lock-wasm/Cargo.toml",
         "wit",
+        "examples/job-plugin/src",
+        "examples/job-plugin/wit",
+        "examples/job-plugin/Cargo.toml",
     ] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
@@ -32,6 +36,8 @@ fn main() {
             "build",
             "-p",
             "lock-wasm",
+            "-p",
+            "job-plugin",
             "--target",
             "wasm32-unknown-unknown",
             "--profile",
@@ -50,11 +56,17 @@ fn main() {
              (`rustup target add wasm32-unknown-unknown`, or run scripts/setup.sh)"
         );
     }
-    let module = guest_target.join("wasm32-unknown-unknown/wasm/lock_wasm.wasm");
-    let component = componentize(&module);
-    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("lock.component.wasm");
-    std::fs::write(&out, &component).unwrap();
-    std::fs::write(target_root.join("lock.component.wasm"), &component).unwrap();
+    let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());
+    for (module, component) in [("lock_wasm", "lock"), ("job_plugin", "job-plugin")] {
+        let bytes =
+            componentize(&guest_target.join(format!("wasm32-unknown-unknown/wasm/{module}.wasm")));
+        std::fs::write(out_dir.join(format!("{component}.component.wasm")), &bytes).unwrap();
+        std::fs::write(
+            target_root.join(format!("{component}.component.wasm")),
+            &bytes,
+        )
+        .unwrap();
+    }
 }
 
 fn componentize(module: &Path) -> Vec<u8> {
