@@ -1,0 +1,32 @@
+//! The few tests that prove the real-clock host works: the timer thread alone (nobody calls
+//! `tick`) reports expiries and hands the lock over. Generous timeouts; nothing asserts on speed.
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use host_wasmtime::LockHost;
+
+#[test]
+fn the_timer_thread_reports_a_lost_lock_and_hands_the_key_over() {
+    let host = LockHost::new().unwrap();
+    let lease = host
+        .try_acquire("job", "a", Duration::from_millis(50))
+        .unwrap();
+    let (lost_tx, lost_rx) = mpsc::channel();
+    lease.on_lost(move |lost| {
+        let _ = lost_tx.send(lost.fence);
+    });
+    // A waiter blocks until the timer thread expires a's lease and hands the key over.
+    let waiter = host
+        .acquire(
+            "job",
+            "b",
+            Duration::from_millis(50),
+            Duration::from_secs(30),
+        )
+        .unwrap();
+    assert_eq!(waiter.fence(), 2);
+    assert_eq!(lost_rx.recv_timeout(Duration::from_secs(30)).unwrap(), 1);
+    assert!(lease.is_lost());
+    drop(waiter);
+}
