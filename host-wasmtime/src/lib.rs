@@ -29,3 +29,8 @@ pub use component::{
 };
 pub use error::{describe, Error};
 pub use host::{Lease, LockHost, LockHostBuilder, LostLease};
+
+/// The README's Rust examples (core and host), compiled and run as doctests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;

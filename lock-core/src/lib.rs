@@ -74,7 +74,3 @@ pub type Millis = u64;
 /// A fencing token: strictly increasing over every grant of a table.
 pub type Fence = u64;
 
-/// The README's Rust examples, compiled and run as doctests so they cannot rot.
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-struct ReadmeDoctests;
