@@ -20,9 +20,29 @@ const FLOOR_WAT: &str = r#"
     (func (export "probe") (param i32 i32 i32 i32 i64 i64) (result i64) (i64.const 0)))
   (core instance $m (instantiate $M))
   (func $probe (param "key" string) (param "owner" string) (param "ttl" u64) (param "now" u64) (result u64)
-    (canon lift (core func $m "probe") (memory $m "memory") (realloc (func $m "realloc"))))
+    (canon lift (core func $m "probe") (memory (core memory $m "memory")) (realloc (core func $m "realloc"))))
   (export "probe" (func $probe)))
 "#;
+
+/// The floor component, instantiated in a store configured like the lock's (fuel on).
+fn floor() -> (
+    Store<()>,
+    TypedFunc<(&'static str, &'static str, u64, u64), (u64,)>,
+) {
+    let mut config = Config::new();
+    config.consume_fuel(true);
+    let engine = Engine::new(&config).expect("engine");
+    let floor = Component::new(&engine, FLOOR_WAT).expect("the floor component compiles");
+    let mut store = Store::new(&engine, ());
+    store.set_fuel(u64::MAX).expect("fuel");
+    let instance = Linker::new(&engine)
+        .instantiate(&mut store, &floor)
+        .expect("instantiates");
+    let probe = instance
+        .get_typed_func(&mut store, "probe")
+        .expect("probe export");
+    (store, probe)
+}
 
 /// One measured workload.
 #[derive(Clone, Debug)]
@@ -86,8 +106,9 @@ pub fn run(pairs: u64) -> Vec<Measurement> {
     results.push(time("component: try-acquire + release pair", pairs, || {
         for i in 0..pairs as usize {
             let k = &fresh[i & 1023];
-            let Ok(Ok(AcquireOutcome::Acquired(g))) = table.try_acquire(k, owner, ttl, 1) else {
-                panic!()
+            let outcome = table.try_acquire(k, owner, ttl, 1);
+            let Ok(Ok(AcquireOutcome::Acquired(g))) = outcome else {
+                panic!("unexpected {outcome:?}")
             };
             table.release(k, owner, g.fence, 1).unwrap().unwrap();
         }
@@ -131,18 +152,7 @@ pub fn run(pairs: u64) -> Vec<Measurement> {
     ));
 
     // The floor: the same argument shapes, no work.
-    let mut config = Config::new();
-    config.consume_fuel(true);
-    let engine = Engine::new(&config).expect("engine");
-    let floor = Component::new(&engine, FLOOR_WAT).expect("the floor component compiles");
-    let mut store = Store::new(&engine, ());
-    store.set_fuel(u64::MAX).expect("fuel");
-    let instance = Linker::new(&engine)
-        .instantiate(&mut store, &floor)
-        .expect("instantiates");
-    let probe: TypedFunc<(&str, &str, u64, u64), (u64,)> = instance
-        .get_typed_func(&mut store, "probe")
-        .expect("probe export");
+    let (mut store, probe) = floor();
     results.push(time(
         "floor: empty call (2 strings, 2 u64), x2 per pair",
         pairs,
@@ -230,4 +240,16 @@ pub fn report(results: &[Measurement]) {
         "batch pair / native pair:            {:6.1}x",
         ratio(get("component: batch"), get("native: try-acquire"))
     );
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_floor_component_answers() {
+        let (mut store, probe) = super::floor();
+        assert_eq!(
+            probe.call(&mut store, ("key", "owner", 1, 2)).unwrap(),
+            (0,)
+        );
+    }
 }

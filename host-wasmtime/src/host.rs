@@ -118,6 +118,7 @@ impl LockHostBuilder {
                 keepalive_of: HashMap::new(),
                 shutdown: false,
                 next_save: 0,
+                armed: 0,
             }),
             granted: Condvar::new(),
             timer: Condvar::new(),
@@ -187,6 +188,9 @@ struct State {
     keepalive_of: HashMap<u64, u64>,
     shutdown: bool,
     next_save: u64,
+    /// The instant the timer thread sleeps until; 0 while it is awake. Requests wake it only
+    /// when they create something due earlier, so the hot path never pays for a context switch.
+    armed: u64,
 }
 
 enum WaitOutcome {
@@ -290,6 +294,14 @@ impl Inner {
             }
         }
         callbacks
+    }
+
+    /// Wakes the timer thread if `at` is due before the instant it sleeps until.
+    fn arm(&self, st: &mut State, at: u64) {
+        if at < st.armed {
+            st.armed = 0;
+            self.timer.notify_all();
+        }
     }
 
     /// Drains the table's events and dispatches them.
@@ -412,7 +424,6 @@ impl LockHost {
                 }
             }
         };
-        self.inner.timer.notify_all();
         run_callbacks(callbacks);
         result
     }
@@ -445,7 +456,7 @@ impl LockHost {
             AcquireOutcome::AlreadyWaiting(_) => Err(Error::AlreadyWaiting),
             AcquireOutcome::Queued(_) => {
                 st.waiting.insert(id.clone());
-                self.inner.timer.notify_all();
+                self.inner.arm(&mut st, wait_deadline);
                 loop {
                     if let Some(outcome) = st.outcomes.remove(&id) {
                         st.waiting.remove(&id);
@@ -583,6 +594,7 @@ impl LockHost {
                 })
             })
             .clone();
+        self.inner.arm(st, g.deadline);
         Lease {
             host: self.clone(),
             shared,
@@ -666,13 +678,13 @@ impl Lease {
             inner.drain(&mut st, &mut callbacks);
             r.map(|g| {
                 self.shared.deadline.store(g.deadline, Ordering::SeqCst);
+                inner.arm(&mut st, g.deadline);
                 if st.keepalive_of.contains_key(&self.shared.fence) {
                     schedule_keepalive(&mut st, &self.shared);
                 }
             })
             .map_err(Error::Lock)
         };
-        self.host.inner.timer.notify_all();
         run_callbacks(callbacks);
         result
     }
@@ -683,9 +695,14 @@ impl Lease {
         if let Ok(mut st) = self.host.inner.lock() {
             if !self.is_lost() && !self.shared.released.load(Ordering::SeqCst) {
                 schedule_keepalive(&mut st, &self.shared);
+                let due = st
+                    .keepalive_of
+                    .get(&self.shared.fence)
+                    .copied()
+                    .unwrap_or(0);
+                self.host.inner.arm(&mut st, due);
             }
         }
-        self.host.inner.timer.notify_all();
     }
 
     /// Calls `callback` once if the lease expires before it is released (immediately if it was
@@ -740,7 +757,6 @@ impl Lease {
             inner.drain(&mut st, &mut callbacks);
             r.map_err(Error::Lock)
         };
-        self.host.inner.timer.notify_all();
         run_callbacks(callbacks);
         result
     }

@@ -73,4 +73,3 @@ pub type Millis = u64;
 
 /// A fencing token: strictly increasing over every grant of a table.
 pub type Fence = u64;
-
