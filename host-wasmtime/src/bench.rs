@@ -24,11 +24,11 @@ const FLOOR_WAT: &str = r#"
   (export "probe" (func $probe)))
 "#;
 
+/// `probe(key, owner, ttl, now) -> u64`.
+type Probe = TypedFunc<(&'static str, &'static str, u64, u64), (u64,)>;
+
 /// The floor component, instantiated in a store configured like the lock's (fuel on).
-fn floor() -> (
-    Store<()>,
-    TypedFunc<(&'static str, &'static str, u64, u64), (u64,)>,
-) {
+fn floor() -> (Store<()>, Probe) {
     let mut config = Config::new();
     config.consume_fuel(true);
     let engine = Engine::new(&config).expect("engine");

@@ -1,6 +1,6 @@
 //! `lock-core` exported as a WebAssembly component through the WIT contract in `wit/`.
 //!
-//! This crate only translates types between WIT and the core ([`convert`]); every outcome is
+//! This crate only translates types between WIT and the core (module `convert`); every outcome is
 //! decided by `lock-core`. Built for `wasm32-unknown-unknown` and turned into a component that
 //! imports nothing (see `host-wasmtime/build.rs`).
 
