@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use wasmtime::component::{Component, Linker, TypedFunc};
 use wasmtime::{Config, Engine, Store};
 
-use crate::types::{AcquireOutcome, LeaseArgs, Request, TryAcquireArgs};
-use crate::{LockComponent, LockHost, ManualClock, SandboxLimits};
+use crate::types::AcquireOutcome;
+use crate::{Batch, LockComponent, LockHost, ManualClock, SandboxLimits};
 
 /// A component exporting `probe(key: string, owner: string, ttl: u64, now: u64) -> u64` that does
 /// nothing: the cost of crossing the boundary with the arguments of `try-acquire`.
@@ -122,6 +122,7 @@ pub fn run(pairs: u64) -> Vec<Measurement> {
     // The batch call: 32 pairs (64 requests) per crossing. Fences are predictable: the table
     // issues last_fence + 1, + 2, ... to the acquires in order.
     let batch_pairs = 32u64;
+    let mut batch = Batch::new();
     let rounds = (pairs / batch_pairs).max(1);
     results.push(time(
         "component: batch of 64 requests, per pair",
@@ -129,23 +130,13 @@ pub fn run(pairs: u64) -> Vec<Measurement> {
         || {
             for round in 0..rounds {
                 let first = table.stats(1).unwrap().last_fence + 1;
-                let mut requests = Vec::with_capacity(64);
+                batch.clear();
                 for j in 0..batch_pairs {
-                    let key = fresh[((round * batch_pairs + j) & 1023) as usize].clone();
-                    requests.push(Request::TryAcquire(TryAcquireArgs {
-                        key: key.clone(),
-                        owner: owner.into(),
-                        ttl,
-                        now: 1,
-                    }));
-                    requests.push(Request::Release(LeaseArgs {
-                        key,
-                        owner: owner.into(),
-                        fence: first + j,
-                        now: 1,
-                    }));
+                    let key = &fresh[((round * batch_pairs + j) & 1023) as usize];
+                    batch.try_acquire(key, owner, ttl, 1);
+                    batch.release(key, owner, first + j, 1);
                 }
-                let responses = table.batch(&requests).unwrap();
+                let responses = table.batch(&batch).unwrap();
                 assert_eq!(responses.len(), 64);
             }
         },

@@ -22,7 +22,10 @@ wasmtime::component::bindgen!({
 
 /// The WIT types of the contract (`expiring:lock/types`), as the host sees them.
 pub use exports::expiring::lock::types;
-use types::{AcquireOutcome, Event, Grant, KeyInfo, Limits, LockError, Request, Response, Stats};
+use types::{
+    AcquireOutcome, BatchOp, BatchRequest, Event, Grant, KeyInfo, Limits, LockError, Response,
+    Stats,
+};
 
 /// The component built from `lock-wasm` by this crate's build script (it imports nothing).
 pub const LOCK_COMPONENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/lock.component.wasm"));
@@ -281,6 +284,109 @@ impl ComponentTable {
         snapshot => call_snapshot(now: u64) -> Vec<u8>);
     forward!(/// `restore`.
         restore => call_restore(bytes: &[u8]) -> Result<(), LockError>);
-    forward!(/// `batch`: many requests in one boundary crossing.
-        batch => call_batch(requests: &[Request]) -> Vec<Response>);
+    forward!(/// `batch` with raw ranges; see [`ComponentTable::batch`].
+        batch_raw => call_batch(text: &str, requests: &[BatchRequest]) -> Vec<Response>);
+
+    /// Runs a [`Batch`] in one boundary crossing; one response per request, in order.
+    ///
+    /// # Errors
+    /// [`HostError`] if the component traps or trapped before.
+    pub fn batch(&mut self, batch: &Batch) -> Result<Vec<Response>, HostError> {
+        self.batch_raw(&batch.text, &batch.requests)
+    }
+}
+
+/// Requests to run in one call: keys and owners are appended to one text buffer and referred to
+/// by byte range, so the whole batch crosses the boundary as one string and one list.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Batch {
+    text: String,
+    requests: Vec<BatchRequest>,
+}
+
+impl Batch {
+    /// An empty batch.
+    #[must_use]
+    pub fn new() -> Self {
+        Batch::default()
+    }
+
+    /// Number of requests.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.requests.len()
+    }
+
+    /// Whether there are none.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.requests.is_empty()
+    }
+
+    /// Removes every request, keeping the buffers.
+    pub fn clear(&mut self) {
+        self.text.clear();
+        self.requests.clear();
+    }
+
+    fn range(&mut self, s: &str) -> (u32, u32) {
+        let start = u32::try_from(self.text.len()).unwrap_or(u32::MAX);
+        self.text.push_str(s);
+        (start, u32::try_from(s.len()).unwrap_or(u32::MAX))
+    }
+
+    fn push(&mut self, op: BatchOp, key: &str, owner: &str, numbers: [u64; 4]) -> &mut Self {
+        let [ttl, wait_deadline, fence, now] = numbers;
+        let (key_start, key_len) = self.range(key);
+        let (owner_start, owner_len) = self.range(owner);
+        self.requests.push(BatchRequest {
+            op,
+            key_start,
+            key_len,
+            owner_start,
+            owner_len,
+            ttl,
+            wait_deadline,
+            fence,
+            now,
+        });
+        self
+    }
+
+    /// Adds `try-acquire`.
+    pub fn try_acquire(&mut self, key: &str, owner: &str, ttl: u64, now: u64) -> &mut Self {
+        self.push(BatchOp::TryAcquire, key, owner, [ttl, 0, 0, now])
+    }
+    /// Adds `acquire`.
+    pub fn acquire(
+        &mut self,
+        key: &str,
+        owner: &str,
+        ttl: u64,
+        wait_deadline: u64,
+        now: u64,
+    ) -> &mut Self {
+        self.push(BatchOp::Acquire, key, owner, [ttl, wait_deadline, 0, now])
+    }
+    /// Adds `release`.
+    pub fn release(&mut self, key: &str, owner: &str, fence: u64, now: u64) -> &mut Self {
+        self.push(BatchOp::Release, key, owner, [0, 0, fence, now])
+    }
+    /// Adds `extend`.
+    pub fn extend(&mut self, key: &str, owner: &str, fence: u64, ttl: u64, now: u64) -> &mut Self {
+        self.push(BatchOp::Extend, key, owner, [ttl, 0, fence, now])
+    }
+    /// Adds `cancel-wait`.
+    pub fn cancel_wait(&mut self, key: &str, owner: &str, now: u64) -> &mut Self {
+        self.push(BatchOp::CancelWait, key, owner, [0, 0, 0, now])
+    }
+    /// Adds `handle-timeout`.
+    pub fn handle_timeout(&mut self, now: u64) -> &mut Self {
+        self.push(BatchOp::HandleTimeout, "", "", [0, 0, 0, now])
+    }
+
+    /// The raw requests, e.g. to test how malformed ranges are refused.
+    pub fn requests_mut(&mut self) -> &mut Vec<BatchRequest> {
+        &mut self.requests
+    }
 }

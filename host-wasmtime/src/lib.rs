@@ -25,7 +25,8 @@ mod persist;
 
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use component::{
-    limits_to_wit, types, ComponentTable, HostError, LockComponent, SandboxLimits, LOCK_COMPONENT,
+    limits_to_wit, types, Batch, ComponentTable, HostError, LockComponent, SandboxLimits,
+    LOCK_COMPONENT,
 };
 pub use error::{describe, Error};
 pub use host::{Lease, LockHost, LockHostBuilder, LostLease};

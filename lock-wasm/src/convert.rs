@@ -3,9 +3,9 @@
 use lock_core as core_;
 
 use crate::exports::expiring::lock::types::{
-    AcquireOutcome, DeadlineOverflowInfo, Event, EventKind, ExpiredEvent, Grant, GrantedEvent,
-    KeyInfo, LengthLimit, Limits, LockError, Request, Response, Stats, TtlLimit, VersionMismatch,
-    WaiterInfo,
+    AcquireOutcome, BatchOp, BatchRequest, DeadlineOverflowInfo, Event, EventKind, ExpiredEvent,
+    Grant, GrantedEvent, KeyInfo, LengthLimit, Limits, LockError, Response, Stats, TtlLimit,
+    VersionMismatch, WaiterInfo,
 };
 
 /// WIT counts are u32; the core's are usize. Saturates (the core's limits keep them far below).
@@ -163,33 +163,42 @@ pub fn stats(s: &core_::Stats) -> Stats {
     }
 }
 
+/// The byte range `start..start + len` of `text`, if it lies inside it on character boundaries.
+fn slice(text: &str, start: u32, len: u32) -> Option<&str> {
+    let start = start as usize;
+    text.get(start..start.checked_add(len as usize)?)
+}
+
 /// Runs one batched request on the table.
-pub fn run(t: &mut core_::LockTable, r: Request) -> Response {
-    match r {
-        Request::TryAcquire(a) => Response::Acquire(
-            t.try_acquire(&a.key, &a.owner, a.ttl, a.now)
+pub fn run(t: &mut core_::LockTable, text: &str, r: &BatchRequest) -> Response {
+    if r.op == BatchOp::HandleTimeout {
+        t.handle_timeout(r.now);
+        return Response::Timeout;
+    }
+    let (Some(key), Some(owner)) = (
+        slice(text, r.key_start, r.key_len),
+        slice(text, r.owner_start, r.owner_len),
+    ) else {
+        return Response::BadRange;
+    };
+    match r.op {
+        BatchOp::TryAcquire => Response::Acquire(
+            t.try_acquire(key, owner, r.ttl, r.now)
                 .map(outcome)
                 .map_err(error),
         ),
-        Request::Acquire(a) => Response::Acquire(
-            t.acquire(&a.key, &a.owner, a.ttl, a.wait_deadline, a.now)
+        BatchOp::Acquire => Response::Acquire(
+            t.acquire(key, owner, r.ttl, r.wait_deadline, r.now)
                 .map(outcome)
                 .map_err(error),
         ),
-        Request::Release(a) => {
-            Response::Done(t.release(&a.key, &a.owner, a.fence, a.now).map_err(error))
-        }
-        Request::Extend(a) => Response::Extend(
-            t.extend(&a.key, &a.owner, a.fence, a.ttl, a.now)
+        BatchOp::Release => Response::Done(t.release(key, owner, r.fence, r.now).map_err(error)),
+        BatchOp::Extend => Response::Extend(
+            t.extend(key, owner, r.fence, r.ttl, r.now)
                 .map(grant)
                 .map_err(error),
         ),
-        Request::CancelWait(a) => {
-            Response::Done(t.cancel_wait(&a.key, &a.owner, a.now).map_err(error))
-        }
-        Request::HandleTimeout(now) => {
-            t.handle_timeout(now);
-            Response::Timeout
-        }
+        BatchOp::CancelWait => Response::Done(t.cancel_wait(key, owner, r.now).map_err(error)),
+        BatchOp::HandleTimeout => Response::Timeout,
     }
 }

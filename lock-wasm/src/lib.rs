@@ -12,7 +12,7 @@ use std::cell::RefCell;
 
 use exports::expiring::lock::table::{Guest, GuestLockTable, LockTable as LockTableHandle};
 use exports::expiring::lock::types::{
-    AcquireOutcome, Event, Grant, KeyInfo, Limits, LockError, Request, Response, Stats,
+    AcquireOutcome, BatchRequest, Event, Grant, KeyInfo, Limits, LockError, Response, Stats,
 };
 
 wit_bindgen::generate!({
@@ -132,11 +132,11 @@ impl GuestLockTable for Table {
         self.0.borrow_mut().restore(&bytes).map_err(convert::error)
     }
 
-    fn batch(&self, requests: Vec<Request>) -> Vec<Response> {
+    fn batch(&self, text: String, requests: Vec<BatchRequest>) -> Vec<Response> {
         let mut t = self.0.borrow_mut();
         requests
-            .into_iter()
-            .map(|r| convert::run(&mut t, r))
+            .iter()
+            .map(|r| convert::run(&mut t, &text, r))
             .collect()
     }
 }
