@@ -2,8 +2,9 @@
 //! build of the host, so the host and its tests always embed the current artifacts, never a
 //! stale copy.
 //!
-//! 1. `cargo build -p lock-wasm --target wasm32-unknown-unknown --profile wasm` into its own
-//!    target directory (a nested cargo must not share the outer build's lock);
+//! 1. `cargo rustc -p lock-wasm --target wasm32-unknown-unknown --profile wasm --crate-type cdylib`
+//!    (and the same for `job-plugin`) into its own target directory (a nested cargo must not
+//!    share the outer build's lock);
 //! 2. `wit_component::ComponentEncoder` turns the core module into a component;
 //! 3. the component is written to `$OUT_DIR/lock.component.wasm` (embedded by the library) and
 //!    copied to `target/lock.component.wasm` for other tools (jco, size reports).
@@ -30,31 +31,33 @@ fn main() {
         std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
     let guest_target = target_root.join("guest");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .current_dir(&root)
-        .args([
-            "build",
-            "-p",
-            "lock-wasm",
-            "-p",
-            "job-plugin",
-            "--target",
-            "wasm32-unknown-unknown",
-            "--profile",
-            "wasm",
-        ])
-        .arg("--target-dir")
-        .arg(&guest_target)
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
-        .env_remove("RUSTFLAGS")
-        .env_remove("CARGO_BUILD_TARGET")
-        .status()
-        .expect("could not run cargo to build the lock component");
-    if !status.success() {
-        panic!(
-            "building lock-wasm for wasm32-unknown-unknown failed; is the target installed? \
-             (`rustup target add wasm32-unknown-unknown`, or run scripts/setup.sh)"
-        );
+    // The guests are rlibs for native builds (their export names cannot be linked natively);
+    // for wasm32 they are built as cdylibs here.
+    for package in ["lock-wasm", "job-plugin"] {
+        let status = Command::new(&cargo)
+            .current_dir(&root)
+            .args([
+                "rustc",
+                "-p",
+                package,
+                "--target",
+                "wasm32-unknown-unknown",
+                "--profile",
+                "wasm",
+            ])
+            .args(["--crate-type", "cdylib", "--target-dir"])
+            .arg(&guest_target)
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
+            .env_remove("RUSTFLAGS")
+            .env_remove("CARGO_BUILD_TARGET")
+            .status()
+            .expect("could not run cargo to build the guest components");
+        if !status.success() {
+            panic!(
+                "building {package} for wasm32-unknown-unknown failed; is the target installed? \
+                 (`rustup target add wasm32-unknown-unknown`, or run scripts/setup.sh)"
+            );
+        }
     }
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());
     for (module, component) in [("lock_wasm", "lock"), ("job_plugin", "job-plugin")] {
