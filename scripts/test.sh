@@ -14,7 +14,9 @@ cargo run -q -p lock-conformance --bin lock-vectors -- tests/vectors
 cargo run -q -p host-wasmtime --bin lockhost -- vectors tests/vectors
 echo "== lock-core builds without std (wasm32v1-none)"
 cargo build -p lock-core --target wasm32v1-none --release
-echo "== examples"
+echo "== examples and smoke runs of the host demo (real clock) and the bench path"
 cargo run -q -p lock-core --example timeline >/dev/null
 cargo run -q -p host-wasmtime --example job_plugins
+cargo run -q -p host-wasmtime --bin lockhost -- demo >/dev/null
+cargo run -q -p host-wasmtime --bin lockhost -- bench 2000 >/dev/null
 echo "all tests passed"

@@ -1,0 +1,65 @@
+//! The `lockhost` binary: exit codes, messages, help.
+
+use std::process::Command;
+
+fn lockhost(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_lockhost"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn vectors_pass_and_a_wrong_expectation_fails_with_its_location() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/vectors");
+    let (code, out, _) = lockhost(&["vectors", dir]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("0 failed (through the wasm component)"),
+        "{out}"
+    );
+
+    let bad = std::env::temp_dir().join(format!("lockhost-cli-{}.json", std::process::id()));
+    std::fs::write(
+        &bad,
+        r#"{"description": "d", "scenarios": [{"name": "wrong", "steps": [
+            {"op": "try-acquire", "now": 0, "key": "k", "owner": "a", "ttl": 10, "ok": {"acquired": {"fence": 2, "deadline": 10}}}]}]}"#,
+    )
+    .unwrap();
+    let (code, out, _) = lockhost(&["vectors", bad.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("/ wrong / step 1: expected"), "{out}");
+
+    std::fs::write(&bad, "{").unwrap();
+    let (code, _, err) = lockhost(&["vectors", bad.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot load"), "{err}");
+}
+
+#[test]
+fn usage_errors_and_help() {
+    let (code, _, err) = lockhost(&["frobnicate"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown command 'frobnicate'"), "{err}");
+    let (code, _, err) = lockhost(&["vectors"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("needs at least one PATH"), "{err}");
+    let (code, _, err) = lockhost(&["bench", "zero"]);
+    assert_eq!(code, 2, "{err}");
+    for command in ["vectors", "demo", "bench"] {
+        let (code, out, _) = lockhost(&[command, "--help"]);
+        assert_eq!(code, 0);
+        assert!(
+            out.starts_with(&format!("usage: lockhost {command}")),
+            "{out}"
+        );
+    }
+    let (code, out, _) = lockhost(&["--help"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("lockhost vectors PATH..."), "{out}");
+}
