@@ -213,7 +213,11 @@ impl Drop for Shutdown {
         self.inner.timer.notify_all();
         self.inner.granted.notify_all();
         if let Some(thread) = self.thread.lock().ok().and_then(|mut t| t.take()) {
-            let _ = thread.join();
+            // Never join oneself: should the last handle ever be dropped on the timer thread
+            // (by a callback owning it), that thread exits on its own once it sees `shutdown`.
+            if thread.thread().id() != std::thread::current().id() {
+                let _ = thread.join();
+            }
         }
     }
 }
