@@ -24,6 +24,9 @@ fn main() {
         "examples/job-plugin/src",
         "examples/job-plugin/wit",
         "examples/job-plugin/Cargo.toml",
+        "examples/bench-floor/src",
+        "examples/bench-floor/wit",
+        "examples/bench-floor/Cargo.toml",
     ] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
@@ -33,7 +36,7 @@ fn main() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     // The guests are rlibs for native builds (their export names cannot be linked natively);
     // for wasm32 they are built as cdylibs here.
-    for package in ["lock-wasm", "job-plugin"] {
+    for package in ["lock-wasm", "job-plugin", "bench-floor"] {
         let status = Command::new(&cargo)
             .current_dir(&root)
             .args([
@@ -60,7 +63,11 @@ fn main() {
         }
     }
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());
-    for (module, component) in [("lock_wasm", "lock"), ("job_plugin", "job-plugin")] {
+    for (module, component) in [
+        ("lock_wasm", "lock"),
+        ("job_plugin", "job-plugin"),
+        ("bench_floor", "bench-floor"),
+    ] {
         let bytes =
             componentize(&guest_target.join(format!("wasm32-unknown-unknown/wasm/{module}.wasm")));
         std::fs::write(out_dir.join(format!("{component}.component.wasm")), &bytes).unwrap();

@@ -24,6 +24,17 @@ const FLOOR_WAT: &str = r#"
   (export "probe" (func $probe)))
 "#;
 
+mod floor_bindings {
+    wasmtime::component::bindgen!({
+        path: "../examples/bench-floor/wit",
+        world: "floor",
+    });
+}
+
+/// The `bench-floor` component (built by the build script): a resource method with the shape of
+/// `lock-table.try-acquire` that does nothing.
+const BENCH_FLOOR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/bench-floor.component.wasm"));
+
 /// `probe(key, owner, ttl, now) -> u64`.
 type Probe = TypedFunc<(&'static str, &'static str, u64, u64), (u64,)>;
 
@@ -42,6 +53,29 @@ fn floor() -> (Store<()>, Probe) {
         .get_typed_func(&mut store, "probe")
         .expect("probe export");
     (store, probe)
+}
+
+/// The resource floor, in a store configured like the lock's (fuel on).
+fn resource_floor() -> (
+    Store<()>,
+    floor_bindings::Floor,
+    wasmtime::component::ResourceAny,
+) {
+    let mut config = Config::new();
+    config.consume_fuel(true);
+    let engine = Engine::new(&config).expect("engine");
+    let component = Component::new(&engine, BENCH_FLOOR).expect("the floor component compiles");
+    let mut store = Store::new(&engine, ());
+    store.set_fuel(u64::MAX).expect("fuel");
+    let bindings =
+        floor_bindings::Floor::instantiate(&mut store, &component, &Linker::new(&engine))
+            .expect("instantiates");
+    let target = bindings
+        .bench_floor_probe()
+        .target()
+        .call_constructor(&mut store)
+        .expect("constructs");
+    (store, bindings, target)
 }
 
 /// One measured workload.
@@ -144,8 +178,27 @@ pub fn run(pairs: u64) -> Vec<Measurement> {
 
     // The floor: the same argument shapes, no work.
     let (mut store, probe) = floor();
+    let (mut rstore, floor_bindings, target) = resource_floor();
     results.push(time(
-        "floor: empty call (2 strings, 2 u64), x2 per pair",
+        "floor: empty resource method, try-acquire's shape, x2 per pair",
+        pairs,
+        || {
+            let probe = floor_bindings.bench_floor_probe().target();
+            for i in 0..pairs as usize {
+                let k = &fresh[i & 1023];
+                probe
+                    .call_try_acquire(&mut rstore, target, k, owner, ttl, 1)
+                    .unwrap()
+                    .unwrap();
+                probe
+                    .call_try_acquire(&mut rstore, target, k, owner, ttl, 1)
+                    .unwrap()
+                    .unwrap();
+            }
+        },
+    ));
+    results.push(time(
+        "floor: empty call (2 strings, 2 u64, no resource), x2",
         pairs,
         || {
             for i in 0..pairs as usize {
@@ -210,6 +263,7 @@ pub fn report(results: &[Measurement]) {
     };
     let ratio = |a: Option<f64>, b: Option<f64>| a.zip(b).map_or(f64::NAN, |(a, b)| a / b);
     let pair = get("component: try-acquire");
+    let resource_floor = get("floor: empty resource");
     println!();
     println!(
         "component pair / native pair:        {:6.1}x",
@@ -217,7 +271,15 @@ pub fn report(results: &[Measurement]) {
     );
     println!(
         "component pair / floor (2 calls):    {:6.2}x",
-        ratio(pair, get("floor"))
+        ratio(pair, get("floor: empty call"))
+    );
+    println!(
+        "component pair / resource floor:      {:6.2}x",
+        ratio(pair, resource_floor)
+    );
+    println!(
+        "component contended / resource floor: {:6.2}x",
+        ratio(get("component: contended"), resource_floor.map(|f| f / 2.0))
     );
     println!(
         "component contended / native:        {:6.1}x",
@@ -225,7 +287,10 @@ pub fn report(results: &[Measurement]) {
     );
     println!(
         "component contended / floor (1 call):{:6.2}x",
-        ratio(get("component: contended"), get("floor").map(|f| f / 2.0))
+        ratio(
+            get("component: contended"),
+            get("floor: empty call").map(|f| f / 2.0)
+        )
     );
     println!(
         "batch pair / native pair:            {:6.1}x",
@@ -235,6 +300,16 @@ pub fn report(results: &[Measurement]) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_resource_floor_answers() {
+        let (mut store, bindings, target) = super::resource_floor();
+        let answer = bindings
+            .bench_floor_probe()
+            .target()
+            .call_try_acquire(&mut store, target, "k", "o", 1, 2);
+        assert!(answer.unwrap().is_ok());
+    }
+
     #[test]
     fn the_floor_component_answers() {
         let (mut store, probe) = super::floor();
