@@ -239,7 +239,10 @@ fn timer_loop(weak: &Weak<Inner>) {
             .next_due(&mut st)
             .map_or(1_000, |t| t.saturating_sub(now))
             .clamp(1, 1_000);
-        let _ = inner.timer.wait_timeout(st, Duration::from_millis(wait_ms));
+        st.armed = now.saturating_add(wait_ms);
+        if let Ok((mut st, _)) = inner.timer.wait_timeout(st, Duration::from_millis(wait_ms)) {
+            st.armed = 0;
+        };
     }
 }
 

@@ -30,3 +30,30 @@ fn the_timer_thread_reports_a_lost_lock_and_hands_the_key_over() {
     assert!(lease.is_lost());
     drop(waiter);
 }
+
+#[test]
+fn the_timer_thread_keeps_a_handed_off_lease_alive() {
+    let host = LockHost::new().unwrap();
+    let a = host
+        .try_acquire("job", "a", Duration::from_millis(100))
+        .unwrap();
+    let b = host
+        .acquire(
+            "job",
+            "b",
+            Duration::from_millis(600),
+            Duration::from_secs(30),
+        )
+        .unwrap();
+    assert!(a.is_lost());
+    let first_deadline = b.deadline();
+    b.keep_alive();
+    // Renewed every ~400 ms by the timer thread alone (200 ms of slack per renewal).
+    while host.now() < first_deadline + 900 {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!b.is_lost(), "the keep-alive did not renew the lease");
+    assert!(b.deadline() > host.now());
+    assert!(host.stats().unwrap().extended >= 2);
+    b.release().unwrap();
+}
