@@ -1,6 +1,5 @@
 //! `lockhost`: the lock component in wasmtime, from the command line.
 
-use std::path::Path;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -8,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use host_wasmtime::conformance::ComponentDriver;
 use host_wasmtime::{Error, LockComponent, LockHost};
-use lock_conformance::{load_file, run_loaded, vector_files, Report};
+use lock_conformance::run_paths;
 
 const USAGE: &str = "lockhost: expiring locks as a WebAssembly component, run by wasmtime
 
@@ -85,49 +84,11 @@ fn vectors(paths: &[String]) -> ExitCode {
         }
     };
     let mut driver = ComponentDriver::new(component);
-    let mut total = Report::default();
-    let mut load_failed = false;
-    for arg in paths {
-        let files = match vector_files(Path::new(arg)) {
-            Ok(files) => files,
-            Err(e) => {
-                eprintln!("error: {e}");
-                load_failed = true;
-                continue;
-            }
-        };
-        for path in files {
-            match load_file(&path) {
-                Ok(loaded) => {
-                    let report = run_loaded(&mut driver, &loaded);
-                    let status = if report.failures.is_empty() {
-                        "ok"
-                    } else {
-                        "FAILED"
-                    };
-                    println!(
-                        "{status:6} {} ({} scenarios, {} steps)",
-                        path.display(),
-                        report.scenarios,
-                        report.steps
-                    );
-                    total.merge(report);
-                }
-                Err(e) => {
-                    eprintln!("error: cannot load {e}");
-                    load_failed = true;
-                }
-            }
-        }
-    }
-    println!("{total} (through the wasm component)");
-    if load_failed {
-        ExitCode::from(2)
-    } else if total.failures.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    ExitCode::from(run_paths(
+        &mut driver,
+        paths,
+        " (through the wasm component)",
+    ))
 }
 
 fn bench(pairs: u64) -> ExitCode {

@@ -25,7 +25,8 @@ mod runner;
 pub use format::{ErrorCase, EventCase, KeyView, Op, Outcome, StatsView};
 pub use native::NativeDriver;
 pub use runner::{
-    load_file, run_file, run_loaded, vector_files, Failure, LoadError, LoadedFile, Report,
+    load_file, run_file, run_loaded, run_paths, vector_files, Failure, LoadError, LoadedFile,
+    Report,
 };
 
 /// What a runtime answered to one operation.

@@ -265,3 +265,55 @@ pub fn run_loaded(driver: &mut dyn Driver, loaded: &LoadedFile) -> Report {
     }
     report
 }
+
+/// What [`run_paths`] found, as a process exit status: 0 all passed, 1 a step failed, 2 a path
+/// or file could not be loaded.
+///
+/// Runs every vector file given (a path may be a directory of `*.json` files) against `driver`,
+/// printing one line per file, the failures and a summary ending with `label`. Both CLIs
+/// (`lock-vectors`, `lockhost vectors`) are this function over their driver.
+pub fn run_paths(driver: &mut dyn Driver, paths: &[String], label: &str) -> u8 {
+    let mut total = Report::default();
+    let mut load_failed = false;
+    for arg in paths {
+        let files = match vector_files(Path::new(arg)) {
+            Ok(files) => files,
+            Err(e) => {
+                eprintln!("error: {e}");
+                load_failed = true;
+                continue;
+            }
+        };
+        for path in files {
+            match load_file(&path) {
+                Ok(loaded) => {
+                    let report = run_loaded(driver, &loaded);
+                    let status = if report.failures.is_empty() {
+                        "ok"
+                    } else {
+                        "FAILED"
+                    };
+                    println!(
+                        "{status:6} {} ({} scenarios, {} steps)",
+                        path.display(),
+                        report.scenarios,
+                        report.steps
+                    );
+                    total.merge(report);
+                }
+                Err(e) => {
+                    eprintln!("error: cannot load {e}");
+                    load_failed = true;
+                }
+            }
+        }
+    }
+    println!("{total}{label}");
+    if load_failed {
+        2
+    } else if total.failures.is_empty() {
+        0
+    } else {
+        1
+    }
+}

@@ -1,10 +1,9 @@
 //! `lock-vectors PATH...`: runs conformance vector files (or directories of them) against the
 //! native `lock-core`, so a user can write a scenario and check it.
 
-use std::path::Path;
 use std::process::ExitCode;
 
-use lock_conformance::{load_file, run_loaded, vector_files, NativeDriver, Report};
+use lock_conformance::{run_paths, NativeDriver};
 
 const USAGE: &str = "usage: lock-vectors PATH...
 
@@ -22,47 +21,5 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         };
     }
-    let mut total = Report::default();
-    let mut load_failed = false;
-    for arg in &args {
-        let files = match vector_files(Path::new(arg)) {
-            Ok(files) => files,
-            Err(e) => {
-                eprintln!("error: {e}");
-                load_failed = true;
-                continue;
-            }
-        };
-        for path in files {
-            match load_file(&path) {
-                Ok(loaded) => {
-                    let report = run_loaded(&mut NativeDriver::default(), &loaded);
-                    let status = if report.failures.is_empty() {
-                        "ok"
-                    } else {
-                        "FAILED"
-                    };
-                    println!(
-                        "{status:6} {} ({} scenarios, {} steps)",
-                        path.display(),
-                        report.scenarios,
-                        report.steps
-                    );
-                    total.merge(report);
-                }
-                Err(e) => {
-                    eprintln!("error: cannot load {e}");
-                    load_failed = true;
-                }
-            }
-        }
-    }
-    println!("{total}");
-    if load_failed {
-        ExitCode::from(2)
-    } else if total.failures.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    ExitCode::from(run_paths(&mut NativeDriver::default(), &args, ""))
 }
