@@ -2,7 +2,7 @@
 
 use core::fmt;
 
-use crate::Millis;
+use crate::{Corruption, LimitName, Millis};
 
 /// Every way a request can fail.
 ///
@@ -87,8 +87,8 @@ pub enum LockError {
     NotWaiting,
     /// A [`Limits`](crate::Limits) value is out of its allowed range.
     InvalidLimits {
-        /// Name of the offending field of [`Limits`](crate::Limits).
-        limit: &'static str,
+        /// The offending field of [`Limits`](crate::Limits).
+        limit: LimitName,
     },
     /// The snapshot ends before its declared length.
     SnapshotTruncated,
@@ -106,12 +106,12 @@ pub enum LockError {
     /// The snapshot is well-formed on the outside but its contents are inconsistent.
     SnapshotCorrupt {
         /// What is inconsistent.
-        reason: &'static str,
+        reason: Corruption,
     },
     /// The snapshot holds more than this table's limits allow.
     SnapshotExceedsLimits {
-        /// Name of the [`Limits`](crate::Limits) field that the snapshot exceeds.
-        limit: &'static str,
+        /// The [`Limits`](crate::Limits) field that the snapshot exceeds.
+        limit: LimitName,
     },
 }
 

@@ -16,8 +16,8 @@ use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 
 use crate::{
-    AcquireOutcome, EventKind, Fence, Grant, HolderInfo, KeyEvent, KeyInfo, LockError, Millis,
-    WaiterInfo,
+    AcquireOutcome, Corruption, EventKind, Fence, Grant, HolderInfo, KeyEvent, KeyInfo, LockError,
+    Millis, WaiterInfo,
 };
 
 /// Where fresh fencing tokens come from. Each call must return a token strictly greater than every
@@ -199,29 +199,29 @@ impl KeyState {
     /// no owner twice, the holder not among the waiters, and nothing that ended at or before `now`.
     ///
     /// # Errors
-    /// A short description of the first broken invariant.
+    /// The first broken invariant.
     pub fn from_parts(
         lease: Option<Lease>,
         waiters: Vec<Waiter>,
         now: Millis,
-    ) -> Result<Self, &'static str> {
+    ) -> Result<Self, Corruption> {
         match &lease {
-            None if !waiters.is_empty() => return Err("waiters without a lease"),
-            Some(l) if l.deadline <= now => return Err("lease already expired"),
+            None if !waiters.is_empty() => return Err(Corruption::WaitersWithoutLease),
+            Some(l) if l.deadline <= now => return Err(Corruption::LeaseAlreadyExpired),
             _ => {}
         }
         for (i, w) in waiters.iter().enumerate() {
             if w.wait_deadline <= now {
-                return Err("wait already timed out");
+                return Err(Corruption::WaitAlreadyTimedOut);
             }
             if w.ttl == 0 {
-                return Err("waiter with zero ttl");
+                return Err(Corruption::WaiterZeroTtl);
             }
             if lease.as_ref().is_some_and(|l| l.owner == w.owner) {
-                return Err("holder also waiting");
+                return Err(Corruption::HolderAlsoWaiting);
             }
             if waiters[..i].iter().any(|o| o.owner == w.owner) {
-                return Err("owner waiting twice");
+                return Err(Corruption::OwnerWaitingTwice);
             }
         }
         let queue = (!waiters.is_empty()).then(|| Box::new(VecDeque::from(waiters)));

@@ -54,6 +54,7 @@ mod event;
 mod expired_log;
 mod key_state;
 mod limits;
+mod names;
 mod outcome;
 pub mod snapshot;
 mod table;
@@ -65,6 +66,7 @@ pub use key_state::{
     ExpiredLeases, FenceCounter, FenceSource, KeyState, Lease, QueueRoom, Transition, Waiter,
 };
 pub use limits::{Limits, MAX_NAME_BYTES};
+pub use names::{Corruption, LimitName};
 pub use outcome::{AcquireOutcome, Grant, HolderInfo, KeyInfo, Stats, WaiterInfo};
 pub use table::LockTable;
 

@@ -1,6 +1,6 @@
 //! Configurable limits and the validation of keys, owners and TTLs.
 
-use crate::{LockError, Millis};
+use crate::{LimitName, LockError, Millis};
 
 /// Hard ceiling for [`Limits::max_key_bytes`] and [`Limits::max_owner_bytes`].
 pub const MAX_NAME_BYTES: usize = 65_536;
@@ -61,25 +61,25 @@ impl Limits {
     pub fn validate(&self) -> Result<(), LockError> {
         let bad = |limit| Err(LockError::InvalidLimits { limit });
         if !(1..=MAX_NAME_BYTES).contains(&self.max_key_bytes) {
-            return bad("max_key_bytes");
+            return bad(LimitName::MaxKeyBytes);
         }
         if !(1..=MAX_NAME_BYTES).contains(&self.max_owner_bytes) {
-            return bad("max_owner_bytes");
+            return bad(LimitName::MaxOwnerBytes);
         }
         if self.max_ttl == 0 {
-            return bad("max_ttl");
+            return bad(LimitName::MaxTtl);
         }
         if self.max_keys == 0 || self.max_keys > u32::MAX as usize - 1 {
-            return bad("max_keys");
+            return bad(LimitName::MaxKeys);
         }
         if self.max_waiters_per_key == 0 || self.max_waiters_per_key > u32::MAX as usize {
-            return bad("max_waiters_per_key");
+            return bad(LimitName::MaxWaitersPerKey);
         }
         if self.max_waiters == 0 {
-            return bad("max_waiters");
+            return bad(LimitName::MaxWaiters);
         }
         if self.max_pending_events == 0 {
-            return bad("max_pending_events");
+            return bad(LimitName::MaxPendingEvents);
         }
         Ok(())
     }

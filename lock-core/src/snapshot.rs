@@ -30,7 +30,7 @@ use crate::crc32::crc32;
 use crate::expired_log::{ExpiredLog, ExpiredRecord};
 use crate::key_state::{FenceCounter, KeyState, Lease, Waiter};
 use crate::table::Record;
-use crate::{Fence, Limits, LockError, Millis, Stats};
+use crate::{Corruption, Fence, LimitName, Limits, LockError, Millis, Stats};
 
 /// The magic bytes that open every snapshot.
 pub const MAGIC: [u8; 8] = *b"LOCKSNAP";
@@ -148,7 +148,7 @@ pub(crate) fn encode(s: &SnapshotRef<'_>) -> Vec<u8> {
     w.0
 }
 
-const fn corrupt(reason: &'static str) -> LockError {
+const fn corrupt(reason: Corruption) -> LockError {
     LockError::SnapshotCorrupt { reason }
 }
 
@@ -159,7 +159,7 @@ struct Reader<'a> {
 impl<'a> Reader<'a> {
     fn take(&mut self, n: usize) -> Result<&'a [u8], LockError> {
         if self.rest.len() < n {
-            return Err(corrupt("body ends early"));
+            return Err(corrupt(Corruption::BodyEndsEarly));
         }
         let (head, tail) = self.rest.split_at(n);
         self.rest = tail;
@@ -180,13 +180,13 @@ impl<'a> Reader<'a> {
     fn count(&mut self, min_item_bytes: usize) -> Result<usize, LockError> {
         let n = self.u32()? as usize;
         if n.saturating_mul(min_item_bytes) > self.rest.len() {
-            return Err(corrupt("count larger than the snapshot"));
+            return Err(corrupt(Corruption::CountTooLarge));
         }
         Ok(n)
     }
     fn str(&mut self) -> Result<&'a str, LockError> {
         let n = self.u32()? as usize;
-        core::str::from_utf8(self.take(n)?).map_err(|_| corrupt("string is not UTF-8"))
+        core::str::from_utf8(self.take(n)?).map_err(|_| corrupt(Corruption::NotUtf8))
     }
 }
 
@@ -196,17 +196,19 @@ fn against_limits(result: Result<(), LockError>) -> Result<(), LockError> {
     match result {
         Ok(()) => Ok(()),
         Err(LockError::KeyTooLong { .. }) => Err(LockError::SnapshotExceedsLimits {
-            limit: "max_key_bytes",
+            limit: LimitName::MaxKeyBytes,
         }),
         Err(LockError::OwnerTooLong { .. }) => Err(LockError::SnapshotExceedsLimits {
-            limit: "max_owner_bytes",
+            limit: LimitName::MaxOwnerBytes,
         }),
-        Err(LockError::TtlTooLong { .. }) => {
-            Err(LockError::SnapshotExceedsLimits { limit: "max_ttl" })
+        Err(LockError::TtlTooLong { .. }) => Err(LockError::SnapshotExceedsLimits {
+            limit: LimitName::MaxTtl,
+        }),
+        Err(LockError::KeyEmpty | LockError::KeyInvalid) => Err(corrupt(Corruption::InvalidKey)),
+        Err(LockError::OwnerEmpty | LockError::OwnerInvalid) => {
+            Err(corrupt(Corruption::InvalidOwner))
         }
-        Err(LockError::KeyEmpty | LockError::KeyInvalid) => Err(corrupt("invalid key")),
-        Err(LockError::OwnerEmpty | LockError::OwnerInvalid) => Err(corrupt("invalid owner")),
-        Err(_) => Err(corrupt("invalid ttl")),
+        Err(_) => Err(corrupt(Corruption::InvalidTtl)),
     }
 }
 
@@ -237,7 +239,7 @@ pub(crate) fn decode(bytes: &[u8], limits: &Limits) -> Result<Decoded, LockError
         return Err(LockError::SnapshotTruncated);
     }
     if bytes.len() > total {
-        return Err(corrupt("bytes after the end"));
+        return Err(corrupt(Corruption::BytesAfterEnd));
     }
     let (framed, crc) = bytes.split_at(HEADER + body_len);
     if crc32(framed) != u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]) {
@@ -248,7 +250,7 @@ pub(crate) fn decode(bytes: &[u8], limits: &Limits) -> Result<Decoded, LockError
     };
     let decoded = decode_body(&mut r, limits)?;
     if !r.rest.is_empty() {
-        return Err(corrupt("body longer than its contents"));
+        return Err(corrupt(Corruption::BodyTooLong));
     }
     Ok(decoded)
 }
@@ -256,15 +258,17 @@ pub(crate) fn decode(bytes: &[u8], limits: &Limits) -> Result<Decoded, LockError
 fn decode_body(r: &mut Reader<'_>, limits: &Limits) -> Result<Decoded, LockError> {
     let clock = r.u64()?;
     let last_fence = r.u64()?;
-    let fences =
-        FenceCounter::starting_after(last_fence).ok_or(corrupt("fence counter out of range"))?;
+    let fences = FenceCounter::starting_after(last_fence)
+        .ok_or(corrupt(Corruption::FenceCounterOutOfRange))?;
     let mut counters = [0u64; 10];
     for c in &mut counters {
         *c = r.u64()?;
     }
     let key_count = r.count(4 + 1 + 4 + 1 + 8 + 8 + 4)?;
     if key_count > limits.max_keys {
-        return Err(LockError::SnapshotExceedsLimits { limit: "max_keys" });
+        return Err(LockError::SnapshotExceedsLimits {
+            limit: LimitName::MaxKeys,
+        });
     }
     let mut keys: Vec<(Box<str>, KeyState)> = Vec::with_capacity(key_count);
     let mut lease_fences: Vec<Fence> = Vec::with_capacity(key_count);
@@ -273,25 +277,25 @@ fn decode_body(r: &mut Reader<'_>, limits: &Limits) -> Result<Decoded, LockError
         let key = r.str()?;
         against_limits(limits.check_key(key))?;
         if keys.last().is_some_and(|(prev, _)| **prev >= *key) {
-            return Err(corrupt("keys not in strictly increasing order"));
+            return Err(corrupt(Corruption::KeysOutOfOrder));
         }
         let owner = r.str()?;
         against_limits(limits.check_owner(owner))?;
         let fence = r.u64()?;
         let deadline = r.u64()?;
         if fence == 0 || fence > last_fence {
-            return Err(corrupt("lease fence not issued by the counter"));
+            return Err(corrupt(Corruption::LeaseFenceNotIssued));
         }
         let waiter_count = r.count(4 + 1 + 8 + 8)?;
         if waiter_count > limits.max_waiters_per_key {
             return Err(LockError::SnapshotExceedsLimits {
-                limit: "max_waiters_per_key",
+                limit: LimitName::MaxWaitersPerKey,
             });
         }
         total_waiters += waiter_count;
         if total_waiters > limits.max_waiters {
             return Err(LockError::SnapshotExceedsLimits {
-                limit: "max_waiters",
+                limit: LimitName::MaxWaiters,
             });
         }
         let mut waiters = Vec::with_capacity(waiter_count);
@@ -310,7 +314,7 @@ fn decode_body(r: &mut Reader<'_>, limits: &Limits) -> Result<Decoded, LockError
     }
     lease_fences.sort_unstable();
     if lease_fences.windows(2).any(|w| w[0] == w[1]) {
-        return Err(corrupt("two leases share a fence"));
+        return Err(corrupt(Corruption::LeasesShareFence));
     }
     let expired_count = r.count(8 + 4 + 1 + 4 + 1 + 8)?;
     let mut expired: Vec<(Fence, ExpiredRecord)> = Vec::with_capacity(expired_count);
@@ -322,14 +326,14 @@ fn decode_body(r: &mut Reader<'_>, limits: &Limits) -> Result<Decoded, LockError
         against_limits(limits.check_owner(owner))?;
         let deadline = r.u64()?;
         if fence == 0 || fence > last_fence || lease_fences.binary_search(&fence).is_ok() {
-            return Err(corrupt("expired lease fence not issued or still live"));
+            return Err(corrupt(Corruption::ExpiredFenceInvalid));
         }
         if deadline > clock
             || expired
                 .last()
                 .is_some_and(|(_, prev)| prev.deadline > deadline)
         {
-            return Err(corrupt("expired leases out of order"));
+            return Err(corrupt(Corruption::ExpiredOutOfOrder));
         }
         expired.push((
             fence,
@@ -343,7 +347,7 @@ fn decode_body(r: &mut Reader<'_>, limits: &Limits) -> Result<Decoded, LockError
     let mut expired_fences: Vec<Fence> = expired.iter().map(|(f, _)| *f).collect();
     expired_fences.sort_unstable();
     if expired_fences.windows(2).any(|w| w[0] == w[1]) {
-        return Err(corrupt("two expired leases share a fence"));
+        return Err(corrupt(Corruption::ExpiredShareFence));
     }
     Ok(Decoded {
         clock,

@@ -1,6 +1,6 @@
 //! Limits outside their ranges are refused by name, and every error message names its limit.
 
-use lock_core::{Limits, LockError, LockTable};
+use lock_core::{LimitName, Limits, LockError, LockTable};
 
 /// A limit's name and a way to put it out of range.
 type Breakage = (&'static str, fn(&mut Limits));
@@ -24,7 +24,12 @@ fn each_limit_out_of_range_is_refused_by_name() {
         let mut limits = Limits::default();
         break_it(&mut limits);
         let err = LockTable::new(limits.clone()).unwrap_err();
-        assert_eq!(err, LockError::InvalidLimits { limit: name });
+        assert_eq!(
+            err,
+            LockError::InvalidLimits {
+                limit: LimitName::from_name(name).unwrap()
+            }
+        );
         assert!(err.to_string().contains(name), "{err}");
         assert_eq!(LockTable::from_snapshot(limits, 0, &[]).unwrap_err(), err);
     }
@@ -61,7 +66,9 @@ fn messages_name_the_limit_they_enforce() {
         ),
         (LockError::TooManyWaiters { max_waiters: 3 }, "max_waiters"),
         (
-            LockError::SnapshotExceedsLimits { limit: "max_keys" },
+            LockError::SnapshotExceedsLimits {
+                limit: LimitName::MaxKeys,
+            },
             "max_keys",
         ),
     ];

@@ -90,15 +90,17 @@ pub fn error(e: core_::LockError) -> LockError {
         E::NotHeld => LockError::NotHeld,
         E::Expired { deadline } => LockError::Expired(deadline),
         E::NotWaiting => LockError::NotWaiting,
-        E::InvalidLimits { limit } => LockError::InvalidLimits(limit.into()),
+        E::InvalidLimits { limit } => LockError::InvalidLimits(limit.as_str().into()),
         E::SnapshotTruncated => LockError::SnapshotTruncated,
         E::SnapshotBadMagic => LockError::SnapshotBadMagic,
         E::SnapshotVersion { found, supported } => {
             LockError::SnapshotVersion(VersionMismatch { found, supported })
         }
         E::SnapshotChecksum => LockError::SnapshotChecksum,
-        E::SnapshotCorrupt { reason } => LockError::SnapshotCorrupt(reason.into()),
-        E::SnapshotExceedsLimits { limit } => LockError::SnapshotExceedsLimits(limit.into()),
+        E::SnapshotCorrupt { reason } => LockError::SnapshotCorrupt(reason.as_str().into()),
+        E::SnapshotExceedsLimits { limit } => {
+            LockError::SnapshotExceedsLimits(limit.as_str().into())
+        }
     }
 }
 

@@ -149,7 +149,7 @@ pub fn error(e: LockError) -> ErrorCase {
         LockError::Expired { deadline } => ErrorCase::Expired { deadline },
         LockError::NotWaiting => ErrorCase::NotWaiting,
         LockError::InvalidLimits { limit } => ErrorCase::InvalidLimits {
-            limit: limit.into(),
+            limit: limit.as_str().into(),
         },
         LockError::SnapshotTruncated => ErrorCase::SnapshotTruncated,
         LockError::SnapshotBadMagic => ErrorCase::SnapshotBadMagic,
@@ -159,10 +159,10 @@ pub fn error(e: LockError) -> ErrorCase {
         },
         LockError::SnapshotChecksum => ErrorCase::SnapshotChecksum,
         LockError::SnapshotCorrupt { reason } => ErrorCase::SnapshotCorrupt {
-            reason: reason.into(),
+            reason: reason.as_str().into(),
         },
         LockError::SnapshotExceedsLimits { limit } => ErrorCase::SnapshotExceedsLimits {
-            limit: limit.into(),
+            limit: limit.as_str().into(),
         },
     }
 }
@@ -256,7 +256,9 @@ mod tests {
             LockError::NotHeld,
             LockError::Expired { deadline: 1 },
             LockError::NotWaiting,
-            LockError::InvalidLimits { limit: "x" },
+            LockError::InvalidLimits {
+                limit: lock_core::LimitName::MaxKeys,
+            },
             LockError::SnapshotTruncated,
             LockError::SnapshotBadMagic,
             LockError::SnapshotVersion {
@@ -264,8 +266,12 @@ mod tests {
                 supported: 1,
             },
             LockError::SnapshotChecksum,
-            LockError::SnapshotCorrupt { reason: "x" },
-            LockError::SnapshotExceedsLimits { limit: "x" },
+            LockError::SnapshotCorrupt {
+                reason: lock_core::Corruption::NotUtf8,
+            },
+            LockError::SnapshotExceedsLimits {
+                limit: lock_core::LimitName::MaxKeys,
+            },
         ];
         for e in all {
             let code = e.code();
