@@ -1,11 +1,26 @@
 //! Runs the shared conformance vectors against the component: a [`Driver`] over a
 //! [`ComponentTable`], translating WIT values into the vector terms.
 
-use lock_conformance::format::WaiterView;
-use lock_conformance::{Answer, Driver, ErrorCase, EventCase, KeyView, Op, Outcome, StatsView};
+use lock_conformance::native::{event, key_view, outcome, stats_view};
+use lock_conformance::{Answer, Driver, ErrorCase, EventCase, Op, Outcome};
 
-use crate::types::{AcquireOutcome, Event, EventKind, KeyInfo, LockError, Stats};
+use crate::to_core;
+use crate::types::LockError;
 use crate::{ComponentTable, LockComponent, SandboxLimits};
+
+/// A WIT result in vector terms, through the core's types; an error name unknown to this build
+/// is a runtime failure, not an answer.
+fn answered<T, U>(
+    result: Result<T, LockError>,
+    ok: impl FnOnce(T) -> U,
+) -> Result<Result<U, ErrorCase>, String> {
+    match result {
+        Ok(value) => Ok(Ok(ok(value))),
+        Err(e) => to_core::error(&e)
+            .map(|core| Err(lock_conformance::native::error(core)))
+            .ok_or_else(|| format!("the component answered an error unknown to this build: {e:?}")),
+    }
+}
 
 /// A vector driver that starts a fresh component instance for every scenario.
 #[derive(Debug)]
@@ -44,75 +59,65 @@ impl Driver for ComponentDriver {
                 key,
                 owner,
                 ttl,
-            } => Answer::Result(
-                t.try_acquire(key, owner, *ttl, *now)
-                    .map_err(e)?
-                    .map(outcome)
-                    .map_err(error),
-            ),
+            } => Answer::Result(answered(
+                t.try_acquire(key, owner, *ttl, *now).map_err(e)?,
+                |o| outcome(to_core::outcome(&o)),
+            )?),
             Op::Acquire {
                 now,
                 key,
                 owner,
                 ttl,
                 wait_deadline,
-            } => Answer::Result(
+            } => Answer::Result(answered(
                 t.acquire(key, owner, *ttl, *wait_deadline, *now)
-                    .map_err(e)?
-                    .map(outcome)
-                    .map_err(error),
-            ),
+                    .map_err(e)?,
+                |o| outcome(to_core::outcome(&o)),
+            )?),
             Op::Release {
                 now,
                 key,
                 owner,
                 fence,
-            } => Answer::Result(
-                t.release(key, owner, *fence, *now)
-                    .map_err(e)?
-                    .map(|()| Outcome::Released)
-                    .map_err(error),
-            ),
+            } => Answer::Result(answered(
+                t.release(key, owner, *fence, *now).map_err(e)?,
+                |()| Outcome::Released,
+            )?),
             Op::Extend {
                 now,
                 key,
                 owner,
                 fence,
                 ttl,
-            } => Answer::Result(
-                t.extend(key, owner, *fence, *ttl, *now)
-                    .map_err(e)?
-                    .map(|g| Outcome::Extended {
-                        fence: g.fence,
-                        deadline: g.deadline,
-                    })
-                    .map_err(error),
-            ),
-            Op::CancelWait { now, key, owner } => Answer::Result(
-                t.cancel_wait(key, owner, *now)
-                    .map_err(e)?
-                    .map(|()| Outcome::Cancelled)
-                    .map_err(error),
-            ),
+            } => Answer::Result(answered(
+                t.extend(key, owner, *fence, *ttl, *now).map_err(e)?,
+                |g| Outcome::Extended {
+                    fence: g.fence,
+                    deadline: g.deadline,
+                },
+            )?),
+            Op::CancelWait { now, key, owner } => Answer::Result(answered(
+                t.cancel_wait(key, owner, *now).map_err(e)?,
+                |()| Outcome::Cancelled,
+            )?),
             Op::HandleTimeout { now } => {
                 t.handle_timeout(*now).map_err(e)?;
                 Answer::Nothing
             }
-            Op::Inspect { now, key } => Answer::Inspect(
-                t.inspect(key, *now)
-                    .map_err(e)?
-                    .map(|i| i.map(key_view))
-                    .map_err(error),
-            ),
-            Op::Stats { now } => Answer::Stats(stats_view(&t.stats(*now).map_err(e)?)),
+            Op::Inspect { now, key } => {
+                Answer::Inspect(answered(t.inspect(key, *now).map_err(e)?, |i| {
+                    i.map(|i| key_view(to_core::key_info(i)))
+                })?)
+            }
+            Op::Stats { now } => {
+                Answer::Stats(stats_view(&to_core::stats(&t.stats(*now).map_err(e)?)))
+            }
             Op::NextWakeup => Answer::Wakeup(t.next_wakeup().map_err(e)?),
             Op::Snapshot { now } => Answer::Snapshot(t.snapshot(*now).map_err(e)?),
-            Op::Restore { bytes } => Answer::Result(
-                t.restore(bytes.as_deref().unwrap_or_default())
-                    .map_err(e)?
-                    .map(|()| Outcome::Restored)
-                    .map_err(error),
-            ),
+            Op::Restore { bytes } => Answer::Result(answered(
+                t.restore(bytes.as_deref().unwrap_or_default()).map_err(e)?,
+                |()| Outcome::Restored,
+            )?),
         })
     }
 
@@ -121,129 +126,7 @@ impl Driver for ComponentDriver {
         Ok(t.poll_events()
             .map_err(|e| e.to_string())?
             .into_iter()
-            .map(event)
+            .map(|e| event(to_core::event(e)))
             .collect())
-    }
-}
-
-fn outcome(o: AcquireOutcome) -> Outcome {
-    match o {
-        AcquireOutcome::Acquired(g) => Outcome::Acquired {
-            fence: g.fence,
-            deadline: g.deadline,
-        },
-        AcquireOutcome::AlreadyHeld(g) => Outcome::AlreadyHeld {
-            fence: g.fence,
-            deadline: g.deadline,
-        },
-        AcquireOutcome::Queued(p) => Outcome::Queued { position: p.into() },
-        AcquireOutcome::AlreadyWaiting(p) => Outcome::AlreadyWaiting { position: p.into() },
-    }
-}
-
-/// Exhaustive over the WIT error cases.
-fn error(e: LockError) -> ErrorCase {
-    match e {
-        LockError::KeyEmpty => ErrorCase::KeyEmpty,
-        LockError::KeyTooLong(l) => ErrorCase::KeyTooLong {
-            len: l.len.into(),
-            max: l.max.into(),
-        },
-        LockError::KeyInvalid => ErrorCase::KeyInvalid,
-        LockError::OwnerEmpty => ErrorCase::OwnerEmpty,
-        LockError::OwnerTooLong(l) => ErrorCase::OwnerTooLong {
-            len: l.len.into(),
-            max: l.max.into(),
-        },
-        LockError::OwnerInvalid => ErrorCase::OwnerInvalid,
-        LockError::TtlZero => ErrorCase::TtlZero,
-        LockError::TtlTooLong(l) => ErrorCase::TtlTooLong {
-            ttl: l.ttl,
-            max: l.max,
-        },
-        LockError::DeadlineOverflow(d) => ErrorCase::DeadlineOverflow {
-            now: d.now,
-            ttl: d.ttl,
-        },
-        LockError::TableFull(n) => ErrorCase::TableFull { max_keys: n.into() },
-        LockError::QueueFull(n) => ErrorCase::QueueFull {
-            max_waiters_per_key: n.into(),
-        },
-        LockError::TooManyWaiters(n) => ErrorCase::TooManyWaiters {
-            max_waiters: n.into(),
-        },
-        LockError::Held(deadline) => ErrorCase::Held { deadline },
-        LockError::NotOwner => ErrorCase::NotOwner,
-        LockError::NotHeld => ErrorCase::NotHeld,
-        LockError::Expired(deadline) => ErrorCase::Expired { deadline },
-        LockError::NotWaiting => ErrorCase::NotWaiting,
-        LockError::InvalidLimits(limit) => ErrorCase::InvalidLimits { limit },
-        LockError::SnapshotTruncated => ErrorCase::SnapshotTruncated,
-        LockError::SnapshotBadMagic => ErrorCase::SnapshotBadMagic,
-        LockError::SnapshotVersion(v) => ErrorCase::SnapshotVersion {
-            found: v.found.into(),
-            supported: v.supported.into(),
-        },
-        LockError::SnapshotChecksum => ErrorCase::SnapshotChecksum,
-        LockError::SnapshotCorrupt(reason) => ErrorCase::SnapshotCorrupt { reason },
-        LockError::SnapshotExceedsLimits(limit) => ErrorCase::SnapshotExceedsLimits { limit },
-    }
-}
-
-fn event(e: Event) -> EventCase {
-    let Event { key, at, kind } = e;
-    match kind {
-        EventKind::Expired(x) => EventCase::Expired {
-            key,
-            owner: x.owner,
-            fence: x.fence,
-            at,
-        },
-        EventKind::Granted(x) => EventCase::Granted {
-            key,
-            owner: x.owner,
-            fence: x.fence,
-            deadline: x.deadline,
-            at,
-        },
-        EventKind::WaitTimedOut(owner) => EventCase::WaitTimedOut { key, owner, at },
-    }
-}
-
-fn key_view(i: KeyInfo) -> KeyView {
-    KeyView {
-        owner: i.owner,
-        fence: i.fence,
-        deadline: i.deadline,
-        waiters: i
-            .waiters
-            .into_iter()
-            .map(|w| WaiterView {
-                owner: w.owner,
-                ttl: w.ttl,
-                wait_deadline: w.wait_deadline,
-            })
-            .collect(),
-    }
-}
-
-fn stats_view(s: &Stats) -> StatsView {
-    StatsView {
-        live_leases: Some(s.live_leases),
-        waiters: Some(s.waiters),
-        expired_records: Some(s.expired_records),
-        pending_events: Some(s.pending_events),
-        clock: Some(s.clock),
-        last_fence: Some(s.last_fence),
-        acquired: Some(s.acquired),
-        handed_off: Some(s.handed_off),
-        released: Some(s.released),
-        extended: Some(s.extended),
-        expired: Some(s.expired),
-        queued: Some(s.queued),
-        wait_timed_out: Some(s.wait_timed_out),
-        cancelled: Some(s.cancelled),
-        rejected: Some(s.rejected),
-        events_dropped: Some(s.events_dropped),
     }
 }

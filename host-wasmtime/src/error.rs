@@ -52,51 +52,8 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-/// The lock error in plain words.
+/// The lock error in plain words: the core's own message for it.
 #[must_use]
 pub fn describe(e: &LockError) -> String {
-    match e {
-        LockError::KeyEmpty => "key is empty".into(),
-        LockError::KeyTooLong(l) => format!(
-            "key is {} bytes, longer than max_key_bytes ({})",
-            l.len, l.max
-        ),
-        LockError::KeyInvalid => "key contains a control character".into(),
-        LockError::OwnerEmpty => "owner is empty".into(),
-        LockError::OwnerTooLong(l) => format!(
-            "owner is {} bytes, longer than max_owner_bytes ({})",
-            l.len, l.max
-        ),
-        LockError::OwnerInvalid => "owner contains a control character".into(),
-        LockError::TtlZero => "ttl is 0 ms; a lease must last at least 1 ms".into(),
-        LockError::TtlTooLong(l) => {
-            format!("ttl of {} ms is longer than max_ttl ({} ms)", l.ttl, l.max)
-        }
-        LockError::DeadlineOverflow(d) => format!(
-            "now ({} ms) + ttl ({} ms) is past the end of the clock",
-            d.now, d.ttl
-        ),
-        LockError::TableFull(n) => format!("table already holds max_keys ({n}) live leases"),
-        LockError::QueueFull(n) => {
-            format!("wait queue of this key is full (max_waiters_per_key = {n})")
-        }
-        LockError::TooManyWaiters(n) => format!("table already holds max_waiters ({n}) waiters"),
-        LockError::Held(d) => format!("key is held by another owner until {d} ms"),
-        LockError::NotOwner => "key is held by another owner".into(),
-        LockError::NotHeld => "owner holds no lease on this key with this fence".into(),
-        LockError::Expired(d) => {
-            format!("lease expired at {d} ms; the lock was lost before this call")
-        }
-        LockError::NotWaiting => "owner is not waiting on this key".into(),
-        LockError::InvalidLimits(l) => format!("limit {l} is out of range"),
-        LockError::SnapshotTruncated => "snapshot is truncated".into(),
-        LockError::SnapshotBadMagic => "bytes are not a lock-table snapshot".into(),
-        LockError::SnapshotVersion(v) => format!(
-            "snapshot format version {} is not supported (this build reads {})",
-            v.found, v.supported
-        ),
-        LockError::SnapshotChecksum => "snapshot checksum mismatch".into(),
-        LockError::SnapshotCorrupt(r) => format!("snapshot is corrupt: {r}"),
-        LockError::SnapshotExceedsLimits(l) => format!("snapshot exceeds this table's {l}"),
-    }
+    crate::to_core::error(e).map_or_else(|| format!("{e:?}"), |core| core.to_string())
 }

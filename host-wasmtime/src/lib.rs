@@ -22,6 +22,7 @@ pub mod conformance;
 mod error;
 mod host;
 mod persist;
+pub mod to_core;
 
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use component::{

@@ -19,7 +19,7 @@
 
 pub mod format;
 pub mod hex;
-mod native;
+pub mod native;
 mod runner;
 
 pub use format::{ErrorCase, EventCase, KeyView, Op, Outcome, StatsView};

@@ -1,4 +1,5 @@
-//! The driver for `lock-core` itself, and the translation of its types into vector terms.
+//! The driver for `lock-core` itself, and the translation of the core's types into vector terms
+//! (also used by drivers of other runtimes once they have mapped their values to the core's).
 
 use lock_core::{AcquireOutcome, Event, EventKind, KeyInfo, LockError, LockTable, Stats};
 
@@ -27,7 +28,7 @@ impl Driver for NativeDriver {
                 ttl,
             } => Answer::Result(
                 t.try_acquire(key, owner, *ttl, *now)
-                    .map(acquired)
+                    .map(outcome)
                     .map_err(error),
             ),
             Op::Acquire {
@@ -38,7 +39,7 @@ impl Driver for NativeDriver {
                 wait_deadline,
             } => Answer::Result(
                 t.acquire(key, owner, *ttl, *wait_deadline, *now)
-                    .map(acquired)
+                    .map(outcome)
                     .map_err(error),
             ),
             Op::Release {
@@ -94,7 +95,9 @@ impl Driver for NativeDriver {
     }
 }
 
-fn acquired(o: AcquireOutcome) -> Outcome {
+/// The vector form of an acquire outcome.
+#[must_use]
+pub fn outcome(o: AcquireOutcome) -> Outcome {
     match o {
         AcquireOutcome::Acquired(g) => Outcome::Acquired {
             fence: g.fence,
@@ -167,7 +170,9 @@ pub fn error(e: LockError) -> ErrorCase {
     }
 }
 
-fn event(e: Event) -> EventCase {
+/// The vector form of an event.
+#[must_use]
+pub fn event(e: Event) -> EventCase {
     let Event { key, at, kind } = e;
     match kind {
         EventKind::Expired { owner, fence } => EventCase::Expired {
@@ -191,7 +196,9 @@ fn event(e: Event) -> EventCase {
     }
 }
 
-fn key_view(i: KeyInfo) -> KeyView {
+/// The vector form of a held key.
+#[must_use]
+pub fn key_view(i: KeyInfo) -> KeyView {
     KeyView {
         owner: i.holder.owner,
         fence: i.holder.fence,
@@ -208,7 +215,9 @@ fn key_view(i: KeyInfo) -> KeyView {
     }
 }
 
-fn stats_view(s: &Stats) -> StatsView {
+/// The vector form of stats, every field filled in.
+#[must_use]
+pub fn stats_view(s: &Stats) -> StatsView {
     StatsView {
         live_leases: Some(s.live_leases as u64),
         waiters: Some(s.waiters as u64),
