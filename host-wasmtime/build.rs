@@ -77,6 +77,11 @@ fn main() {
         )
         .unwrap();
     }
+    // Where the on-disk copy of the lock component is, for tests of loading it from a file.
+    println!(
+        "cargo:rustc-env=LOCK_COMPONENT_FILE={}",
+        target_root.join("lock.component.wasm").display()
+    );
 }
 
 fn componentize(module: &Path) -> Vec<u8> {

@@ -23,3 +23,22 @@ fn the_component_imports_nothing() {
     let component = LockComponent::embedded().unwrap();
     assert_eq!(component.imports(), Vec::<String>::new());
 }
+
+#[test]
+fn the_on_disk_artifact_loads_from_its_file_and_passes_the_vectors() {
+    let file = Path::new(env!("LOCK_COMPONENT_FILE"));
+    let component = LockComponent::from_file(file).unwrap();
+    assert_eq!(component.imports(), Vec::<String>::new());
+    let mut driver = ComponentDriver::new(component);
+    let vectors = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/vectors/waiting.json");
+    let report = run_loaded(&mut driver, &load_file(&vectors).unwrap());
+    assert!(
+        report.scenarios > 0 && report.failures.is_empty(),
+        "{report}"
+    );
+    let missing = LockComponent::from_file(Path::new("/nonexistent/lock.wasm")).unwrap_err();
+    assert!(
+        missing.to_string().contains("/nonexistent/lock.wasm"),
+        "{missing}"
+    );
+}
