@@ -32,6 +32,24 @@ pub enum EventKind {
     },
 }
 
+impl EventKind {
+    /// The stable kebab-case name of this kind of event, shared by the WIT contract, the JS
+    /// package and the conformance vectors.
+    ///
+    /// ```
+    /// let kind = lock_core::EventKind::WaitTimedOut { owner: "b".into() };
+    /// assert_eq!(kind.name(), "wait-timed-out");
+    /// ```
+    #[must_use]
+    pub const fn name(&self) -> &'static str {
+        match self {
+            EventKind::Expired { .. } => "expired",
+            EventKind::Granted { .. } => "granted",
+            EventKind::WaitTimedOut { .. } => "wait-timed-out",
+        }
+    }
+}
+
 /// An event of one key, as emitted by [`KeyState`](crate::KeyState).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct KeyEvent {

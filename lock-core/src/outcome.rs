@@ -42,6 +42,26 @@ pub enum AcquireOutcome {
     },
 }
 
+impl AcquireOutcome {
+    /// The stable kebab-case name of this outcome, shared by the WIT contract, the JS package and
+    /// the conformance vectors.
+    ///
+    /// ```
+    /// use lock_core::{AcquireOutcome, Grant};
+    /// let g = Grant { fence: 1, deadline: 100 };
+    /// assert_eq!(AcquireOutcome::AlreadyHeld(g).name(), "already-held");
+    /// ```
+    #[must_use]
+    pub const fn name(&self) -> &'static str {
+        match self {
+            AcquireOutcome::Acquired(_) => "acquired",
+            AcquireOutcome::AlreadyHeld(_) => "already-held",
+            AcquireOutcome::Queued { .. } => "queued",
+            AcquireOutcome::AlreadyWaiting { .. } => "already-waiting",
+        }
+    }
+}
+
 /// The holder of a key, as reported by inspection.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct HolderInfo {

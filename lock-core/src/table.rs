@@ -310,6 +310,13 @@ impl LockTable {
 
     // ----- outputs ------------------------------------------------------------------------
 
+    /// Number of events waiting to be drained (without draining them), so a host can skip the
+    /// drain call when there is nothing to report.
+    #[must_use]
+    pub fn pending_events(&self) -> usize {
+        self.events.len()
+    }
+
     /// The earliest instant at which anything changes by time alone (a lease deadline or a wait
     /// deadline), or `None` if nothing is pending. One timer for the whole table suffices.
     #[must_use]

@@ -2,7 +2,7 @@
 
 use lock_core as core_;
 
-use crate::exports::expiring::lock::types::{
+use super::exports::expiring::lock::types::{
     AcquireOutcome, BatchOp, BatchRequest, DeadlineOverflowInfo, Event, EventKind, ExpiredEvent,
     Grant, GrantedEvent, KeyInfo, LengthLimit, Limits, LockError, Response, Stats, TtlLimit,
     VersionMismatch, WaiterInfo,

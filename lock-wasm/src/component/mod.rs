@@ -1,0 +1,143 @@
+//! The WebAssembly component face (feature `component`): the WIT world `lock` of `wit/`
+//! implemented over `lock-core` with wit-bindgen. Built for `wasm32-unknown-unknown` and turned
+//! into a component that imports nothing (see `host-wasmtime/build.rs`).
+
+// The only `unsafe` is in the bindings that `wit_bindgen::generate!` writes.
+
+mod convert;
+
+use std::cell::RefCell;
+
+use exports::expiring::lock::table::{Guest, GuestLockTable, LockTable as LockTableHandle};
+use exports::expiring::lock::types::{
+    AcquireOutcome, BatchRequest, Event, Grant, KeyInfo, Limits, LockError, Response, Stats,
+};
+
+wit_bindgen::generate!({
+    path: "../wit",
+    world: "lock",
+    default_bindings_module: "crate::component",
+});
+
+/// The component.
+struct Component;
+
+/// One lock table behind a resource handle. Methods take `&self`, hence the `RefCell`; a
+/// component instance runs one call at a time, so it is never borrowed twice.
+struct Table(RefCell<lock_core::LockTable>);
+
+impl Guest for Component {
+    type LockTable = Table;
+
+    fn default_limits() -> Limits {
+        convert::limits_out(&lock_core::Limits::default())
+    }
+}
+
+impl GuestLockTable for Table {
+    fn create(limits: Limits, seed: u64) -> Result<LockTableHandle, LockError> {
+        let table = lock_core::LockTable::with_seed(convert::limits_in(&limits), seed)
+            .map_err(convert::error)?;
+        Ok(LockTableHandle::new(Table(RefCell::new(table))))
+    }
+
+    fn try_acquire(
+        &self,
+        key: String,
+        owner: String,
+        ttl: u64,
+        now: u64,
+    ) -> Result<AcquireOutcome, LockError> {
+        let mut t = self.0.borrow_mut();
+        t.try_acquire(&key, &owner, ttl, now)
+            .map(convert::outcome)
+            .map_err(convert::error)
+    }
+
+    fn acquire(
+        &self,
+        key: String,
+        owner: String,
+        ttl: u64,
+        wait_deadline: u64,
+        now: u64,
+    ) -> Result<AcquireOutcome, LockError> {
+        let mut t = self.0.borrow_mut();
+        t.acquire(&key, &owner, ttl, wait_deadline, now)
+            .map(convert::outcome)
+            .map_err(convert::error)
+    }
+
+    fn release(&self, key: String, owner: String, fence: u64, now: u64) -> Result<(), LockError> {
+        self.0
+            .borrow_mut()
+            .release(&key, &owner, fence, now)
+            .map_err(convert::error)
+    }
+
+    fn extend(
+        &self,
+        key: String,
+        owner: String,
+        fence: u64,
+        ttl: u64,
+        now: u64,
+    ) -> Result<Grant, LockError> {
+        let mut t = self.0.borrow_mut();
+        t.extend(&key, &owner, fence, ttl, now)
+            .map(convert::grant)
+            .map_err(convert::error)
+    }
+
+    fn cancel_wait(&self, key: String, owner: String, now: u64) -> Result<(), LockError> {
+        self.0
+            .borrow_mut()
+            .cancel_wait(&key, &owner, now)
+            .map_err(convert::error)
+    }
+
+    fn handle_timeout(&self, now: u64) {
+        self.0.borrow_mut().handle_timeout(now);
+    }
+
+    fn next_wakeup(&self) -> Option<u64> {
+        self.0.borrow().next_wakeup()
+    }
+
+    fn poll_events(&self) -> Vec<Event> {
+        self.0
+            .borrow_mut()
+            .drain_events()
+            .map(convert::event)
+            .collect()
+    }
+
+    fn inspect(&self, key: String, now: u64) -> Result<Option<KeyInfo>, LockError> {
+        let mut t = self.0.borrow_mut();
+        t.inspect(&key, now)
+            .map(|i| i.map(convert::key_info))
+            .map_err(convert::error)
+    }
+
+    fn stats(&self, now: u64) -> Stats {
+        convert::stats(&self.0.borrow_mut().stats(now))
+    }
+
+    fn snapshot(&self, now: u64) -> Vec<u8> {
+        self.0.borrow_mut().snapshot(now)
+    }
+
+    fn restore(&self, bytes: Vec<u8>) -> Result<(), LockError> {
+        self.0.borrow_mut().restore(&bytes).map_err(convert::error)
+    }
+
+    fn batch(&self, text: String, requests: Vec<BatchRequest>) -> Vec<Response> {
+        let mut t = self.0.borrow_mut();
+        requests
+            .iter()
+            .map(|r| convert::run(&mut t, &text, r))
+            .collect()
+    }
+}
+
+export!(Component);

@@ -1,0 +1,402 @@
+//! The JS face (feature `js`): `lock-core` through wasm-bindgen, for the npm package.
+//!
+//! The exported class `RawTable` is the package's private engine; `lock-wasm/js/` wraps it in the
+//! public `LockTable` and `Locks` classes. It is shaped for a cheap JS boundary: the operations
+//! on the hot path take `&str` and `f64` and return a small status number, with their numeric
+//! results written into a fixed buffer (`out_ptr`) that the wrapper reads through a
+//! `Float64Array`, so no call allocates a JS object on the wasm-bindgen side. Everything else
+//! (events, inspection, stats, error details) crosses as JSON text.
+//!
+//! This module translates only: every outcome and error is `lock-core`'s, and every name
+//! (outcomes, errors, events) comes from the core's `name()`/`code()`.
+
+mod json;
+
+use lock_core::{AcquireOutcome, Event, EventKind, Grant, Limits, LockError, LockTable};
+use wasm_bindgen::prelude::*;
+
+use json::Obj;
+
+/// Status of a call that failed: read `error_code`, `error_message` and `error_details`.
+const FAILED: u32 = 0;
+/// Status of a call that succeeded without an acquire outcome (release, cancel-wait, restore).
+const DONE: u32 = 1;
+
+#[wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(js_namespace = console, js_name = error)]
+    fn console_error(message: &str);
+}
+
+/// Reports a panic on the JS console before the trap, for diagnostics only: no input reaches a
+/// panic (every input is validated by the wrapper or the core).
+fn install_panic_hook() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        std::panic::set_hook(Box::new(|info| {
+            console_error(&format!("expiring-lock: internal error: {info}"));
+        }));
+    });
+}
+
+/// Slot of `out` that holds the number of undrained events after every call.
+const OUT_PENDING: usize = 3;
+
+/// The fields of [`Limits`] in the order `RawTable::new` takes them, with their JS names.
+fn limits_fields(l: &Limits) -> [(&'static str, u64); 9] {
+    [
+        ("maxKeyBytes", l.max_key_bytes as u64),
+        ("maxOwnerBytes", l.max_owner_bytes as u64),
+        ("maxTtl", l.max_ttl),
+        ("maxKeys", l.max_keys as u64),
+        ("maxWaitersPerKey", l.max_waiters_per_key as u64),
+        ("maxWaiters", l.max_waiters as u64),
+        ("expiredRetention", l.expired_retention),
+        ("maxExpiredRecords", l.max_expired_records as u64),
+        ("maxPendingEvents", l.max_pending_events as u64),
+    ]
+}
+
+fn limits_json(l: &Limits) -> String {
+    limits_fields(l)
+        .iter()
+        .fold(Obj::new(), |o, (name, v)| o.num(name, *v))
+        .done()
+}
+
+/// A JS number the wrapper has checked to be a safe non-negative integer, as `u64`.
+fn ms(v: f64) -> u64 {
+    // `as` saturates; the wrapper rejects anything that is not a safe integer before this.
+    v as u64
+}
+
+/// A count as `usize`; counts that do not fit (wasm32 has a 32-bit `usize`) saturate, which the
+/// core's range checks then report like any other out-of-range limit.
+fn count(v: f64) -> usize {
+    usize::try_from(ms(v)).unwrap_or(usize::MAX)
+}
+
+/// The limits of a new table, from `values` in the order of `defaultLimits()`'s fields.
+fn limits_from(values: &[f64]) -> Limits {
+    let mut l = Limits::default();
+    let get = |i: usize, default: f64| values.get(i).copied().unwrap_or(default);
+    let d = Limits::default();
+    l.max_key_bytes = count(get(0, d.max_key_bytes as f64));
+    l.max_owner_bytes = count(get(1, d.max_owner_bytes as f64));
+    l.max_ttl = ms(get(2, d.max_ttl as f64));
+    l.max_keys = count(get(3, d.max_keys as f64));
+    l.max_waiters_per_key = count(get(4, d.max_waiters_per_key as f64));
+    l.max_waiters = count(get(5, d.max_waiters as f64));
+    l.expired_retention = ms(get(6, d.expired_retention as f64));
+    l.max_expired_records = count(get(7, d.max_expired_records as f64));
+    l.max_pending_events = count(get(8, d.max_pending_events as f64));
+    l
+}
+
+/// The default limits as a JSON object with camelCase field names, in `RawTable::new`'s order.
+#[wasm_bindgen(js_name = defaultLimitsJson)]
+pub fn default_limits_json() -> String {
+    limits_json(&Limits::default())
+}
+
+/// The acquire outcome names, indexed by `status - 2` of `try_acquire`/`acquire`.
+#[wasm_bindgen(js_name = outcomeNamesJson)]
+pub fn outcome_names_json() -> String {
+    let g = Grant {
+        fence: 0,
+        deadline: 0,
+    };
+    json::array(
+        [
+            AcquireOutcome::Acquired(g),
+            AcquireOutcome::AlreadyHeld(g),
+            AcquireOutcome::Queued { position: 0 },
+            AcquireOutcome::AlreadyWaiting { position: 0 },
+        ]
+        .iter()
+        .map(|o| json::string(o.name())),
+    )
+}
+
+/// The payload of an error as a JSON object (camelCase fields; `{}` when it has none).
+fn error_details(e: &LockError) -> String {
+    let o = Obj::new();
+    match e {
+        LockError::KeyTooLong { len, max } | LockError::OwnerTooLong { len, max } => {
+            o.num("len", *len as u64).num("max", *max as u64)
+        }
+        LockError::TtlTooLong { ttl, max } => o.num("ttl", *ttl).num("max", *max),
+        LockError::DeadlineOverflow { now, ttl } => o.num("now", *now).num("ttl", *ttl),
+        LockError::TableFull { max_keys } => o.num("maxKeys", *max_keys as u64),
+        LockError::QueueFull {
+            max_waiters_per_key,
+        } => o.num("maxWaitersPerKey", *max_waiters_per_key as u64),
+        LockError::TooManyWaiters { max_waiters } => o.num("maxWaiters", *max_waiters as u64),
+        LockError::Held { deadline } | LockError::Expired { deadline } => {
+            o.num("deadline", *deadline)
+        }
+        LockError::InvalidLimits { limit } | LockError::SnapshotExceedsLimits { limit } => {
+            o.str("limit", limit.as_str())
+        }
+        LockError::SnapshotVersion { found, supported } => o
+            .num("found", u64::from(*found))
+            .num("supported", u64::from(*supported)),
+        LockError::SnapshotCorrupt { reason } => o.str("reason", reason.as_str()),
+        LockError::KeyEmpty
+        | LockError::KeyInvalid
+        | LockError::OwnerEmpty
+        | LockError::OwnerInvalid
+        | LockError::TtlZero
+        | LockError::NotOwner
+        | LockError::NotHeld
+        | LockError::NotWaiting
+        | LockError::SnapshotTruncated
+        | LockError::SnapshotBadMagic
+        | LockError::SnapshotChecksum => o,
+    }
+    .done()
+}
+
+fn event_json(e: &Event) -> String {
+    let o = Obj::new().str("type", e.kind.name()).str("key", &e.key);
+    match &e.kind {
+        EventKind::Expired { owner, fence } => o.str("owner", owner).num("fence", *fence),
+        EventKind::Granted {
+            owner,
+            fence,
+            deadline,
+        } => o
+            .str("owner", owner)
+            .num("fence", *fence)
+            .num("deadline", *deadline),
+        EventKind::WaitTimedOut { owner } => o.str("owner", owner),
+    }
+    .num("at", e.at)
+    .done()
+}
+
+/// A lock table for the npm package's wrapper (not part of the package's public API).
+#[wasm_bindgen]
+pub struct RawTable {
+    table: LockTable,
+    /// Numeric results of the last call: `[fence or position, deadline, -, pending events]`.
+    out: [f64; 4],
+    error: Option<LockError>,
+}
+
+#[wasm_bindgen]
+impl RawTable {
+    /// A table with `limits` (in `defaultLimitsJson()`'s field order) and a hash `seed`. On
+    /// invalid limits the returned table is unusable and `error_code()` says why; check
+    /// `failed()` first.
+    #[wasm_bindgen(constructor)]
+    pub fn new(limits: &[f64], seed: f64) -> RawTable {
+        install_panic_hook();
+        let (table, error) = match LockTable::with_seed(limits_from(limits), ms(seed)) {
+            Ok(t) => (t, None),
+            Err(e) => (
+                LockTable::new(Limits::default()).expect("the default limits are valid"),
+                Some(e),
+            ),
+        };
+        RawTable {
+            table,
+            out: [0.0; 4],
+            error,
+        }
+    }
+
+    /// Whether the constructor failed (its error is in `error_code()`).
+    pub fn failed(&self) -> bool {
+        self.error.is_some()
+    }
+
+    /// Address of the `out` buffer (four `f64`) in the module's memory.
+    pub fn out_ptr(&self) -> *const f64 {
+        self.out.as_ptr()
+    }
+
+    /// The limits of this table as JSON.
+    pub fn limits_json(&self) -> String {
+        limits_json(self.table.limits())
+    }
+
+    fn finish(&mut self, result: Result<u32, LockError>) -> u32 {
+        self.out[OUT_PENDING] = self.table.pending_events() as f64;
+        match result {
+            Ok(status) => status,
+            Err(e) => {
+                self.error = Some(e);
+                FAILED
+            }
+        }
+    }
+
+    fn outcome(&mut self, outcome: AcquireOutcome) -> u32 {
+        let (status, a, b) = match outcome {
+            AcquireOutcome::Acquired(g) => (2, g.fence as f64, g.deadline as f64),
+            AcquireOutcome::AlreadyHeld(g) => (3, g.fence as f64, g.deadline as f64),
+            AcquireOutcome::Queued { position } => (4, position as f64, 0.0),
+            AcquireOutcome::AlreadyWaiting { position } => (5, position as f64, 0.0),
+        };
+        self.out[0] = a;
+        self.out[1] = b;
+        status
+    }
+
+    /// `try_acquire`: status 0 (error) or 2 + the outcome's index in `outcomeNamesJson()`;
+    /// `out = [fence or position, deadline]`.
+    pub fn try_acquire(&mut self, key: &str, owner: &str, ttl: f64, now: f64) -> u32 {
+        let r = self.table.try_acquire(key, owner, ms(ttl), ms(now));
+        let r = r.map(|o| self.outcome(o));
+        self.finish(r)
+    }
+
+    /// `acquire` with an absolute wait deadline; answers like `try_acquire`.
+    pub fn acquire(
+        &mut self,
+        key: &str,
+        owner: &str,
+        ttl: f64,
+        wait_deadline: f64,
+        now: f64,
+    ) -> u32 {
+        let r = self
+            .table
+            .acquire(key, owner, ms(ttl), ms(wait_deadline), ms(now));
+        let r = r.map(|o| self.outcome(o));
+        self.finish(r)
+    }
+
+    /// `release`: status 0 (error) or 1.
+    pub fn release(&mut self, key: &str, owner: &str, fence: f64, now: f64) -> u32 {
+        let r = self.table.release(key, owner, ms(fence), ms(now));
+        self.finish(r.map(|()| DONE))
+    }
+
+    /// `extend`: status 0 (error) or 1; `out = [fence, deadline]`.
+    pub fn extend(&mut self, key: &str, owner: &str, fence: f64, ttl: f64, now: f64) -> u32 {
+        let r = self.table.extend(key, owner, ms(fence), ms(ttl), ms(now));
+        let r = r.map(|g| {
+            self.out[0] = g.fence as f64;
+            self.out[1] = g.deadline as f64;
+            DONE
+        });
+        self.finish(r)
+    }
+
+    /// `cancel_wait`: status 0 (error) or 1.
+    pub fn cancel_wait(&mut self, key: &str, owner: &str, now: f64) -> u32 {
+        let r = self.table.cancel_wait(key, owner, ms(now));
+        self.finish(r.map(|()| DONE))
+    }
+
+    /// Applies every time-driven change up to `now`; returns the number of undrained events.
+    pub fn handle_timeout(&mut self, now: f64) -> u32 {
+        self.table.handle_timeout(ms(now));
+        self.finish(Ok(DONE));
+        self.out[OUT_PENDING] as u32
+    }
+
+    /// The next instant at which `handle_timeout` has work, or -1 if none.
+    pub fn next_wakeup(&self) -> f64 {
+        self.table.next_wakeup().map_or(-1.0, |t| t as f64)
+    }
+
+    /// All undrained events, oldest first, as a JSON array.
+    pub fn drain_events_json(&mut self) -> String {
+        let events = json::array(self.table.drain_events().map(|e| event_json(&e)));
+        self.out[OUT_PENDING] = 0.0;
+        events
+    }
+
+    /// `inspect`: the key's holder and waiters as JSON (`null` if free); `None` on error.
+    pub fn inspect_json(&mut self, key: &str, now: f64) -> Option<String> {
+        let r = self.table.inspect(key, ms(now));
+        let r = r.map(|info| match info {
+            None => String::from("null"),
+            Some(i) => Obj::new()
+                .str("owner", &i.holder.owner)
+                .num("fence", i.holder.fence)
+                .num("deadline", i.holder.deadline)
+                .raw(
+                    "waiters",
+                    &json::array(i.waiters.iter().map(|w| {
+                        Obj::new()
+                            .str("owner", &w.owner)
+                            .num("ttl", w.ttl)
+                            .num("waitDeadline", w.wait_deadline)
+                            .done()
+                    })),
+                )
+                .done(),
+        });
+        match r {
+            Ok(text) => {
+                self.finish(Ok(DONE));
+                Some(text)
+            }
+            Err(e) => {
+                self.finish(Err(e));
+                None
+            }
+        }
+    }
+
+    /// `stats` as JSON (camelCase fields).
+    pub fn stats_json(&mut self, now: f64) -> String {
+        let s = self.table.stats(ms(now));
+        self.finish(Ok(DONE));
+        Obj::new()
+            .num("liveLeases", s.live_leases as u64)
+            .num("waiters", s.waiters as u64)
+            .num("expiredRecords", s.expired_records as u64)
+            .num("pendingEvents", s.pending_events as u64)
+            .num("clock", s.clock)
+            .num("lastFence", s.last_fence)
+            .num("acquired", s.acquired)
+            .num("handedOff", s.handed_off)
+            .num("released", s.released)
+            .num("extended", s.extended)
+            .num("expired", s.expired)
+            .num("queued", s.queued)
+            .num("waitTimedOut", s.wait_timed_out)
+            .num("cancelled", s.cancelled)
+            .num("rejected", s.rejected)
+            .num("eventsDropped", s.events_dropped)
+            .done()
+    }
+
+    /// The table's snapshot bytes at `now`.
+    pub fn snapshot(&mut self, now: f64) -> Vec<u8> {
+        let bytes = self.table.snapshot(ms(now));
+        self.finish(Ok(DONE));
+        bytes
+    }
+
+    /// `restore`: status 0 (error) or 1.
+    pub fn restore(&mut self, bytes: &[u8]) -> u32 {
+        let r = self.table.restore(bytes);
+        self.finish(r.map(|()| DONE))
+    }
+
+    /// The kebab-case code of the last error (`""` if none).
+    pub fn error_code(&self) -> String {
+        self.error.as_ref().map_or("", LockError::code).into()
+    }
+
+    /// The human-readable message of the last error (the core's `Display`).
+    pub fn error_message(&self) -> String {
+        self.error
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default()
+    }
+
+    /// The payload of the last error as a JSON object.
+    pub fn error_details(&self) -> String {
+        self.error
+            .as_ref()
+            .map_or_else(|| String::from("{}"), error_details)
+    }
+}

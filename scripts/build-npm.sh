@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Builds the npm package's engine: lock-wasm (feature `js`) for wasm32-unknown-unknown, then
+# wasm-bindgen (ES module glue, `--target web`) into lock-wasm/js/engine/. The package's own
+# JS (lock-wasm/js/src) and types (lock-wasm/js/index.d.ts) are checked in.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh
+cargo rustc -q -p lock-wasm --no-default-features --features js \
+  --target wasm32-unknown-unknown --profile wasm-js --crate-type cdylib
+rm -rf lock-wasm/js/engine
+wasm-bindgen --target web --no-typescript --out-dir lock-wasm/js/engine --out-name lock_wasm \
+  target/wasm32-unknown-unknown/wasm-js/lock_wasm.wasm
+wasm=lock-wasm/js/engine/lock_wasm_bg.wasm
+echo "npm engine: $wasm $(wc -c <"$wasm") bytes ($(gzip -9c "$wasm" | wc -c) gzipped)"
