@@ -1,0 +1,117 @@
+// Vector driver for the WIT component itself (target/lock.component.wasm, the artifact wasmtime
+// runs), transpiled to JS by jco: one component, every runtime. u64 values are BigInt here, so
+// every vector runs, including those past 2^53.
+
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, writeFileSync, existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { camel, snake, unhex } from './vectors.js';
+
+const root = new URL('../../../', import.meta.url);
+const component = fileURLToPath(new URL('target/lock.component.wasm', root));
+const outDir = fileURLToPath(new URL('target/jco-lock/', root));
+
+/** Transpiles the component (fresh, every run) and imports it. */
+export async function loadComponent() {
+  if (!existsSync(component)) {
+    throw new Error(`${component} is missing: build the host first (cargo build -p host-wasmtime builds the component)`);
+  }
+  mkdirSync(outDir, { recursive: true });
+  execFileSync(fileURLToPath(new URL('node_modules/.bin/jco', root)), ['transpile', component, '-o', outDir, '--name', 'lock', '--quiet'], {
+    stdio: 'inherit',
+  });
+  writeFileSync(`${outDir}/package.json`, '{"type":"module"}\n');
+  return import(`${outDir}/lock.js?${Date.now()}`);
+}
+
+// The field name of each single-value error payload in the vectors (the WIT carries a bare value).
+const PAYLOAD_FIELD = {
+  'table-full': 'max_keys',
+  'queue-full': 'max_waiters_per_key',
+  'too-many-waiters': 'max_waiters',
+  held: 'deadline',
+  expired: 'deadline',
+  'invalid-limits': 'limit',
+  'snapshot-corrupt': 'reason',
+  'snapshot-exceeds-limits': 'limit',
+};
+
+function errorTerm(error) {
+  const payload = error?.payload;
+  if (payload === undefined || typeof payload.tag !== 'string') throw error;
+  if (payload.val === undefined) return payload.tag;
+  const field = PAYLOAD_FIELD[payload.tag];
+  return { [payload.tag]: field ? { [field]: payload.val } : snake(payload.val) };
+}
+
+function outcomeTerm(outcome) {
+  return { [outcome.tag]: typeof outcome.val === 'object' ? outcome.val : { position: outcome.val } };
+}
+
+function eventTerm(event) {
+  const { tag, val } = event.kind;
+  const fields = tag === 'wait-timed-out' ? { owner: val } : val;
+  return { [tag]: { key: event.key, ...fields, at: event.at } };
+}
+
+export class JcoDriver {
+  constructor(module) {
+    this.table = null;
+    this.api = module.table;
+  }
+
+  start(limits) {
+    const defaults = this.api.defaultLimits();
+    const overrides = camel(limits);
+    const merged = Object.fromEntries(
+      Object.entries(defaults).map(([k, v]) => [k, overrides[k] === undefined ? v : typeof v === 'bigint' ? BigInt(overrides[k]) : Number(overrides[k])]),
+    );
+    this.table?.[Symbol.dispose]();
+    this.table = this.api.LockTable.create(merged, 0n);
+  }
+
+  run(step) {
+    const t = this.table;
+    const { key, owner } = step;
+    try {
+      switch (step.op) {
+        case 'try-acquire':
+          return { ok: outcomeTerm(t.tryAcquire(key, owner, step.ttl, step.now)) };
+        case 'acquire':
+          return { ok: outcomeTerm(t.acquire(key, owner, step.ttl, step.wait_deadline, step.now)) };
+        case 'release':
+          t.release(key, owner, step.fence, step.now);
+          return { ok: 'released' };
+        case 'extend':
+          return { ok: { extended: t.extend(key, owner, step.fence, step.ttl, step.now) } };
+        case 'cancel-wait':
+          t.cancelWait(key, owner, step.now);
+          return { ok: 'cancelled' };
+        case 'handle-timeout':
+          t.handleTimeout(step.now);
+          return {};
+        case 'inspect': {
+          const info = t.inspect(key, step.now);
+          return { ok: info === undefined ? null : { ...info, waiters: info.waiters.map(snake) } };
+        }
+        case 'stats':
+          return { stats: snake(t.stats(step.now)) };
+        case 'next-wakeup':
+          return { ok: t.nextWakeup() ?? null };
+        case 'snapshot':
+          return { bytes: t.snapshot(step.now) };
+        case 'restore':
+          t.restore(step.hex === undefined ? step.bytes : unhex(step.hex));
+          return { ok: 'restored' };
+        default:
+          throw new Error(`unknown op ${step.op}`);
+      }
+    } catch (error) {
+      return { err: errorTerm(error) };
+    }
+  }
+
+  drainEvents() {
+    return this.table.pollEvents().map(eventTerm);
+  }
+}

@@ -1,0 +1,153 @@
+// The JS runner of the shared conformance vectors (tests/vectors/*.json; format in their README).
+// A driver adapts one runtime (the npm package, the jco-transpiled component...) to three calls:
+// start(limits), run(step) -> answer in vector terms, drainEvents() -> events in vector terms.
+// Numbers are read as BigInt so u64 values survive exactly; answers are compared as BigInt too.
+
+import { readFileSync, readdirSync } from 'node:fs';
+import { isDeepStrictEqual } from 'node:util';
+import { join } from 'node:path';
+
+export const VECTOR_DIR = new URL('../../vectors/', import.meta.url);
+
+/** JSON.parse, with every integer literal as a BigInt (JSON numbers would round past 2^53). */
+export function parseExact(text) {
+  let out = '';
+  let i = 0;
+  while (i < text.length) {
+    const c = text[i];
+    if (c === '"') {
+      // copy a whole string literal, escapes included
+      let j = i + 1;
+      while (text[j] !== '"') j += text[j] === '\\' ? 2 : 1;
+      out += text.slice(i, j + 1);
+      i = j + 1;
+    } else if (c === '-' || (c >= '0' && c <= '9')) {
+      let j = i + 1;
+      while (j < text.length && /[0-9.eE+-]/.test(text[j])) j += 1;
+      const literal = text.slice(i, j);
+      if (!/^-?\d+$/.test(literal)) throw new Error(`vector files hold integers only, found ${literal}`);
+      out += `{"$int":"${literal}"}`;
+      i = j;
+    } else {
+      out += c;
+      i += 1;
+    }
+  }
+  return JSON.parse(out, (_, value) =>
+    value !== null && typeof value === 'object' && typeof value.$int === 'string' ? BigInt(value.$int) : value,
+  );
+}
+
+/** The vector files, sorted, as `{name, file}`. */
+export function loadVectorFiles(dir = VECTOR_DIR) {
+  return readdirSync(dir)
+    .filter((name) => name.endsWith('.json'))
+    .sort()
+    .map((name) => ({ name, file: parseExact(readFileSync(join(dir.pathname ?? dir, name), 'utf8')) }));
+}
+
+/** Every value of a JSON-ish tree with numbers as BigInt (so 5 and 5n compare equal). */
+export function exact(value) {
+  if (typeof value === 'number') return BigInt(value);
+  if (Array.isArray(value)) return value.map(exact);
+  if (value instanceof Uint8Array) return value;
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, exact(v)]));
+  }
+  return value;
+}
+
+const show = (v) => JSON.stringify(v, (_, x) => (typeof x === 'bigint' ? Number(x) <= Number.MAX_SAFE_INTEGER ? Number(x) : `${x}` : x));
+
+function hex(bytes) {
+  return Buffer.from(bytes).toString('hex');
+}
+
+/** What a step expects, in the shape the drivers answer. */
+function expectedAnswer(step) {
+  if ('ok' in step) return { ok: step.ok };
+  if ('err' in step) return { err: step.err };
+  return undefined;
+}
+
+/**
+ * Runs one scenario against `driver`. Returns `null` when it passed, or a failure message naming the
+ * step. A driver may throw `Unrepresentable` from `run` for a step its runtime cannot express (then
+ * `onUnrepresentable(step, error)` decides; the scenario stops there).
+ */
+export function runScenario(driver, scenario, { onUnrepresentable } = {}) {
+  driver.start(scenario.limits ?? {});
+  let lastSnapshot = null;
+  for (const [index, step] of scenario.steps.entries()) {
+    const where = `step ${index + 1} (${step.op})`;
+    let answer;
+    try {
+      const input = step.op === 'restore' && step.hex === undefined ? { ...step, bytes: lastSnapshot } : step;
+      answer = driver.run(input);
+    } catch (error) {
+      if (error instanceof Unrepresentable && onUnrepresentable) {
+        return onUnrepresentable(step, error) ? null : `${where}: ${error.message}`;
+      }
+      return `${where}: the runtime threw ${error?.stack ?? error}`;
+    }
+    const problem = compare(step, answer);
+    if (problem) return `${where}: ${problem}`;
+    if (step.op === 'snapshot') lastSnapshot = answer.bytes;
+    const events = exact(driver.drainEvents());
+    const expected = step.events ?? [];
+    if (!isDeepStrictEqual(events, expected)) {
+      return `${where}: expected events ${show(expected)}, got ${show(events)}`;
+    }
+  }
+  return null;
+}
+
+function compare(step, answer) {
+  switch (step.op) {
+    case 'handle-timeout':
+      return null;
+    case 'stats': {
+      const actual = exact(answer.stats);
+      for (const [field, value] of Object.entries(step.expect)) {
+        if (actual[field] !== value) return `expected stats.${field} = ${show(value)}, got ${show(actual[field])}`;
+      }
+      return null;
+    }
+    case 'next-wakeup':
+    case 'inspect': {
+      if ('err' in step) return same({ err: step.err }, exact(answer));
+      let expected = step.expect;
+      if (step.op === 'inspect' && expected !== null && expected.waiters === undefined) expected = { ...expected, waiters: [] };
+      return same({ ok: expected }, exact(answer));
+    }
+    case 'snapshot':
+      if (step.expect !== undefined && hex(answer.bytes) !== step.expect) {
+        return `expected snapshot ${step.expect}, got ${hex(answer.bytes)}`;
+      }
+      return null;
+    default:
+      return same(expectedAnswer(step), exact(answer));
+  }
+}
+
+function same(expected, actual) {
+  return isDeepStrictEqual(actual, expected) ? null : `expected ${show(expected)}, got ${show(actual)}`;
+}
+
+/** Thrown by a driver for a step whose values its runtime cannot carry (e.g. u64 past 2^53 as a JS number). */
+export class Unrepresentable extends Error {}
+
+/** `camelCase` field names to the vectors' `snake_case`. */
+export function snake(object) {
+  return Object.fromEntries(Object.entries(object).map(([k, v]) => [k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`), v]));
+}
+
+/** `snake_case` field names to `camelCase`. */
+export function camel(object) {
+  return Object.fromEntries(Object.entries(object).map(([k, v]) => [k.replace(/_([a-z])/g, (_, c) => c.toUpperCase()), v]));
+}
+
+/** Hex text to bytes. */
+export function unhex(text) {
+  return Uint8Array.from(Buffer.from(text, 'hex'));
+}

@@ -1,0 +1,240 @@
+// The high-level API (Locks, Lease, withLock) on a virtual clock: every instant is exact.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { Locks, LockError, WAIT_TIMED_OUT } from '../../lock-wasm/js/src/node.js';
+import { FakeTime, settle } from './lib/fake-time.js';
+
+function setup(limits) {
+  const time = new FakeTime();
+  const locks = new Locks({ ...time.options, limits });
+  return { time, locks };
+}
+
+/** Promise state without waiting for it. */
+async function state(promise) {
+  const marker = Symbol('pending');
+  const result = await Promise.race([promise.then((v) => ({ v }), (e) => ({ e })), settle().then(() => marker)]);
+  return result === marker ? 'pending' : result;
+}
+
+describe('acquire and hand-off', () => {
+  it('a waiter is handed the lock when the holder releases', async () => {
+    const { time, locks } = setup();
+    const a = locks.tryAcquire('job', { owner: 'a', ttl: 100 });
+    assert.deepEqual([a.fence, a.deadline, a.held], [1, 100, true]);
+    const waiting = locks.acquire('job', { owner: 'b', ttl: 50, timeout: 1000 });
+    assert.equal(await state(waiting), 'pending');
+    assert.deepEqual(locks.inspect('job').waiters, [{ owner: 'b', ttl: 50, waitDeadline: 1000 }]);
+    await time.advance(30);
+    assert.equal(a.release(), true);
+    const b = await waiting;
+    assert.deepEqual([b.owner, b.fence, b.deadline], ['b', 2, 80]);
+    assert.equal(locks.inspect('job').owner, 'b');
+  });
+
+  it('a waiter is handed the lock exactly at the holder deadline, and the holder is told once', async () => {
+    const { time, locks } = setup();
+    const lost = [];
+    const a = locks.tryAcquire('job', { owner: 'a', ttl: 100, onLost: (info) => lost.push(info) });
+    const waiting = locks.acquire('job', { owner: 'b', ttl: 50 });
+    await time.advance(99);
+    assert.equal(await state(waiting), 'pending');
+    assert.equal(a.held, true);
+    await time.advance(1);
+    const b = await waiting;
+    assert.deepEqual([b.fence, b.deadline], [2, 150]);
+    assert.deepEqual(lost, [{ key: 'job', owner: 'a', fence: 1, at: 100 }]);
+    assert.equal(a.isLost, true);
+    assert.deepEqual(await a.lost, { key: 'job', owner: 'a', fence: 1, at: 100 });
+    assert.equal(a.signal.aborted, true);
+    assert.equal(a.signal.reason.code, 'expired');
+    await time.advance(1000);
+    assert.equal(lost.length, 1, 'onLost fires once');
+    assert.equal(a.release(), false, 'a lost lease cannot be released');
+  });
+
+  it('waiters are served first come, first served', async () => {
+    const { locks } = setup();
+    const a = locks.tryAcquire('k', { owner: 'a', ttl: 100 });
+    const order = [];
+    const waits = ['b', 'c', 'd'].map((owner) => locks.acquire('k', { owner, ttl: 10 }).then((l) => (order.push(owner), l)));
+    a.release();
+    (await waits[0]).release();
+    (await waits[1]).release();
+    await waits[2];
+    assert.deepEqual(order, ['b', 'c', 'd']);
+  });
+
+  it('tryAcquire answers null while another owner holds the key', () => {
+    const { locks } = setup();
+    locks.tryAcquire('k', { ttl: 100 });
+    assert.equal(locks.tryAcquire('k', { ttl: 100 }), null);
+  });
+
+  it('the same owner asking again gets the same lease', () => {
+    const { locks } = setup();
+    const first = locks.tryAcquire('k', { owner: 'a', ttl: 100 });
+    assert.equal(locks.tryAcquire('k', { owner: 'a', ttl: 100 }), first);
+  });
+});
+
+describe('waiting ends', () => {
+  it('with a wait-timed-out LockError at the timeout', async () => {
+    const { time, locks } = setup();
+    locks.tryAcquire('k', { owner: 'a', ttl: 1000 });
+    const waiting = locks.acquire('k', { owner: 'b', ttl: 10, timeout: 50 });
+    await time.advance(49);
+    assert.equal(await state(waiting), 'pending');
+    await time.advance(1);
+    await assert.rejects(waiting, (e) => e instanceof LockError && e.code === WAIT_TIMED_OUT && e.details.at === 50);
+    assert.deepEqual(locks.inspect('k').waiters, []);
+  });
+
+  it('with the signal reason when aborted, leaving the queue', async () => {
+    const { time, locks } = setup();
+    locks.tryAcquire('k', { owner: 'a', ttl: 1000 });
+    const controller = new AbortController();
+    const waiting = locks.acquire('k', { owner: 'b', ttl: 10, signal: controller.signal });
+    await time.advance(10);
+    controller.abort(new Error('user gave up'));
+    await assert.rejects(waiting, /user gave up/);
+    assert.deepEqual(locks.inspect('k').waiters, []);
+    assert.equal(locks.stats().cancelled, 1);
+  });
+
+  it('at once for an already-aborted signal', async () => {
+    const { locks } = setup();
+    await assert.rejects(locks.acquire('k', { ttl: 10, signal: AbortSignal.abort(new Error('no')) }), /no/);
+    assert.equal(locks.stats().queued, 0);
+  });
+
+  it('with the core error for bad input, changing nothing', async () => {
+    const { locks } = setup();
+    await assert.rejects(locks.acquire('', { ttl: 10 }), (e) => e instanceof LockError && e.code === 'key-empty');
+    await assert.rejects(locks.acquire('k', { ttl: 0 }), (e) => e.code === 'ttl-zero');
+    assert.equal(locks.stats().liveLeases, 0);
+  });
+});
+
+describe('leases', () => {
+  it('release is idempotent and never touches the next holder', () => {
+    const { locks } = setup();
+    const a = locks.tryAcquire('k', { owner: 'a', ttl: 100 });
+    assert.equal(a.release(), true);
+    const b = locks.tryAcquire('k', { owner: 'b', ttl: 100 });
+    assert.equal(a.release(), false);
+    assert.equal(b.held, true);
+    assert.equal(locks.inspect('k').owner, 'b');
+  });
+
+  it('extend pushes the deadline; extending a lost lease throws expired', async () => {
+    const { time, locks } = setup();
+    const a = locks.tryAcquire('k', { ttl: 100 });
+    await time.advance(60);
+    assert.equal(a.extend(), 160);
+    assert.equal(a.extend(200), 260);
+    await time.advance(200);
+    assert.equal(a.isLost, true);
+    assert.throws(() => a.extend(), (e) => e.code === 'expired');
+  });
+
+  it('keep-alive renews the lease past its first deadline until released', async () => {
+    const { time, locks } = setup();
+    const lost = [];
+    const a = locks.tryAcquire('k', { ttl: 90, keepAlive: true, onLost: (i) => lost.push(i) });
+    await time.advance(1000);
+    assert.equal(a.held, true);
+    assert.ok(a.deadline > 1000 && a.deadline <= 1090, `deadline ${a.deadline}`);
+    assert.equal(locks.inspect('k').fence, 1);
+    assert.ok(locks.stats().extended >= 15);
+    a.release();
+    await settle();
+    assert.equal(time.pending, 0, 'no timer is left once nothing is pending');
+    await time.advance(1000);
+    assert.deepEqual(lost, []);
+  });
+
+  it('a throwing onLost callback does not break the table', async () => {
+    const { time, locks } = setup();
+    const errors = [];
+    const original = console.error;
+    console.error = (...args) => errors.push(args);
+    try {
+      locks.tryAcquire('k', { ttl: 10, onLost: () => { throw new Error('boom'); } });
+      await time.advance(10);
+    } finally {
+      console.error = original;
+    }
+    assert.equal(errors.length, 1);
+    assert.ok(locks.tryAcquire('k', { ttl: 10 }));
+  });
+});
+
+describe('withLock', () => {
+  it('releases when the callback settles, also when it throws', async () => {
+    const { locks } = setup();
+    const result = await locks.withLock('k', { ttl: 100 }, async (lease) => {
+      assert.equal(locks.inspect('k').fence, lease.fence);
+      return 42;
+    });
+    assert.equal(result, 42);
+    assert.equal(locks.inspect('k'), null);
+    await assert.rejects(locks.withLock('k', { ttl: 100 }, async () => { throw new Error('fail'); }), /fail/);
+    assert.equal(locks.inspect('k'), null);
+  });
+
+  it('aborts the callback signal when the lease is lost', async () => {
+    const { time, locks } = setup();
+    let signal;
+    const run = locks.withLock('k', { ttl: 50 }, (lease) => {
+      signal = lease.signal;
+      return new Promise((resolve) => signal.addEventListener('abort', () => resolve(signal.reason.code)));
+    });
+    await time.advance(50);
+    assert.equal(await run, 'expired');
+  });
+
+  it('with ifAvailable gives null instead of waiting', async () => {
+    const { locks } = setup();
+    locks.tryAcquire('k', { ttl: 100 });
+    assert.equal(await locks.withLock('k', { ttl: 10, ifAvailable: true }, (lease) => lease), null);
+  });
+});
+
+describe('the timer', () => {
+  it('is one timer, following the core next wake-up, and is cleared when nothing is pending', async () => {
+    const { time, locks } = setup();
+    const a = locks.tryAcquire('a', { ttl: 100 });
+    locks.tryAcquire('b', { ttl: 50 });
+    await settle();
+    assert.equal(time.pending, 1);
+    assert.equal(time.nextAt, 50);
+    await time.advance(50);
+    assert.equal(time.nextAt, 100);
+    a.release();
+    await settle();
+    assert.equal(time.pending, 0);
+  });
+});
+
+describe('the boundary', () => {
+  it('refuses non-integer, negative, unsafe and BigInt milliseconds with RangeError/TypeError', () => {
+    const { locks } = setup();
+    for (const ttl of [1.5, -1, 2 ** 53, NaN, Infinity]) assert.throws(() => locks.tryAcquire('k', { ttl }), RangeError);
+    assert.throws(() => locks.tryAcquire('k', { ttl: 10n }), TypeError);
+    assert.throws(() => locks.tryAcquire('k', { ttl: '10' }), TypeError);
+    assert.throws(() => locks.tryAcquire(42, { ttl: 10 }), TypeError);
+    assert.throws(() => locks.tryAcquire('\ud800', { ttl: 10 }), TypeError);
+    assert.equal(locks.stats().rejected, 0, 'refused before the core');
+  });
+
+  it('reports core errors as LockError with the WIT code and the core message', () => {
+    const { locks } = setup({ maxKeyBytes: 4 });
+    assert.throws(
+      () => locks.tryAcquire('too-long', { ttl: 10 }),
+      (e) => e instanceof LockError && e.code === 'key-too-long' && e.details.len === 8 && e.details.max === 4 && /max_key_bytes/.test(e.message),
+    );
+    assert.throws(() => new Locks({ limits: { maxKeys: 0 } }), (e) => e.code === 'invalid-limits' && e.details.limit === 'max_keys');
+    assert.throws(() => new Locks({ limits: { maxKey: 1 } }), /unknown limit "maxKey"/);
+  });
+});
