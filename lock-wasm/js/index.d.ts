@@ -1,0 +1,275 @@
+// Type declarations of `expiring-lock` (hand-written; checked by `tsc --noEmit` on an example in
+// tests/js/types/).
+
+/** Milliseconds: a non-negative integer no larger than `Number.MAX_SAFE_INTEGER`. */
+export type Millis = number;
+
+/** The error codes of the core (the WIT contract's `lock-error` names). */
+export type LockErrorCode =
+  | 'key-empty'
+  | 'key-too-long'
+  | 'key-invalid'
+  | 'owner-empty'
+  | 'owner-too-long'
+  | 'owner-invalid'
+  | 'ttl-zero'
+  | 'ttl-too-long'
+  | 'deadline-overflow'
+  | 'table-full'
+  | 'queue-full'
+  | 'too-many-waiters'
+  | 'held'
+  | 'not-owner'
+  | 'not-held'
+  | 'expired'
+  | 'not-waiting'
+  | 'invalid-limits'
+  | 'snapshot-truncated'
+  | 'snapshot-bad-magic'
+  | 'snapshot-version'
+  | 'snapshot-checksum'
+  | 'snapshot-corrupt'
+  | 'snapshot-exceeds-limits';
+
+/** The code of the error that rejects `Locks.acquire` when its wait timed out. */
+export declare const WAIT_TIMED_OUT: 'wait-timed-out';
+
+/**
+ * A refused lock request. `code` is the core's error name (or `wait-timed-out` from
+ * `Locks.acquire`); `details` holds the error's payload with camelCase names, e.g.
+ * `{ deadline }` for `held` and `expired`, `{ len, max }` for `key-too-long`,
+ * `{ maxKeys }` for `table-full`, `{ limit }` for `invalid-limits`.
+ * Wrong argument types are `TypeError`/`RangeError` instead, thrown before the table is touched.
+ */
+export declare class LockError extends Error {
+  readonly name: 'LockError';
+  readonly code: LockErrorCode | typeof WAIT_TIMED_OUT;
+  readonly details: Record<string, number | string>;
+}
+
+/** Limits of a table; every field is optional when passed in (the core's default is used). */
+export interface Limits {
+  /** Longest key, in UTF-8 bytes (default 256). */
+  maxKeyBytes: number;
+  /** Longest owner, in UTF-8 bytes (default 256). */
+  maxOwnerBytes: number;
+  /** Longest TTL, in ms (default 86 400 000). */
+  maxTtl: Millis;
+  /** Most live leases at once (default 1 000 000). */
+  maxKeys: number;
+  /** Longest wait queue of one key (default 64). */
+  maxWaitersPerKey: number;
+  /** Most waiters in the table (default 100 000). */
+  maxWaiters: number;
+  /** How long an expired lease is remembered so its holder hears `expired` (default 600 000 ms). */
+  expiredRetention: Millis;
+  /** Most expired leases remembered (default 10 000). */
+  maxExpiredRecords: number;
+  /** Most undrained events kept (default 100 000). */
+  maxPendingEvents: number;
+}
+
+/** A lease granted now (`acquired`) or the caller's existing lease (`already-held`). */
+export interface Granted {
+  type: 'acquired' | 'already-held';
+  /** Fencing token: strictly greater than every token the table issued before. */
+  fence: number;
+  /** The lease is live while `now < deadline`. */
+  deadline: Millis;
+}
+
+/** The caller is in the key's FIFO queue (`position` 1 is next). */
+export interface Queued {
+  type: 'queued' | 'already-waiting';
+  position: number;
+}
+
+/** What `tryAcquire`/`acquire` did. */
+export type AcquireOutcome = Granted | Queued;
+
+/** A time-driven or hand-off notification. `at` is when it happened. */
+export type LockEvent =
+  | { type: 'expired'; key: string; owner: string; fence: number; at: Millis }
+  | { type: 'granted'; key: string; owner: string; fence: number; deadline: Millis; at: Millis }
+  | { type: 'wait-timed-out'; key: string; owner: string; at: Millis };
+
+/** A waiter of a key. */
+export interface WaiterInfo {
+  owner: string;
+  ttl: Millis;
+  waitDeadline: Millis;
+}
+
+/** The holder and queue of a held key. */
+export interface KeyInfo {
+  owner: string;
+  fence: number;
+  deadline: Millis;
+  waiters: WaiterInfo[];
+}
+
+/** Counters and gauges of a table. */
+export interface Stats {
+  liveLeases: number;
+  waiters: number;
+  expiredRecords: number;
+  pendingEvents: number;
+  clock: Millis;
+  lastFence: number;
+  acquired: number;
+  handedOff: number;
+  released: number;
+  extended: number;
+  expired: number;
+  queued: number;
+  waitTimedOut: number;
+  cancelled: number;
+  rejected: number;
+  eventsDropped: number;
+}
+
+/**
+ * The lock table of lock-core. Every call takes `now` (integer ms of a monotonic clock you own),
+ * so the same calls give the same answers on every runtime. Errors are `LockError`s; a call that
+ * throws one changes nothing (time-driven changes up to `now` still apply).
+ *
+ * @example
+ * const table = new LockTable();
+ * const { fence } = table.tryAcquire('job', 'worker-1', 30_000, 0) as Granted;
+ * table.release('job', 'worker-1', fence, 1_000);
+ */
+export declare class LockTable {
+  constructor(limits?: Partial<Limits>, options?: { seed?: number });
+  /** The core's default limits. */
+  static defaultLimits(): Limits;
+  /** This table's limits. */
+  readonly limits: Limits;
+  /** Takes `key` for `ttl` ms if free; throws `held` (with `details.deadline`) otherwise. */
+  tryAcquire(key: string, owner: string, ttl: Millis, now: Millis): Granted;
+  /** Takes `key`, or queues `owner` until the absolute instant `waitDeadline`. */
+  acquire(key: string, owner: string, ttl: Millis, waitDeadline: Millis, now: Millis): AcquireOutcome;
+  /** Ends the lease; the first waiter is handed the lock (a `granted` event). */
+  release(key: string, owner: string, fence: number, now: Millis): void;
+  /** Pushes the deadline to `now + ttl`. */
+  extend(key: string, owner: string, fence: number, ttl: Millis, now: Millis): { fence: number; deadline: Millis };
+  /** Leaves the key's wait queue. */
+  cancelWait(key: string, owner: string, now: Millis): void;
+  /** Applies expiries, hand-offs and wait timeouts due at or before `now`. */
+  handleTimeout(now: Millis): void;
+  /** When `handleTimeout` next has work, or `null`. */
+  nextWakeup(): Millis | null;
+  /** Number of undrained events. */
+  readonly pendingEvents: number;
+  /** Every undrained event, oldest first. */
+  drainEvents(): LockEvent[];
+  /** The holder and queue of `key`, or `null` if it is free. */
+  inspect(key: string, now: Millis): KeyInfo | null;
+  /** Counters and gauges at `now`. */
+  stats(now: Millis): Stats;
+  /** The table's state as bytes. */
+  snapshot(now: Millis): Uint8Array;
+  /** Loads a snapshot; a corrupt one throws a `snapshot-*` LockError and changes nothing. */
+  restore(bytes: Uint8Array): void;
+  /** Frees the table's memory; later calls throw. */
+  free(): void;
+}
+
+/** What a lost lease reports. */
+export interface LostInfo {
+  key: string;
+  owner: string;
+  fence: number;
+  /** The lease's deadline. */
+  at: Millis;
+}
+
+/** Options of a lease request. */
+export interface LeaseOptions {
+  /** How long the lease lasts unless extended, in ms. */
+  ttl: Millis;
+  /** Who holds it; default: a fresh owner per request (each request is its own contender). */
+  owner?: string;
+  /** Extend the lease automatically (when a third of its TTL is left) until it is released. */
+  keepAlive?: boolean;
+  /** Called once if the lease expires before it is released. */
+  onLost?: (info: LostInfo) => void;
+}
+
+/** Options of a waiting request. */
+export interface AcquireOptions extends LeaseOptions {
+  /** Give up after this many ms (rejects with `wait-timed-out`); default: wait without limit. */
+  timeout?: Millis;
+  /** Give up when this signal aborts (rejects with `signal.reason`). */
+  signal?: AbortSignal;
+}
+
+/** Options of `withLock`. */
+export interface WithLockOptions extends AcquireOptions {
+  /** Do not wait: the callback gets `null` if the key is held. */
+  ifAvailable?: boolean;
+}
+
+/** A lease held through `Locks`. */
+export declare class Lease {
+  private constructor();
+  readonly key: string;
+  readonly owner: string;
+  /** Fencing token: pass it with every write to the protected resource. */
+  readonly fence: number;
+  /** The current deadline (moves with `extend` and keep-alive). */
+  readonly deadline: Millis;
+  /** Not released and not lost. */
+  readonly held: boolean;
+  /** The lease ran out before it was released. */
+  readonly isLost: boolean;
+  /** Resolves once, when the lease expires; never if it is released first. */
+  readonly lost: Promise<LostInfo>;
+  /** Aborts (reason: a LockError `expired`) when the lease is lost. */
+  readonly signal: AbortSignal;
+  /** Pushes the deadline to now + `ttl` (default: the lease's TTL); returns the new deadline. */
+  extend(ttl?: Millis): Millis;
+  /** Releases the lease: `true` if this call released it, `false` if it was already released or lost. */
+  release(): boolean;
+}
+
+/** Options of `new Locks()`. */
+export interface LocksOptions {
+  limits?: Partial<Limits>;
+  /** Hash seed of the table. */
+  seed?: number;
+  /** The clock, in integer ms, monotonic. Default: `Math.floor(performance.now())`. */
+  now?: () => Millis;
+  /** Timer functions (tests inject fakes). */
+  setTimeout?: (callback: () => void, delay: number) => unknown;
+  clearTimeout?: (handle: any) => void;
+}
+
+/**
+ * A lock table on a real clock: waiting with Promises, leases that notify when lost, keep-alive,
+ * and one timer for the whole table (cleared when nothing is pending, so Node can exit).
+ *
+ * @example
+ * const locks = new Locks();
+ * const lease = await locks.acquire('report', { ttl: 10_000, timeout: 2_000 });
+ * try { await writeReport(lease.fence); } finally { lease.release(); }
+ */
+export declare class Locks {
+  constructor(options?: LocksOptions);
+  /** The underlying table (calls on it bypass the waiter and lease bookkeeping). */
+  readonly table: LockTable;
+  /** The clock reading this instance uses. */
+  now(): Millis;
+  /** Takes `key` now if it is free, or answers `null`. */
+  tryAcquire(key: string, options: LeaseOptions): Lease | null;
+  /** Takes `key`, waiting in its FIFO queue until handed over (or timeout / abort). */
+  acquire(key: string, options: AcquireOptions): Promise<Lease>;
+  /** Runs `callback` holding `key`; releases when it settles. */
+  withLock<T>(key: string, options: WithLockOptions & { ifAvailable: true }, callback: (lease: Lease | null) => T | Promise<T>): Promise<T>;
+  withLock<T>(key: string, options: WithLockOptions, callback: (lease: Lease) => T | Promise<T>): Promise<T>;
+  /** The holder and queue of `key` now. */
+  inspect(key: string): KeyInfo | null;
+  /** Counters and gauges now. */
+  stats(): Stats;
+  /** Stops the timer, rejects pending acquires, frees the table. */
+  close(): void;
+}

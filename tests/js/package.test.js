@@ -1,0 +1,65 @@
+// The package as users get it: `npm pack`, install the tarball into a fresh project, import it from
+// Node (ESM) and run the README's quickstart; type-check an example against the installed types.
+import { it, before } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, mkdtempSync, readFileSync, writeFileSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('../../', import.meta.url));
+const pkg = join(root, 'lock-wasm/js');
+let project;
+let packed;
+
+before(() => {
+  project = mkdtempSync(join(tmpdir(), 'expiring-lock-user-'));
+  const out = execFileSync('npm', ['pack', '--json', '--pack-destination', project], { cwd: pkg, encoding: 'utf8' });
+  packed = JSON.parse(out)[0];
+  writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'user', private: true, type: 'module' }));
+  execFileSync('npm', ['install', '--no-audit', '--no-fund', '--offline', join(project, packed.filename)], { cwd: project, stdio: 'pipe' });
+});
+
+it('ships only the whitelisted files', () => {
+  const files = packed.files.map((f) => f.path).sort();
+  assert.deepEqual(files, [
+    'README.md',
+    'engine/lock_wasm.js',
+    'engine/lock_wasm_bg.wasm',
+    'index.d.ts',
+    'package.json',
+    'src/api.js',
+    'src/browser.js',
+    'src/engine.js',
+    'src/node.js',
+  ]);
+});
+
+it('runs the README quickstart from the installed tarball', () => {
+  copyFileSync(join(pkg, 'examples/quickstart.mjs'), join(project, 'quickstart.mjs'));
+  const output = execFileSync('node', ['quickstart.mjs'], { cwd: project, encoding: 'utf8', timeout: 30_000 });
+  assert.equal(
+    output,
+    [
+      'holding nightly-report, fence 1',
+      'second worker: held elsewhere',
+      'next holder, fence 2',
+      'refused: key-empty (key is empty)',
+      '',
+    ].join('\n'),
+  );
+  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+  assert.ok(readme.includes(readFileSync(join(pkg, 'examples/quickstart.mjs'), 'utf8')), 'the README shows the tested quickstart verbatim');
+});
+
+it('type-checks an example against the installed declarations', () => {
+  copyFileSync(join(root, 'tests/js/types/example.ts'), join(project, 'example.ts'));
+  const tsc = join(root, 'node_modules/typescript/bin/tsc');
+  const args = ['--noEmit', '--strict', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022', '--lib', 'es2022,dom', 'example.ts'];
+  execFileSync('node', [tsc, ...args], { cwd: project, encoding: 'utf8' });
+  // and a misuse is caught, so the check is not vacuous
+  writeFileSync(join(project, 'bad.ts'), "import { LockTable } from 'expiring-lock';\nnew LockTable().tryAcquire('k', 'a', 10n, 0);\n");
+  assert.throws(() => execFileSync('node', [tsc, ...args.slice(0, -1), 'bad.ts'], { cwd: project, encoding: 'utf8', stdio: 'pipe' }));
+  assert.ok(readdirSync(project).includes('node_modules'));
+});
