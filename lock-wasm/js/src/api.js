@@ -3,7 +3,7 @@
 // notification). Every outcome and error is decided by lock-core inside the engine; this file
 // checks JS types at the boundary, translates values, and runs the one timer of a Locks.
 
-import { RawTable, defaultLimitsJson, outcomeNamesJson } from '../engine/lock_wasm.js';
+import { RawTable, defaultLimitsJson, errorCodesJson, outcomeNamesJson } from '../engine/lock_wasm.js';
 import { memory } from './engine.js';
 
 /** The code of the error that rejects `Locks.acquire` when its wait timed out (the core's event name). */
@@ -52,6 +52,14 @@ function text(name, value) {
 // ----- names and limits, from the engine ------------------------------------------------------
 
 let outcomeNames = null;
+let codes = null;
+/** Byte lengths of the key and owner just written (avoids an array per call). */
+const KEY_OWNER = new Uint32Array(2);
+
+function errorCodes() {
+  if (codes === null) codes = JSON.parse(errorCodesJson());
+  return codes;
+}
 let defaults = null;
 
 function names() {
@@ -82,13 +90,46 @@ function limitValues(limits) {
 const FAILED = 0;
 const FIRST_OUTCOME = 2;
 
-let view = null;
+// Views of the engine's memory. Growing a WebAssembly memory detaches its old buffer (the views
+// then have length 0), which is cheaper to test on every call than comparing buffers.
+let view = new Float64Array(0);
+let bytes = new Uint8Array(0);
 
-/** The engine memory as f64, re-created when the memory has grown (which detaches old views). */
+/** The engine memory as f64. */
 function f64() {
-  const buffer = memory().buffer;
-  if (view === null || view.buffer !== buffer) view = new Float64Array(buffer);
+  if (view.length === 0) view = new Float64Array(memory().buffer);
   return view;
+}
+
+/** The engine memory as bytes. */
+function u8() {
+  if (bytes.length === 0) bytes = new Uint8Array(memory().buffer);
+  return bytes;
+}
+
+const encoder = new TextEncoder();
+
+/**
+ * Writes `value` as UTF-8 at `at` in `mem` (room for 3 bytes per UTF-16 unit is reserved);
+ * returns the number of bytes. ASCII, the common case, is copied by hand: cheaper than a call
+ * into TextEncoder for short keys.
+ */
+function encode(name, value, mem, at) {
+  if (typeof value !== 'string') {
+    throw new TypeError(`${name} must be a string, got ${typeof value} ${describe(value)}`);
+  }
+  const n = value.length;
+  for (let i = 0; i < n; i += 1) {
+    const c = value.charCodeAt(i);
+    if (c >= 0x80) return encodeSlow(name, value, mem, at);
+    mem[at + i] = c;
+  }
+  return n;
+}
+
+function encodeSlow(name, value, mem, at) {
+  text(name, value);
+  return encoder.encodeInto(value, mem.subarray(at, at + value.length * 3)).written;
 }
 
 /**
@@ -99,6 +140,8 @@ function f64() {
 export class LockTable {
   #raw;
   #out;
+  #in; // address of the engine's input buffer
+  #inLen = 0;
 
   /**
    * @param {object} [limits] overrides of `LockTable.defaultLimits()` (camelCase names)
@@ -115,6 +158,28 @@ export class LockTable {
     }
     this.#raw = raw;
     this.#out = raw.out_ptr() >>> 3;
+    this.#in = raw.reserve_input(1024);
+    this.#inLen = 1024;
+  }
+
+  /** Writes key and owner into the engine's input buffer; returns [keyBytes, ownerBytes]. */
+  #names(key, owner) {
+    const raw = this.#live();
+    if (typeof key !== 'string' || typeof owner !== 'string') {
+      text('key', key);
+      text('owner', owner);
+    }
+    const need = (key.length + owner.length) * 3;
+    if (need > this.#inLen) {
+      this.#in = raw.reserve_input(need);
+      this.#inLen = need;
+    }
+    const mem = u8();
+    const k = encode('key', key, mem, this.#in);
+    const o = encode('owner', owner, mem, this.#in + k);
+    KEY_OWNER[0] = k;
+    KEY_OWNER[1] = o;
+    return raw;
   }
 
   /** The core's default limits (camelCase field names). */
@@ -145,8 +210,20 @@ export class LockTable {
    * fence, deadline}`; throws a LockError (`held` with `details.deadline`, or a validation error).
    */
   tryAcquire(key, owner, ttl, now) {
-    const raw = this.#live();
-    return this.#acquireOutcome(raw.try_acquire(text('key', key), text('owner', owner), ms('ttl', ttl), ms('now', now)));
+    ms('ttl', ttl);
+    ms('now', now);
+    const raw = this.#names(key, owner);
+    return this.#acquireOutcome(raw.try_acquire(KEY_OWNER[0], KEY_OWNER[1], ttl, now));
+  }
+
+  /** tryAcquire that answers `null` instead of throwing `held` (no Error to build). @internal */
+  _tryAcquireOrNull(key, owner, ttl, now) {
+    ms('ttl', ttl);
+    ms('now', now);
+    const raw = this.#names(key, owner);
+    const status = raw.try_acquire(KEY_OWNER[0], KEY_OWNER[1], ttl, now);
+    if (status === FAILED && errorCodes()[f64()[this.#out + 2]] === 'held') return null;
+    return this.#acquireOutcome(status);
   }
 
   /**
@@ -154,32 +231,37 @@ export class LockTable {
    * `{type: 'acquired' | 'already-held', fence, deadline}` or `{type: 'queued' | 'already-waiting', position}`.
    */
   acquire(key, owner, ttl, waitDeadline, now) {
-    const raw = this.#live();
-    return this.#acquireOutcome(
-      raw.acquire(text('key', key), text('owner', owner), ms('ttl', ttl), ms('waitDeadline', waitDeadline), ms('now', now)),
-    );
+    ms('ttl', ttl);
+    ms('waitDeadline', waitDeadline);
+    ms('now', now);
+    const raw = this.#names(key, owner);
+    return this.#acquireOutcome(raw.acquire(KEY_OWNER[0], KEY_OWNER[1], ttl, waitDeadline, now));
   }
 
   /** Ends `owner`'s lease `fence` on `key`; the first waiter, if any, is handed the lock. */
   release(key, owner, fence, now) {
-    const raw = this.#live();
-    if (raw.release(text('key', key), text('owner', owner), ms('fence', fence), ms('now', now)) === FAILED) throw toError(raw);
+    ms('fence', fence);
+    ms('now', now);
+    const raw = this.#names(key, owner);
+    if (raw.release(KEY_OWNER[0], KEY_OWNER[1], fence, now) === FAILED) throw toError(raw);
   }
 
   /** Pushes the lease's deadline to `now + ttl`; returns `{fence, deadline}`. */
   extend(key, owner, fence, ttl, now) {
-    const raw = this.#live();
-    if (raw.extend(text('key', key), text('owner', owner), ms('fence', fence), ms('ttl', ttl), ms('now', now)) === FAILED) {
-      throw toError(raw);
-    }
+    ms('fence', fence);
+    ms('ttl', ttl);
+    ms('now', now);
+    const raw = this.#names(key, owner);
+    if (raw.extend(KEY_OWNER[0], KEY_OWNER[1], fence, ttl, now) === FAILED) throw toError(raw);
     const out = f64();
     return { fence: out[this.#out], deadline: out[this.#out + 1] };
   }
 
   /** Takes `owner` out of `key`'s wait queue. */
   cancelWait(key, owner, now) {
-    const raw = this.#live();
-    if (raw.cancel_wait(text('key', key), text('owner', owner), ms('now', now)) === FAILED) throw toError(raw);
+    ms('now', now);
+    const raw = this.#names(key, owner);
+    if (raw.cancel_wait(KEY_OWNER[0], KEY_OWNER[1], now) === FAILED) throw toError(raw);
   }
 
   /** Applies every expiry, hand-off and wait timeout due at or before `now`. */
@@ -266,7 +348,7 @@ export class Locks {
   #timer = null;
   #timerAt = Infinity;
   #syncQueued = false;
-  #leases = new Map(); // key \0 fence -> Lease
+  #leases = new Map(); // fence -> Lease (fences are unique in a table)
   #waiters = new Map(); // key \0 owner -> waiter
   #keepAlive = new Set();
   #ownerPrefix;
@@ -322,15 +404,11 @@ export class Locks {
     const who = this.#owner(owner);
     let outcome;
     try {
-      outcome = this.#table.tryAcquire(key, who, ttl, this.now());
-    } catch (error) {
+      outcome = this.#table._tryAcquireOrNull(key, who, ttl, this.now());
+    } finally {
       this.#afterCall();
-      if (error instanceof LockError && error.code === 'held') return null;
-      throw error;
     }
-    const lease = this.#lease(key, who, ttl, outcome, keepAlive, onLost);
-    this.#afterCall();
-    return lease;
+    return outcome === null ? null : this.#lease(key, who, ttl, outcome, keepAlive, onLost);
   }
 
   /**
@@ -475,17 +553,16 @@ export class Locks {
   }
 
   #lease(key, owner, ttl, outcome, keepAlive, onLost) {
-    const id = `${key}\u0000${outcome.fence}`;
-    const known = this.#leases.get(id);
+    const known = this.#leases.get(outcome.fence);
     if (known !== undefined) return known;
     const lease = new Lease(this, key, owner, outcome.fence, outcome.deadline, ttl, onLost);
-    this.#leases.set(id, lease);
+    this.#leases.set(outcome.fence, lease);
     if (keepAlive) this.#keepAlive.add(lease);
     return lease;
   }
 
   #forget(lease) {
-    this.#leases.delete(`${lease.key}\u0000${lease.fence}`);
+    this.#leases.delete(lease.fence);
     this.#keepAlive.delete(lease);
     lease._ended();
   }
@@ -528,7 +605,7 @@ export class Locks {
 
   #dispatch(event) {
     if (event.type === 'expired') {
-      const lease = this.#leases.get(`${event.key}\u0000${event.fence}`);
+      const lease = this.#leases.get(event.fence);
       if (lease !== undefined) {
         this.#forget(lease);
         lease._lose(event);

@@ -39,8 +39,67 @@ fn install_panic_hook() {
     });
 }
 
+/// Slot of `out` that holds, after a failed call, the index of its error in `errorCodesJson()`.
+const OUT_ERROR: usize = 2;
 /// Slot of `out` that holds the number of undrained events after every call.
 const OUT_PENDING: usize = 3;
+
+/// One value of every error, in a fixed order: the order of `errorCodesJson()`.
+fn error_samples() -> [LockError; 24] {
+    use lock_core::{Corruption, LimitName};
+    [
+        LockError::KeyEmpty,
+        LockError::KeyTooLong { len: 0, max: 0 },
+        LockError::KeyInvalid,
+        LockError::OwnerEmpty,
+        LockError::OwnerTooLong { len: 0, max: 0 },
+        LockError::OwnerInvalid,
+        LockError::TtlZero,
+        LockError::TtlTooLong { ttl: 0, max: 0 },
+        LockError::DeadlineOverflow { now: 0, ttl: 0 },
+        LockError::TableFull { max_keys: 0 },
+        LockError::QueueFull {
+            max_waiters_per_key: 0,
+        },
+        LockError::TooManyWaiters { max_waiters: 0 },
+        LockError::Held { deadline: 0 },
+        LockError::NotOwner,
+        LockError::NotHeld,
+        LockError::Expired { deadline: 0 },
+        LockError::NotWaiting,
+        LockError::InvalidLimits {
+            limit: LimitName::MaxKeys,
+        },
+        LockError::SnapshotTruncated,
+        LockError::SnapshotBadMagic,
+        LockError::SnapshotVersion {
+            found: 0,
+            supported: 0,
+        },
+        LockError::SnapshotChecksum,
+        LockError::SnapshotCorrupt {
+            reason: Corruption::BodyEndsEarly,
+        },
+        LockError::SnapshotExceedsLimits {
+            limit: LimitName::MaxKeys,
+        },
+    ]
+}
+
+/// The index of `e`'s code in `errorCodesJson()`.
+fn error_index(e: &LockError) -> u8 {
+    let code = e.code();
+    error_samples()
+        .iter()
+        .position(|s| s.code() == code)
+        .map_or(u8::MAX, |i| i as u8)
+}
+
+/// Every error code, in the order of the index a failed call leaves in `out[2]`.
+#[wasm_bindgen(js_name = errorCodesJson)]
+pub fn error_codes_json() -> String {
+    json::array(error_samples().iter().map(|e| json::string(e.code())))
+}
 
 /// The fields of [`Limits`] in the order `RawTable::new` takes them, with their JS names.
 fn limits_fields(l: &Limits) -> [(&'static str, u64); 9] {
@@ -182,6 +241,21 @@ pub struct RawTable {
     /// Numeric results of the last call: `[fence or position, deadline, -, pending events]`.
     out: [f64; 4],
     error: Option<LockError>,
+    /// Key and owner of the next call, as UTF-8 written by the wrapper straight into this
+    /// buffer (`input_ptr`): no allocation and no copy per call.
+    input: Vec<u8>,
+}
+
+/// Splits the input buffer into the key (`key_len` bytes) and the owner (`owner_len` bytes).
+fn names(input: &[u8], key_len: usize, owner_len: usize) -> Result<(&str, &str), LockError> {
+    let end = key_len.saturating_add(owner_len);
+    if end > input.len() {
+        // The wrapper never asks past what it reserved; refuse rather than panic if it did.
+        return Err(LockError::KeyInvalid);
+    }
+    let key = std::str::from_utf8(&input[..key_len]).map_err(|_| LockError::KeyInvalid)?;
+    let owner = std::str::from_utf8(&input[key_len..end]).map_err(|_| LockError::OwnerInvalid)?;
+    Ok((key, owner))
 }
 
 #[wasm_bindgen]
@@ -203,6 +277,7 @@ impl RawTable {
             table,
             out: [0.0; 4],
             error,
+            input: vec![0; 1024],
         }
     }
 
@@ -216,6 +291,14 @@ impl RawTable {
         self.out.as_ptr()
     }
 
+    /// Makes the input buffer at least `bytes` long; returns its (possibly new) address.
+    pub fn reserve_input(&mut self, bytes: usize) -> *mut u8 {
+        if self.input.len() < bytes {
+            self.input.resize(bytes, 0);
+        }
+        self.input.as_mut_ptr()
+    }
+
     /// The limits of this table as JSON.
     pub fn limits_json(&self) -> String {
         limits_json(self.table.limits())
@@ -226,6 +309,7 @@ impl RawTable {
         match result {
             Ok(status) => status,
             Err(e) => {
+                self.out[OUT_ERROR] = f64::from(error_index(&e));
                 self.error = Some(e);
                 FAILED
             }
@@ -244,10 +328,11 @@ impl RawTable {
         status
     }
 
-    /// `try_acquire`: status 0 (error) or 2 + the outcome's index in `outcomeNamesJson()`;
-    /// `out = [fence or position, deadline]`.
-    pub fn try_acquire(&mut self, key: &str, owner: &str, ttl: f64, now: f64) -> u32 {
-        let r = self.table.try_acquire(key, owner, ms(ttl), ms(now));
+    /// `try_acquire` of the key and owner in the input buffer: status 0 (error) or 2 + the
+    /// outcome's index in `outcomeNamesJson()`; `out = [fence or position, deadline]`.
+    pub fn try_acquire(&mut self, key_len: usize, owner_len: usize, ttl: f64, now: f64) -> u32 {
+        let r = names(&self.input, key_len, owner_len)
+            .and_then(|(k, o)| self.table.try_acquire(k, o, ms(ttl), ms(now)));
         let r = r.map(|o| self.outcome(o));
         self.finish(r)
     }
@@ -255,28 +340,38 @@ impl RawTable {
     /// `acquire` with an absolute wait deadline; answers like `try_acquire`.
     pub fn acquire(
         &mut self,
-        key: &str,
-        owner: &str,
+        key_len: usize,
+        owner_len: usize,
         ttl: f64,
         wait_deadline: f64,
         now: f64,
     ) -> u32 {
-        let r = self
-            .table
-            .acquire(key, owner, ms(ttl), ms(wait_deadline), ms(now));
+        let r = names(&self.input, key_len, owner_len).and_then(|(k, o)| {
+            self.table
+                .acquire(k, o, ms(ttl), ms(wait_deadline), ms(now))
+        });
         let r = r.map(|o| self.outcome(o));
         self.finish(r)
     }
 
     /// `release`: status 0 (error) or 1.
-    pub fn release(&mut self, key: &str, owner: &str, fence: f64, now: f64) -> u32 {
-        let r = self.table.release(key, owner, ms(fence), ms(now));
+    pub fn release(&mut self, key_len: usize, owner_len: usize, fence: f64, now: f64) -> u32 {
+        let r = names(&self.input, key_len, owner_len)
+            .and_then(|(k, o)| self.table.release(k, o, ms(fence), ms(now)));
         self.finish(r.map(|()| DONE))
     }
 
     /// `extend`: status 0 (error) or 1; `out = [fence, deadline]`.
-    pub fn extend(&mut self, key: &str, owner: &str, fence: f64, ttl: f64, now: f64) -> u32 {
-        let r = self.table.extend(key, owner, ms(fence), ms(ttl), ms(now));
+    pub fn extend(
+        &mut self,
+        key_len: usize,
+        owner_len: usize,
+        fence: f64,
+        ttl: f64,
+        now: f64,
+    ) -> u32 {
+        let r = names(&self.input, key_len, owner_len)
+            .and_then(|(k, o)| self.table.extend(k, o, ms(fence), ms(ttl), ms(now)));
         let r = r.map(|g| {
             self.out[0] = g.fence as f64;
             self.out[1] = g.deadline as f64;
@@ -286,8 +381,9 @@ impl RawTable {
     }
 
     /// `cancel_wait`: status 0 (error) or 1.
-    pub fn cancel_wait(&mut self, key: &str, owner: &str, now: f64) -> u32 {
-        let r = self.table.cancel_wait(key, owner, ms(now));
+    pub fn cancel_wait(&mut self, key_len: usize, owner_len: usize, now: f64) -> u32 {
+        let r = names(&self.input, key_len, owner_len)
+            .and_then(|(k, o)| self.table.cancel_wait(k, o, ms(now)));
         self.finish(r.map(|()| DONE))
     }
 
