@@ -20,13 +20,14 @@
 pub mod format;
 pub mod hex;
 pub mod native;
+pub mod record;
 mod runner;
 
 pub use format::{ErrorCase, EventCase, KeyView, Op, Outcome, StatsView};
 pub use native::NativeDriver;
 pub use runner::{
-    load_file, run_file, run_loaded, run_paths, vector_files, Failure, LoadError, LoadedFile,
-    Report,
+    check, load_file, parse_file, run_file, run_loaded, run_paths, vector_files, Failure,
+    LoadError, LoadedFile, Report,
 };
 
 /// What a runtime answered to one operation.

@@ -103,12 +103,24 @@ pub fn load_file(path: &Path) -> Result<LoadedFile, LoadError> {
         || path.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
     );
-    let fail = |message: String| LoadError {
+    let text = std::fs::read_to_string(path).map_err(|e| LoadError {
         file: label.clone(),
+        message: format!("cannot read: {e}"),
+    })?;
+    parse_file(&label, &text)
+}
+
+/// Checks the text of one vector file (as [`load_file`] does), reporting it as `label`. For
+/// runtimes without files (the browser playground imports and runs vectors from text).
+///
+/// # Errors
+/// A [`LoadError`] naming `label`, and the scenario and step where relevant.
+pub fn parse_file(label: &str, text: &str) -> Result<LoadedFile, LoadError> {
+    let fail = |message: String| LoadError {
+        file: label.to_owned(),
         message,
     };
-    let text = std::fs::read_to_string(path).map_err(|e| fail(format!("cannot read: {e}")))?;
-    let file: VectorFile = serde_json::from_str(&text).map_err(|e| fail(e.to_string()))?;
+    let file: VectorFile = serde_json::from_str(text).map_err(|e| fail(e.to_string()))?;
     if file.scenarios.is_empty() {
         return Err(fail("no scenarios".into()));
     }
@@ -134,7 +146,11 @@ pub fn load_file(path: &Path) -> Result<LoadedFile, LoadError> {
             .collect::<Result<Vec<_>, _>>()?;
         steps.push(checked);
     }
-    Ok(LoadedFile { label, file, steps })
+    Ok(LoadedFile {
+        label: label.to_owned(),
+        file,
+        steps,
+    })
 }
 
 /// The `*.json` files of a directory, sorted; or the path itself if it is a file.
@@ -175,7 +191,9 @@ fn result_json<T: Serialize, E: Serialize>(r: &Result<T, E>) -> String {
 }
 
 /// Compares one answer with its expectation; `Some(message)` on a mismatch.
-fn check(expect: &Expectation, answer: &Answer) -> Option<String> {
+/// Why `answer` does not meet `expect` (`None` when it does), as `expected X, got Y`.
+#[must_use]
+pub fn check(expect: &Expectation, answer: &Answer) -> Option<String> {
     let differ = |e: String, g: String| Some(format!("expected {e}, got {g}"));
     match (expect, answer) {
         (Expectation::Result(e), Answer::Result(g)) if e != g => {

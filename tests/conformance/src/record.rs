@@ -1,0 +1,205 @@
+//! Writing vector files: a session of operations (with the answers and events a runtime gave)
+//! becomes a scenario that every runner accepts unchanged. The browser playground exports its
+//! sessions with this.
+
+use serde_json::{json, Map, Value};
+
+use crate::format::LimitsSpec;
+use crate::{hex, Answer, EventCase, Op};
+
+/// One step in the file's JSON form: the operation's fields, its answer as the expectation, and
+/// the events it produced.
+#[must_use]
+pub fn step(op: &Op, answer: &Answer, events: &[EventCase]) -> Value {
+    let mut s = Map::new();
+    let mut put = |k: &str, v: Value| {
+        s.insert(k.to_owned(), v);
+    };
+    let name = match op {
+        Op::TryAcquire { .. } => "try-acquire",
+        Op::Acquire { .. } => "acquire",
+        Op::Release { .. } => "release",
+        Op::Extend { .. } => "extend",
+        Op::CancelWait { .. } => "cancel-wait",
+        Op::HandleTimeout { .. } => "handle-timeout",
+        Op::Inspect { .. } => "inspect",
+        Op::Stats { .. } => "stats",
+        Op::NextWakeup => "next-wakeup",
+        Op::Snapshot { .. } => "snapshot",
+        Op::Restore { .. } => "restore",
+    };
+    put("op", json!(name));
+    match op {
+        Op::TryAcquire {
+            now,
+            key,
+            owner,
+            ttl,
+        } => {
+            put("now", json!(now));
+            put("key", json!(key));
+            put("owner", json!(owner));
+            put("ttl", json!(ttl));
+        }
+        Op::Acquire {
+            now,
+            key,
+            owner,
+            ttl,
+            wait_deadline,
+        } => {
+            put("now", json!(now));
+            put("key", json!(key));
+            put("owner", json!(owner));
+            put("ttl", json!(ttl));
+            put("wait_deadline", json!(wait_deadline));
+        }
+        Op::Release {
+            now,
+            key,
+            owner,
+            fence,
+        } => {
+            put("now", json!(now));
+            put("key", json!(key));
+            put("owner", json!(owner));
+            put("fence", json!(fence));
+        }
+        Op::Extend {
+            now,
+            key,
+            owner,
+            fence,
+            ttl,
+        } => {
+            put("now", json!(now));
+            put("key", json!(key));
+            put("owner", json!(owner));
+            put("fence", json!(fence));
+            put("ttl", json!(ttl));
+        }
+        Op::CancelWait { now, key, owner } => {
+            put("now", json!(now));
+            put("key", json!(key));
+            put("owner", json!(owner));
+        }
+        Op::HandleTimeout { now } | Op::Stats { now } | Op::Snapshot { now } => {
+            put("now", json!(now));
+        }
+        Op::Inspect { now, key } => {
+            put("now", json!(now));
+            put("key", json!(key));
+        }
+        Op::NextWakeup => {}
+        Op::Restore { bytes } => {
+            if let Some(b) = bytes {
+                put("hex", json!(hex::encode(b)));
+            }
+        }
+    }
+    match answer {
+        Answer::Result(Ok(outcome)) => put("ok", json!(outcome)),
+        Answer::Result(Err(e)) | Answer::Inspect(Err(e)) => put("err", json!(e)),
+        Answer::Inspect(Ok(view)) => put("expect", json!(view)),
+        Answer::Stats(stats) => put("expect", json!(stats)),
+        Answer::Wakeup(at) => put("expect", json!(at)),
+        Answer::Snapshot(bytes) => put("expect", json!(hex::encode(bytes))),
+        Answer::Nothing => {}
+    }
+    if !events.is_empty() {
+        put("events", json!(events));
+    }
+    Value::Object(s)
+}
+
+/// A whole vector file with one scenario, laid out like the files in `tests/vectors/` (one step
+/// per line).
+#[must_use]
+pub fn file(description: &str, name: &str, limits: &LimitsSpec, steps: &[Value]) -> String {
+    let mut out = String::from("{\n");
+    out.push_str(&format!("  \"description\": {},\n", json!(description)));
+    out.push_str("  \"scenarios\": [\n    {\n");
+    out.push_str(&format!("      \"name\": {},\n", json!(name)));
+    if *limits != LimitsSpec::default() {
+        out.push_str(&format!("      \"limits\": {},\n", json!(limits)));
+    }
+    out.push_str("      \"steps\": [\n");
+    for (i, s) in steps.iter().enumerate() {
+        let comma = if i + 1 < steps.len() { "," } else { "" };
+        out.push_str(&format!("        {s}{comma}\n"));
+    }
+    out.push_str("      ]\n    }\n  ]\n}\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{parse_file, run_loaded, Driver, NativeDriver};
+
+    /// A recorded session parses back strictly and passes against the core it was recorded on.
+    #[test]
+    fn a_recorded_session_is_a_valid_passing_vector_file() {
+        let ops = [
+            Op::TryAcquire {
+                now: 0,
+                key: "job".into(),
+                owner: "a".into(),
+                ttl: 100,
+            },
+            Op::Acquire {
+                now: 10,
+                key: "job".into(),
+                owner: "b".into(),
+                ttl: 50,
+                wait_deadline: 1000,
+            },
+            Op::TryAcquire {
+                now: 20,
+                key: "job".into(),
+                owner: "c".into(),
+                ttl: 10,
+            },
+            Op::Inspect {
+                now: 20,
+                key: "job".into(),
+            },
+            Op::HandleTimeout { now: 100 },
+            Op::Extend {
+                now: 120,
+                key: "job".into(),
+                owner: "b".into(),
+                fence: 2,
+                ttl: 100,
+            },
+            Op::Stats { now: 120 },
+            Op::NextWakeup,
+            Op::Snapshot { now: 130 },
+            Op::Restore {
+                bytes: Some(vec![1, 2, 3]),
+            },
+        ];
+        let mut driver = NativeDriver::default();
+        let limits = LimitsSpec {
+            max_keys: Some(5),
+            ..LimitsSpec::default()
+        };
+        driver.start(&limits.resolve()).unwrap();
+        let steps: Vec<Value> = ops
+            .iter()
+            .map(|op| {
+                let answer = driver.run(op).unwrap();
+                let events = driver.drain_events().unwrap();
+                step(op, &answer, &events)
+            })
+            .collect();
+        let text = file("recorded", "session", &limits, &steps);
+        let loaded = parse_file("recorded.json", &text).expect("a recorded file parses strictly");
+        assert_eq!(loaded.file.scenarios[0].limits, limits);
+        let report = run_loaded(&mut NativeDriver::default(), &loaded);
+        assert!(report.failures.is_empty(), "{report}\n{text}");
+        assert_eq!(report.steps, ops.len());
+        assert!(text.contains("\"granted\""), "{text}");
+        assert!(text.contains("\"held\""), "{text}");
+    }
+}
