@@ -341,8 +341,73 @@ pub enum Op {
     },
 }
 
+impl Op {
+    /// The operation's name in vector files (`try-acquire`, ...).
+    #[must_use]
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::TryAcquire { .. } => "try-acquire",
+            Op::Acquire { .. } => "acquire",
+            Op::Release { .. } => "release",
+            Op::Extend { .. } => "extend",
+            Op::CancelWait { .. } => "cancel-wait",
+            Op::HandleTimeout { .. } => "handle-timeout",
+            Op::Inspect { .. } => "inspect",
+            Op::Stats { .. } => "stats",
+            Op::NextWakeup => "next-wakeup",
+            Op::Snapshot { .. } => "snapshot",
+            Op::Restore { .. } => "restore",
+        }
+    }
+
+    /// The instant the operation is stamped with, if it takes one.
+    #[must_use]
+    pub fn now(&self) -> Option<u64> {
+        match self {
+            Op::TryAcquire { now, .. }
+            | Op::Acquire { now, .. }
+            | Op::Release { now, .. }
+            | Op::Extend { now, .. }
+            | Op::CancelWait { now, .. }
+            | Op::HandleTimeout { now }
+            | Op::Inspect { now, .. }
+            | Op::Stats { now }
+            | Op::Snapshot { now } => Some(*now),
+            Op::NextWakeup | Op::Restore { .. } => None,
+        }
+    }
+
+    /// The key it is about, if any.
+    #[must_use]
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            Op::TryAcquire { key, .. }
+            | Op::Acquire { key, .. }
+            | Op::Release { key, .. }
+            | Op::Extend { key, .. }
+            | Op::CancelWait { key, .. }
+            | Op::Inspect { key, .. } => Some(key),
+            _ => None,
+        }
+    }
+
+    /// The owner that makes the request, if any.
+    #[must_use]
+    pub fn owner(&self) -> Option<&str> {
+        match self {
+            Op::TryAcquire { owner, .. }
+            | Op::Acquire { owner, .. }
+            | Op::Release { owner, .. }
+            | Op::Extend { owner, .. }
+            | Op::CancelWait { owner, .. } => Some(owner),
+            _ => None,
+        }
+    }
+}
+
 /// What a step expects of its operation's answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[allow(clippy::large_enum_variant)] // test data, built once per step; on wasm32 the stats view dominates
 pub enum Expectation {
     /// An operation answered with `ok` or `err`.
     Result(Result<Outcome, ErrorCase>),

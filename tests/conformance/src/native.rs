@@ -20,78 +20,84 @@ impl Driver for NativeDriver {
 
     fn run(&mut self, op: &Op) -> Result<Answer, String> {
         let t = self.table.as_mut().ok_or("no table started")?;
-        Ok(match op {
-            Op::TryAcquire {
-                now,
-                key,
-                owner,
-                ttl,
-            } => Answer::Result(
-                t.try_acquire(key, owner, *ttl, *now)
-                    .map(outcome)
-                    .map_err(error),
-            ),
-            Op::Acquire {
-                now,
-                key,
-                owner,
-                ttl,
-                wait_deadline,
-            } => Answer::Result(
-                t.acquire(key, owner, *ttl, *wait_deadline, *now)
-                    .map(outcome)
-                    .map_err(error),
-            ),
-            Op::Release {
-                now,
-                key,
-                owner,
-                fence,
-            } => Answer::Result(
-                t.release(key, owner, *fence, *now)
-                    .map(|()| Outcome::Released)
-                    .map_err(error),
-            ),
-            Op::Extend {
-                now,
-                key,
-                owner,
-                fence,
-                ttl,
-            } => Answer::Result(
-                t.extend(key, owner, *fence, *ttl, *now)
-                    .map(|g| Outcome::Extended {
-                        fence: g.fence,
-                        deadline: g.deadline,
-                    })
-                    .map_err(error),
-            ),
-            Op::CancelWait { now, key, owner } => Answer::Result(
-                t.cancel_wait(key, owner, *now)
-                    .map(|()| Outcome::Cancelled)
-                    .map_err(error),
-            ),
-            Op::HandleTimeout { now } => {
-                t.handle_timeout(*now);
-                Answer::Nothing
-            }
-            Op::Inspect { now, key } => {
-                Answer::Inspect(t.inspect(key, *now).map(|i| i.map(key_view)).map_err(error))
-            }
-            Op::Stats { now } => Answer::Stats(stats_view(&t.stats(*now))),
-            Op::NextWakeup => Answer::Wakeup(t.next_wakeup()),
-            Op::Snapshot { now } => Answer::Snapshot(t.snapshot(*now)),
-            Op::Restore { bytes } => Answer::Result(
-                t.restore(bytes.as_deref().unwrap_or_default())
-                    .map(|()| Outcome::Restored)
-                    .map_err(error),
-            ),
-        })
+        Ok(run_on(t, op))
     }
 
     fn drain_events(&mut self) -> Result<Vec<EventCase>, String> {
         let t = self.table.as_mut().ok_or("no table started")?;
         Ok(t.drain_events().map(event).collect())
+    }
+}
+
+/// Runs one operation on `t` and answers in vector terms (the native driver's step, for hosts
+/// that own their table, like the browser playground).
+pub fn run_on(t: &mut LockTable, op: &Op) -> Answer {
+    match op {
+        Op::TryAcquire {
+            now,
+            key,
+            owner,
+            ttl,
+        } => Answer::Result(
+            t.try_acquire(key, owner, *ttl, *now)
+                .map(outcome)
+                .map_err(error),
+        ),
+        Op::Acquire {
+            now,
+            key,
+            owner,
+            ttl,
+            wait_deadline,
+        } => Answer::Result(
+            t.acquire(key, owner, *ttl, *wait_deadline, *now)
+                .map(outcome)
+                .map_err(error),
+        ),
+        Op::Release {
+            now,
+            key,
+            owner,
+            fence,
+        } => Answer::Result(
+            t.release(key, owner, *fence, *now)
+                .map(|()| Outcome::Released)
+                .map_err(error),
+        ),
+        Op::Extend {
+            now,
+            key,
+            owner,
+            fence,
+            ttl,
+        } => Answer::Result(
+            t.extend(key, owner, *fence, *ttl, *now)
+                .map(|g| Outcome::Extended {
+                    fence: g.fence,
+                    deadline: g.deadline,
+                })
+                .map_err(error),
+        ),
+        Op::CancelWait { now, key, owner } => Answer::Result(
+            t.cancel_wait(key, owner, *now)
+                .map(|()| Outcome::Cancelled)
+                .map_err(error),
+        ),
+        Op::HandleTimeout { now } => {
+            t.handle_timeout(*now);
+            Answer::Nothing
+        }
+        Op::Inspect { now, key } => {
+            Answer::Inspect(t.inspect(key, *now).map(|i| i.map(key_view)).map_err(error))
+        }
+        Op::Stats { now } => Answer::Stats(stats_view(&t.stats(*now))),
+        Op::NextWakeup => Answer::Wakeup(t.next_wakeup()),
+        Op::Snapshot { now } => Answer::Snapshot(t.snapshot(*now)),
+        Op::Restore { bytes } => Answer::Result(
+            t.restore(bytes.as_deref().unwrap_or_default())
+                .map(|()| Outcome::Restored)
+                .map_err(error),
+        ),
     }
 }
 
@@ -168,6 +174,74 @@ pub fn error(e: LockError) -> ErrorCase {
             limit: limit.as_str().into(),
         },
     }
+}
+
+/// The core's error for a vector error term (the inverse of [`error`]), so a runtime that only
+/// has the vector term can still show the core's message; `None` for a limit or corruption name
+/// the core does not know, or a payload that does not fit.
+#[must_use]
+pub fn core_error(e: &ErrorCase) -> Option<LockError> {
+    use lock_core::{Corruption, LimitName};
+    let size = |v: u64| usize::try_from(v).ok();
+    Some(match e {
+        ErrorCase::KeyEmpty => LockError::KeyEmpty,
+        ErrorCase::KeyTooLong { len, max } => LockError::KeyTooLong {
+            len: size(*len)?,
+            max: size(*max)?,
+        },
+        ErrorCase::KeyInvalid => LockError::KeyInvalid,
+        ErrorCase::OwnerEmpty => LockError::OwnerEmpty,
+        ErrorCase::OwnerTooLong { len, max } => LockError::OwnerTooLong {
+            len: size(*len)?,
+            max: size(*max)?,
+        },
+        ErrorCase::OwnerInvalid => LockError::OwnerInvalid,
+        ErrorCase::TtlZero => LockError::TtlZero,
+        ErrorCase::TtlTooLong { ttl, max } => LockError::TtlTooLong {
+            ttl: *ttl,
+            max: *max,
+        },
+        ErrorCase::DeadlineOverflow { now, ttl } => LockError::DeadlineOverflow {
+            now: *now,
+            ttl: *ttl,
+        },
+        ErrorCase::TableFull { max_keys } => LockError::TableFull {
+            max_keys: size(*max_keys)?,
+        },
+        ErrorCase::QueueFull {
+            max_waiters_per_key,
+        } => LockError::QueueFull {
+            max_waiters_per_key: size(*max_waiters_per_key)?,
+        },
+        ErrorCase::TooManyWaiters { max_waiters } => LockError::TooManyWaiters {
+            max_waiters: size(*max_waiters)?,
+        },
+        ErrorCase::Held { deadline } => LockError::Held {
+            deadline: *deadline,
+        },
+        ErrorCase::NotOwner => LockError::NotOwner,
+        ErrorCase::NotHeld => LockError::NotHeld,
+        ErrorCase::Expired { deadline } => LockError::Expired {
+            deadline: *deadline,
+        },
+        ErrorCase::NotWaiting => LockError::NotWaiting,
+        ErrorCase::InvalidLimits { limit } => LockError::InvalidLimits {
+            limit: LimitName::from_name(limit)?,
+        },
+        ErrorCase::SnapshotTruncated => LockError::SnapshotTruncated,
+        ErrorCase::SnapshotBadMagic => LockError::SnapshotBadMagic,
+        ErrorCase::SnapshotVersion { found, supported } => LockError::SnapshotVersion {
+            found: u16::try_from(*found).ok()?,
+            supported: u16::try_from(*supported).ok()?,
+        },
+        ErrorCase::SnapshotChecksum => LockError::SnapshotChecksum,
+        ErrorCase::SnapshotCorrupt { reason } => LockError::SnapshotCorrupt {
+            reason: Corruption::from_name(reason)?,
+        },
+        ErrorCase::SnapshotExceedsLimits { limit } => LockError::SnapshotExceedsLimits {
+            limit: LimitName::from_name(limit)?,
+        },
+    })
 }
 
 /// The vector form of an event.

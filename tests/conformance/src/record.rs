@@ -15,20 +15,7 @@ pub fn step(op: &Op, answer: &Answer, events: &[EventCase]) -> Value {
     let mut put = |k: &str, v: Value| {
         s.insert(k.to_owned(), v);
     };
-    let name = match op {
-        Op::TryAcquire { .. } => "try-acquire",
-        Op::Acquire { .. } => "acquire",
-        Op::Release { .. } => "release",
-        Op::Extend { .. } => "extend",
-        Op::CancelWait { .. } => "cancel-wait",
-        Op::HandleTimeout { .. } => "handle-timeout",
-        Op::Inspect { .. } => "inspect",
-        Op::Stats { .. } => "stats",
-        Op::NextWakeup => "next-wakeup",
-        Op::Snapshot { .. } => "snapshot",
-        Op::Restore { .. } => "restore",
-    };
-    put("op", json!(name));
+    put("op", json!(op.name()));
     match op {
         Op::TryAcquire {
             now,

@@ -1,0 +1,196 @@
+// The playground (web-demo/dist, built by scripts/build-web.sh) and the npm package's browser
+// entry, in Debian's Chromium driven by playwright-core, served on 127.0.0.1 only. Nothing is
+// fetched from anywhere else. A screenshot is saved to target/browser-artifacts/ (not committed).
+
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, execFileSync } from 'node:child_process';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+import { loadVectorFiles } from '../js/lib/vectors.js';
+
+const root = fileURLToPath(new URL('../../', import.meta.url));
+const artifacts = join(root, 'target/browser-artifacts');
+const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+
+let server;
+let browser;
+let base;
+let site;
+
+async function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.unref();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitForServer(url) {
+  for (let i = 0; i < 100; i += 1) {
+    try {
+      const r = await fetch(url);
+      if (r.ok) return;
+    } catch {
+      // not up yet
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`the local server did not start at ${url}`);
+}
+
+/** A page that records console errors, failed requests and uncaught exceptions. */
+async function openPage(path, viewport = { width: 1280, height: 800 }) {
+  const page = await browser.newPage({ viewport, acceptDownloads: true });
+  const problems = [];
+  page.on('console', (m) => {
+    if (m.type() === 'error') problems.push(`console: ${m.text()}`);
+  });
+  page.on('pageerror', (e) => problems.push(`exception: ${e.message}`));
+  page.on('requestfailed', (r) => problems.push(`request failed: ${r.url()}`));
+  page.on('request', (r) => {
+    if (!r.url().startsWith(base) && !r.url().startsWith('blob:') && !r.url().startsWith('data:')) problems.push(`off-site request: ${r.url()}`);
+  });
+  await page.goto(`${base}/${path}`);
+  return { page, problems };
+}
+
+before(async () => {
+  mkdirSync(artifacts, { recursive: true });
+  // The site: the playground as built, plus the npm package (as its files whitelist ships it)
+  // next to a smoke page for its browser entry.
+  site = mkdtempSync(join(tmpdir(), 'playground-site-'));
+  cpSync(join(root, 'web-demo/dist'), site, { recursive: true });
+  for (const part of ['src', 'engine', 'package.json']) cpSync(join(root, 'lock-wasm/js', part), join(site, 'npm', part), { recursive: true });
+  cpSync(join(root, 'tests/browser/npm-smoke.html'), join(site, 'npm-smoke.html'));
+  const port = await freePort();
+  base = `http://127.0.0.1:${port}`;
+  server = spawn('python3', ['-m', 'http.server', String(port), '--bind', '127.0.0.1', '--directory', site], { stdio: 'ignore' });
+  await waitForServer(`${base}/index.html`);
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+});
+
+after(async () => {
+  await browser?.close();
+  server?.kill();
+  if (site) rmSync(site, { recursive: true, force: true });
+});
+
+describe('playground', () => {
+  it('runs the shared vectors inside the page against its wasm build', async () => {
+    const { page, problems } = await openPage('index.html');
+    await page.waitForSelector('body[data-ready="true"]');
+    await page.click('#run-vectors');
+    await page.waitForSelector('#vector-results[data-failed]');
+    const failed = await page.getAttribute('#vector-results', 'data-failed');
+    const text = await page.textContent('#vector-results');
+    assert.equal(failed, '0', text);
+    const report = await page.evaluate(() => window.playground.runVectors());
+    const files = loadVectorFiles();
+    const scenarios = files.reduce((n, f) => n + f.file.scenarios.length, 0);
+    const steps = files.reduce((n, f) => n + f.file.scenarios.reduce((m, s) => m + s.steps.length, 0), 0);
+    assert.deepEqual(report.failures, []);
+    assert.deepEqual([report.files, report.scenarios, report.steps], [files.length, scenarios, steps]);
+    assert.equal(text, `${files.length} files, ${scenarios} scenarios, ${steps} steps: all passed`);
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+
+  it('hands a waiting client the lock at the holder deadline on the virtual clock, and exports it', async () => {
+    const { page, problems } = await openPage('index.html');
+    await page.waitForSelector('body[data-ready="true"]');
+    const log = () => page.textContent('#log-body');
+    // client-1 takes the key for 1 s; client-2 waits for it.
+    await page.fill('input[data-client="1"][data-field="ttl"]', '1000');
+    await page.click('button[data-client="1"][data-action="try-acquire"]');
+    await page.click('button[data-client="2"][data-action="acquire"]');
+    await page.waitForFunction(() => document.querySelector('#timeline-body').textContent.includes('client-1 holds it, fence 1'));
+    assert.match(await page.textContent('#timeline-body .queue'), /client-2/);
+    assert.match(await log(), /client-2 waits for "job:nightly-report" in place 1/);
+    // A bad TTL is refused at the field, before the table.
+    await page.fill('input[data-client="2"][data-field="ttl"]', '12.5');
+    assert.equal(await page.textContent('#error-2-ttl'), 'TTL must be a whole number of milliseconds');
+    assert.equal(await page.getAttribute('input[data-client="2"][data-field="ttl"]', 'aria-invalid'), 'true');
+    const lines = await page.locator('#log-body li').count();
+    await page.click('button[data-client="2"][data-action="extend"]');
+    assert.equal(await page.locator('#log-body li').count(), lines, 'nothing reached the table');
+    await page.fill('input[data-client="2"][data-field="ttl"]', '3000');
+    assert.equal(await page.textContent('#error-2-ttl'), '');
+    // Step the paused virtual clock to the deadline: 500 ms, then 500 ms.
+    await page.selectOption('#step-size', '500');
+    await page.click('#clock-step');
+    assert.equal(await page.textContent('#clock-now'), '0.500 s');
+    assert.doesNotMatch(await log(), /lost/);
+    await page.click('#clock-step');
+    assert.equal(await page.textContent('#clock-now'), '1.000 s');
+    await page.waitForFunction(() => document.querySelector('#timeline-body').textContent.includes('client-2 holds it, fence 2'));
+    const text = await log();
+    assert.match(text, /1\.000 s client-1 lost "job:nightly-report": its lease \(fence 1\) expired at 1\.000 s/);
+    assert.match(text, /1\.000 s client-2 was handed "job:nightly-report" from the queue: fence 2, until 4\.000 s/);
+    assert.equal(await page.locator('#timeline-body .expiry-mark').count(), 1);
+    assert.equal(await page.locator('#timeline-body .handoff-mark').count(), 1);
+    assert.equal(await page.textContent('#status-2'), 'holds "job:nightly-report" (fence 2, 3.000 s left)');
+    await page.screenshot({ path: join(artifacts, 'playground.png'), fullPage: true });
+
+    // Export: a vector file that the Rust runner accepts unchanged.
+    const [download] = await Promise.all([page.waitForEvent('download'), page.click('#export')]);
+    const file = join(artifacts, 'playground-scenario.json');
+    await download.saveAs(file);
+    const exported = readFileSync(file, 'utf8');
+    assert.match(exported, /"granted"/);
+    execFileSync('cargo', ['run', '-q', '-p', 'lock-conformance', '--bin', 'lock-vectors', '--', file], { cwd: root, stdio: 'pipe' });
+
+    // The narrow layout renders too.
+    await page.setViewportSize({ width: 420, height: 900 });
+    await page.screenshot({ path: join(artifacts, 'playground-narrow.png'), fullPage: true });
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+
+  it('imports a vector file and replays it step by step, every step as expected', async () => {
+    const { page, problems } = await openPage('index.html');
+    await page.waitForSelector('body[data-ready="true"]');
+    await page.setInputFiles('#import-file', join(root, 'tests/vectors/waiting.json'));
+    await page.waitForFunction(() => document.querySelector('#replay').dataset.state === 'loaded');
+    assert.match(await page.textContent('#replay-status'), /"hand-off on release" \(scenario 1 of \d+ in waiting\.json\): step 0 of 6/);
+    for (let i = 0; i < 6; i += 1) await page.click('#replay-next');
+    assert.equal(await page.getAttribute('#replay', 'data-state'), 'finished');
+    assert.equal(await page.getAttribute('#replay', 'data-failed'), '0');
+    assert.match(await page.textContent('#log-body'), /client|b was handed "k" from the queue: fence 2/);
+    // Another scenario of the same file, played automatically.
+    await page.selectOption('#scenario-select', '1');
+    await page.click('#replay-play');
+    await page.waitForFunction(() => document.querySelector('#replay').dataset.state === 'finished', null, { timeout: 20_000 });
+    assert.equal(await page.getAttribute('#replay', 'data-failed'), '0');
+    // A malformed file is refused with a readable reason and changes nothing.
+    const bad = join(artifacts, 'not-a-vector.json');
+    writeFileSync(bad, '{"description": "x", "scenarios": [{"name": "n", "steps": [{"op": "fly", "now": 0}]}]}');
+    await page.setInputFiles('#import-file', bad);
+    await page.waitForFunction(() => document.querySelector('#import-error').textContent.length > 0);
+    assert.match(await page.textContent('#import-error'), /^not imported: not-a-vector\.json: unknown variant `fly`/);
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+});
+
+describe('npm package in the browser', () => {
+  it('loads through its browser entry and runs locks with real timers', async () => {
+    const { page, problems } = await openPage('npm-smoke.html');
+    await page.waitForSelector('#result[data-done]');
+    assert.equal(await page.textContent('#result'), 'ok: fence 1, held, handed over with fence 2, lost after 40 ms');
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+});

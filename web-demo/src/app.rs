@@ -1,0 +1,967 @@
+//! The playground's model: simulated clients acting on one `lock-core` table, a per-key history
+//! for the timeline, an event log in plain words, the session recorded as conformance-vector
+//! steps (export), and step-by-step replay of an imported vector file. Pure Rust, no DOM: the
+//! page (`crate::page`) renders it and feeds it clicks and clock ticks; the tests drive it
+//! directly.
+//!
+//! Every operation goes through `lock_conformance::native::run_on`, the same function the
+//! native vector driver uses, so what the playground shows, exports and replays is exactly what
+//! the core answers.
+
+use std::collections::BTreeMap;
+
+use lock_conformance::format::LimitsSpec;
+use lock_conformance::native::{core_error, run_on};
+use lock_conformance::{record, Answer, EventCase, LoadedFile, Op, Outcome};
+use lock_core::{KeyInfo, LockTable};
+use serde_json::Value;
+
+use crate::clock::Clock;
+
+/// Keys offered in every client's key list (any other key can be typed).
+pub const PRESET_KEYS: [&str; 3] = ["job:nightly-report", "db:migrations", "cache:rebuild"];
+
+/// One simulated client: an owner name and the values of its input fields (as typed).
+#[derive(Clone, Debug)]
+pub struct Client {
+    /// Stable id (used by the page's buttons).
+    pub id: u32,
+    /// The owner name it uses with the table.
+    pub name: String,
+    /// The key field.
+    pub key: String,
+    /// The TTL field, in ms.
+    pub ttl: String,
+    /// The wait field (how long acquire waits), in ms.
+    pub wait: String,
+    /// The fence of each lease it holds (or last held), by key.
+    pub fences: BTreeMap<String, u64>,
+}
+
+/// A client's input field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Field {
+    /// The key.
+    Key,
+    /// The TTL.
+    Ttl,
+    /// How long to wait.
+    Wait,
+}
+
+impl Field {
+    /// The field named `name` in the page (`key`, `ttl`, `wait`).
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Field> {
+        match name {
+            "key" => Some(Field::Key),
+            "ttl" => Some(Field::Ttl),
+            "wait" => Some(Field::Wait),
+            _ => None,
+        }
+    }
+
+    /// Its name in the page.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Field::Key => "key",
+            Field::Ttl => "ttl",
+            Field::Wait => "wait",
+        }
+    }
+}
+
+/// What a client can do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Take the key if free.
+    TryAcquire,
+    /// Take the key or wait for it (up to the wait field).
+    Acquire,
+    /// Release its lease on the key.
+    Release,
+    /// Extend its lease on the key by the TTL field.
+    Extend,
+    /// Leave the key's wait queue.
+    CancelWait,
+}
+
+impl Action {
+    /// The action named `name` in the page.
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Action> {
+        match name {
+            "try-acquire" => Some(Action::TryAcquire),
+            "acquire" => Some(Action::Acquire),
+            "release" => Some(Action::Release),
+            "extend" => Some(Action::Extend),
+            "cancel-wait" => Some(Action::CancelWait),
+            _ => None,
+        }
+    }
+}
+
+/// A field's value was refused before reaching the table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldError {
+    /// The client.
+    pub client: u32,
+    /// The field.
+    pub field: Field,
+    /// Why, in plain words.
+    pub message: String,
+}
+
+/// What kind of thing a log line reports (the page colours them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LineKind {
+    /// A lease was granted directly.
+    Grant,
+    /// A waiter was handed the lock.
+    Handoff,
+    /// A lease was released.
+    Release,
+    /// A lease expired: its holder lost the lock.
+    Lost,
+    /// A client started waiting.
+    Wait,
+    /// A waiter gave up (timeout or cancel).
+    Timeout,
+    /// The table refused a request.
+    Refused,
+    /// Anything else (extend, already held, imports).
+    Info,
+    /// A replayed step matched its expectation.
+    ReplayOk,
+    /// A replayed step did not.
+    ReplayFail,
+}
+
+impl LineKind {
+    /// CSS class of the line.
+    #[must_use]
+    pub fn class(self) -> &'static str {
+        match self {
+            LineKind::Grant => "grant",
+            LineKind::Handoff => "handoff",
+            LineKind::Release => "release",
+            LineKind::Lost => "lost",
+            LineKind::Wait => "wait",
+            LineKind::Timeout => "timeout",
+            LineKind::Refused => "refused",
+            LineKind::Info => "info",
+            LineKind::ReplayOk => "replay-ok",
+            LineKind::ReplayFail => "replay-fail",
+        }
+    }
+}
+
+/// One line of the event log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogLine {
+    /// When it happened (ms on the playground clock).
+    pub at: u64,
+    /// What kind of thing.
+    pub kind: LineKind,
+    /// In plain words.
+    pub text: String,
+}
+
+/// How a lease ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum End {
+    /// Its holder released it.
+    Released,
+    /// It ran out its TTL.
+    Expired,
+}
+
+/// One lease in a key's history (a bar of the timeline).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Segment {
+    /// Its holder.
+    pub owner: String,
+    /// Its fencing token.
+    pub fence: u64,
+    /// When it was granted.
+    pub start: u64,
+    /// Its (latest) deadline.
+    pub deadline: u64,
+    /// Whether it was granted by hand-off from the queue.
+    pub handoff: bool,
+    /// When and how it ended, once it has.
+    pub end: Option<(u64, End)>,
+}
+
+/// An imported vector file being replayed.
+#[derive(Clone, Debug)]
+pub struct Replay {
+    file: LoadedFile,
+    scenario: usize,
+    next: usize,
+    /// Steps that matched their expectation.
+    pub passed: usize,
+    /// Steps that did not.
+    pub failed: usize,
+    last_snapshot: Option<Vec<u8>>,
+}
+
+impl Replay {
+    /// `scenario i of n: name`, and how far the replay is.
+    #[must_use]
+    pub fn describe(&self) -> String {
+        let s = &self.file.file.scenarios[self.scenario];
+        format!(
+            "\"{}\" (scenario {} of {} in {}): step {} of {}, {} passed, {} failed",
+            s.name,
+            self.scenario + 1,
+            self.file.file.scenarios.len(),
+            self.file.label,
+            self.next,
+            self.file.steps[self.scenario].len(),
+            self.passed,
+            self.failed
+        )
+    }
+
+    /// Whether every step has run.
+    #[must_use]
+    pub fn finished(&self) -> bool {
+        self.next >= self.file.steps[self.scenario].len()
+    }
+
+    /// Names of the file's scenarios.
+    #[must_use]
+    pub fn scenario_names(&self) -> Vec<String> {
+        self.file
+            .file
+            .scenarios
+            .iter()
+            .map(|s| s.name.clone())
+            .collect()
+    }
+
+    /// The scenario being replayed.
+    #[must_use]
+    pub fn scenario(&self) -> usize {
+        self.scenario
+    }
+}
+
+/// The whole playground.
+pub struct Playground {
+    table: LockTable,
+    limits: LimitsSpec,
+    /// The clock every action is stamped with.
+    pub clock: Clock,
+    /// The clients, in the order they were added.
+    pub clients: Vec<Client>,
+    next_client: u32,
+    /// Every key the session has used (presets first).
+    pub keys: Vec<String>,
+    /// Lease history per key.
+    pub history: BTreeMap<String, Vec<Segment>>,
+    /// The event log, oldest first.
+    pub log: Vec<LogLine>,
+    recorded: Vec<Value>,
+    /// The imported file being replayed, if any.
+    pub replay: Option<Replay>,
+}
+
+/// `12.345 s`: how the playground writes instants and durations.
+#[must_use]
+pub fn secs(ms: u64) -> String {
+    format!("{}.{:03} s", ms / 1000, ms % 1000)
+}
+
+/// The number in a field, or a plain-words refusal.
+fn whole_ms(text: &str, what: &str) -> Result<u64, String> {
+    text.trim()
+        .parse::<u64>()
+        .map_err(|_| format!("{what} must be a whole number of milliseconds"))
+}
+
+impl Playground {
+    /// A fresh session: default limits, a paused virtual clock at 0, two clients.
+    #[must_use]
+    pub fn new() -> Self {
+        let mut p = Playground {
+            table: LockTable::new(lock_core::Limits::default()).expect("default limits are valid"),
+            limits: LimitsSpec::default(),
+            clock: Clock::new(),
+            clients: Vec::new(),
+            next_client: 1,
+            keys: PRESET_KEYS.iter().map(|k| (*k).to_owned()).collect(),
+            history: BTreeMap::new(),
+            log: Vec::new(),
+            recorded: Vec::new(),
+            replay: None,
+        };
+        p.add_client();
+        p.add_client();
+        p
+    }
+
+    /// Adds a client named `client-N`; returns its id.
+    pub fn add_client(&mut self) -> u32 {
+        let id = self.next_client;
+        self.next_client += 1;
+        self.push_client(id, format!("client-{id}"));
+        id
+    }
+
+    fn push_client(&mut self, id: u32, name: String) {
+        self.clients.push(Client {
+            id,
+            name,
+            key: PRESET_KEYS[0].to_owned(),
+            ttl: "3000".into(),
+            wait: "5000".into(),
+            fences: BTreeMap::new(),
+        });
+    }
+
+    /// Removes a client. Like a crashed process, it does not release anything: its leases free
+    /// themselves at their deadline.
+    pub fn remove_client(&mut self, id: u32) {
+        if let Some(i) = self.clients.iter().position(|c| c.id == id) {
+            let c = self.clients.remove(i);
+            let held: Vec<&String> = c.fences.keys().collect();
+            let text = if held.is_empty() {
+                format!("{} left", c.name)
+            } else {
+                format!(
+                    "{} left without releasing {}: its leases free themselves at their deadline",
+                    c.name,
+                    held.iter()
+                        .map(|k| format!("\"{k}\""))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            };
+            self.note(LineKind::Info, text);
+        }
+    }
+
+    /// The client with this id.
+    #[must_use]
+    pub fn client(&self, id: u32) -> Option<&Client> {
+        self.clients.iter().find(|c| c.id == id)
+    }
+
+    /// Stores what was typed into a field and checks it; the error says why it is refused.
+    ///
+    /// # Errors
+    /// A [`FieldError`] in plain words (the core's own message for keys and TTLs).
+    pub fn set_field(&mut self, id: u32, field: Field, value: &str) -> Result<(), FieldError> {
+        let c = self
+            .clients
+            .iter_mut()
+            .find(|c| c.id == id)
+            .ok_or_else(|| FieldError {
+                client: id,
+                field,
+                message: "no such client".into(),
+            })?;
+        match field {
+            Field::Key => c.key = value.to_owned(),
+            Field::Ttl => c.ttl = value.to_owned(),
+            Field::Wait => c.wait = value.to_owned(),
+        }
+        self.check_field(id, field).map(|_| ())
+    }
+
+    /// Checks one field of a client: `Ok` carries the parsed number for TTL and wait.
+    ///
+    /// # Errors
+    /// Why the field is refused.
+    pub fn check_field(&self, id: u32, field: Field) -> Result<u64, FieldError> {
+        let refuse = |message: String| FieldError {
+            client: id,
+            field,
+            message,
+        };
+        let c = self
+            .client(id)
+            .ok_or_else(|| refuse("no such client".into()))?;
+        let limits = self.table.limits();
+        match field {
+            Field::Key => limits
+                .check_key(&c.key)
+                .map(|()| 0)
+                .map_err(|e| refuse(e.to_string())),
+            Field::Ttl => {
+                let ttl = whole_ms(&c.ttl, "TTL").map_err(refuse)?;
+                limits
+                    .check_ttl(ttl)
+                    .map(|()| ttl)
+                    .map_err(|e| refuse(e.to_string()))
+            }
+            Field::Wait => whole_ms(&c.wait, "wait").map_err(refuse),
+        }
+    }
+
+    /// Runs a client's action at the clock's `now`.
+    ///
+    /// # Errors
+    /// The first refused field the action needs; nothing reaches the table then.
+    pub fn act(&mut self, id: u32, action: Action) -> Result<(), FieldError> {
+        let key_ok = self.check_field(id, Field::Key);
+        let c = self.client(id).ok_or(FieldError {
+            client: id,
+            field: Field::Key,
+            message: "no such client".into(),
+        })?;
+        key_ok?;
+        let (key, owner) = (c.key.clone(), c.name.clone());
+        let fence = c.fences.get(&key).copied().unwrap_or(0);
+        let now = self.clock.now();
+        let op = match action {
+            Action::TryAcquire => Op::TryAcquire {
+                now,
+                key,
+                owner,
+                ttl: self.check_field(id, Field::Ttl)?,
+            },
+            Action::Acquire => {
+                let ttl = self.check_field(id, Field::Ttl)?;
+                let wait = self.check_field(id, Field::Wait)?;
+                Op::Acquire {
+                    now,
+                    key,
+                    owner,
+                    ttl,
+                    wait_deadline: now.saturating_add(wait),
+                }
+            }
+            Action::Release => Op::Release {
+                now,
+                key,
+                owner,
+                fence,
+            },
+            Action::Extend => Op::Extend {
+                now,
+                key,
+                owner,
+                fence,
+                ttl: self.check_field(id, Field::Ttl)?,
+            },
+            Action::CancelWait => Op::CancelWait { now, key, owner },
+        };
+        if let Some(key) = op.key() {
+            if !self.keys.iter().any(|k| k == key) {
+                self.keys.push(key.to_owned());
+            }
+        }
+        self.perform(&op);
+        Ok(())
+    }
+
+    /// A clock frame: moves the clock and lets the table apply whatever fell due.
+    pub fn tick(&mut self, real_now: f64, real_elapsed: f64) {
+        self.clock.tick(real_now, real_elapsed);
+        self.service();
+    }
+
+    /// Steps the virtual clock by `ms` and applies what fell due.
+    pub fn step(&mut self, ms: u64) {
+        self.clock.step(ms);
+        self.service();
+    }
+
+    /// Applies expiries, hand-offs and wait timeouts that are due at the clock's `now` (one
+    /// recorded `handle-timeout` step, only when something is due).
+    pub fn service(&mut self) {
+        let now = self.clock.now();
+        if self.table.next_wakeup().is_some_and(|at| at <= now) {
+            self.perform(&Op::HandleTimeout { now });
+        }
+    }
+
+    /// The holder and queue of `key` now (without moving the table's clock).
+    pub fn inspect(&mut self, key: &str) -> Option<KeyInfo> {
+        let at = self.table.clock();
+        self.table.inspect(key, at).ok().flatten()
+    }
+
+    /// When the table next needs waking.
+    #[must_use]
+    pub fn next_wakeup(&self) -> Option<u64> {
+        self.table.next_wakeup()
+    }
+
+    /// Runs one operation, records it, and updates the log, the history and the clients.
+    fn perform(&mut self, op: &Op) -> (Answer, Vec<EventCase>) {
+        let answer = run_on(&mut self.table, op);
+        let events: Vec<EventCase> = self
+            .table
+            .drain_events()
+            .map(lock_conformance::native::event)
+            .collect();
+        self.recorded.push(record::step(op, &answer, &events));
+        self.describe(op, &answer);
+        for e in &events {
+            self.apply_event(e);
+        }
+        (answer, events)
+    }
+
+    fn note(&mut self, kind: LineKind, text: String) {
+        let at = self.clock.now();
+        self.log.push(LogLine { at, kind, text });
+    }
+
+    fn client_mut(&mut self, owner: &str) -> Option<&mut Client> {
+        self.clients.iter_mut().find(|c| c.name == owner)
+    }
+
+    fn open_segment(&mut self, key: &str, fence: u64) -> Option<&mut Segment> {
+        self.history
+            .get_mut(key)?
+            .iter_mut()
+            .rev()
+            .find(|s| s.fence == fence && s.end.is_none())
+    }
+
+    fn describe(&mut self, op: &Op, answer: &Answer) {
+        let (verb, key, owner) = match op {
+            Op::TryAcquire { key, owner, .. } => ("acquire", key, owner),
+            Op::Acquire { key, owner, .. } => ("acquire", key, owner),
+            Op::Release { key, owner, .. } => ("release", key, owner),
+            Op::Extend { key, owner, .. } => ("extend", key, owner),
+            Op::CancelWait { key, owner, .. } => ("stop waiting for", key, owner),
+            Op::Restore { .. } => {
+                if let Answer::Result(Ok(_)) = answer {
+                    self.rebuild_history();
+                    self.note(
+                        LineKind::Info,
+                        "the table was restored from a snapshot".into(),
+                    );
+                }
+                return;
+            }
+            _ => return,
+        };
+        let now = op.now().unwrap_or(self.clock.now());
+        let Answer::Result(result) = answer else {
+            return;
+        };
+        match result {
+            Ok(Outcome::Acquired { fence, deadline }) => {
+                self.history.entry(key.clone()).or_default().push(Segment {
+                    owner: owner.clone(),
+                    fence: *fence,
+                    start: now,
+                    deadline: *deadline,
+                    handoff: false,
+                    end: None,
+                });
+                if let Some(c) = self.client_mut(owner) {
+                    c.fences.insert(key.clone(), *fence);
+                }
+                self.note(
+                    LineKind::Grant,
+                    format!(
+                        "{owner} acquired \"{key}\": fence {fence}, until {}",
+                        secs(*deadline)
+                    ),
+                );
+            }
+            Ok(Outcome::AlreadyHeld { fence, deadline }) => self.note(
+                LineKind::Info,
+                format!(
+                    "{owner} already holds \"{key}\" (fence {fence}, until {})",
+                    secs(*deadline)
+                ),
+            ),
+            Ok(Outcome::Queued { position }) => {
+                let until = match op {
+                    Op::Acquire { wait_deadline, .. } => {
+                        format!(", gives up at {}", secs(*wait_deadline))
+                    }
+                    _ => String::new(),
+                };
+                self.note(
+                    LineKind::Wait,
+                    format!("{owner} waits for \"{key}\" in place {position}{until}"),
+                );
+            }
+            Ok(Outcome::AlreadyWaiting { position }) => self.note(
+                LineKind::Info,
+                format!("{owner} is already waiting for \"{key}\" (place {position})"),
+            ),
+            Ok(Outcome::Released) => {
+                if let Op::Release { fence, .. } = op {
+                    if let Some(s) = self.open_segment(key, *fence) {
+                        s.end = Some((now, End::Released));
+                    }
+                }
+                if let Some(c) = self.client_mut(owner) {
+                    c.fences.remove(key);
+                }
+                self.note(LineKind::Release, format!("{owner} released \"{key}\""));
+            }
+            Ok(Outcome::Extended { fence, deadline }) => {
+                if let Some(s) = self.open_segment(key, *fence) {
+                    s.deadline = *deadline;
+                }
+                self.note(
+                    LineKind::Info,
+                    format!("{owner} extended \"{key}\" to {}", secs(*deadline)),
+                );
+            }
+            Ok(Outcome::Cancelled) => self.note(
+                LineKind::Timeout,
+                format!("{owner} stopped waiting for \"{key}\""),
+            ),
+            Ok(Outcome::Restored) => {}
+            Err(e) => {
+                let why = core_error(e).map_or_else(|| format!("{e:?}"), |e| e.to_string());
+                self.note(
+                    LineKind::Refused,
+                    format!("{owner} could not {verb} \"{key}\": {why}"),
+                );
+            }
+        }
+    }
+
+    fn apply_event(&mut self, e: &EventCase) {
+        match e {
+            EventCase::Expired {
+                key,
+                owner,
+                fence,
+                at,
+            } => {
+                if let Some(s) = self.open_segment(key, *fence) {
+                    s.end = Some((*at, End::Expired));
+                }
+                if let Some(c) = self.client_mut(owner) {
+                    if c.fences.get(key) == Some(fence) {
+                        c.fences.remove(key);
+                    }
+                }
+                self.log.push(LogLine {
+                    at: *at,
+                    kind: LineKind::Lost,
+                    text: format!(
+                        "{owner} lost \"{key}\": its lease (fence {fence}) expired at {}",
+                        secs(*at)
+                    ),
+                });
+            }
+            EventCase::Granted {
+                key,
+                owner,
+                fence,
+                deadline,
+                at,
+            } => {
+                self.history.entry(key.clone()).or_default().push(Segment {
+                    owner: owner.clone(),
+                    fence: *fence,
+                    start: *at,
+                    deadline: *deadline,
+                    handoff: true,
+                    end: None,
+                });
+                if let Some(c) = self.client_mut(owner) {
+                    c.fences.insert(key.clone(), *fence);
+                }
+                self.log.push(LogLine {
+                    at: *at,
+                    kind: LineKind::Handoff,
+                    text: format!(
+                        "{owner} was handed \"{key}\" from the queue: fence {fence}, until {}",
+                        secs(*deadline)
+                    ),
+                });
+            }
+            EventCase::WaitTimedOut { key, owner, at } => self.log.push(LogLine {
+                at: *at,
+                kind: LineKind::Timeout,
+                text: format!("{owner} gave up waiting for \"{key}\" at {}", secs(*at)),
+            }),
+        }
+    }
+
+    /// After a restore: the history restarts from the table's current holders.
+    fn rebuild_history(&mut self) {
+        let keys: Vec<String> = self
+            .history
+            .keys()
+            .cloned()
+            .chain(self.keys.clone())
+            .collect();
+        self.history.clear();
+        let now = self.table.clock();
+        for key in keys {
+            if let Some(info) = self.inspect(&key) {
+                self.history.entry(key).or_default().push(Segment {
+                    owner: info.holder.owner,
+                    fence: info.holder.fence,
+                    start: now,
+                    deadline: info.holder.deadline,
+                    handoff: false,
+                    end: None,
+                });
+            }
+        }
+    }
+
+    /// The session so far as a vector file (one scenario) that every runner accepts unchanged.
+    #[must_use]
+    pub fn export(&self) -> String {
+        record::file(
+            "Recorded in the expiring-lock playground: each step is what the core answered.",
+            "playground session",
+            &self.limits,
+            &self.recorded,
+        )
+    }
+
+    /// Number of recorded steps.
+    #[must_use]
+    pub fn recorded_steps(&self) -> usize {
+        self.recorded.len()
+    }
+
+    /// Starts over: a fresh table with `limits`, a paused virtual clock at 0, no clients.
+    fn reset(&mut self, limits: &LimitsSpec) -> Result<(), String> {
+        self.table = LockTable::new(limits.resolve()).map_err(|e| e.to_string())?;
+        self.limits = limits.clone();
+        self.clock.reset();
+        self.clients.clear();
+        self.history.clear();
+        self.log.clear();
+        self.recorded.clear();
+        self.keys = PRESET_KEYS.iter().map(|k| (*k).to_owned()).collect();
+        Ok(())
+    }
+
+    /// Loads a vector file (checked strictly, like every runner does) for step-by-step replay
+    /// of its first scenario.
+    ///
+    /// # Errors
+    /// Why the file is not a valid vector file, naming the scenario and step.
+    pub fn import(&mut self, label: &str, text: &str) -> Result<(), String> {
+        let file = lock_conformance::parse_file(label, text).map_err(|e| e.to_string())?;
+        self.replay = Some(Replay {
+            file,
+            scenario: 0,
+            next: 0,
+            passed: 0,
+            failed: 0,
+            last_snapshot: None,
+        });
+        self.choose_scenario(0)
+    }
+
+    /// Restarts the replay on scenario `index` of the imported file.
+    ///
+    /// # Errors
+    /// No file imported, no such scenario, or limits the core refuses.
+    pub fn choose_scenario(&mut self, index: usize) -> Result<(), String> {
+        let replay = self.replay.as_mut().ok_or("no scenario imported")?;
+        let scenario = replay
+            .file
+            .file
+            .scenarios
+            .get(index)
+            .ok_or("no such scenario")?
+            .clone();
+        replay.scenario = index;
+        replay.next = 0;
+        replay.passed = 0;
+        replay.failed = 0;
+        replay.last_snapshot = None;
+        let label = replay.file.label.clone();
+        self.reset(&scenario.limits)?;
+        self.note(
+            LineKind::Info,
+            format!(
+                "imported \"{}\" from {label}: {} steps to replay",
+                scenario.name,
+                scenario.steps.len()
+            ),
+        );
+        Ok(())
+    }
+
+    /// Runs the next step of the imported scenario and checks it: `Some(true)` if it matched,
+    /// `Some(false)` if not, `None` when there is nothing left to replay.
+    pub fn replay_step(&mut self) -> Option<bool> {
+        let replay = self.replay.as_mut()?;
+        let step = replay.file.steps[replay.scenario].get(replay.next)?.clone();
+        replay.next += 1;
+        let number = replay.next;
+        let op = match &step.op {
+            Op::Restore { bytes: None } => Op::Restore {
+                bytes: Some(replay.last_snapshot.clone().unwrap_or_default()),
+            },
+            other => other.clone(),
+        };
+        if let Some(owner) = op.owner() {
+            if !self.clients.iter().any(|c| c.name == owner) {
+                let id = self.next_client;
+                self.next_client += 1;
+                self.push_client(id, owner.to_owned());
+            }
+        }
+        if let Some(key) = op.key() {
+            if !self.keys.iter().any(|k| k == key) {
+                self.keys.push(key.to_owned());
+            }
+        }
+        if let Some(now) = op.now() {
+            self.clock.advance_to(now, 0.0);
+        }
+        let (answer, events) = self.perform(&op);
+        let problem = lock_conformance::check(&step.expect, &answer).or_else(|| {
+            (events != step.events).then(|| {
+                format!(
+                    "expected events {}, got {}",
+                    serde_json::to_string(&step.events).unwrap_or_default(),
+                    serde_json::to_string(&events).unwrap_or_default()
+                )
+            })
+        });
+        let replay = self.replay.as_mut()?;
+        if let Answer::Snapshot(bytes) = &answer {
+            replay.last_snapshot = Some(bytes.clone());
+        }
+        let ok = problem.is_none();
+        if ok {
+            replay.passed += 1;
+        } else {
+            replay.failed += 1;
+        }
+        let name = op.name();
+        match problem {
+            None => self.note(
+                LineKind::ReplayOk,
+                format!("replay step {number} ({name}): as expected"),
+            ),
+            Some(p) => self.note(
+                LineKind::ReplayFail,
+                format!("replay step {number} ({name}): {p}"),
+            ),
+        }
+        Some(ok)
+    }
+}
+
+impl Default for Playground {
+    fn default() -> Self {
+        Playground::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lock_conformance::{parse_file, run_loaded, NativeDriver};
+
+    fn acquire_handoff_expire() -> Playground {
+        let mut p = Playground::new();
+        p.set_field(1, Field::Ttl, "1000").unwrap();
+        p.act(1, Action::TryAcquire).unwrap();
+        p.act(2, Action::Acquire).unwrap();
+        p.act(2, Action::TryAcquire).unwrap(); // already waiting
+        p.step(999);
+        p.act(2, Action::Release).unwrap(); // not its lease: refused
+        p.step(1);
+        p.act(1, Action::Release).unwrap(); // too late: expired
+        p
+    }
+
+    #[test]
+    fn hand_off_at_the_deadline_is_logged_in_plain_words() {
+        let p = acquire_handoff_expire();
+        let text: Vec<&str> = p.log.iter().map(|l| l.text.as_str()).collect();
+        assert_eq!(
+            text,
+            [
+                "client-1 acquired \"job:nightly-report\": fence 1, until 1.000 s",
+                "client-2 waits for \"job:nightly-report\" in place 1, gives up at 5.000 s",
+                "client-2 is already waiting for \"job:nightly-report\" (place 1)",
+                "client-2 could not release \"job:nightly-report\": key is held by another owner",
+                "client-1 lost \"job:nightly-report\": its lease (fence 1) expired at 1.000 s",
+                "client-2 was handed \"job:nightly-report\" from the queue: fence 2, until 4.000 s",
+                "client-1 could not release \"job:nightly-report\": key is held by another owner",
+            ]
+        );
+        let h = &p.history["job:nightly-report"];
+        assert_eq!(h[0].end, Some((1000, End::Expired)));
+        assert!(h[1].handoff && h[1].end.is_none() && h[1].deadline == 4000);
+    }
+
+    #[test]
+    fn the_export_is_a_vector_file_that_passes_unchanged() {
+        let p = acquire_handoff_expire();
+        let text = p.export();
+        let loaded = parse_file("export.json", &text).expect("strictly valid");
+        let report = run_loaded(&mut NativeDriver::default(), &loaded);
+        assert!(report.failures.is_empty(), "{report}\n{text}");
+        assert_eq!(report.steps, p.recorded_steps());
+    }
+
+    #[test]
+    fn an_imported_file_replays_step_by_step_and_checks_each_step() {
+        let mut p = Playground::new();
+        let text = acquire_handoff_expire().export();
+        p.import("mine.json", &text).unwrap();
+        assert!(
+            p.clients.is_empty(),
+            "clients come from the scenario's owners"
+        );
+        let mut steps = 0;
+        while let Some(ok) = p.replay_step() {
+            assert!(ok, "{:?}", p.log.last());
+            steps += 1;
+        }
+        assert_eq!(steps, 6);
+        assert_eq!(p.replay.as_ref().unwrap().failed, 0);
+        assert_eq!(p.clients.len(), 2);
+        // a wrong expectation is reported, not hidden
+        let wrong = text.replace("\"fence\":2", "\"fence\":3");
+        p.import("wrong.json", &wrong).unwrap();
+        while p.replay_step().is_some() {}
+        assert!(p.replay.as_ref().unwrap().failed > 0);
+        assert!(p.log.iter().any(|l| l.kind == LineKind::ReplayFail));
+        // a malformed file is refused with the loader's reason
+        let e = p.import("bad.json", "{\"scenarios\": 1}").unwrap_err();
+        assert!(e.starts_with("bad.json: "), "{e}");
+    }
+
+    #[test]
+    fn bad_fields_are_refused_before_the_table() {
+        let mut p = Playground::new();
+        let e = p.set_field(1, Field::Ttl, "1.5").unwrap_err();
+        assert_eq!(e.message, "TTL must be a whole number of milliseconds");
+        assert_eq!(
+            p.set_field(1, Field::Ttl, "0").unwrap_err().message,
+            "ttl is 0 ms; a lease must last at least 1 ms"
+        );
+        assert_eq!(
+            p.set_field(1, Field::Key, "").unwrap_err().message,
+            "key is empty"
+        );
+        assert!(p.act(1, Action::TryAcquire).is_err());
+        assert_eq!(p.recorded_steps(), 0);
+        assert!(p.log.is_empty());
+    }
+
+    #[test]
+    fn a_removed_client_keeps_its_lease_until_the_deadline() {
+        let mut p = Playground::new();
+        p.act(1, Action::TryAcquire).unwrap();
+        p.remove_client(1);
+        assert!(p.inspect("job:nightly-report").is_some());
+        p.step(3000);
+        assert!(p.inspect("job:nightly-report").is_none());
+        assert_eq!(p.log.last().unwrap().kind, LineKind::Lost);
+    }
+}

@@ -1,0 +1,313 @@
+//! HTML for the dynamic parts of the page, as strings built from the model (pure, so it is
+//! tested natively). The static frame (controls, panels) is `static/index.html`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use lock_core::KeyInfo;
+
+use crate::app::{secs, Client, End, Playground};
+
+/// The timeline shows this much past...
+pub const WINDOW_PAST_MS: u64 = 10_000;
+/// ...and this much future.
+pub const WINDOW_FUTURE_MS: u64 = 10_000;
+
+/// Text safe to put in HTML content or a quoted attribute.
+#[must_use]
+pub fn esc(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The state of every key that has a holder now.
+pub fn key_infos(p: &mut Playground) -> BTreeMap<String, KeyInfo> {
+    let keys = p.keys.clone();
+    keys.into_iter()
+        .filter_map(|k| p.inspect(&k).map(|info| (k, info)))
+        .collect()
+}
+
+/// The client cards (rendered again only when clients are added or removed).
+#[must_use]
+pub fn clients(p: &Playground) -> String {
+    let mut html = String::new();
+    for c in &p.clients {
+        client_card(&mut html, c);
+    }
+    if p.clients.is_empty() {
+        html.push_str("<p class=\"empty\">No clients. Add one to start.</p>");
+    }
+    html
+}
+
+fn client_card(html: &mut String, c: &Client) {
+    let id = c.id;
+    let field = |html: &mut String, name: &str, label: &str, value: &str, extra: &str| {
+        let _ = write!(
+            html,
+            "<label class=\"field\"><span>{label}</span><input data-field=\"{name}\" \
+             data-client=\"{id}\" value=\"{}\" {extra} aria-describedby=\"error-{id}-{name}\">\
+             <small class=\"field-error\" id=\"error-{id}-{name}\" role=\"alert\"></small></label>",
+            esc(value)
+        );
+    };
+    let _ = write!(
+        html,
+        "<article class=\"client\" data-client-card=\"{id}\"><header><strong>{}</strong>\
+         <span class=\"client-status\" id=\"status-{id}\">idle</span>\
+         <button class=\"remove\" data-action=\"remove\" data-client=\"{id}\" \
+         title=\"Remove this client (it does not release its leases, like a crashed process)\">\
+         Remove</button></header><div class=\"fields\">",
+        esc(&c.name)
+    );
+    field(
+        html,
+        "key",
+        "Key",
+        &c.key,
+        "list=\"key-list\" autocomplete=\"off\" spellcheck=\"false\"",
+    );
+    field(
+        html,
+        "ttl",
+        "TTL (ms)",
+        &c.ttl,
+        "inputmode=\"numeric\" autocomplete=\"off\"",
+    );
+    field(
+        html,
+        "wait",
+        "Wait up to (ms)",
+        &c.wait,
+        "inputmode=\"numeric\" autocomplete=\"off\"",
+    );
+    html.push_str("</div><div class=\"actions\">");
+    for (action, label) in [
+        ("try-acquire", "Try acquire"),
+        ("acquire", "Acquire (wait)"),
+        ("release", "Release"),
+        ("extend", "Extend"),
+        ("cancel-wait", "Cancel wait"),
+    ] {
+        let _ = write!(
+            html,
+            "<button data-action=\"{action}\" data-client=\"{id}\">{label}</button>"
+        );
+    }
+    html.push_str("</div></article>");
+}
+
+/// The `<option>`s of the key list.
+#[must_use]
+pub fn key_options(p: &Playground) -> String {
+    p.keys
+        .iter()
+        .map(|k| format!("<option value=\"{}\"></option>", esc(k)))
+        .collect()
+}
+
+/// One client's status line: what it holds and what it waits for.
+#[must_use]
+pub fn client_status(c: &Client, infos: &BTreeMap<String, KeyInfo>, now: u64) -> String {
+    let mut parts = Vec::new();
+    for (key, info) in infos {
+        if info.holder.owner == c.name {
+            parts.push(format!(
+                "holds \"{key}\" (fence {}, {} left)",
+                info.holder.fence,
+                secs(info.holder.deadline.saturating_sub(now))
+            ));
+        }
+        if let Some(place) = info.waiters.iter().position(|w| w.owner == c.name) {
+            parts.push(format!("waits for \"{key}\" (place {})", place + 1));
+        }
+    }
+    if parts.is_empty() {
+        "idle".into()
+    } else {
+        parts.join("; ")
+    }
+}
+
+fn pct(t: u64, from: u64, span: u64) -> f64 {
+    (t.saturating_sub(from).min(span) as f64) * 100.0 / span as f64
+}
+
+/// The timeline: one track per key that has history, with holder bars (fence numbers on them),
+/// hand-off and expiry marks, a "now" line, and the FIFO queue.
+#[must_use]
+pub fn timeline(p: &Playground, infos: &BTreeMap<String, KeyInfo>) -> String {
+    let now = p.clock.now();
+    let from = now.saturating_sub(WINDOW_PAST_MS);
+    let span = now - from + WINDOW_FUTURE_MS;
+    let mut html = String::new();
+    let mut keys: Vec<&String> = p.history.keys().collect();
+    for k in infos.keys() {
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    if keys.is_empty() {
+        return "<p class=\"empty\">No lock has been taken yet. Pick a client and press \
+                <em>Try acquire</em>.</p>"
+            .into();
+    }
+    let now_pct = pct(now, from, span);
+    for key in keys {
+        let _ = write!(
+            html,
+            "<div class=\"key-row\" data-key=\"{k}\"><div class=\"key-name\" title=\"{k}\">{k}</div>\
+             <div class=\"track\">",
+            k = esc(key)
+        );
+        for s in p.history.get(key).map(Vec::as_slice).unwrap_or_default() {
+            let end = s.end.map_or(s.deadline, |(at, _)| at);
+            if end < from {
+                continue;
+            }
+            let left = pct(s.start, from, span);
+            let width = (pct(end, from, span) - left).max(0.4);
+            let state = match s.end {
+                None => "live",
+                Some((_, End::Released)) => "released",
+                Some((_, End::Expired)) => "expired",
+            };
+            let handoff = if s.handoff { " handoff" } else { "" };
+            let _ = write!(
+                html,
+                "<div class=\"seg {state}{handoff}\" style=\"left:{left:.3}%;width:{width:.3}%\" \
+                 data-fence=\"{f}\" title=\"{o}: fence {f}, {from_t} to {to_t}{how}\">\
+                 <span>{o} #{f}</span></div>",
+                o = esc(&s.owner),
+                f = s.fence,
+                from_t = secs(s.start),
+                to_t = secs(end),
+                how = match s.end {
+                    None => ", live",
+                    Some((_, End::Released)) => ", released",
+                    Some((_, End::Expired)) => ", expired",
+                },
+            );
+            if s.handoff && s.start >= from {
+                let _ = write!(
+                    html,
+                    "<div class=\"mark handoff-mark\" style=\"left:{left:.3}%\" \
+                     title=\"hand-off to {} at {}\">&#9654;</div>",
+                    esc(&s.owner),
+                    secs(s.start)
+                );
+            }
+            if let Some((at, End::Expired)) = s.end {
+                let _ = write!(
+                    html,
+                    "<div class=\"mark expiry-mark\" style=\"left:{:.3}%\" \
+                     title=\"{} lost the lock at {}\">&#10005;</div>",
+                    pct(at, from, span),
+                    esc(&s.owner),
+                    secs(at)
+                );
+            }
+        }
+        let _ = write!(
+            html,
+            "<div class=\"now-line\" style=\"left:{now_pct:.3}%\"></div></div><div class=\"key-state\">"
+        );
+        match infos.get(key) {
+            Some(info) => {
+                let _ = write!(
+                    html,
+                    "<span class=\"holder\">{} holds it, fence {}, {} left</span>",
+                    esc(&info.holder.owner),
+                    info.holder.fence,
+                    secs(info.holder.deadline.saturating_sub(now))
+                );
+                if !info.waiters.is_empty() {
+                    html.push_str("<ol class=\"queue\" aria-label=\"wait queue\">");
+                    for w in &info.waiters {
+                        let _ = write!(
+                            html,
+                            "<li title=\"waits until {}; will hold it for {} ms\">{}</li>",
+                            secs(w.wait_deadline),
+                            w.ttl,
+                            esc(&w.owner)
+                        );
+                    }
+                    html.push_str("</ol>");
+                }
+            }
+            None => html.push_str("<span class=\"free\">free</span>"),
+        }
+        html.push_str("</div></div>");
+    }
+    html
+}
+
+/// The newest log lines first (at most `limit`).
+#[must_use]
+pub fn log(p: &Playground, limit: usize) -> String {
+    if p.log.is_empty() {
+        return "<li class=\"info\">Nothing yet.</li>".into();
+    }
+    p.log
+        .iter()
+        .rev()
+        .take(limit)
+        .map(|l| {
+            format!(
+                "<li class=\"{}\"><time>{}</time> {}</li>",
+                l.kind.class(),
+                secs(l.at),
+                esc(&l.text)
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::app::Action;
+
+    #[test]
+    fn escapes_markup() {
+        assert_eq!(
+            esc("<a href=\"x\">&'"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+        );
+    }
+
+    #[test]
+    fn the_timeline_shows_holder_fence_queue_handoff_and_expiry() {
+        let mut p = Playground::new();
+        p.set_field(1, crate::app::Field::Ttl, "1000").unwrap();
+        p.act(1, Action::TryAcquire).unwrap();
+        p.act(2, Action::Acquire).unwrap();
+        let infos = key_infos(&mut p);
+        let html = timeline(&p, &infos);
+        assert!(html.contains("client-1 holds it, fence 1"), "{html}");
+        assert!(html.contains("<ol class=\"queue\""), "{html}");
+        assert!(html.contains(">client-2</li>"), "{html}");
+        p.step(1000);
+        let infos = key_infos(&mut p);
+        let html = timeline(&p, &infos);
+        assert!(html.contains("expiry-mark"), "{html}");
+        assert!(html.contains("handoff-mark"), "{html}");
+        assert!(html.contains("client-2 holds it, fence 2"), "{html}");
+        let status = client_status(&p.clients[1], &infos, p.clock.now());
+        assert_eq!(
+            status,
+            "holds \"job:nightly-report\" (fence 2, 3.000 s left)"
+        );
+    }
+}
