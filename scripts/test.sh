@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Runs every test: unit and doc tests; the shared conformance vectors against the native core and
-# through the WebAssembly component in wasmtime; the property tests against the reference model;
-# the vector-file loader tests; the host library's tests (blocking acquire, keep-alive, lost-lock,
-# traps, persistence, plugins); the examples; and the build of lock-core without std.
+# Runs every test: unit and doc tests; the shared conformance vectors against the native core,
+# through the WebAssembly component in wasmtime, through the npm package and the jco-transpiled
+# component in Node, and inside the playground in headless Chromium; the property tests against
+# the reference model; the host library's tests (blocking acquire, keep-alive, lost-lock, traps,
+# persistence, plugins); the npm package's API, type and install tests; the playground end to
+# end; the examples; and the build of lock-core without std.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --js --browser
 export PROPTEST_CASES="${PROPTEST_CASES:-1024}"
 echo "== cargo test (vectors, model-based proptest with $PROPTEST_CASES cases, loader, doctests)"
 cargo test --workspace
@@ -19,4 +21,11 @@ cargo run -q -p lock-core --example timeline >/dev/null
 cargo run -q -p host-wasmtime --example job_plugins
 cargo run -q -p host-wasmtime --bin lockhost -- demo >/dev/null
 cargo run -q -p host-wasmtime --bin lockhost -- bench 2000 >/dev/null
+echo "== npm package and playground builds"
+scripts/build-npm.sh
+scripts/build-web.sh
+echo "== Node: vectors (npm package, jco component), Locks API, package install + types; Chromium: playground, npm browser entry"
+npm test
+echo "== JS benchmark smoke run"
+node scripts/bench-js.mjs 20000 >/dev/null
 echo "all tests passed"
