@@ -316,9 +316,10 @@ pub fn stats_view(s: &Stats) -> StatsView {
 mod tests {
     use super::*;
 
-    /// The vector names of errors are the core's `code()` names.
+    /// The vector names of errors are the core's `code()` names, and `core_error` inverts
+    /// `error` (so a runtime holding only the vector term shows the core's own message).
     #[test]
-    fn error_names_match_core_codes() {
+    fn error_names_match_core_codes_and_core_error_inverts_error() {
         let all = [
             LockError::KeyEmpty,
             LockError::KeyTooLong { len: 1, max: 1 },
@@ -357,6 +358,7 @@ mod tests {
             },
         ];
         for e in all {
+            assert_eq!(core_error(&error(e.clone())), Some(e.clone()));
             let code = e.code();
             let json = serde_json::to_value(error(e)).unwrap();
             let name = match &json {
@@ -366,63 +368,5 @@ mod tests {
             };
             assert_eq!(name, code);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use lock_core::{Corruption, LimitName};
-
-    /// `core_error` inverts `error` for every error, so a runtime holding only the vector term
-    /// shows the core's own message.
-    #[test]
-    fn core_error_inverts_error() {
-        let all = [
-            LockError::KeyEmpty,
-            LockError::KeyTooLong { len: 9, max: 8 },
-            LockError::KeyInvalid,
-            LockError::OwnerEmpty,
-            LockError::OwnerTooLong { len: 9, max: 8 },
-            LockError::OwnerInvalid,
-            LockError::TtlZero,
-            LockError::TtlTooLong { ttl: 9, max: 8 },
-            LockError::DeadlineOverflow { now: 1, ttl: 2 },
-            LockError::TableFull { max_keys: 3 },
-            LockError::QueueFull {
-                max_waiters_per_key: 4,
-            },
-            LockError::TooManyWaiters { max_waiters: 5 },
-            LockError::Held { deadline: 6 },
-            LockError::NotOwner,
-            LockError::NotHeld,
-            LockError::Expired { deadline: 7 },
-            LockError::NotWaiting,
-            LockError::InvalidLimits {
-                limit: LimitName::MaxTtl,
-            },
-            LockError::SnapshotTruncated,
-            LockError::SnapshotBadMagic,
-            LockError::SnapshotVersion {
-                found: 2,
-                supported: 1,
-            },
-            LockError::SnapshotChecksum,
-            LockError::SnapshotCorrupt {
-                reason: Corruption::NotUtf8,
-            },
-            LockError::SnapshotExceedsLimits {
-                limit: LimitName::MaxKeys,
-            },
-        ];
-        for e in all {
-            assert_eq!(core_error(&error(e.clone())), Some(e));
-        }
-        assert_eq!(
-            core_error(&ErrorCase::InvalidLimits {
-                limit: "no_such_limit".into()
-            }),
-            None
-        );
     }
 }
