@@ -235,6 +235,9 @@ describe('the boundary', () => {
       (e) => e instanceof LockError && e.code === 'key-too-long' && e.details.len === 8 && e.details.max === 4 && /max_key_bytes/.test(e.message),
     );
     assert.throws(() => new Locks({ limits: { maxKeys: 0 } }), (e) => e.code === 'invalid-limits' && e.details.limit === 'max_keys');
+    // a huge key is the core's key-too-long (with its real UTF-8 length), not a trap
+    assert.throws(() => locks.tryAcquire('é'.repeat(1_000_000), { ttl: 10 }), (e) => e.code === 'key-too-long' && e.details.len === 2_000_000);
+    assert.ok(locks.tryAcquire('ok', { ttl: 10 }), 'the table still works');
     assert.throws(() => new Locks({ limits: { maxKey: 1 } }), /unknown limit "maxKey"/);
   });
 });
