@@ -73,6 +73,13 @@ results.push({
   }),
   native: native.pair_ns,
 });
+locks.tryAcquire('held', { owner: 'someone', ttl });
+results.push({
+  ...time('npm Locks: contended tryAcquire (answers null)', pairs, (n) => {
+    for (let i = 0; i < n; i += 1) locks.tryAcquire('held', { owner, ttl });
+  }),
+  native: native.contended_ns,
+});
 locks.close();
 
 const component = await loadComponent();
