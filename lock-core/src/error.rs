@@ -124,31 +124,72 @@ impl LockError {
     /// ```
     #[must_use]
     pub fn code(&self) -> &'static str {
+        Self::CODES[self.index()]
+    }
+
+    /// Every error code, in declaration order: `CODES[e.index()] == e.code()`.
+    pub const CODES: [&'static str; 24] = [
+        "key-empty",
+        "key-too-long",
+        "key-invalid",
+        "owner-empty",
+        "owner-too-long",
+        "owner-invalid",
+        "ttl-zero",
+        "ttl-too-long",
+        "deadline-overflow",
+        "table-full",
+        "queue-full",
+        "too-many-waiters",
+        "held",
+        "not-owner",
+        "not-held",
+        "expired",
+        "not-waiting",
+        "invalid-limits",
+        "snapshot-truncated",
+        "snapshot-bad-magic",
+        "snapshot-version",
+        "snapshot-checksum",
+        "snapshot-corrupt",
+        "snapshot-exceeds-limits",
+    ];
+
+    /// The position of this error's code in [`LockError::CODES`] (a compact tag for bindings
+    /// that pass errors as numbers, like the npm package's engine).
+    ///
+    /// ```
+    /// use lock_core::LockError;
+    /// let e = LockError::Held { deadline: 5 };
+    /// assert_eq!(LockError::CODES[e.index()], "held");
+    /// ```
+    #[must_use]
+    pub const fn index(&self) -> usize {
         match self {
-            LockError::KeyEmpty => "key-empty",
-            LockError::KeyTooLong { .. } => "key-too-long",
-            LockError::KeyInvalid => "key-invalid",
-            LockError::OwnerEmpty => "owner-empty",
-            LockError::OwnerTooLong { .. } => "owner-too-long",
-            LockError::OwnerInvalid => "owner-invalid",
-            LockError::TtlZero => "ttl-zero",
-            LockError::TtlTooLong { .. } => "ttl-too-long",
-            LockError::DeadlineOverflow { .. } => "deadline-overflow",
-            LockError::TableFull { .. } => "table-full",
-            LockError::QueueFull { .. } => "queue-full",
-            LockError::TooManyWaiters { .. } => "too-many-waiters",
-            LockError::Held { .. } => "held",
-            LockError::NotOwner => "not-owner",
-            LockError::NotHeld => "not-held",
-            LockError::Expired { .. } => "expired",
-            LockError::NotWaiting => "not-waiting",
-            LockError::InvalidLimits { .. } => "invalid-limits",
-            LockError::SnapshotTruncated => "snapshot-truncated",
-            LockError::SnapshotBadMagic => "snapshot-bad-magic",
-            LockError::SnapshotVersion { .. } => "snapshot-version",
-            LockError::SnapshotChecksum => "snapshot-checksum",
-            LockError::SnapshotCorrupt { .. } => "snapshot-corrupt",
-            LockError::SnapshotExceedsLimits { .. } => "snapshot-exceeds-limits",
+            LockError::KeyEmpty => 0,
+            LockError::KeyTooLong { .. } => 1,
+            LockError::KeyInvalid => 2,
+            LockError::OwnerEmpty => 3,
+            LockError::OwnerTooLong { .. } => 4,
+            LockError::OwnerInvalid => 5,
+            LockError::TtlZero => 6,
+            LockError::TtlTooLong { .. } => 7,
+            LockError::DeadlineOverflow { .. } => 8,
+            LockError::TableFull { .. } => 9,
+            LockError::QueueFull { .. } => 10,
+            LockError::TooManyWaiters { .. } => 11,
+            LockError::Held { .. } => 12,
+            LockError::NotOwner => 13,
+            LockError::NotHeld => 14,
+            LockError::Expired { .. } => 15,
+            LockError::NotWaiting => 16,
+            LockError::InvalidLimits { .. } => 17,
+            LockError::SnapshotTruncated => 18,
+            LockError::SnapshotBadMagic => 19,
+            LockError::SnapshotVersion { .. } => 20,
+            LockError::SnapshotChecksum => 21,
+            LockError::SnapshotCorrupt { .. } => 22,
+            LockError::SnapshotExceedsLimits { .. } => 23,
         }
     }
 }
@@ -217,3 +258,19 @@ impl fmt::Display for LockError {
 }
 
 impl core::error::Error for LockError {}
+
+#[cfg(test)]
+mod tests {
+    use super::LockError;
+
+    #[test]
+    fn codes_are_unique_kebab_case() {
+        for (i, code) in LockError::CODES.iter().enumerate() {
+            assert!(!LockError::CODES[..i].contains(code), "{code} twice");
+            assert!(
+                code.bytes().all(|b| b.is_ascii_lowercase() || b == b'-'),
+                "{code}"
+            );
+        }
+    }
+}

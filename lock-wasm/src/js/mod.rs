@@ -44,61 +44,10 @@ const OUT_ERROR: usize = 2;
 /// Slot of `out` that holds the number of undrained events after every call.
 const OUT_PENDING: usize = 3;
 
-/// One value of every error, in a fixed order: the order of `errorCodesJson()`.
-fn error_samples() -> [LockError; 24] {
-    use lock_core::{Corruption, LimitName};
-    [
-        LockError::KeyEmpty,
-        LockError::KeyTooLong { len: 0, max: 0 },
-        LockError::KeyInvalid,
-        LockError::OwnerEmpty,
-        LockError::OwnerTooLong { len: 0, max: 0 },
-        LockError::OwnerInvalid,
-        LockError::TtlZero,
-        LockError::TtlTooLong { ttl: 0, max: 0 },
-        LockError::DeadlineOverflow { now: 0, ttl: 0 },
-        LockError::TableFull { max_keys: 0 },
-        LockError::QueueFull {
-            max_waiters_per_key: 0,
-        },
-        LockError::TooManyWaiters { max_waiters: 0 },
-        LockError::Held { deadline: 0 },
-        LockError::NotOwner,
-        LockError::NotHeld,
-        LockError::Expired { deadline: 0 },
-        LockError::NotWaiting,
-        LockError::InvalidLimits {
-            limit: LimitName::MaxKeys,
-        },
-        LockError::SnapshotTruncated,
-        LockError::SnapshotBadMagic,
-        LockError::SnapshotVersion {
-            found: 0,
-            supported: 0,
-        },
-        LockError::SnapshotChecksum,
-        LockError::SnapshotCorrupt {
-            reason: Corruption::BodyEndsEarly,
-        },
-        LockError::SnapshotExceedsLimits {
-            limit: LimitName::MaxKeys,
-        },
-    ]
-}
-
-/// The index of `e`'s code in `errorCodesJson()`.
-fn error_index(e: &LockError) -> u8 {
-    let code = e.code();
-    error_samples()
-        .iter()
-        .position(|s| s.code() == code)
-        .map_or(u8::MAX, |i| i as u8)
-}
-
 /// Every error code, in the order of the index a failed call leaves in `out[2]`.
 #[wasm_bindgen(js_name = errorCodesJson)]
 pub fn error_codes_json() -> String {
-    json::array(error_samples().iter().map(|e| json::string(e.code())))
+    json::array(LockError::CODES.iter().map(|c| json::string(c)))
 }
 
 /// The fields of [`Limits`] in the order `RawTable::new` takes them, with their JS names.
@@ -309,7 +258,7 @@ impl RawTable {
         match result {
             Ok(status) => status,
             Err(e) => {
-                self.out[OUT_ERROR] = f64::from(error_index(&e));
+                self.out[OUT_ERROR] = e.index() as f64;
                 self.error = Some(e);
                 FAILED
             }
