@@ -241,3 +241,29 @@ describe('the boundary', () => {
     assert.throws(() => new Locks({ limits: { maxKey: 1 } }), /unknown limit "maxKey"/);
   });
 });
+
+describe('on the real clock', () => {
+  it('lets Node exit once nothing is pending (the one timer is cleared)', async () => {
+    const { execFile } = await import('node:child_process');
+    const entry = new URL('../../lock-wasm/js/src/node.js', import.meta.url).href;
+    // A lease of one hour and a waiter: if the timer outlived them, this process would not exit
+    // and the 20 s kill below would fail the test.
+    const script = `
+      import { Locks } from '${entry}';
+      const locks = new Locks();
+      const a = locks.tryAcquire('k', { ttl: 3_600_000, keepAlive: true });
+      const waiting = locks.acquire('k', { ttl: 3_600_000, timeout: 3_600_000 });
+      a.release();
+      (await waiting).release();
+      console.log('done');
+    `;
+    const { code, stdout } = await new Promise((resolve) => {
+      const child = execFile(process.execPath, ['--input-type=module', '-e', script], { timeout: 20_000 }, (error, out) =>
+        resolve({ code: error ? (error.killed ? 'killed' : error.code) : 0, stdout: out }),
+      );
+      child.stdin?.end();
+    });
+    assert.equal(stdout.trim(), 'done');
+    assert.equal(code, 0);
+  });
+});
