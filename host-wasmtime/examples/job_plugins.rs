@@ -10,7 +10,7 @@ use std::time::Duration;
 use host_wasmtime::types::LockError;
 use host_wasmtime::{Error, Lease, LockHost};
 use wasmtime::component::{Component, HasSelf, Linker};
-use wasmtime::{Engine, Store};
+use wasmtime::Store;
 
 wasmtime::component::bindgen!({
     path: "../examples/job-plugin/wit",
@@ -63,13 +63,17 @@ fn code(e: &Error) -> String {
     }
 }
 
+/// One second in ticks of the sandbox engine's epoch.
+const SECOND_IN_TICKS: u64 = 1_000 / host_wasmtime::component::EPOCH_TICK.as_millis() as u64;
+
 /// Runs `plugins` instances of the job plugin at once, all asking to run `job`; returns what
 /// each answered (in instance order).
 ///
 /// # Errors
 /// If a plugin cannot be compiled, instantiated or called.
 pub fn race(locks: &LockHost, plugins: usize, job: &str) -> wasmtime::Result<Vec<String>> {
-    let engine = Engine::default();
+    let engine = host_wasmtime::component::sandbox_engine()
+        .map_err(|e| wasmtime::Error::msg(e.to_string()))?;
     let component = Component::new(&engine, JOB_PLUGIN)?;
     let mut linker: Linker<PluginState> = Linker::new(&engine);
     JobPlugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
@@ -86,8 +90,11 @@ pub fn race(locks: &LockHost, plugins: usize, job: &str) -> wasmtime::Result<Vec
                         held: Vec::new(),
                     },
                 );
+                // The sandbox engine bounds calls by epochs: allow this plugin 1 s per call.
+                store.set_epoch_deadline(SECOND_IN_TICKS);
                 let plugin = JobPlugin::instantiate(&mut store, &component, &linker)?;
                 start.wait();
+                store.set_epoch_deadline(SECOND_IN_TICKS);
                 let answer = plugin.call_run_job(&mut store, &job, &format!("plugin-{i}"))?;
                 // Keep the lock for the job's period, as a scheduler would: leak the guards on
                 // purpose so they outlive this demo's stores.

@@ -5,8 +5,9 @@
 use std::time::{Duration, Instant};
 
 use wasmtime::component::{Component, Linker, TypedFunc};
-use wasmtime::{Config, Engine, Store};
+use wasmtime::{Engine, Store};
 
+use crate::component::sandbox_engine;
 use crate::types::AcquireOutcome;
 use crate::{Batch, LockComponent, LockHost, ManualClock, SandboxLimits};
 
@@ -38,14 +39,18 @@ const BENCH_FLOOR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/bench-floor
 /// `probe(key, owner, ttl, now) -> u64`.
 type Probe = TypedFunc<(&'static str, &'static str, u64, u64), (u64,)>;
 
-/// The floor component, instantiated in a store configured like the lock's (fuel on).
-fn floor() -> (Store<()>, Probe) {
-    let mut config = Config::new();
-    config.consume_fuel(true);
-    let engine = Engine::new(&config).expect("engine");
-    let floor = Component::new(&engine, FLOOR_WAT).expect("the floor component compiles");
+/// A store on an engine configured like the lock's ([`sandbox_engine`]), with no time bound.
+fn sandbox_store() -> (Engine, Store<()>) {
+    let engine = sandbox_engine().expect("engine");
     let mut store = Store::new(&engine, ());
-    store.set_fuel(u64::MAX).expect("fuel");
+    store.set_epoch_deadline(u64::MAX);
+    (engine, store)
+}
+
+/// The floor component, instantiated in a store configured like the lock's.
+fn floor() -> (Store<()>, Probe) {
+    let (engine, mut store) = sandbox_store();
+    let floor = Component::new(&engine, FLOOR_WAT).expect("the floor component compiles");
     let instance = Linker::new(&engine)
         .instantiate(&mut store, &floor)
         .expect("instantiates");
@@ -55,18 +60,14 @@ fn floor() -> (Store<()>, Probe) {
     (store, probe)
 }
 
-/// The resource floor, in a store configured like the lock's (fuel on).
+/// The resource floor, in a store configured like the lock's.
 fn resource_floor() -> (
     Store<()>,
     floor_bindings::Floor,
     wasmtime::component::ResourceAny,
 ) {
-    let mut config = Config::new();
-    config.consume_fuel(true);
-    let engine = Engine::new(&config).expect("engine");
+    let (engine, mut store) = sandbox_store();
     let component = Component::new(&engine, BENCH_FLOOR).expect("the floor component compiles");
-    let mut store = Store::new(&engine, ());
-    store.set_fuel(u64::MAX).expect("fuel");
     let bindings =
         floor_bindings::Floor::instantiate(&mut store, &component, &Linker::new(&engine))
             .expect("instantiates");

@@ -1,15 +1,18 @@
 //! One lock table inside one instance of the lock component, behind the generated bindings.
 //!
 //! [`LockComponent`] compiles the component once (an engine, the compiled code, a linker);
-//! [`ComponentTable`] instantiates it in its own store with a memory cap and a per-call fuel
-//! budget, creates one `lock-table` resource and forwards every call. A trap (a bug in the
-//! guest, an exhausted fuel budget, a memory cap hit) never unwinds into the host: the call
+//! [`ComponentTable`] instantiates it in its own store with a memory cap and a per-call time
+//! bound (epoch interruption), creates one `lock-table` resource and forwards every call. A trap
+//! (a bug in the guest, a call running past its time bound, a memory cap hit) never unwinds into
+//! the host: the call
 //! returns [`HostError::Trap`] and the table is *poisoned*: every later call answers
 //! [`HostError::Poisoned`] until the owner replaces it (for example from its last snapshot),
 //! because a trap may have stopped the guest half-way through a change.
 
 use std::fmt;
 use std::path::Path;
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
 
 use wasmtime::component::{Component, Linker, ResourceAny};
 use wasmtime::{Config, Engine, Store, StoreLimits, StoreLimitsBuilder};
@@ -35,7 +38,7 @@ pub const LOCK_COMPONENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/lock
 pub enum HostError {
     /// The component could not be compiled or instantiated.
     Load(String),
-    /// The call trapped (guest bug, fuel budget or memory cap exhausted); the table is poisoned.
+    /// The call trapped (guest bug, call time bound or memory cap exceeded); the table is poisoned.
     Trap(String),
     /// An earlier call trapped; this table refuses every call until it is replaced.
     Poisoned(String),
@@ -63,16 +66,81 @@ impl std::error::Error for HostError {}
 pub struct SandboxLimits {
     /// Largest linear memory of the instance, in bytes (default 1 GiB).
     pub memory_bytes: usize,
-    /// Fuel (roughly, wasm instructions) one call may use before it traps (default 2 billion,
-    /// about a second; a snapshot of a million leases needs a few hundred million).
-    pub fuel_per_call: u64,
+    /// How long one call may run before it traps (default 1 s; a snapshot of a million leases
+    /// takes a few hundred ms). Measured in ticks of [`EPOCH_TICK`], rounded up; zero makes every
+    /// call trap at once.
+    pub call_timeout: Duration,
 }
 
 impl Default for SandboxLimits {
     fn default() -> Self {
         SandboxLimits {
             memory_bytes: 1 << 30,
-            fuel_per_call: 2_000_000_000,
+            call_timeout: Duration::from_secs(1),
+        }
+    }
+}
+
+impl SandboxLimits {
+    /// The call timeout in epoch ticks.
+    fn ticks(&self) -> u64 {
+        let tick = EPOCH_TICK.as_nanos();
+        u64::try_from(self.call_timeout.as_nanos().div_ceil(tick)).unwrap_or(u64::MAX)
+    }
+}
+
+/// How often the shared ticker thread advances the epoch of every sandbox engine: the
+/// granularity of [`SandboxLimits::call_timeout`].
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// An engine configured for sandboxed components: epoch interruption on (a check at function
+/// entries and loop heads, cheaper than fuel metering, which cost 15-20 % per call here), and
+/// registered with the one ticker thread that advances every such engine's epoch each
+/// [`EPOCH_TICK`]. The lock component, the benchmark floors and plugin hosts use it.
+///
+/// # Errors
+/// [`HostError::Load`] if wasmtime refuses the configuration.
+pub fn sandbox_engine() -> Result<Engine, HostError> {
+    let mut config = Config::new();
+    config.epoch_interruption(true);
+    let engine = Engine::new(&config).map_err(load)?;
+    ticker_register(&engine);
+    Ok(engine)
+}
+
+/// Engines the ticker advances (weak: a dropped engine is forgotten), and whether it runs.
+static TICKED: OnceLock<Mutex<(Vec<wasmtime::EngineWeak>, bool)>> = OnceLock::new();
+
+fn ticker_register(engine: &Engine) {
+    let ticked = TICKED.get_or_init(|| Mutex::new((Vec::new(), false)));
+    let mut guard = ticked
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    guard.0.push(engine.weak());
+    if !guard.1 {
+        guard.1 = true;
+        let spawned = std::thread::Builder::new()
+            .name("wasm-epoch-ticker".into())
+            .spawn(move || loop {
+                std::thread::sleep(EPOCH_TICK);
+                let mut guard = ticked
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                guard.0.retain(|weak| match weak.upgrade() {
+                    Some(engine) => {
+                        engine.increment_epoch();
+                        true
+                    }
+                    None => false,
+                });
+                if guard.0.is_empty() {
+                    guard.1 = false;
+                    return;
+                }
+            });
+        if spawned.is_err() {
+            // No thread, no ticks: calls are then unbounded in time, as without a sandbox.
+            guard.1 = false;
         }
     }
 }
@@ -124,9 +192,7 @@ impl LockComponent {
     /// # Errors
     /// [`HostError::Load`] if wasmtime cannot compile it.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, HostError> {
-        let mut config = Config::new();
-        config.consume_fuel(true);
-        let engine = Engine::new(&config).map_err(load)?;
+        let engine = sandbox_engine()?;
         let component = Component::new(&engine, bytes).map_err(load)?;
         Ok(LockComponent {
             linker: Linker::new(&engine),
@@ -163,7 +229,7 @@ impl LockComponent {
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limits);
-        store.set_fuel(sandbox.fuel_per_call).map_err(load)?;
+        store.set_epoch_deadline(sandbox.ticks());
         let bindings =
             Lock::instantiate(&mut store, &self.component, &self.linker).map_err(load)?;
         let created = bindings
@@ -176,7 +242,7 @@ impl LockComponent {
             store,
             bindings,
             table,
-            fuel: sandbox.fuel_per_call,
+            ticks: sandbox.ticks(),
             poisoned: None,
         })
     }
@@ -209,7 +275,7 @@ pub struct ComponentTable {
     store: Store<StoreState>,
     bindings: Lock,
     table: ResourceAny,
-    fuel: u64,
+    ticks: u64,
     poisoned: Option<String>,
 }
 
@@ -241,9 +307,17 @@ impl ComponentTable {
         if let Some(why) = &self.poisoned {
             return Err(HostError::Poisoned(why.clone()));
         }
-        self.store
-            .set_fuel(self.fuel)
-            .map_err(|e| HostError::Trap(e.to_string()))
+        self.store.set_epoch_deadline(self.ticks);
+        Ok(())
+    }
+
+    /// Changes how long each later call may run (see [`SandboxLimits::call_timeout`]).
+    pub fn set_call_timeout(&mut self, timeout: Duration) {
+        self.ticks = SandboxLimits {
+            call_timeout: timeout,
+            ..SandboxLimits::default()
+        }
+        .ticks();
     }
 
     fn leave<T>(&mut self, result: wasmtime::Result<T>) -> Result<T, HostError> {

@@ -7,7 +7,7 @@ use std::thread;
 use std::time::Duration;
 
 use host_wasmtime::types::LockError;
-use host_wasmtime::{Error, HostError, LockHost, ManualClock, SandboxLimits};
+use host_wasmtime::{Error, HostError, LockComponent, LockHost, ManualClock, SandboxLimits};
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
 
@@ -232,29 +232,23 @@ fn threads_hammering_keys_never_overlap_and_fences_increase() {
 #[test]
 fn a_trapping_component_returns_an_error_and_the_host_stays_up() {
     let clock = ManualClock::at(0);
-    // A fuel budget far too small for a snapshot of many leases stands in for a looping guest.
-    let host = LockHost::builder()
-        .clock(clock.clone())
-        .sandbox(SandboxLimits {
-            fuel_per_call: 200_000,
-            ..SandboxLimits::default()
-        })
-        .build()
+    // A call that runs past its time bound (here: a zero bound, so the first call does) traps:
+    // the table answers a typed error, is poisoned, and refuses later calls.
+    let component = LockComponent::embedded().unwrap();
+    let mut table = component
+        .instantiate(&lock_core::Limits::default(), 0, SandboxLimits::default())
         .unwrap();
-    let leases: Vec<_> = (0..300)
-        .map(|i| host.try_acquire(&format!("k{i}"), "a", MS(1_000)).unwrap())
-        .collect();
-    let trap = host.snapshot().unwrap_err();
-    assert!(matches!(trap, Error::Host(HostError::Trap(_))), "{trap}");
-    let refused = host.try_acquire("x", "a", MS(10)).unwrap_err();
-    assert!(
-        matches!(refused, Error::Host(HostError::Poisoned(_))),
-        "{refused}"
-    );
+    table.try_acquire("k", "a", 1_000, 0).unwrap().unwrap();
+    table.set_call_timeout(Duration::ZERO);
+    let trap = table.snapshot(1).unwrap_err();
+    assert!(matches!(trap, HostError::Trap(_)), "{trap}");
+    assert!(table.is_poisoned());
+    table.set_call_timeout(Duration::from_secs(1));
+    let refused = table.try_acquire("x", "a", 10, 2).unwrap_err();
+    assert!(matches!(refused, HostError::Poisoned(_)), "{refused}");
     assert!(refused
         .to_string()
         .contains("unusable since the component trapped"));
-    drop(leases); // releases fail quietly on drop; nothing panics
 
     // Out of memory inside the sandbox: a trap, not a host crash.
     let small = LockHost::builder()
