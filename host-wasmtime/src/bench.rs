@@ -159,20 +159,22 @@ pub fn run(pairs: u64) -> Vec<Measurement> {
     let batch_pairs = 32u64;
     let mut batch = Batch::new();
     let rounds = (pairs / batch_pairs).max(1);
+    let mut next_fence = table.stats(1).unwrap().last_fence + 1;
     results.push(time(
         "component: batch of 64 requests, per pair",
         rounds * batch_pairs,
         || {
             for round in 0..rounds {
-                let first = table.stats(1).unwrap().last_fence + 1;
                 batch.clear();
                 for j in 0..batch_pairs {
                     let key = &fresh[((round * batch_pairs + j) & 1023) as usize];
                     batch.try_acquire(key, owner, ttl, 1);
-                    batch.release(key, owner, first + j, 1);
+                    batch.release(key, owner, next_fence + j, 1);
                 }
                 let responses = table.batch(&batch).unwrap();
                 assert_eq!(responses.len(), 64);
+                assert!(matches!(responses[63], lock_core::wire::Response::Done(Ok(()))));
+                next_fence += batch_pairs;
             }
         },
     ));

@@ -14,6 +14,7 @@ use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
+use lock_core::wire::{Request, Response};
 use wasmtime::component::{Component, Linker, ResourceAny};
 use wasmtime::{Config, Engine, Store, StoreLimits, StoreLimitsBuilder};
 
@@ -26,7 +27,7 @@ wasmtime::component::bindgen!({
 /// The WIT types of the contract (`expiring:lock/types`), as the host sees them.
 pub use exports::expiring::lock::types;
 use types::{
-    AcquireOutcome, BatchOp, BatchRequest, Event, Grant, KeyInfo, Limits, LockError, Response,
+    AcquireOutcome, Event, Grant, KeyInfo, Limits, LockError,
     Stats,
 };
 
@@ -358,24 +359,31 @@ impl ComponentTable {
         snapshot => call_snapshot(now: u64) -> Vec<u8>);
     forward!(/// `restore`.
         restore => call_restore(bytes: &[u8]) -> Result<(), LockError>);
-    forward!(/// `batch` with raw ranges; see [`ComponentTable::batch`].
-        batch_raw => call_batch(text: &str, requests: &[BatchRequest]) -> Vec<Response>);
+    forward!(/// `batch` on raw bytes (see [`lock_core::wire`]); [`ComponentTable::batch`] is the typed way.
+        batch_raw => call_batch(requests: &[u8]) -> Vec<u8>);
 
-    /// Runs a [`Batch`] in one boundary crossing; one response per request, in order.
+    /// Runs a [`Batch`] in one boundary crossing; one response per request, in order, with the
+    /// core's own types.
     ///
     /// # Errors
-    /// [`HostError`] if the component traps or trapped before.
+    /// [`HostError`] if the component traps or trapped before, or answers bytes that are not
+    /// responses (then it is poisoned like after a trap).
     pub fn batch(&mut self, batch: &Batch) -> Result<Vec<Response>, HostError> {
-        self.batch_raw(&batch.text, &batch.requests)
+        let bytes = self.batch_raw(&batch.bytes)?;
+        lock_core::wire::decode_responses(&bytes).map_err(|e| {
+            let why = format!("the component answered a batch with {e}");
+            self.poisoned = Some(why.clone());
+            HostError::Trap(why)
+        })
     }
 }
 
-/// Requests to run in one call: keys and owners are appended to one text buffer and referred to
-/// by byte range, so the whole batch crosses the boundary as one string and one list.
+/// Requests to run in one call, encoded as they are added ([`lock_core::wire`]), so the whole
+/// batch crosses the boundary as one byte list.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Batch {
-    text: String,
-    requests: Vec<BatchRequest>,
+    bytes: Vec<u8>,
+    len: usize,
 }
 
 impl Batch {
@@ -388,48 +396,36 @@ impl Batch {
     /// Number of requests.
     #[must_use]
     pub fn len(&self) -> usize {
-        self.requests.len()
+        self.len
     }
 
     /// Whether there are none.
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.requests.is_empty()
+        self.len == 0
     }
 
-    /// Removes every request, keeping the buffers.
+    /// Removes every request, keeping the buffer.
     pub fn clear(&mut self) {
-        self.text.clear();
-        self.requests.clear();
+        self.bytes.clear();
+        self.len = 0;
     }
 
-    fn range(&mut self, s: &str) -> (u32, u32) {
-        let start = u32::try_from(self.text.len()).unwrap_or(u32::MAX);
-        self.text.push_str(s);
-        (start, u32::try_from(s.len()).unwrap_or(u32::MAX))
-    }
-
-    fn push(&mut self, op: BatchOp, key: &str, owner: &str, numbers: [u64; 4]) -> &mut Self {
-        let [ttl, wait_deadline, fence, now] = numbers;
-        let (key_start, key_len) = self.range(key);
-        let (owner_start, owner_len) = self.range(owner);
-        self.requests.push(BatchRequest {
-            op,
-            key_start,
-            key_len,
-            owner_start,
-            owner_len,
-            ttl,
-            wait_deadline,
-            fence,
-            now,
-        });
+    /// Adds any request.
+    pub fn push(&mut self, request: &Request<'_>) -> &mut Self {
+        lock_core::wire::encode_request(&mut self.bytes, request);
+        self.len += 1;
         self
     }
 
     /// Adds `try-acquire`.
     pub fn try_acquire(&mut self, key: &str, owner: &str, ttl: u64, now: u64) -> &mut Self {
-        self.push(BatchOp::TryAcquire, key, owner, [ttl, 0, 0, now])
+        self.push(&Request::TryAcquire {
+            key,
+            owner,
+            ttl,
+            now,
+        })
     }
     /// Adds `acquire`.
     pub fn acquire(
@@ -440,27 +436,44 @@ impl Batch {
         wait_deadline: u64,
         now: u64,
     ) -> &mut Self {
-        self.push(BatchOp::Acquire, key, owner, [ttl, wait_deadline, 0, now])
+        self.push(&Request::Acquire {
+            key,
+            owner,
+            ttl,
+            wait_deadline,
+            now,
+        })
     }
     /// Adds `release`.
     pub fn release(&mut self, key: &str, owner: &str, fence: u64, now: u64) -> &mut Self {
-        self.push(BatchOp::Release, key, owner, [0, 0, fence, now])
+        self.push(&Request::Release {
+            key,
+            owner,
+            fence,
+            now,
+        })
     }
     /// Adds `extend`.
     pub fn extend(&mut self, key: &str, owner: &str, fence: u64, ttl: u64, now: u64) -> &mut Self {
-        self.push(BatchOp::Extend, key, owner, [ttl, 0, fence, now])
+        self.push(&Request::Extend {
+            key,
+            owner,
+            fence,
+            ttl,
+            now,
+        })
     }
     /// Adds `cancel-wait`.
     pub fn cancel_wait(&mut self, key: &str, owner: &str, now: u64) -> &mut Self {
-        self.push(BatchOp::CancelWait, key, owner, [0, 0, 0, now])
+        self.push(&Request::CancelWait { key, owner, now })
     }
     /// Adds `handle-timeout`.
     pub fn handle_timeout(&mut self, now: u64) -> &mut Self {
-        self.push(BatchOp::HandleTimeout, "", "", [0, 0, 0, now])
+        self.push(&Request::HandleTimeout { now })
     }
 
-    /// The raw requests, e.g. to test how malformed ranges are refused.
-    pub fn requests_mut(&mut self) -> &mut Vec<BatchRequest> {
-        &mut self.requests
+    /// The encoded requests, e.g. to test how malformed bytes are refused.
+    pub fn bytes_mut(&mut self) -> &mut Vec<u8> {
+        &mut self.bytes
     }
 }

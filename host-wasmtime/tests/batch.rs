@@ -1,7 +1,13 @@
-//! A batch gives the same answers as the same calls made one by one, and refuses bad ranges.
+//! A batch gives the same answers as the same calls made one by one, and a malformed request
+//! stops the batch without running anything after it.
 
-use host_wasmtime::types::Response;
-use host_wasmtime::{Batch, LockComponent, SandboxLimits};
+use host_wasmtime::types::LockError;
+use host_wasmtime::{to_core, Batch, LockComponent, SandboxLimits};
+use lock_core::wire::Response;
+
+fn err(e: LockError) -> lock_core::LockError {
+    to_core::error(&e).expect("a known error")
+}
 
 #[test]
 fn a_batch_answers_like_single_calls() {
@@ -24,24 +30,54 @@ fn a_batch_answers_like_single_calls() {
         .cancel_wait("job", "x", 5)
         .handle_timeout(203)
         .release("job", "a", 1, 204)
-        .try_acquire("ジョブ", "ワーカー", 10, 205);
+        .try_acquire("ジョブ", "ワーカー", 10, 205)
+        .try_acquire("", "a", 10, 206)
+        .extend("nothing", "a", 7, 10, 207);
+    assert_eq!(batch.len(), 11);
     let responses = batched.batch(&batch).unwrap();
 
+    let acquire = |r: Result<host_wasmtime::types::AcquireOutcome, LockError>| {
+        Response::Acquire(r.map(|o| to_core::outcome(&o)).map_err(err))
+    };
     let expected = vec![
-        Response::Acquire(single.try_acquire("job", "a", 100, 0).unwrap()),
-        Response::Acquire(single.try_acquire("job", "b", 100, 1).unwrap()),
-        Response::Acquire(single.acquire("job", "c", 50, 500, 2).unwrap()),
-        Response::Extend(single.extend("job", "a", 1, 200, 3).unwrap()),
-        Response::Done(single.release("job", "b", 1, 4).unwrap()),
-        Response::Done(single.cancel_wait("job", "x", 5).unwrap()),
+        acquire(single.try_acquire("job", "a", 100, 0).unwrap()),
+        acquire(single.try_acquire("job", "b", 100, 1).unwrap()),
+        acquire(single.acquire("job", "c", 50, 500, 2).unwrap()),
+        Response::Extend(
+            single
+                .extend("job", "a", 1, 200, 3)
+                .unwrap()
+                .map(|g| lock_core::Grant {
+                    fence: g.fence,
+                    deadline: g.deadline,
+                })
+                .map_err(err),
+        ),
+        Response::Done(single.release("job", "b", 1, 4).unwrap().map_err(err)),
+        Response::Done(single.cancel_wait("job", "x", 5).unwrap().map_err(err)),
         {
             single.handle_timeout(203).unwrap();
             Response::Timeout
         },
-        Response::Done(single.release("job", "a", 1, 204).unwrap()),
-        Response::Acquire(single.try_acquire("ジョブ", "ワーカー", 10, 205).unwrap()),
+        Response::Done(single.release("job", "a", 1, 204).unwrap().map_err(err)),
+        acquire(single.try_acquire("ジョブ", "ワーカー", 10, 205).unwrap()),
+        acquire(single.try_acquire("", "a", 10, 206).unwrap()),
+        Response::Extend(
+            single
+                .extend("nothing", "a", 7, 10, 207)
+                .unwrap()
+                .map(|g| lock_core::Grant {
+                    fence: g.fence,
+                    deadline: g.deadline,
+                })
+                .map_err(err),
+        ),
     ];
     assert_eq!(responses, expected);
+    assert!(matches!(
+        responses[1],
+        Response::Acquire(Err(lock_core::LockError::Held { deadline: 100 }))
+    ));
     assert_eq!(
         batched.poll_events().unwrap(),
         single.poll_events().unwrap()
@@ -53,23 +89,29 @@ fn a_batch_answers_like_single_calls() {
 }
 
 #[test]
-fn ranges_outside_the_text_or_inside_a_character_are_refused() {
+fn a_malformed_request_ends_the_batch_and_nothing_after_it_runs() {
     let component = LockComponent::embedded().unwrap();
     let mut table = component
         .instantiate(&lock_core::Limits::default(), 0, SandboxLimits::default())
         .unwrap();
     let mut batch = Batch::new();
-    batch
-        .try_acquire("é", "a", 10, 0)
-        .try_acquire("k", "a", 10, 0)
-        .try_acquire("k2", "a", 10, 0);
-    batch.requests_mut()[0].key_len = 1; // half of 'é'
-    batch.requests_mut()[1].owner_start = 10_000; // outside the text
-    batch.requests_mut()[2].key_len = u32::MAX; // overflowing
+    batch.try_acquire("k1", "a", 10, 0);
+    let first_end = batch.bytes_mut().len();
+    batch.try_acquire("é", "a", 10, 0).try_acquire("k3", "a", 10, 0);
+    // Cut 'é' in half: the second request's key is not UTF-8.
+    let e_at = first_end + 1 + 8 + 4;
+    batch.bytes_mut()[e_at + 1] = b'x';
     let responses = table.batch(&batch).unwrap();
-    assert_eq!(
-        responses,
-        vec![Response::BadRange, Response::BadRange, Response::BadRange]
-    );
-    assert_eq!(table.stats(0).unwrap().live_leases, 0);
+    assert_eq!(responses.len(), 2);
+    assert!(matches!(responses[0], Response::Acquire(Ok(_))));
+    assert_eq!(responses[1], Response::Malformed);
+    assert_eq!(table.stats(0).unwrap().live_leases, 1, "k3 never ran");
+
+    // Truncated bytes and an unknown operation are refused the same way.
+    for bad in [vec![0u8, 1, 2], vec![42u8; 20]] {
+        let mut b = Batch::new();
+        *b.bytes_mut() = bad;
+        assert_eq!(table.batch(&b).unwrap(), vec![Response::Malformed]);
+    }
+    assert!(!table.is_poisoned());
 }

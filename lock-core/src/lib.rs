@@ -59,6 +59,7 @@ mod outcome;
 pub mod snapshot;
 mod table;
 mod timer_heap;
+pub mod wire;
 
 pub use error::LockError;
 pub use event::{Event, EventKind, KeyEvent};

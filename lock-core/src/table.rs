@@ -310,6 +310,59 @@ impl LockTable {
 
     // ----- outputs ------------------------------------------------------------------------
 
+    /// Runs a batch of requests encoded with [`wire`](crate::wire) and appends one encoded
+    /// response per request to `out`, in order; returns how many requests ran. Each request is
+    /// exactly the corresponding single call. A malformed request is answered
+    /// [`Response::Malformed`](crate::wire::Response::Malformed) and ends the batch (the bytes
+    /// after it cannot be trusted to start a request).
+    pub fn run_batch(&mut self, requests: &[u8], out: &mut alloc::vec::Vec<u8>) -> usize {
+        use crate::wire::{encode_response, Request, Response};
+        let mut ran = 0;
+        for request in crate::wire::decode_requests(requests) {
+            let response = match request {
+                Err(_) => Response::Malformed,
+                Ok(Request::TryAcquire {
+                    key,
+                    owner,
+                    ttl,
+                    now,
+                }) => Response::Acquire(self.try_acquire(key, owner, ttl, now)),
+                Ok(Request::Acquire {
+                    key,
+                    owner,
+                    ttl,
+                    wait_deadline,
+                    now,
+                }) => Response::Acquire(self.acquire(key, owner, ttl, wait_deadline, now)),
+                Ok(Request::Release {
+                    key,
+                    owner,
+                    fence,
+                    now,
+                }) => Response::Done(self.release(key, owner, fence, now)),
+                Ok(Request::Extend {
+                    key,
+                    owner,
+                    fence,
+                    ttl,
+                    now,
+                }) => Response::Extend(self.extend(key, owner, fence, ttl, now)),
+                Ok(Request::CancelWait { key, owner, now }) => {
+                    Response::Done(self.cancel_wait(key, owner, now))
+                }
+                Ok(Request::HandleTimeout { now }) => {
+                    self.handle_timeout(now);
+                    Response::Timeout
+                }
+            };
+            encode_response(out, &response);
+            if response != Response::Malformed {
+                ran += 1;
+            }
+        }
+        ran
+    }
+
     /// Number of events waiting to be drained (without draining them), so a host can skip the
     /// drain call when there is nothing to report.
     #[must_use]

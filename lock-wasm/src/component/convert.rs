@@ -3,8 +3,8 @@
 use lock_core as core_;
 
 use super::exports::expiring::lock::types::{
-    AcquireOutcome, BatchOp, BatchRequest, DeadlineOverflowInfo, Event, EventKind, ExpiredEvent,
-    Grant, GrantedEvent, KeyInfo, LengthLimit, Limits, LockError, Response, Stats, TtlLimit,
+    AcquireOutcome, DeadlineOverflowInfo, Event, EventKind, ExpiredEvent,
+    Grant, GrantedEvent, KeyInfo, LengthLimit, Limits, LockError, Stats, TtlLimit,
     VersionMismatch, WaiterInfo,
 };
 
@@ -162,45 +162,5 @@ pub fn stats(s: &core_::Stats) -> Stats {
         cancelled: s.cancelled,
         rejected: s.rejected,
         events_dropped: s.events_dropped,
-    }
-}
-
-/// The byte range `start..start + len` of `text`, if it lies inside it on character boundaries.
-fn slice(text: &str, start: u32, len: u32) -> Option<&str> {
-    let start = start as usize;
-    text.get(start..start.checked_add(len as usize)?)
-}
-
-/// Runs one batched request on the table.
-pub fn run(t: &mut core_::LockTable, text: &str, r: &BatchRequest) -> Response {
-    if r.op == BatchOp::HandleTimeout {
-        t.handle_timeout(r.now);
-        return Response::Timeout;
-    }
-    let (Some(key), Some(owner)) = (
-        slice(text, r.key_start, r.key_len),
-        slice(text, r.owner_start, r.owner_len),
-    ) else {
-        return Response::BadRange;
-    };
-    match r.op {
-        BatchOp::TryAcquire => Response::Acquire(
-            t.try_acquire(key, owner, r.ttl, r.now)
-                .map(outcome)
-                .map_err(error),
-        ),
-        BatchOp::Acquire => Response::Acquire(
-            t.acquire(key, owner, r.ttl, r.wait_deadline, r.now)
-                .map(outcome)
-                .map_err(error),
-        ),
-        BatchOp::Release => Response::Done(t.release(key, owner, r.fence, r.now).map_err(error)),
-        BatchOp::Extend => Response::Extend(
-            t.extend(key, owner, r.fence, r.ttl, r.now)
-                .map(grant)
-                .map_err(error),
-        ),
-        BatchOp::CancelWait => Response::Done(t.cancel_wait(key, owner, r.now).map_err(error)),
-        BatchOp::HandleTimeout => Response::Timeout,
     }
 }

@@ -1,0 +1,630 @@
+//! A compact byte encoding of a batch of requests and of their responses, so that a whole batch
+//! crosses a boundary (the WebAssembly component's `batch`) as one byte list each way instead of
+//! a list of typed records: lifting and lowering bytes is a copy.
+//!
+//! All integers are little-endian; strings are a `u32` byte length followed by UTF-8.
+//!
+//! A request is an operation byte, `now` (`u64`), then its fields:
+//!
+//! | op | operation | fields after `now` |
+//! | --- | --- | --- |
+//! | 0 | try-acquire | key, owner, ttl |
+//! | 1 | acquire | key, owner, ttl, wait_deadline |
+//! | 2 | release | key, owner, fence |
+//! | 3 | extend | key, owner, fence, ttl |
+//! | 4 | cancel-wait | key, owner |
+//! | 5 | handle-timeout | (none) |
+//!
+//! A response is a tag byte, then:
+//!
+//! | tag | meaning | fields |
+//! | --- | --- | --- |
+//! | 0 | acquire answered | outcome (`u8`: 0 acquired, 1 already-held, 2 queued, 3 already-waiting), `a: u64`, `b: u64` (fence and deadline, or position and 0) |
+//! | 1 | release / cancel-wait done | (none) |
+//! | 2 | extend answered | fence `u64`, deadline `u64` |
+//! | 3 | handle-timeout done | (none) |
+//! | 4, 5, 6 | error of an acquire, a release/cancel-wait, an extend | error (`u8`, its [`LockError::index`]), `a: u64`, `b: u64` (the error's fields in declaration order, names as their index in [`LimitName::ALL`] / [`Corruption::ALL`], 0 when absent) |
+//! | 7 | malformed request: it and the rest of the batch were not run | (none) |
+//!
+//! ```
+//! use lock_core::wire::{self, Request, Response};
+//! use lock_core::{AcquireOutcome, Grant, LockTable};
+//!
+//! let mut requests = Vec::new();
+//! wire::encode_request(&mut requests, &Request::TryAcquire { key: "job", owner: "a", ttl: 100, now: 0 });
+//! wire::encode_request(&mut requests, &Request::Release { key: "job", owner: "a", fence: 1, now: 5 });
+//! let mut table = LockTable::default();
+//! let mut responses = Vec::new();
+//! table.run_batch(&requests, &mut responses);
+//! assert_eq!(
+//!     wire::decode_responses(&responses).unwrap(),
+//!     [
+//!         Response::Acquire(Ok(AcquireOutcome::Acquired(Grant { fence: 1, deadline: 100 }))),
+//!         Response::Done(Ok(())),
+//!     ]
+//! );
+//! ```
+
+use alloc::vec::Vec;
+use core::fmt;
+
+use crate::{AcquireOutcome, Corruption, Fence, Grant, LimitName, LockError, Millis};
+
+/// One request of a batch, borrowing its key and owner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Request<'a> {
+    /// [`LockTable::try_acquire`](crate::LockTable::try_acquire).
+    TryAcquire {
+        /// The key.
+        key: &'a str,
+        /// The owner.
+        owner: &'a str,
+        /// The TTL.
+        ttl: Millis,
+        /// The instant.
+        now: Millis,
+    },
+    /// [`LockTable::acquire`](crate::LockTable::acquire).
+    Acquire {
+        /// The key.
+        key: &'a str,
+        /// The owner.
+        owner: &'a str,
+        /// The TTL.
+        ttl: Millis,
+        /// Until when to wait.
+        wait_deadline: Millis,
+        /// The instant.
+        now: Millis,
+    },
+    /// [`LockTable::release`](crate::LockTable::release).
+    Release {
+        /// The key.
+        key: &'a str,
+        /// The owner.
+        owner: &'a str,
+        /// The lease's fence.
+        fence: Fence,
+        /// The instant.
+        now: Millis,
+    },
+    /// [`LockTable::extend`](crate::LockTable::extend).
+    Extend {
+        /// The key.
+        key: &'a str,
+        /// The owner.
+        owner: &'a str,
+        /// The lease's fence.
+        fence: Fence,
+        /// The new TTL from `now`.
+        ttl: Millis,
+        /// The instant.
+        now: Millis,
+    },
+    /// [`LockTable::cancel_wait`](crate::LockTable::cancel_wait).
+    CancelWait {
+        /// The key.
+        key: &'a str,
+        /// The owner.
+        owner: &'a str,
+        /// The instant.
+        now: Millis,
+    },
+    /// [`LockTable::handle_timeout`](crate::LockTable::handle_timeout).
+    HandleTimeout {
+        /// The instant.
+        now: Millis,
+    },
+}
+
+/// The answer to one request of a batch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Response {
+    /// Of `try-acquire` and `acquire`.
+    Acquire(Result<AcquireOutcome, LockError>),
+    /// Of `release` and `cancel-wait`.
+    Done(Result<(), LockError>),
+    /// Of `extend`.
+    Extend(Result<Grant, LockError>),
+    /// Of `handle-timeout`.
+    Timeout,
+    /// The request could not be decoded (truncated, unknown operation, a string that is not
+    /// UTF-8); neither it nor the rest of the batch was run.
+    Malformed,
+}
+
+/// Bytes that are not a well-formed list of responses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WireError {
+    /// Byte offset where decoding failed.
+    pub offset: usize,
+}
+
+impl fmt::Display for WireError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "malformed batch response at byte {}", self.offset)
+    }
+}
+
+fn put_u64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    // Keys and owners are at most MAX_NAME_BYTES; a longer string saturates its length and then
+    // fails to decode (malformed) rather than being cut.
+    let len = u32::try_from(s.len()).unwrap_or(u32::MAX);
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(s.as_bytes());
+}
+
+/// Appends `request` to `out`.
+pub fn encode_request(out: &mut Vec<u8>, request: &Request<'_>) {
+    let (op, now) = match *request {
+        Request::TryAcquire { now, .. } => (0, now),
+        Request::Acquire { now, .. } => (1, now),
+        Request::Release { now, .. } => (2, now),
+        Request::Extend { now, .. } => (3, now),
+        Request::CancelWait { now, .. } => (4, now),
+        Request::HandleTimeout { now } => (5, now),
+    };
+    out.push(op);
+    put_u64(out, now);
+    match *request {
+        Request::TryAcquire {
+            key, owner, ttl, ..
+        } => {
+            put_str(out, key);
+            put_str(out, owner);
+            put_u64(out, ttl);
+        }
+        Request::Acquire {
+            key,
+            owner,
+            ttl,
+            wait_deadline,
+            ..
+        } => {
+            put_str(out, key);
+            put_str(out, owner);
+            put_u64(out, ttl);
+            put_u64(out, wait_deadline);
+        }
+        Request::Release {
+            key, owner, fence, ..
+        } => {
+            put_str(out, key);
+            put_str(out, owner);
+            put_u64(out, fence);
+        }
+        Request::Extend {
+            key,
+            owner,
+            fence,
+            ttl,
+            ..
+        } => {
+            put_str(out, key);
+            put_str(out, owner);
+            put_u64(out, fence);
+            put_u64(out, ttl);
+        }
+        Request::CancelWait { key, owner, .. } => {
+            put_str(out, key);
+            put_str(out, owner);
+        }
+        Request::HandleTimeout { .. } => {}
+    }
+}
+
+/// A reader over a byte slice that fails (`None`) instead of panicking.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let end = self.at.checked_add(n)?;
+        let s = self.bytes.get(self.at..end)?;
+        self.at = end;
+        Some(s)
+    }
+
+    fn u8(&mut self) -> Option<u8> {
+        self.take(1).map(|b| b[0])
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        self.take(8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+    }
+
+    fn str(&mut self) -> Option<&'a str> {
+        let len = self.take(4)?;
+        let len = u32::from_le_bytes(len.try_into().unwrap_or([0xff; 4]));
+        core::str::from_utf8(self.take(usize::try_from(len).ok()?)?).ok()
+    }
+
+    fn done(&self) -> bool {
+        self.at >= self.bytes.len()
+    }
+}
+
+/// The requests in `bytes`, in order; a malformed one ends the sequence with `Err(offset)`.
+pub fn decode_requests(bytes: &[u8]) -> impl Iterator<Item = Result<Request<'_>, usize>> + '_ {
+    let mut r = Reader { bytes, at: 0 };
+    let mut failed = false;
+    core::iter::from_fn(move || {
+        if failed || r.done() {
+            return None;
+        }
+        let start = r.at;
+        let request = decode_one(&mut r);
+        failed = request.is_none();
+        Some(request.ok_or(start))
+    })
+}
+
+fn decode_one<'a>(r: &mut Reader<'a>) -> Option<Request<'a>> {
+    let op = r.u8()?;
+    let now = r.u64()?;
+    Some(match op {
+        0 => Request::TryAcquire {
+            key: r.str()?,
+            owner: r.str()?,
+            ttl: r.u64()?,
+            now,
+        },
+        1 => Request::Acquire {
+            key: r.str()?,
+            owner: r.str()?,
+            ttl: r.u64()?,
+            wait_deadline: r.u64()?,
+            now,
+        },
+        2 => Request::Release {
+            key: r.str()?,
+            owner: r.str()?,
+            fence: r.u64()?,
+            now,
+        },
+        3 => Request::Extend {
+            key: r.str()?,
+            owner: r.str()?,
+            fence: r.u64()?,
+            ttl: r.u64()?,
+            now,
+        },
+        4 => Request::CancelWait {
+            key: r.str()?,
+            owner: r.str()?,
+            now,
+        },
+        5 => Request::HandleTimeout { now },
+        _ => return None,
+    })
+}
+
+/// An error as (its index, its two numeric fields).
+fn error_parts(e: &LockError) -> (u8, u64, u64) {
+    let size = |v: usize| v as u64;
+    let (a, b) = match *e {
+        LockError::KeyTooLong { len, max } | LockError::OwnerTooLong { len, max } => {
+            (size(len), size(max))
+        }
+        LockError::TtlTooLong { ttl, max } => (ttl, max),
+        LockError::DeadlineOverflow { now, ttl } => (now, ttl),
+        LockError::TableFull { max_keys } => (size(max_keys), 0),
+        LockError::QueueFull {
+            max_waiters_per_key,
+        } => (size(max_waiters_per_key), 0),
+        LockError::TooManyWaiters { max_waiters } => (size(max_waiters), 0),
+        LockError::Held { deadline } | LockError::Expired { deadline } => (deadline, 0),
+        LockError::InvalidLimits { limit } | LockError::SnapshotExceedsLimits { limit } => {
+            (name_index(LimitName::ALL, limit), 0)
+        }
+        LockError::SnapshotVersion { found, supported } => (u64::from(found), u64::from(supported)),
+        LockError::SnapshotCorrupt { reason } => (name_index(Corruption::ALL, reason), 0),
+        LockError::KeyEmpty
+        | LockError::KeyInvalid
+        | LockError::OwnerEmpty
+        | LockError::OwnerInvalid
+        | LockError::TtlZero
+        | LockError::NotOwner
+        | LockError::NotHeld
+        | LockError::NotWaiting
+        | LockError::SnapshotTruncated
+        | LockError::SnapshotBadMagic
+        | LockError::SnapshotChecksum => (0, 0),
+    };
+    // There are fewer than 256 errors (`LockError::CODES` has 24).
+    (e.index() as u8, a, b)
+}
+
+fn name_index<T: PartialEq>(all: &[T], v: T) -> u64 {
+    all.iter().position(|x| *x == v).unwrap_or(0) as u64
+}
+
+/// The error with this index and fields, if they make one.
+fn error_from_parts(index: u8, a: u64, b: u64) -> Option<LockError> {
+    let size = |v: u64| usize::try_from(v).ok();
+    let limit = |v: u64| LimitName::ALL.get(size(v)?).copied();
+    Some(match *LockError::CODES.get(usize::from(index))? {
+        "key-empty" => LockError::KeyEmpty,
+        "key-too-long" => LockError::KeyTooLong {
+            len: size(a)?,
+            max: size(b)?,
+        },
+        "key-invalid" => LockError::KeyInvalid,
+        "owner-empty" => LockError::OwnerEmpty,
+        "owner-too-long" => LockError::OwnerTooLong {
+            len: size(a)?,
+            max: size(b)?,
+        },
+        "owner-invalid" => LockError::OwnerInvalid,
+        "ttl-zero" => LockError::TtlZero,
+        "ttl-too-long" => LockError::TtlTooLong { ttl: a, max: b },
+        "deadline-overflow" => LockError::DeadlineOverflow { now: a, ttl: b },
+        "table-full" => LockError::TableFull { max_keys: size(a)? },
+        "queue-full" => LockError::QueueFull {
+            max_waiters_per_key: size(a)?,
+        },
+        "too-many-waiters" => LockError::TooManyWaiters {
+            max_waiters: size(a)?,
+        },
+        "held" => LockError::Held { deadline: a },
+        "not-owner" => LockError::NotOwner,
+        "not-held" => LockError::NotHeld,
+        "expired" => LockError::Expired { deadline: a },
+        "not-waiting" => LockError::NotWaiting,
+        "invalid-limits" => LockError::InvalidLimits { limit: limit(a)? },
+        "snapshot-truncated" => LockError::SnapshotTruncated,
+        "snapshot-bad-magic" => LockError::SnapshotBadMagic,
+        "snapshot-version" => LockError::SnapshotVersion {
+            found: u16::try_from(a).ok()?,
+            supported: u16::try_from(b).ok()?,
+        },
+        "snapshot-checksum" => LockError::SnapshotChecksum,
+        "snapshot-corrupt" => LockError::SnapshotCorrupt {
+            reason: Corruption::ALL.get(size(a)?).copied()?,
+        },
+        "snapshot-exceeds-limits" => LockError::SnapshotExceedsLimits { limit: limit(a)? },
+        _ => return None,
+    })
+}
+
+/// Appends `response` to `out`.
+pub fn encode_response(out: &mut Vec<u8>, response: &Response) {
+    let error = |out: &mut Vec<u8>, tag: u8, e: &LockError| {
+        let (index, a, b) = error_parts(e);
+        out.push(tag);
+        out.push(index);
+        put_u64(out, a);
+        put_u64(out, b);
+    };
+    match response {
+        Response::Acquire(Ok(o)) => {
+            let (kind, a, b) = match *o {
+                AcquireOutcome::Acquired(g) => (0, g.fence, g.deadline),
+                AcquireOutcome::AlreadyHeld(g) => (1, g.fence, g.deadline),
+                AcquireOutcome::Queued { position } => (2, position as u64, 0),
+                AcquireOutcome::AlreadyWaiting { position } => (3, position as u64, 0),
+            };
+            out.push(0);
+            out.push(kind);
+            put_u64(out, a);
+            put_u64(out, b);
+        }
+        Response::Done(Ok(())) => out.push(1),
+        Response::Extend(Ok(g)) => {
+            out.push(2);
+            put_u64(out, g.fence);
+            put_u64(out, g.deadline);
+        }
+        Response::Timeout => out.push(3),
+        Response::Acquire(Err(e)) => error(out, 4, e),
+        Response::Done(Err(e)) => error(out, 5, e),
+        Response::Extend(Err(e)) => error(out, 6, e),
+        Response::Malformed => out.push(7),
+    }
+}
+
+/// The responses in `bytes`, in order.
+///
+/// # Errors
+/// A [`WireError`] at the first byte that does not decode.
+pub fn decode_responses(bytes: &[u8]) -> Result<Vec<Response>, WireError> {
+    let mut r = Reader { bytes, at: 0 };
+    let mut out = Vec::new();
+    while !r.done() {
+        let start = r.at;
+        let fail = WireError { offset: start };
+        let tag = r.u8().ok_or(fail)?;
+        let error = |r: &mut Reader<'_>| -> Result<LockError, WireError> {
+            let index = r.u8().ok_or(fail)?;
+            let (a, b) = (r.u64().ok_or(fail)?, r.u64().ok_or(fail)?);
+            error_from_parts(index, a, b).ok_or(fail)
+        };
+        out.push(match tag {
+            0 => {
+                let kind = r.u8().ok_or(fail)?;
+                let (a, b) = (r.u64().ok_or(fail)?, r.u64().ok_or(fail)?);
+                let g = Grant {
+                    fence: a,
+                    deadline: b,
+                };
+                let position = usize::try_from(a).map_err(|_| fail);
+                Response::Acquire(Ok(match kind {
+                    0 => AcquireOutcome::Acquired(g),
+                    1 => AcquireOutcome::AlreadyHeld(g),
+                    2 => AcquireOutcome::Queued {
+                        position: position?,
+                    },
+                    3 => AcquireOutcome::AlreadyWaiting {
+                        position: position?,
+                    },
+                    _ => return Err(fail),
+                }))
+            }
+            1 => Response::Done(Ok(())),
+            2 => Response::Extend(Ok(Grant {
+                fence: r.u64().ok_or(fail)?,
+                deadline: r.u64().ok_or(fail)?,
+            })),
+            3 => Response::Timeout,
+            4 => Response::Acquire(Err(error(&mut r)?)),
+            5 => Response::Done(Err(error(&mut r)?)),
+            6 => Response::Extend(Err(error(&mut r)?)),
+            7 => Response::Malformed,
+            _ => return Err(fail),
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::string::ToString;
+    use alloc::vec;
+
+    fn every_error() -> Vec<LockError> {
+        vec![
+            LockError::KeyEmpty,
+            LockError::KeyTooLong { len: 300, max: 256 },
+            LockError::KeyInvalid,
+            LockError::OwnerEmpty,
+            LockError::OwnerTooLong { len: 9, max: 8 },
+            LockError::OwnerInvalid,
+            LockError::TtlZero,
+            LockError::TtlTooLong {
+                ttl: u64::MAX,
+                max: 7,
+            },
+            LockError::DeadlineOverflow { now: 5, ttl: 6 },
+            LockError::TableFull { max_keys: 3 },
+            LockError::QueueFull {
+                max_waiters_per_key: 4,
+            },
+            LockError::TooManyWaiters { max_waiters: 5 },
+            LockError::Held { deadline: 6 },
+            LockError::NotOwner,
+            LockError::NotHeld,
+            LockError::Expired { deadline: 7 },
+            LockError::NotWaiting,
+            LockError::InvalidLimits {
+                limit: LimitName::MaxPendingEvents,
+            },
+            LockError::SnapshotTruncated,
+            LockError::SnapshotBadMagic,
+            LockError::SnapshotVersion {
+                found: 2,
+                supported: 1,
+            },
+            LockError::SnapshotChecksum,
+            LockError::SnapshotCorrupt {
+                reason: Corruption::NotUtf8,
+            },
+            LockError::SnapshotExceedsLimits {
+                limit: LimitName::MaxKeys,
+            },
+        ]
+    }
+
+    #[test]
+    fn every_response_round_trips() {
+        let g = Grant {
+            fence: 9,
+            deadline: u64::MAX,
+        };
+        let mut responses = vec![
+            Response::Acquire(Ok(AcquireOutcome::Acquired(g))),
+            Response::Acquire(Ok(AcquireOutcome::AlreadyHeld(g))),
+            Response::Acquire(Ok(AcquireOutcome::Queued { position: 3 })),
+            Response::Acquire(Ok(AcquireOutcome::AlreadyWaiting { position: 1 })),
+            Response::Done(Ok(())),
+            Response::Extend(Ok(g)),
+            Response::Timeout,
+            Response::Malformed,
+        ];
+        assert_eq!(every_error().len(), LockError::CODES.len());
+        for e in every_error() {
+            responses.push(Response::Acquire(Err(e.clone())));
+            responses.push(Response::Done(Err(e.clone())));
+            responses.push(Response::Extend(Err(e)));
+        }
+        let mut bytes = Vec::new();
+        for r in &responses {
+            encode_response(&mut bytes, r);
+        }
+        assert_eq!(decode_responses(&bytes).unwrap(), responses);
+        // every strict prefix that cuts a response is refused
+        assert!(decode_responses(&bytes[..bytes.len() - 1]).is_err());
+        assert_eq!(
+            decode_responses(&[9]).unwrap_err().to_string(),
+            "malformed batch response at byte 0"
+        );
+    }
+
+    #[test]
+    fn every_request_round_trips_and_bad_bytes_stop_the_batch() {
+        let requests = [
+            Request::TryAcquire {
+                key: "ジョブ",
+                owner: "a",
+                ttl: 1,
+                now: 2,
+            },
+            Request::Acquire {
+                key: "k",
+                owner: "b",
+                ttl: 3,
+                wait_deadline: 4,
+                now: 5,
+            },
+            Request::Release {
+                key: "k",
+                owner: "a",
+                fence: 6,
+                now: 7,
+            },
+            Request::Extend {
+                key: "k",
+                owner: "a",
+                fence: 8,
+                ttl: 9,
+                now: 10,
+            },
+            Request::CancelWait {
+                key: "k",
+                owner: "b",
+                now: 11,
+            },
+            Request::HandleTimeout { now: u64::MAX },
+        ];
+        let mut bytes = Vec::new();
+        for r in &requests {
+            encode_request(&mut bytes, r);
+        }
+        let decoded: Vec<_> = decode_requests(&bytes).collect();
+        assert_eq!(decoded, requests.iter().map(|r| Ok(*r)).collect::<Vec<_>>());
+        // a cut, an unknown op, invalid UTF-8: one error, then nothing
+        let cut: Vec<_> = decode_requests(&bytes[..bytes.len() - 3]).collect();
+        assert_eq!(cut.len(), requests.len());
+        assert!(cut.last().unwrap().is_err());
+        let mut bad_op = bytes.clone();
+        bad_op[0] = 42;
+        assert_eq!(decode_requests(&bad_op).collect::<Vec<_>>(), [Err(0)]);
+        let mut bad_utf8 = Vec::new();
+        bad_utf8.push(4);
+        bad_utf8.extend_from_slice(&0u64.to_le_bytes());
+        bad_utf8.extend_from_slice(&2u32.to_le_bytes());
+        bad_utf8.extend_from_slice(&[0xc3, 0x28]);
+        assert_eq!(decode_requests(&bad_utf8).collect::<Vec<_>>(), [Err(0)]);
+        let mut huge_len = vec![4];
+        huge_len.extend_from_slice(&0u64.to_le_bytes());
+        huge_len.extend_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(decode_requests(&huge_len).collect::<Vec<_>>(), [Err(0)]);
+    }
+}
