@@ -173,7 +173,10 @@ pub fn run(pairs: u64) -> Vec<Measurement> {
                 }
                 let responses = table.batch(&batch).unwrap();
                 assert_eq!(responses.len(), 64);
-                assert!(matches!(responses[63], lock_core::wire::Response::Done(Ok(()))));
+                assert!(matches!(
+                    responses[63],
+                    lock_core::wire::Response::Done(Ok(()))
+                ));
                 next_fence += batch_pairs;
             }
         },

@@ -26,10 +26,7 @@ wasmtime::component::bindgen!({
 
 /// The WIT types of the contract (`expiring:lock/types`), as the host sees them.
 pub use exports::expiring::lock::types;
-use types::{
-    AcquireOutcome, Event, Grant, KeyInfo, Limits, LockError,
-    Stats,
-};
+use types::{AcquireOutcome, Event, Grant, KeyInfo, Limits, LockError, Stats};
 
 /// The component built from `lock-wasm` by this crate's build script (it imports nothing).
 pub const LOCK_COMPONENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/lock.component.wasm"));

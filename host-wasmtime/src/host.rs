@@ -46,7 +46,7 @@ impl LockHostBuilder {
         self.limits = limits;
         self
     }
-    /// Memory cap and per-call fuel of the component instance.
+    /// Memory cap and per-call time bound of the component instance.
     #[must_use]
     pub fn sandbox(mut self, sandbox: SandboxLimits) -> Self {
         self.sandbox = sandbox;

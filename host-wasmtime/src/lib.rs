@@ -8,7 +8,7 @@
 //! - [`Lease`] guards: `fence`, `deadline`, `extend`, idempotent `release` (also on drop),
 //!   opt-in `keep_alive`, and `on_lost` callbacks fired once when the table reports an expiry;
 //! - one timer thread for the whole table, driven by the table's next wake-up;
-//! - a sandbox: memory cap and per-call fuel; a trap returns [`HostError::Trap`] and poisons the
+//! - a sandbox: memory cap and a per-call time bound (epoch interruption); a trap returns [`HostError::Trap`] and poisons the
 //!   table (every later call is refused with a clear error) instead of taking the host down;
 //! - optional persistence: atomic snapshot files, loaded at start.
 //!

@@ -97,7 +97,9 @@ fn a_malformed_request_ends_the_batch_and_nothing_after_it_runs() {
     let mut batch = Batch::new();
     batch.try_acquire("k1", "a", 10, 0);
     let first_end = batch.bytes_mut().len();
-    batch.try_acquire("é", "a", 10, 0).try_acquire("k3", "a", 10, 0);
+    batch
+        .try_acquire("é", "a", 10, 0)
+        .try_acquire("k3", "a", 10, 0);
     // Cut 'é' in half: the second request's key is not UTF-8.
     let e_at = first_end + 1 + 8 + 4;
     batch.bytes_mut()[e_at + 1] = b'x';

@@ -3,9 +3,8 @@
 use lock_core as core_;
 
 use super::exports::expiring::lock::types::{
-    AcquireOutcome, DeadlineOverflowInfo, Event, EventKind, ExpiredEvent,
-    Grant, GrantedEvent, KeyInfo, LengthLimit, Limits, LockError, Stats, TtlLimit,
-    VersionMismatch, WaiterInfo,
+    AcquireOutcome, DeadlineOverflowInfo, Event, EventKind, ExpiredEvent, Grant, GrantedEvent,
+    KeyInfo, LengthLimit, Limits, LockError, Stats, TtlLimit, VersionMismatch, WaiterInfo,
 };
 
 /// WIT counts are u32; the core's are usize. Saturates (the core's limits keep them far below).
