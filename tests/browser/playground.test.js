@@ -159,6 +159,29 @@ describe('playground', () => {
     await page.close();
   });
 
+  it('runs the virtual clock at the chosen speed and follows real time in real mode', async () => {
+    const { page, problems } = await openPage('index.html');
+    await page.waitForSelector('body[data-ready="true"]');
+    const now = () => page.textContent('#clock-now').then((t) => Number.parseFloat(t));
+    // x100 on gloo-timers ticks: two virtual seconds pass in a few tens of real milliseconds.
+    await page.selectOption('#clock-speed', '100');
+    await page.click('#clock-toggle');
+    await page.waitForFunction(() => Number.parseFloat(document.querySelector('#clock-now').textContent) >= 2);
+    assert.match(await page.textContent('#clock-state'), /virtual, running at x100/);
+    await page.click('#clock-toggle');
+    const paused = await now();
+    assert.match(await page.textContent('#clock-state'), /virtual, paused/);
+    await page.waitForTimeout(200);
+    assert.equal(await now(), paused, 'a paused clock does not move');
+    // Real mode continues from the virtual instant and moves with real time.
+    await page.selectOption('#clock-mode', 'real');
+    await page.waitForFunction((from) => Number.parseFloat(document.querySelector('#clock-now').textContent) > from, paused);
+    assert.ok((await now()) >= paused);
+    assert.equal(await page.getAttribute('#clock-step', 'disabled'), '');
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+
   it('imports a vector file and replays it step by step, every step as expected', async () => {
     const { page, problems } = await openPage('index.html');
     await page.waitForSelector('body[data-ready="true"]');
