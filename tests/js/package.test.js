@@ -32,7 +32,10 @@ it('ships only the whitelisted files', () => {
     'src/api.js',
     'src/browser.js',
     'src/engine.js',
+    'src/errors.js',
+    'src/locks.js',
     'src/node.js',
+    'src/table.js',
   ]);
 });
 

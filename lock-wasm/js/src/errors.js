@@ -1,0 +1,45 @@
+// Errors and the checks at the JS boundary: what a caller passes is checked here, with a
+// TypeError/RangeError, before anything reaches the engine. Refusals of the core are LockErrors.
+
+/** The code of the error that rejects `Locks.acquire` when its wait timed out (the core's event name). */
+export const WAIT_TIMED_OUT = 'wait-timed-out';
+
+/** A lock error: `code` is the WIT contract's kebab-case name (`held`, `not-owner`, ...). */
+export class LockError extends Error {
+  constructor(code, message, details = {}) {
+    super(message);
+    this.name = 'LockError';
+    this.code = code;
+    this.details = details;
+  }
+}
+
+// ----- boundary checks ----------------------------------------------------------------------
+
+export function describe(value) {
+  if (typeof value === 'string') return JSON.stringify(value);
+  if (typeof value === 'bigint') return `${value}n (a BigInt; pass a number)`;
+  return String(value);
+}
+
+/** A non-negative safe integer number of milliseconds (or a count), or a RangeError/TypeError. */
+export function ms(name, value) {
+  if (typeof value !== 'number') {
+    throw new TypeError(`${name} must be a number of milliseconds, got ${typeof value} ${describe(value)}`);
+  }
+  if (!Number.isSafeInteger(value) || value < 0) {
+    throw new RangeError(`${name} must be a non-negative integer no larger than Number.MAX_SAFE_INTEGER, got ${describe(value)}`);
+  }
+  return value;
+}
+
+/** A string that converts to UTF-8 without loss (the core checks emptiness, length, characters). */
+export function text(name, value) {
+  if (typeof value !== 'string') {
+    throw new TypeError(`${name} must be a string, got ${typeof value} ${describe(value)}`);
+  }
+  if (!value.isWellFormed()) {
+    throw new TypeError(`${name} contains a lone surrogate and cannot be encoded as UTF-8`);
+  }
+  return value;
+}

@@ -1,0 +1,471 @@
+// Locks and Lease: the table on a real (or injected) clock, with waiting on Promises, keep-alive,
+// lost-lock notification and one timer for the whole table. Bookkeeping only: every decision is
+// the core's, reported through its outcomes and events.
+
+import { LockError, WAIT_TIMED_OUT, ms, text } from './errors.js';
+import { LockTable } from './table.js';
+
+const KEEP_ALIVE_FRACTION = 3; // renew when a third of the TTL is left
+const FOREVER = Number.MAX_SAFE_INTEGER;
+
+function realNow() {
+  return Math.floor(performance.now());
+}
+
+let instances = 0;
+
+/**
+ * A lock table on a real clock (or an injected one): owners waiting on Promises, leases that
+ * notify when they are lost, keep-alive, and one timer for the whole table.
+ */
+export class Locks {
+  #table;
+  #clock;
+  #setTimeout;
+  #clearTimeout;
+  #timer = null;
+  #timerAt = Infinity;
+  #syncQueued = false;
+  #leases = new Map(); // fence -> Lease (fences are unique in a table)
+  #waiters = new Map(); // key \0 owner -> waiter
+  #keepAlive = new Set();
+  #ownerPrefix;
+  #ownerSeq = 0;
+  #closed = false;
+
+  /**
+   * @param {object} [options]
+   * @param {object} [options.limits] limits of the table
+   * @param {() => number} [options.now] the clock (integer ms, monotonic); default `performance.now()`
+   * @param {Function} [options.setTimeout] timer functions (tests inject fakes)
+   * @param {Function} [options.clearTimeout]
+   */
+  constructor(options = {}) {
+    this.#table = new LockTable(options.limits ?? {}, { seed: options.seed ?? 0 });
+    this.#clock = options.now ?? realNow;
+    this.#setTimeout = options.setTimeout ?? globalThis.setTimeout.bind(globalThis);
+    this.#clearTimeout = options.clearTimeout ?? globalThis.clearTimeout.bind(globalThis);
+    instances += 1;
+    this.#ownerPrefix = `locks-${instances}`;
+  }
+
+  /** The underlying table (for inspection; calls on it bypass waiter and lease bookkeeping). */
+  get table() {
+    return this.#table;
+  }
+
+  /** The clock reading this instance uses, in ms. */
+  now() {
+    return ms('now()', this.#clock());
+  }
+
+  #owner(owner) {
+    if (owner === undefined) {
+      this.#ownerSeq += 1;
+      return `${this.#ownerPrefix}#${this.#ownerSeq}`;
+    }
+    return text('owner', owner);
+  }
+
+  #open() {
+    if (this.#closed) throw new Error('this Locks was closed');
+  }
+
+  /**
+   * Takes `key` now if it is free: a Lease, or `null` when another owner holds it.
+   * @param {string} key
+   * @param {{ttl: number, owner?: string, keepAlive?: boolean, onLost?: Function}} options
+   */
+  tryAcquire(key, options) {
+    this.#open();
+    const { ttl, owner, keepAlive, onLost } = leaseOptions(options);
+    const who = this.#owner(owner);
+    let outcome;
+    try {
+      outcome = this.#table._tryAcquireOrNull(key, who, ttl, this.now());
+    } finally {
+      this.#afterCall();
+    }
+    return outcome === null ? null : this.#lease(key, who, ttl, outcome, keepAlive, onLost);
+  }
+
+  /**
+   * Takes `key`, waiting in the key's FIFO queue until it is handed over. Rejects with a LockError
+   * `wait-timed-out` after `timeout` ms, with `signal.reason` when `signal` aborts, or with the
+   * core's error.
+   * @param {string} key
+   * @param {{ttl: number, owner?: string, timeout?: number, signal?: AbortSignal, keepAlive?: boolean, onLost?: Function}} options
+   * @returns {Promise<Lease>}
+   */
+  acquire(key, options) {
+    try {
+      this.#open();
+      const { ttl, owner, keepAlive, onLost } = leaseOptions(options);
+      const { timeout, signal } = options;
+      if (signal !== undefined && !(signal instanceof AbortSignal)) {
+        throw new TypeError('signal must be an AbortSignal');
+      }
+      if (signal?.aborted) return Promise.reject(signal.reason);
+      const who = this.#owner(owner);
+      const now = this.now();
+      const waitDeadline = timeout === undefined ? FOREVER : Math.min(FOREVER, now + ms('timeout', timeout));
+      let outcome;
+      try {
+        outcome = this.#table.acquire(key, who, ttl, waitDeadline, now);
+      } finally {
+        this.#afterCall();
+      }
+      if (outcome.type === 'acquired' || outcome.type === 'already-held') {
+        return Promise.resolve(this.#lease(key, who, ttl, outcome, keepAlive, onLost));
+      }
+      const id = `${key}\u0000${who}`;
+      const existing = this.#waiters.get(id);
+      if (existing !== undefined) return existing.promise;
+      let settle;
+      const promise = new Promise((resolve, reject) => {
+        settle = { resolve, reject };
+      });
+      const waiter = { promise, ttl, keepAlive, onLost, signal, onAbort: null, ...settle };
+      if (signal !== undefined) {
+        waiter.onAbort = () => this.#abortWait(key, who, id, signal.reason);
+        signal.addEventListener('abort', waiter.onAbort, { once: true });
+      }
+      this.#waiters.set(id, waiter);
+      return promise;
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /**
+   * Runs `callback(lease)` while holding `key` and releases it when the callback settles (the Web
+   * Locks idiom). `lease.signal` aborts if the lease is lost. With `ifAvailable: true` it does not
+   * wait: the callback gets `null` when the key is held.
+   */
+  async withLock(key, options, callback) {
+    if (typeof callback !== 'function') throw new TypeError('withLock needs a callback');
+    const lease = options?.ifAvailable ? this.tryAcquire(key, options) : await this.acquire(key, options);
+    if (lease === null) return callback(null);
+    try {
+      return await callback(lease);
+    } finally {
+      lease.release();
+    }
+  }
+
+  /** The holder and waiters of `key` now (`null` if free). */
+  inspect(key) {
+    const info = this.#table.inspect(key, this.now());
+    this.#afterCall();
+    return info;
+  }
+
+  /** Counters and gauges of the table now. */
+  stats() {
+    const s = this.#table.stats(this.now());
+    this.#afterCall();
+    return s;
+  }
+
+  /**
+   * Stops the timer, rejects every pending acquire and frees the table. Leases of this instance
+   * become inert (their release does nothing).
+   */
+  close() {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#arm(null);
+    const error = new Error('this Locks was closed');
+    for (const waiter of this.#waiters.values()) this.#dropWaiter(waiter).reject(error);
+    this.#waiters.clear();
+    this.#keepAlive.clear();
+    this.#leases.clear();
+    this.#table.free();
+  }
+
+  // ----- lease bookkeeping (called by Lease) -----
+
+  /** @internal */
+  _release(lease) {
+    if (this.#closed) return false;
+    let failure = null;
+    try {
+      this.#table.release(lease.key, lease.owner, lease.fence, this.now());
+      this.#forget(lease);
+    } catch (error) {
+      if (!(error instanceof LockError)) throw error;
+      failure = error;
+    }
+    this.#afterCall();
+    if (failure === null) return true;
+    this.#notHolder(lease, failure);
+    return false;
+  }
+
+  /** @internal */
+  _extend(lease, ttl) {
+    this.#open();
+    let grant;
+    try {
+      grant = this.#table.extend(lease.key, lease.owner, lease.fence, ttl, this.now());
+    } catch (error) {
+      this.#afterCall();
+      if (error instanceof LockError) this.#notHolder(lease, error);
+      throw error;
+    }
+    this.#afterCall();
+    return grant;
+  }
+
+  /**
+   * The core says `lease` is not held any more. Normally its expiry event (dispatched just before)
+   * already reported the loss; if that event was never seen (dropped past max_pending_events),
+   * report it from the error.
+   */
+  #notHolder(lease, error) {
+    if (!lease.held || !['expired', 'not-held', 'not-owner'].includes(error.code)) return;
+    this.#forget(lease);
+    if (error.code === 'expired') {
+      lease._lose({ key: lease.key, owner: lease.owner, fence: lease.fence, at: error.details.deadline });
+    }
+  }
+
+  #lease(key, owner, ttl, outcome, keepAlive, onLost) {
+    const known = this.#leases.get(outcome.fence);
+    if (known !== undefined) return known;
+    const lease = new Lease(this, key, owner, outcome.fence, outcome.deadline, ttl, onLost);
+    this.#leases.set(outcome.fence, lease);
+    if (keepAlive) this.#keepAlive.add(lease);
+    return lease;
+  }
+
+  #forget(lease) {
+    this.#leases.delete(lease.fence);
+    this.#keepAlive.delete(lease);
+    lease._ended();
+  }
+
+  #dropWaiter(waiter) {
+    if (waiter.onAbort !== null) waiter.signal.removeEventListener('abort', waiter.onAbort);
+    return waiter;
+  }
+
+  #abortWait(key, owner, id, reason) {
+    const waiter = this.#waiters.get(id);
+    if (waiter === undefined || this.#closed) return;
+    try {
+      this.#table.cancelWait(key, owner, this.now());
+    } catch (error) {
+      // not-waiting: the core granted or timed out the wait before the abort; the event (handled
+      // below) settles the promise first.
+      if (!(error instanceof LockError)) throw error;
+    }
+    this.#afterCall();
+    if (this.#waiters.get(id) === waiter) {
+      this.#waiters.delete(id);
+      this.#dropWaiter(waiter).reject(reason);
+    }
+  }
+
+  /** Dispatches the core's events, then asks for the timer to be brought up to date. */
+  #afterCall() {
+    if (this.#table.pendingEvents > 0) {
+      for (const event of this.#table.drainEvents()) this.#dispatch(event);
+    }
+    if (!this.#syncQueued && !this.#closed) {
+      this.#syncQueued = true;
+      queueMicrotask(() => {
+        this.#syncQueued = false;
+        if (!this.#closed) this.#schedule();
+      });
+    }
+  }
+
+  #dispatch(event) {
+    if (event.type === 'expired') {
+      const lease = this.#leases.get(event.fence);
+      if (lease !== undefined) {
+        this.#forget(lease);
+        lease._lose(event);
+      }
+      return;
+    }
+    const id = `${event.key}\u0000${event.owner}`;
+    const waiter = this.#waiters.get(id);
+    if (waiter === undefined) return;
+    this.#waiters.delete(id);
+    this.#dropWaiter(waiter);
+    if (event.type === 'granted') {
+      waiter.resolve(this.#lease(event.key, event.owner, waiter.ttl, event, waiter.keepAlive, waiter.onLost));
+    } else {
+      waiter.reject(
+        new LockError(WAIT_TIMED_OUT, `waited for ${JSON.stringify(event.key)} until ${event.at} ms without being handed the lock`, {
+          key: event.key,
+          at: event.at,
+        }),
+      );
+    }
+  }
+
+  /** The timer's job: renew keep-alive leases that are due, apply the core's due work, re-arm. */
+  #tick() {
+    this.#timer = null;
+    this.#timerAt = Infinity;
+    if (this.#closed) return;
+    const now = this.now();
+    for (const lease of [...this.#keepAlive]) {
+      if (lease.renewAt <= now) {
+        try {
+          lease.extend();
+        } catch (error) {
+          if (!(error instanceof LockError)) throw error;
+          this.#keepAlive.delete(lease);
+        }
+      }
+    }
+    this.#table.handleTimeout(now);
+    this.#afterCall();
+    this.#schedule();
+  }
+
+  #schedule() {
+    let next = this.#table.nextWakeup();
+    for (const lease of this.#keepAlive) {
+      if (next === null || lease.renewAt < next) next = lease.renewAt;
+    }
+    this.#arm(next);
+  }
+
+  #arm(at) {
+    if (at === null) {
+      if (this.#timer !== null) this.#clearTimeout(this.#timer);
+      this.#timer = null;
+      this.#timerAt = Infinity;
+      return;
+    }
+    // An armed timer that fires no later than needed is kept (it re-arms itself when it fires):
+    // most calls move the next wake-up later, and this saves a clearTimeout/setTimeout pair.
+    if (this.#timer !== null && this.#timerAt <= at) return;
+    if (this.#timer !== null) this.#clearTimeout(this.#timer);
+    this.#timerAt = at;
+    this.#timer = this.#setTimeout(() => this.#tick(), Math.max(0, at - this.now()));
+  }
+}
+
+function leaseOptions(options) {
+  if (options === null || typeof options !== 'object') {
+    throw new TypeError('options must be an object with at least { ttl }');
+  }
+  const { ttl, owner, keepAlive = false, onLost } = options;
+  ms('ttl', ttl);
+  if (onLost !== undefined && typeof onLost !== 'function') throw new TypeError('onLost must be a function');
+  return { ttl, owner, keepAlive: Boolean(keepAlive), onLost };
+}
+
+/**
+ * A lease held through a Locks: its fencing token, its deadline, and the notifications of its loss.
+ */
+export class Lease {
+  #locks;
+  #ttl;
+  #state = 'held'; // held | released | lost
+  #onLost;
+  #lostInfo = null;
+  #resolveLost = null;
+  #lostPromise = null;
+  #controller = null;
+
+  /** @internal */
+  constructor(locks, key, owner, fence, deadline, ttl, onLost) {
+    this.#locks = locks;
+    this.key = key;
+    this.owner = owner;
+    this.fence = fence;
+    this.deadline = deadline;
+    this.#ttl = ttl;
+    this.#onLost = onLost;
+  }
+
+  /** Whether the lease is still held (not released, not lost). */
+  get held() {
+    return this.#state === 'held';
+  }
+
+  /** Whether the lease ran out before it was released. */
+  get isLost() {
+    return this.#state === 'lost';
+  }
+
+  /** Resolves with `{key, owner, fence, at}` when the lease expires; never if it is released. */
+  get lost() {
+    if (this.#lostPromise === null) {
+      this.#lostPromise =
+        this.#lostInfo !== null
+          ? Promise.resolve(this.#lostInfo)
+          : new Promise((resolve) => {
+              this.#resolveLost = resolve;
+            });
+    }
+    return this.#lostPromise;
+  }
+
+  /** An AbortSignal that aborts when the lease is lost. */
+  get signal() {
+    if (this.#controller === null) {
+      this.#controller = new AbortController();
+      if (this.#lostInfo !== null) this.#controller.abort(lostError(this.#lostInfo));
+    }
+    return this.#controller.signal;
+  }
+
+  /** When keep-alive renews this lease. @internal */
+  get renewAt() {
+    return this.deadline - Math.ceil(this.#ttl / KEEP_ALIVE_FRACTION);
+  }
+
+  /**
+   * Pushes the deadline to now + `ttl` (default: the TTL it was acquired with); returns the new
+   * deadline. A lease that already ran out throws LockError `expired`.
+   */
+  extend(ttl = this.#ttl) {
+    const grant = this.#locks._extend(this, ms('ttl', ttl));
+    this.#ttl = ttl;
+    this.deadline = grant.deadline;
+    return this.deadline;
+  }
+
+  /**
+   * Releases the lease. Idempotent: `true` if this call released it, `false` if it was already
+   * released or lost.
+   */
+  release() {
+    if (this.#state !== 'held') return false;
+    return this.#locks._release(this);
+  }
+
+  /** @internal */
+  _ended() {
+    if (this.#state === 'held') this.#state = 'released';
+  }
+
+  /** @internal */
+  _lose(event) {
+    this.#state = 'lost';
+    this.#lostInfo = Object.freeze({ key: event.key, owner: event.owner, fence: event.fence, at: event.at });
+    if (this.#resolveLost !== null) this.#resolveLost(this.#lostInfo);
+    if (this.#controller !== null) this.#controller.abort(lostError(this.#lostInfo));
+    if (this.#onLost !== undefined) {
+      try {
+        this.#onLost(this.#lostInfo);
+      } catch (error) {
+        console.error('expiring-lock: an onLost callback threw', error);
+      }
+    }
+  }
+}
+
+function lostError(info) {
+  return new LockError('expired', `the lease on ${JSON.stringify(info.key)} (fence ${info.fence}) expired at ${info.at} ms`, {
+    deadline: info.at,
+  });
+}

@@ -1,0 +1,284 @@
+// LockTable: the core through the wasm-bindgen engine. Every call takes `now`; every outcome
+// and error is the core's. The hot calls return a status number and leave their numeric results
+// in a Float64Array view of the engine's memory; key and owner are written as UTF-8 straight
+// into the engine's input buffer.
+
+import { RawTable, defaultLimitsJson, errorCodesJson, outcomeNamesJson } from '../engine/lock_wasm.js';
+import { memory } from './engine.js';
+import { LockError, describe, ms, text } from './errors.js';
+
+// ----- names and limits, from the engine ------------------------------------------------------
+
+let outcomeNames = null;
+let codes = null;
+/** Byte lengths of the key and owner just written (avoids an array per call). */
+const KEY_OWNER = new Uint32Array(2);
+
+function errorCodes() {
+  if (codes === null) codes = JSON.parse(errorCodesJson());
+  return codes;
+}
+let defaults = null;
+
+function names() {
+  if (outcomeNames === null) outcomeNames = JSON.parse(outcomeNamesJson());
+  return outcomeNames;
+}
+
+function defaultLimits() {
+  if (defaults === null) defaults = Object.freeze(JSON.parse(defaultLimitsJson()));
+  return defaults;
+}
+
+function limitValues(limits) {
+  if (limits === null || typeof limits !== 'object') {
+    throw new TypeError(`limits must be an object, got ${describe(limits)}`);
+  }
+  const d = defaultLimits();
+  for (const name of Object.keys(limits)) {
+    if (!Object.hasOwn(d, name)) {
+      throw new TypeError(`unknown limit ${JSON.stringify(name)}; known: ${Object.keys(d).join(', ')}`);
+    }
+  }
+  return Float64Array.from(Object.keys(d), (name) => (limits[name] === undefined ? d[name] : ms(`limits.${name}`, limits[name])));
+}
+
+// ----- LockTable ---------------------------------------------------------------------------------
+
+const FAILED = 0;
+const FIRST_OUTCOME = 2;
+
+// Views of the engine's memory. Growing a WebAssembly memory detaches its old buffer (the views
+// then have length 0), which is cheaper to test on every call than comparing buffers.
+let view = new Float64Array(0);
+let bytes = new Uint8Array(0);
+
+/** The engine memory as f64. */
+function f64() {
+  if (view.length === 0) view = new Float64Array(memory().buffer);
+  return view;
+}
+
+/** The engine memory as bytes. */
+function u8() {
+  if (bytes.length === 0) bytes = new Uint8Array(memory().buffer);
+  return bytes;
+}
+
+const encoder = new TextEncoder();
+
+/**
+ * Writes `value` as UTF-8 at `at` in `mem` (room for 3 bytes per UTF-16 unit is reserved);
+ * returns the number of bytes. ASCII, the common case, is copied by hand: cheaper than a call
+ * into TextEncoder for short keys.
+ */
+function encode(name, value, mem, at) {
+  if (typeof value !== 'string') {
+    throw new TypeError(`${name} must be a string, got ${typeof value} ${describe(value)}`);
+  }
+  const n = value.length;
+  for (let i = 0; i < n; i += 1) {
+    const c = value.charCodeAt(i);
+    if (c >= 0x80) return encodeSlow(name, value, mem, at);
+    mem[at + i] = c;
+  }
+  return n;
+}
+
+function encodeSlow(name, value, mem, at) {
+  text(name, value);
+  return encoder.encodeInto(value, mem.subarray(at, at + value.length * 3)).written;
+}
+
+/**
+ * The lock table of lock-core: keyed leases with owners, deadlines and fencing tokens, FIFO
+ * waiting, expiry events. Every call takes `now` (integer milliseconds on a monotonic clock the
+ * caller owns), so the same calls give the same answers on every runtime.
+ */
+export class LockTable {
+  #raw;
+  #out;
+  #in; // address of the engine's input buffer
+  #inLen = 0;
+
+  /**
+   * @param {object} [limits] overrides of `LockTable.defaultLimits()` (camelCase names)
+   * @param {{seed?: number}} [options] hash seed (any safe integer)
+   */
+  constructor(limits = {}, options = {}) {
+    const values = limitValues(limits);
+    const seed = ms('seed', options.seed ?? 0);
+    const raw = new RawTable(values, seed);
+    if (raw.failed()) {
+      const error = toError(raw);
+      raw.free();
+      throw error;
+    }
+    this.#raw = raw;
+    this.#out = raw.out_ptr() >>> 3;
+    this.#in = raw.reserve_input(1024);
+    this.#inLen = 1024;
+  }
+
+  /** Writes key and owner into the engine's input buffer; returns [keyBytes, ownerBytes]. */
+  #names(key, owner) {
+    const raw = this.#live();
+    if (typeof key !== 'string' || typeof owner !== 'string') {
+      text('key', key);
+      text('owner', owner);
+    }
+    const need = (key.length + owner.length) * 3;
+    if (need > this.#inLen) {
+      this.#in = raw.reserve_input(need);
+      this.#inLen = need;
+    }
+    const mem = u8();
+    const k = encode('key', key, mem, this.#in);
+    const o = encode('owner', owner, mem, this.#in + k);
+    KEY_OWNER[0] = k;
+    KEY_OWNER[1] = o;
+    return raw;
+  }
+
+  /** The core's default limits (camelCase field names). */
+  static defaultLimits() {
+    return { ...defaultLimits() };
+  }
+
+  /** This table's limits. */
+  get limits() {
+    return JSON.parse(this.#live().limits_json());
+  }
+
+  #live() {
+    if (this.#raw === undefined) throw new Error('this LockTable was freed');
+    return this.#raw;
+  }
+
+  #acquireOutcome(status) {
+    if (status === FAILED) throw toError(this.#raw);
+    const out = f64();
+    const type = names()[status - FIRST_OUTCOME];
+    const first = out[this.#out];
+    return status < FIRST_OUTCOME + 2 ? { type, fence: first, deadline: out[this.#out + 1] } : { type, position: first };
+  }
+
+  /**
+   * Takes `key` for `owner` for `ttl` ms if it is free. Returns `{type: 'acquired' | 'already-held',
+   * fence, deadline}`; throws a LockError (`held` with `details.deadline`, or a validation error).
+   */
+  tryAcquire(key, owner, ttl, now) {
+    ms('ttl', ttl);
+    ms('now', now);
+    const raw = this.#names(key, owner);
+    return this.#acquireOutcome(raw.try_acquire(KEY_OWNER[0], KEY_OWNER[1], ttl, now));
+  }
+
+  /** tryAcquire that answers `null` instead of throwing `held` (no Error to build). @internal */
+  _tryAcquireOrNull(key, owner, ttl, now) {
+    ms('ttl', ttl);
+    ms('now', now);
+    const raw = this.#names(key, owner);
+    const status = raw.try_acquire(KEY_OWNER[0], KEY_OWNER[1], ttl, now);
+    if (status === FAILED && errorCodes()[f64()[this.#out + 2]] === 'held') return null;
+    return this.#acquireOutcome(status);
+  }
+
+  /**
+   * Takes `key`, or queues `owner` (FIFO) until the absolute instant `waitDeadline`. Returns
+   * `{type: 'acquired' | 'already-held', fence, deadline}` or `{type: 'queued' | 'already-waiting', position}`.
+   */
+  acquire(key, owner, ttl, waitDeadline, now) {
+    ms('ttl', ttl);
+    ms('waitDeadline', waitDeadline);
+    ms('now', now);
+    const raw = this.#names(key, owner);
+    return this.#acquireOutcome(raw.acquire(KEY_OWNER[0], KEY_OWNER[1], ttl, waitDeadline, now));
+  }
+
+  /** Ends `owner`'s lease `fence` on `key`; the first waiter, if any, is handed the lock. */
+  release(key, owner, fence, now) {
+    ms('fence', fence);
+    ms('now', now);
+    const raw = this.#names(key, owner);
+    if (raw.release(KEY_OWNER[0], KEY_OWNER[1], fence, now) === FAILED) throw toError(raw);
+  }
+
+  /** Pushes the lease's deadline to `now + ttl`; returns `{fence, deadline}`. */
+  extend(key, owner, fence, ttl, now) {
+    ms('fence', fence);
+    ms('ttl', ttl);
+    ms('now', now);
+    const raw = this.#names(key, owner);
+    if (raw.extend(KEY_OWNER[0], KEY_OWNER[1], fence, ttl, now) === FAILED) throw toError(raw);
+    const out = f64();
+    return { fence: out[this.#out], deadline: out[this.#out + 1] };
+  }
+
+  /** Takes `owner` out of `key`'s wait queue. */
+  cancelWait(key, owner, now) {
+    ms('now', now);
+    const raw = this.#names(key, owner);
+    if (raw.cancel_wait(KEY_OWNER[0], KEY_OWNER[1], now) === FAILED) throw toError(raw);
+  }
+
+  /** Applies every expiry, hand-off and wait timeout due at or before `now`. */
+  handleTimeout(now) {
+    this.#live().handle_timeout(ms('now', now));
+  }
+
+  /** The next instant at which `handleTimeout` has work, or `null`. */
+  nextWakeup() {
+    const at = this.#live().next_wakeup();
+    return at < 0 ? null : at;
+  }
+
+  /** Number of events waiting in `drainEvents()`. */
+  get pendingEvents() {
+    this.#live();
+    return f64()[this.#out + 3];
+  }
+
+  /** Every undrained event, oldest first: `{type: 'expired' | 'granted' | 'wait-timed-out', key, owner, at, ...}`. */
+  drainEvents() {
+    const raw = this.#live();
+    return f64()[this.#out + 3] === 0 ? [] : JSON.parse(raw.drain_events_json());
+  }
+
+  /** The holder and waiters of `key` (`null` if free). */
+  inspect(key, now) {
+    const raw = this.#live();
+    const json = raw.inspect_json(text('key', key), ms('now', now));
+    if (json === undefined) throw toError(raw);
+    return JSON.parse(json);
+  }
+
+  /** Counters and gauges of the table at `now`. */
+  stats(now) {
+    return JSON.parse(this.#live().stats_json(ms('now', now)));
+  }
+
+  /** The table's state as bytes (`restore` takes them back). */
+  snapshot(now) {
+    return this.#live().snapshot(ms('now', now));
+  }
+
+  /** Loads a snapshot; a corrupt one is a LockError (`snapshot-*`) and changes nothing. */
+  restore(bytes) {
+    if (!(bytes instanceof Uint8Array)) throw new TypeError(`snapshot bytes must be a Uint8Array, got ${describe(bytes)}`);
+    const raw = this.#live();
+    if (raw.restore(bytes) === FAILED) throw toError(raw);
+  }
+
+  /** Frees the engine's memory for this table; later calls throw. Idempotent. */
+  free() {
+    if (this.#raw !== undefined) {
+      this.#raw.free();
+      this.#raw = undefined;
+    }
+  }
+}
+
+function toError(raw) {
+  return new LockError(raw.error_code(), raw.error_message(), JSON.parse(raw.error_details()));
+}
