@@ -39,20 +39,20 @@ fn a_batch_answers_like_single_calls() {
     let acquire = |r: Result<host_wasmtime::types::AcquireOutcome, LockError>| {
         Response::Acquire(r.map(|o| to_core::outcome(&o)).map_err(err))
     };
+    let extend = |r: Result<host_wasmtime::types::Grant, LockError>| {
+        Response::Extend(
+            r.map(|g| lock_core::Grant {
+                fence: g.fence,
+                deadline: g.deadline,
+            })
+            .map_err(err),
+        )
+    };
     let expected = vec![
         acquire(single.try_acquire("job", "a", 100, 0).unwrap()),
         acquire(single.try_acquire("job", "b", 100, 1).unwrap()),
         acquire(single.acquire("job", "c", 50, 500, 2).unwrap()),
-        Response::Extend(
-            single
-                .extend("job", "a", 1, 200, 3)
-                .unwrap()
-                .map(|g| lock_core::Grant {
-                    fence: g.fence,
-                    deadline: g.deadline,
-                })
-                .map_err(err),
-        ),
+        extend(single.extend("job", "a", 1, 200, 3).unwrap()),
         Response::Done(single.release("job", "b", 1, 4).unwrap().map_err(err)),
         Response::Done(single.cancel_wait("job", "x", 5).unwrap().map_err(err)),
         {
@@ -62,16 +62,7 @@ fn a_batch_answers_like_single_calls() {
         Response::Done(single.release("job", "a", 1, 204).unwrap().map_err(err)),
         acquire(single.try_acquire("ジョブ", "ワーカー", 10, 205).unwrap()),
         acquire(single.try_acquire("", "a", 10, 206).unwrap()),
-        Response::Extend(
-            single
-                .extend("nothing", "a", 7, 10, 207)
-                .unwrap()
-                .map(|g| lock_core::Grant {
-                    fence: g.fence,
-                    deadline: g.deadline,
-                })
-                .map_err(err),
-        ),
+        extend(single.extend("nothing", "a", 7, 10, 207).unwrap()),
     ];
     assert_eq!(responses, expected);
     assert!(matches!(
