@@ -1,6 +1,7 @@
 //! The `lockhost bench` workloads: the same operations natively, through the component, through
 //! a batch call, and beside the boundary floor (an exported call with the same argument shapes
-//! that does nothing), measured in one run. Benchmarks, not tests: nothing asserts on time.
+//! that does nothing), measured in one run; each figure is the median of five timings. Benchmarks, not tests: nothing
+//! asserts on time.
 
 use std::time::{Duration, Instant};
 
@@ -88,13 +89,22 @@ pub struct Measurement {
     pub ns_per_op: f64,
 }
 
-fn time(name: &str, ops: u64, f: impl FnOnce()) -> Measurement {
-    let start = Instant::now();
-    f();
-    let elapsed = start.elapsed();
+/// Times of a workload are taken this many times; the median is reported (a VM's neighbours
+/// make single runs differ by up to 10 %).
+const REPEATS: usize = 5;
+
+fn time(name: &str, ops: u64, mut f: impl FnMut()) -> Measurement {
+    let mut samples: Vec<f64> = (0..REPEATS)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed().as_nanos() as f64 / ops as f64
+        })
+        .collect();
+    samples.sort_by(f64::total_cmp);
     Measurement {
         name: name.into(),
-        ns_per_op: elapsed.as_nanos() as f64 / ops as f64,
+        ns_per_op: samples[REPEATS / 2],
     }
 }
 

@@ -146,9 +146,36 @@ fn check_name(name: &str, max: usize) -> NameCheck {
         NameCheck::Empty
     } else if name.len() > max {
         NameCheck::TooLong
-    } else if name.chars().any(char::is_control) {
+    } else if has_control(name) {
         NameCheck::Invalid
     } else {
         NameCheck::Ok
+    }
+}
+
+/// Whether `name` holds a control character (Unicode category Cc: U+0000..U+001F and
+/// U+007F..U+009F), checked on the UTF-8 bytes: the first range and U+007F are single bytes, the
+/// rest is `C2 80`..`C2 9F`. Same answer as `name.chars().any(char::is_control)`, without
+/// decoding every character (the check runs twice per request).
+fn has_control(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    bytes.iter().enumerate().any(|(i, &b)| {
+        b < 0x20 || b == 0x7f || (b == 0xc2 && matches!(bytes.get(i + 1), Some(0x80..=0x9f)))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::has_control;
+
+    #[test]
+    fn the_byte_check_agrees_with_char_is_control() {
+        // Every code point of the first planes, alone and between ASCII letters.
+        for c in (0u32..0x3_0000).filter_map(char::from_u32) {
+            let mut s = alloc::string::String::from("a");
+            s.push(c);
+            s.push('b');
+            assert_eq!(has_control(&s), c.is_control(), "{c:?}");
+        }
     }
 }
