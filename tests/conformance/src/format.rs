@@ -286,8 +286,10 @@ impl StatsView {
     }
 }
 
-/// A parsed, checked operation with everything a driver needs.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A parsed, checked operation with everything a driver needs. It serializes as the step fields
+/// of a vector file (`"op"` and its inputs), which is how sessions are recorded.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "op", rename_all = "kebab-case")]
 #[allow(missing_docs)]
 pub enum Op {
     TryAcquire {
@@ -337,8 +339,18 @@ pub enum Op {
     },
     /// `bytes: None` restores the bytes of the scenario's latest `snapshot` step.
     Restore {
+        #[serde(
+            rename = "hex",
+            skip_serializing_if = "Option::is_none",
+            serialize_with = "hex_bytes"
+        )]
         bytes: Option<Vec<u8>>,
     },
+}
+
+/// Snapshot bytes as the hex string vector files carry.
+fn hex_bytes<S: serde::Serializer>(bytes: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&hex::encode(bytes.as_deref().unwrap_or_default()))
 }
 
 impl Op {

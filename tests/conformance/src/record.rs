@@ -11,79 +11,14 @@ use crate::{hex, Answer, EventCase, Op};
 /// the events it produced.
 #[must_use]
 pub fn step(op: &Op, answer: &Answer, events: &[EventCase]) -> Value {
-    let mut s = Map::new();
+    // An internally tagged enum always serializes as an object.
+    let mut s = match serde_json::to_value(op) {
+        Ok(Value::Object(fields)) => fields,
+        _ => Map::new(),
+    };
     let mut put = |k: &str, v: Value| {
         s.insert(k.to_owned(), v);
     };
-    put("op", json!(op.name()));
-    match op {
-        Op::TryAcquire {
-            now,
-            key,
-            owner,
-            ttl,
-        } => {
-            put("now", json!(now));
-            put("key", json!(key));
-            put("owner", json!(owner));
-            put("ttl", json!(ttl));
-        }
-        Op::Acquire {
-            now,
-            key,
-            owner,
-            ttl,
-            wait_deadline,
-        } => {
-            put("now", json!(now));
-            put("key", json!(key));
-            put("owner", json!(owner));
-            put("ttl", json!(ttl));
-            put("wait_deadline", json!(wait_deadline));
-        }
-        Op::Release {
-            now,
-            key,
-            owner,
-            fence,
-        } => {
-            put("now", json!(now));
-            put("key", json!(key));
-            put("owner", json!(owner));
-            put("fence", json!(fence));
-        }
-        Op::Extend {
-            now,
-            key,
-            owner,
-            fence,
-            ttl,
-        } => {
-            put("now", json!(now));
-            put("key", json!(key));
-            put("owner", json!(owner));
-            put("fence", json!(fence));
-            put("ttl", json!(ttl));
-        }
-        Op::CancelWait { now, key, owner } => {
-            put("now", json!(now));
-            put("key", json!(key));
-            put("owner", json!(owner));
-        }
-        Op::HandleTimeout { now } | Op::Stats { now } | Op::Snapshot { now } => {
-            put("now", json!(now));
-        }
-        Op::Inspect { now, key } => {
-            put("now", json!(now));
-            put("key", json!(key));
-        }
-        Op::NextWakeup => {}
-        Op::Restore { bytes } => {
-            if let Some(b) = bytes {
-                put("hex", json!(hex::encode(b)));
-            }
-        }
-    }
     match answer {
         Answer::Result(Ok(outcome)) => put("ok", json!(outcome)),
         Answer::Result(Err(e)) | Answer::Inspect(Err(e)) => put("err", json!(e)),
