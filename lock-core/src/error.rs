@@ -194,6 +194,80 @@ impl LockError {
     }
 }
 
+/// The value of one field of an error's payload (see [`LockError::payload`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PayloadValue {
+    /// A length, a limit, an instant or a duration.
+    Number(u64),
+    /// A field of [`Limits`](crate::Limits).
+    Limit(LimitName),
+    /// What is inconsistent in a snapshot.
+    Corruption(Corruption),
+}
+
+impl LockError {
+    /// The fields of this error's payload, in declaration order, with their snake_case names
+    /// (the names the vectors use); at most two, `None` past the last. Bindings build their own
+    /// shape of the payload from this instead of listing every error again.
+    ///
+    /// ```
+    /// use lock_core::{LockError, PayloadValue};
+    /// let e = LockError::KeyTooLong { len: 300, max: 256 };
+    /// assert_eq!(
+    ///     e.payload(),
+    ///     [Some(("len", PayloadValue::Number(300))), Some(("max", PayloadValue::Number(256)))]
+    /// );
+    /// assert_eq!(LockError::NotOwner.payload(), [None, None]);
+    /// ```
+    #[must_use]
+    pub fn payload(&self) -> [Option<(&'static str, PayloadValue)>; 2] {
+        use PayloadValue::{Limit, Number};
+        let n = |v: usize| Number(v as u64);
+        match *self {
+            LockError::KeyTooLong { len, max } | LockError::OwnerTooLong { len, max } => {
+                [Some(("len", n(len))), Some(("max", n(max)))]
+            }
+            LockError::TtlTooLong { ttl, max } => {
+                [Some(("ttl", Number(ttl))), Some(("max", Number(max)))]
+            }
+            LockError::DeadlineOverflow { now, ttl } => {
+                [Some(("now", Number(now))), Some(("ttl", Number(ttl)))]
+            }
+            LockError::TableFull { max_keys } => [Some(("max_keys", n(max_keys))), None],
+            LockError::QueueFull {
+                max_waiters_per_key,
+            } => [Some(("max_waiters_per_key", n(max_waiters_per_key))), None],
+            LockError::TooManyWaiters { max_waiters } => {
+                [Some(("max_waiters", n(max_waiters))), None]
+            }
+            LockError::Held { deadline } | LockError::Expired { deadline } => {
+                [Some(("deadline", Number(deadline))), None]
+            }
+            LockError::InvalidLimits { limit } | LockError::SnapshotExceedsLimits { limit } => {
+                [Some(("limit", Limit(limit))), None]
+            }
+            LockError::SnapshotVersion { found, supported } => [
+                Some(("found", Number(u64::from(found)))),
+                Some(("supported", Number(u64::from(supported)))),
+            ],
+            LockError::SnapshotCorrupt { reason } => {
+                [Some(("reason", PayloadValue::Corruption(reason))), None]
+            }
+            LockError::KeyEmpty
+            | LockError::KeyInvalid
+            | LockError::OwnerEmpty
+            | LockError::OwnerInvalid
+            | LockError::TtlZero
+            | LockError::NotOwner
+            | LockError::NotHeld
+            | LockError::NotWaiting
+            | LockError::SnapshotTruncated
+            | LockError::SnapshotBadMagic
+            | LockError::SnapshotChecksum => [None, None],
+        }
+    }
+}
+
 impl fmt::Display for LockError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

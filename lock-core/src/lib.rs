@@ -61,7 +61,7 @@ mod table;
 mod timer_heap;
 pub mod wire;
 
-pub use error::LockError;
+pub use error::{LockError, PayloadValue};
 pub use event::{Event, EventKind, KeyEvent};
 pub use key_state::{
     ExpiredLeases, FenceCounter, FenceSource, KeyState, Lease, QueueRoom, Transition, Waiter,

@@ -43,6 +43,9 @@ pub enum AcquireOutcome {
 }
 
 impl AcquireOutcome {
+    /// Every outcome name, in declaration order: `NAMES[o.index()] == o.name()`.
+    pub const NAMES: [&'static str; 4] = ["acquired", "already-held", "queued", "already-waiting"];
+
     /// The stable kebab-case name of this outcome, shared by the WIT contract, the JS package and
     /// the conformance vectors.
     ///
@@ -53,11 +56,29 @@ impl AcquireOutcome {
     /// ```
     #[must_use]
     pub const fn name(&self) -> &'static str {
+        Self::NAMES[self.index()]
+    }
+
+    /// The position of this outcome's name in [`AcquireOutcome::NAMES`] (a compact tag for
+    /// bindings that pass outcomes as numbers).
+    #[must_use]
+    pub const fn index(&self) -> usize {
         match self {
-            AcquireOutcome::Acquired(_) => "acquired",
-            AcquireOutcome::AlreadyHeld(_) => "already-held",
-            AcquireOutcome::Queued { .. } => "queued",
-            AcquireOutcome::AlreadyWaiting { .. } => "already-waiting",
+            AcquireOutcome::Acquired(_) => 0,
+            AcquireOutcome::AlreadyHeld(_) => 1,
+            AcquireOutcome::Queued { .. } => 2,
+            AcquireOutcome::AlreadyWaiting { .. } => 3,
+        }
+    }
+
+    /// The outcome's two numbers: fence and deadline of a grant, or the queue position and 0.
+    #[must_use]
+    pub const fn numbers(&self) -> (u64, u64) {
+        match *self {
+            AcquireOutcome::Acquired(g) | AcquireOutcome::AlreadyHeld(g) => (g.fence, g.deadline),
+            AcquireOutcome::Queued { position } | AcquireOutcome::AlreadyWaiting { position } => {
+                (position as u64, 0)
+            }
         }
     }
 }

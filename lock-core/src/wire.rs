@@ -48,7 +48,7 @@
 use alloc::vec::Vec;
 use core::fmt;
 
-use crate::{AcquireOutcome, Corruption, Fence, Grant, LimitName, LockError, Millis};
+use crate::{AcquireOutcome, Corruption, Fence, Grant, LimitName, LockError, Millis, PayloadValue};
 
 /// One request of a batch, borrowing its key and owner.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -306,38 +306,14 @@ fn decode_one<'a>(r: &mut Reader<'a>) -> Option<Request<'a>> {
     })
 }
 
-/// An error as (its index, its two numeric fields).
+/// An error as (its index, its two payload fields as numbers; names as their index).
 fn error_parts(e: &LockError) -> (u8, u64, u64) {
-    let size = |v: usize| v as u64;
-    let (a, b) = match *e {
-        LockError::KeyTooLong { len, max } | LockError::OwnerTooLong { len, max } => {
-            (size(len), size(max))
-        }
-        LockError::TtlTooLong { ttl, max } => (ttl, max),
-        LockError::DeadlineOverflow { now, ttl } => (now, ttl),
-        LockError::TableFull { max_keys } => (size(max_keys), 0),
-        LockError::QueueFull {
-            max_waiters_per_key,
-        } => (size(max_waiters_per_key), 0),
-        LockError::TooManyWaiters { max_waiters } => (size(max_waiters), 0),
-        LockError::Held { deadline } | LockError::Expired { deadline } => (deadline, 0),
-        LockError::InvalidLimits { limit } | LockError::SnapshotExceedsLimits { limit } => {
-            (name_index(LimitName::ALL, limit), 0)
-        }
-        LockError::SnapshotVersion { found, supported } => (u64::from(found), u64::from(supported)),
-        LockError::SnapshotCorrupt { reason } => (name_index(Corruption::ALL, reason), 0),
-        LockError::KeyEmpty
-        | LockError::KeyInvalid
-        | LockError::OwnerEmpty
-        | LockError::OwnerInvalid
-        | LockError::TtlZero
-        | LockError::NotOwner
-        | LockError::NotHeld
-        | LockError::NotWaiting
-        | LockError::SnapshotTruncated
-        | LockError::SnapshotBadMagic
-        | LockError::SnapshotChecksum => (0, 0),
-    };
+    let [a, b] = e.payload().map(|field| match field {
+        None => 0,
+        Some((_, PayloadValue::Number(n))) => n,
+        Some((_, PayloadValue::Limit(l))) => name_index(LimitName::ALL, l),
+        Some((_, PayloadValue::Corruption(c))) => name_index(Corruption::ALL, c),
+    });
     // There are fewer than 256 errors (`LockError::CODES` has 24).
     (e.index() as u8, a, b)
 }
@@ -405,14 +381,10 @@ pub fn encode_response(out: &mut Vec<u8>, response: &Response) {
     };
     match response {
         Response::Acquire(Ok(o)) => {
-            let (kind, a, b) = match *o {
-                AcquireOutcome::Acquired(g) => (0, g.fence, g.deadline),
-                AcquireOutcome::AlreadyHeld(g) => (1, g.fence, g.deadline),
-                AcquireOutcome::Queued { position } => (2, position as u64, 0),
-                AcquireOutcome::AlreadyWaiting { position } => (3, position as u64, 0),
-            };
+            let (a, b) = o.numbers();
             out.push(0);
-            out.push(kind);
+            // Fewer than 256 outcomes (`AcquireOutcome::NAMES` has 4).
+            out.push(o.index() as u8);
             put_u64(out, a);
             put_u64(out, b);
         }

@@ -85,3 +85,20 @@ pub fn string(value: &str) -> String {
     push_string(&mut out, value);
     out
 }
+
+/// A snake_case name in camelCase (`max_waiters_per_key` → `maxWaitersPerKey`).
+pub fn camel(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut upper = false;
+    for c in name.chars() {
+        if c == '_' {
+            upper = true;
+        } else if upper {
+            out.push(c.to_ascii_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}

@@ -12,7 +12,7 @@
 
 mod json;
 
-use lock_core::{AcquireOutcome, Event, EventKind, Grant, Limits, LockError, LockTable};
+use lock_core::{AcquireOutcome, Event, EventKind, Limits, LockError, LockTable, PayloadValue};
 use wasm_bindgen::prelude::*;
 
 use json::Obj;
@@ -21,6 +21,8 @@ use json::Obj;
 const FAILED: u32 = 0;
 /// Status of a call that succeeded without an acquire outcome (release, cancel-wait, restore).
 const DONE: u32 = 1;
+/// Status of an acquire outcome: `FIRST_OUTCOME + AcquireOutcome::index()`.
+const FIRST_OUTCOME: u32 = 2;
 
 #[wasm_bindgen]
 extern "C" {
@@ -110,59 +112,23 @@ pub fn default_limits_json() -> String {
 /// The acquire outcome names, indexed by `status - 2` of `try_acquire`/`acquire`.
 #[wasm_bindgen(js_name = outcomeNamesJson)]
 pub fn outcome_names_json() -> String {
-    let g = Grant {
-        fence: 0,
-        deadline: 0,
-    };
-    json::array(
-        [
-            AcquireOutcome::Acquired(g),
-            AcquireOutcome::AlreadyHeld(g),
-            AcquireOutcome::Queued { position: 0 },
-            AcquireOutcome::AlreadyWaiting { position: 0 },
-        ]
-        .iter()
-        .map(|o| json::string(o.name())),
-    )
+    json::array(AcquireOutcome::NAMES.iter().map(|n| json::string(n)))
 }
 
 /// The payload of an error as a JSON object (camelCase fields; `{}` when it has none).
 fn error_details(e: &LockError) -> String {
-    let o = Obj::new();
-    match e {
-        LockError::KeyTooLong { len, max } | LockError::OwnerTooLong { len, max } => {
-            o.num("len", *len as u64).num("max", *max as u64)
-        }
-        LockError::TtlTooLong { ttl, max } => o.num("ttl", *ttl).num("max", *max),
-        LockError::DeadlineOverflow { now, ttl } => o.num("now", *now).num("ttl", *ttl),
-        LockError::TableFull { max_keys } => o.num("maxKeys", *max_keys as u64),
-        LockError::QueueFull {
-            max_waiters_per_key,
-        } => o.num("maxWaitersPerKey", *max_waiters_per_key as u64),
-        LockError::TooManyWaiters { max_waiters } => o.num("maxWaiters", *max_waiters as u64),
-        LockError::Held { deadline } | LockError::Expired { deadline } => {
-            o.num("deadline", *deadline)
-        }
-        LockError::InvalidLimits { limit } | LockError::SnapshotExceedsLimits { limit } => {
-            o.str("limit", limit.as_str())
-        }
-        LockError::SnapshotVersion { found, supported } => o
-            .num("found", u64::from(*found))
-            .num("supported", u64::from(*supported)),
-        LockError::SnapshotCorrupt { reason } => o.str("reason", reason.as_str()),
-        LockError::KeyEmpty
-        | LockError::KeyInvalid
-        | LockError::OwnerEmpty
-        | LockError::OwnerInvalid
-        | LockError::TtlZero
-        | LockError::NotOwner
-        | LockError::NotHeld
-        | LockError::NotWaiting
-        | LockError::SnapshotTruncated
-        | LockError::SnapshotBadMagic
-        | LockError::SnapshotChecksum => o,
-    }
-    .done()
+    e.payload()
+        .iter()
+        .flatten()
+        .fold(Obj::new(), |o, (name, value)| {
+            let name = json::camel(name);
+            match value {
+                PayloadValue::Number(n) => o.num(&name, *n),
+                PayloadValue::Limit(l) => o.str(&name, l.as_str()),
+                PayloadValue::Corruption(c) => o.str(&name, c.as_str()),
+            }
+        })
+        .done()
 }
 
 fn event_json(e: &Event) -> String {
@@ -266,15 +232,10 @@ impl RawTable {
     }
 
     fn outcome(&mut self, outcome: AcquireOutcome) -> u32 {
-        let (status, a, b) = match outcome {
-            AcquireOutcome::Acquired(g) => (2, g.fence as f64, g.deadline as f64),
-            AcquireOutcome::AlreadyHeld(g) => (3, g.fence as f64, g.deadline as f64),
-            AcquireOutcome::Queued { position } => (4, position as f64, 0.0),
-            AcquireOutcome::AlreadyWaiting { position } => (5, position as f64, 0.0),
-        };
-        self.out[0] = a;
-        self.out[1] = b;
-        status
+        let (a, b) = outcome.numbers();
+        self.out[0] = a as f64;
+        self.out[1] = b as f64;
+        FIRST_OUTCOME + outcome.index() as u32
     }
 
     /// `try_acquire` of the key and owner in the input buffer: status 0 (error) or 2 + the
