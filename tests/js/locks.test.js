@@ -1,7 +1,7 @@
 // The high-level API (Locks, Lease, withLock) on a virtual clock: every instant is exact.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { Locks, LockError, WAIT_TIMED_OUT } from '../../lock-wasm/js/src/node.js';
+import { Locks, LockError, LockTable, WAIT_TIMED_OUT } from '../../lock-wasm/js/src/node.js';
 import { FakeTime, settle } from './lib/fake-time.js';
 
 function setup(limits) {
@@ -265,5 +265,34 @@ describe('on the real clock', () => {
     });
     assert.equal(stdout.trim(), 'done');
     assert.equal(code, 0);
+  });
+});
+
+describe('lifecycle', () => {
+  it('close rejects pending acquires, stops the timer and makes leases inert', async () => {
+    const { time, locks } = setup();
+    const a = locks.tryAcquire('k', { ttl: 1000 });
+    const waiting = locks.acquire('k', { ttl: 10 });
+    await settle();
+    assert.equal(time.pending, 1);
+    locks.close();
+    await assert.rejects(waiting, /this Locks was closed/);
+    assert.equal(time.pending, 0);
+    assert.equal(a.release(), false);
+    assert.throws(() => locks.tryAcquire('k', { ttl: 10 }), /this Locks was closed/);
+    await assert.rejects(locks.acquire('k', { ttl: 10 }), /this Locks was closed/);
+    locks.close(); // idempotent
+  });
+
+  it('a LockTable reports its limits and refuses calls once freed', () => {
+    const defaults = LockTable.defaultLimits();
+    assert.equal(defaults.maxKeys, 1_000_000);
+    assert.equal(defaults.maxTtl, 86_400_000);
+    const table = new LockTable({ maxKeys: 3 });
+    assert.deepEqual(table.limits, { ...defaults, maxKeys: 3 });
+    table.free();
+    table.free(); // idempotent
+    assert.throws(() => table.tryAcquire('k', 'a', 10, 0), /this LockTable was freed/);
+    assert.throws(() => table.stats(0), /this LockTable was freed/);
   });
 });

@@ -68,15 +68,13 @@ function u8() {
 const encoder = new TextEncoder();
 
 /**
- * Writes `value` as UTF-8 at `at` in `mem` (room for 3 bytes per UTF-16 unit is reserved);
+ * Writes the string `value` as UTF-8 at `at` in `mem` (room for 3 bytes per UTF-16 unit is reserved);
  * returns the number of bytes. ASCII, the common case, is copied by hand: cheaper than a call
  * into TextEncoder for short keys.
  */
 function encode(name, value, mem, at) {
-  if (typeof value !== 'string') {
-    throw new TypeError(`${name} must be a string, got ${typeof value} ${describe(value)}`);
-  }
-  const n = value.length;
+  const n = value.length; // a string: #names checked the types
+
   for (let i = 0; i < n; i += 1) {
     const c = value.charCodeAt(i);
     if (c >= 0x80) return encodeSlow(name, value, mem, at);
