@@ -159,6 +159,34 @@ describe('playground', () => {
     await page.close();
   });
 
+  it('adds and removes clients, and a new session starts from fresh fields', async () => {
+    const { page, problems } = await openPage('index.html');
+    await page.waitForSelector('body[data-ready="true"]');
+    const cards = () => page.locator('[data-client-card]').count();
+    assert.equal(await cards(), 2);
+    // A typed value does not survive a new session, although the new session has the same
+    // clients (client-1, client-2): the cards are rendered again.
+    await page.fill('input[data-client="2"][data-field="ttl"]', '1234');
+    await page.click('button[data-client="2"][data-action="try-acquire"]');
+    await page.click('#clock-step');
+    await page.click('button[data-action="reset"]');
+    assert.equal(await cards(), 2);
+    assert.equal(await page.inputValue('input[data-client="2"][data-field="ttl"]'), '3000');
+    assert.equal(await page.textContent('#log-body'), 'Nothing yet.');
+    assert.equal(await page.textContent('#clock-now'), '0.000 s');
+    await page.click('button[data-action="add-client"]');
+    assert.equal(await cards(), 3);
+    assert.match(await page.textContent('[data-client-card="3"] header'), /client-3/);
+    // client-1 takes the key and leaves without releasing: the lease stays until its deadline.
+    await page.click('button[data-client="1"][data-action="try-acquire"]');
+    await page.click('button[data-client="1"][data-action="remove"]');
+    assert.equal(await cards(), 2);
+    assert.match(await page.textContent('#log-body'), /client-1 left without releasing "job:nightly-report"/);
+    assert.match(await page.textContent('#timeline-body'), /client-1 holds it, fence 1/);
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+
   it('runs the virtual clock at the chosen speed and follows real time in real mode', async () => {
     const { page, problems } = await openPage('index.html');
     await page.waitForSelector('body[data-ready="true"]');

@@ -241,12 +241,6 @@ impl Replay {
             .map(|s| s.name.clone())
             .collect()
     }
-
-    /// The scenario being replayed.
-    #[must_use]
-    pub fn scenario(&self) -> usize {
-        self.scenario
-    }
 }
 
 /// The whole playground.
@@ -526,23 +520,22 @@ impl Playground {
     }
 
     fn describe(&mut self, op: &Op, answer: &Answer) {
-        let (verb, key, owner) = match op {
-            Op::TryAcquire { key, owner, .. } => ("acquire", key, owner),
-            Op::Acquire { key, owner, .. } => ("acquire", key, owner),
-            Op::Release { key, owner, .. } => ("release", key, owner),
-            Op::Extend { key, owner, .. } => ("extend", key, owner),
-            Op::CancelWait { key, owner, .. } => ("stop waiting for", key, owner),
-            Op::Restore { .. } => {
-                if let Answer::Result(Ok(_)) = answer {
-                    self.rebuild_history();
-                    self.note(
-                        LineKind::Info,
-                        "the table was restored from a snapshot".into(),
-                    );
-                }
-                return;
-            }
-            _ => return,
+        if let (Op::Restore { .. }, Answer::Result(Ok(_))) = (op, answer) {
+            self.rebuild_history();
+            self.note(
+                LineKind::Info,
+                "the table was restored from a snapshot".into(),
+            );
+            return;
+        }
+        // Only a client's requests are told in the log (inspect, stats... have no owner).
+        let (Some(key), Some(owner)) = (op.key(), op.owner()) else {
+            return;
+        };
+        let verb = match op {
+            Op::TryAcquire { .. } | Op::Acquire { .. } => "acquire",
+            Op::CancelWait { .. } => "stop waiting for",
+            other => other.name(),
         };
         let now = op.now().unwrap_or(self.clock.now());
         let Answer::Result(result) = answer else {
@@ -550,16 +543,19 @@ impl Playground {
         };
         match result {
             Ok(Outcome::Acquired { fence, deadline }) => {
-                self.history.entry(key.clone()).or_default().push(Segment {
-                    owner: owner.clone(),
-                    fence: *fence,
-                    start: now,
-                    deadline: *deadline,
-                    handoff: false,
-                    end: None,
-                });
+                self.history
+                    .entry(key.to_owned())
+                    .or_default()
+                    .push(Segment {
+                        owner: owner.to_owned(),
+                        fence: *fence,
+                        start: now,
+                        deadline: *deadline,
+                        handoff: false,
+                        end: None,
+                    });
                 if let Some(c) = self.client_mut(owner) {
-                    c.fences.insert(key.clone(), *fence);
+                    c.fences.insert(key.to_owned(), *fence);
                 }
                 self.note(
                     LineKind::Grant,

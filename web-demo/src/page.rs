@@ -10,7 +10,7 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use web_sys::{Document, Element, HtmlElement, HtmlInputElement, HtmlSelectElement};
 
-use crate::app::{Action, Field, Playground};
+use crate::app::{Action, Field, LogLine, Playground};
 use crate::clock::Mode;
 use crate::view;
 
@@ -25,8 +25,13 @@ struct Page {
     model: Playground,
     doc: Document,
     last_real: f64,
-    rendered_clients: Option<(usize, Vec<u32>, usize)>,
-    rendered_log: usize,
+    /// What the client cards were last rendered from: key count and client ids (`None` forces a
+    /// render, e.g. after a new session whose clients have the same ids but fresh fields).
+    rendered_clients: Option<(usize, Vec<u32>)>,
+    /// Length and last line of the log last rendered (the length alone repeats across sessions).
+    rendered_log: Option<(usize, Option<LogLine>)>,
+    /// The timeline HTML last written (a paused clock renders the same HTML every frame).
+    rendered_timeline: String,
     replay_playing: bool,
     last_replay: f64,
 }
@@ -96,7 +101,8 @@ pub fn start() -> Result<(), JsValue> {
         doc: doc.clone(),
         last_real: real_now(),
         rendered_clients: None,
-        rendered_log: usize::MAX,
+        rendered_log: None,
+        rendered_timeline: String::new(),
         replay_playing: false,
         last_replay: 0.0,
     }));
@@ -181,6 +187,7 @@ impl Page {
             }
             "reset" => {
                 self.model = Playground::new();
+                self.rendered_clients = None;
                 self.replay_playing = false;
                 show_error(&self.doc, "import-error", "");
             }
@@ -254,6 +261,7 @@ impl Page {
                     if let Err(e) = self.model.choose_scenario(i) {
                         show_error(&self.doc, "import-error", &e);
                     }
+                    self.rendered_clients = None;
                     self.replay_playing = false;
                 }
             }
@@ -308,7 +316,7 @@ impl Page {
         set_text(&doc, "clock-next", &next);
 
         let ids: Vec<u32> = self.model.clients.iter().map(|c| c.id).collect();
-        let signature = (self.model.keys.len(), ids, self.model.clients.len());
+        let signature = (self.model.keys.len(), ids);
         if self.rendered_clients.as_ref() != Some(&signature) {
             set_html(&doc, "clients-list", &view::clients(&self.model));
             set_html(&doc, "key-list", &view::key_options(&self.model));
@@ -323,10 +331,15 @@ impl Page {
                 &view::client_status(c, &infos, now),
             );
         }
-        set_html(&doc, "timeline-body", &view::timeline(&self.model, &infos));
-        if self.rendered_log != self.model.log.len() {
+        let timeline = view::timeline(&self.model, &infos);
+        if timeline != self.rendered_timeline {
+            set_html(&doc, "timeline-body", &timeline);
+            self.rendered_timeline = timeline;
+        }
+        let log = Some((self.model.log.len(), self.model.log.last().cloned()));
+        if self.rendered_log != log {
             set_html(&doc, "log-body", &view::log(&self.model, LOG_LINES));
-            self.rendered_log = self.model.log.len();
+            self.rendered_log = log;
         }
         set_text(
             &doc,
@@ -380,6 +393,7 @@ impl Page {
     fn import(&mut self, label: &str, text: &str) -> Result<(), String> {
         self.replay_playing = false;
         let result = self.model.import(label, text);
+        self.rendered_clients = None;
         match &result {
             Ok(()) => {
                 show_error(&self.doc, "import-error", "");
