@@ -356,7 +356,7 @@ impl LockTable {
                 }
             };
             encode_response(out, &response);
-            if response != Response::Malformed {
+            if !matches!(response, Response::Malformed) {
                 ran += 1;
             }
         }
