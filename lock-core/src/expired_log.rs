@@ -8,6 +8,7 @@
 use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, VecDeque};
 
+use crate::same::same;
 use crate::{ExpiredLeases, Fence, Limits, Millis};
 
 /// One expired lease.
@@ -82,7 +83,7 @@ impl ExpiredLeases for ExpiredOfKey<'_> {
         self.log
             .by_fence
             .get(&fence)
-            .filter(|r| &*r.key == self.key && &*r.owner == owner)
+            .filter(|r| same(&r.key, self.key) && same(&r.owner, owner))
             .map(|r| r.deadline)
     }
 }

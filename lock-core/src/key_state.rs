@@ -15,6 +15,7 @@ use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 
+use crate::same::same;
 use crate::{
     AcquireOutcome, Corruption, EventKind, Fence, Grant, HolderInfo, KeyEvent, KeyInfo, LockError,
     Millis, WaiterInfo,
@@ -377,7 +378,7 @@ impl KeyState {
     fn position_of(&self, owner: &str) -> Option<usize> {
         self.queue
             .as_ref()
-            .and_then(|q| q.iter().position(|w| &*w.owner == owner))
+            .and_then(|q| q.iter().position(|w| same(&w.owner, owner)))
     }
 
     /// Acquires the key for `owner` with `ttl`, waiting in the queue while `now < wait_deadline`
@@ -418,7 +419,7 @@ impl KeyState {
             self.lease = Some(lease);
             return Ok(AcquireOutcome::Acquired(grant));
         };
-        if &*lease.owner == owner {
+        if same(&lease.owner, owner) {
             return Ok(AcquireOutcome::AlreadyHeld(lease.grant()));
         }
         if let Some(index) = self.position_of(owner) {
@@ -462,18 +463,33 @@ impl KeyState {
         history: &impl ExpiredLeases,
         events: &[KeyEvent],
     ) -> Result<&mut Lease, LockError> {
+        let live = (self.lease.as_ref())
+            .is_some_and(|lease| lease.fence == fence && same(&lease.owner, owner));
+        if !live {
+            return Err(self.why_not_held(owner, fence, history, events));
+        }
+        self.lease.as_mut().ok_or(LockError::NotHeld)
+    }
+
+    /// Why `owner` holds no live lease with `fence` (the error path of `find_lease`).
+    fn why_not_held(
+        &self,
+        owner: &str,
+        fence: Fence,
+        history: &impl ExpiredLeases,
+        events: &[KeyEvent],
+    ) -> LockError {
         let expired_now = events.iter().find_map(|e| match &e.kind {
-            EventKind::Expired { owner: o, fence: f } if *f == fence && o == owner => Some(e.at),
+            EventKind::Expired { owner: o, fence: f } if *f == fence && same(o, owner) => {
+                Some(e.at)
+            }
             _ => None,
         });
-        let held_by_other = self.lease.as_ref().is_some_and(|l| &*l.owner != owner);
-        match self.lease.as_mut() {
-            Some(lease) if lease.fence == fence && &*lease.owner == owner => Ok(lease),
-            _ => match expired_now.or_else(|| history.expired_at(owner, fence)) {
-                Some(deadline) => Err(LockError::Expired { deadline }),
-                None if held_by_other => Err(LockError::NotOwner),
-                None => Err(LockError::NotHeld),
-            },
+        let held_by_other = self.lease.as_ref().is_some_and(|l| !same(&l.owner, owner));
+        match expired_now.or_else(|| history.expired_at(owner, fence)) {
+            Some(deadline) => LockError::Expired { deadline },
+            None if held_by_other => LockError::NotOwner,
+            None => LockError::NotHeld,
         }
     }
 

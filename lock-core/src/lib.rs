@@ -56,6 +56,7 @@ mod key_state;
 mod limits;
 mod names;
 mod outcome;
+mod same;
 pub mod snapshot;
 mod table;
 mod timer_heap;

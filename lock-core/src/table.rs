@@ -11,6 +11,7 @@ use hashbrown::HashTable;
 
 use crate::expired_log::{ExpiredLog, ExpiredOfKey, ExpiredRecord};
 use crate::key_state::{FenceCounter, KeyState, QueueRoom, Transition};
+use crate::same::same;
 use crate::timer_heap::TimerHeap;
 use crate::{
     snapshot, AcquireOutcome, Event, EventKind, Fence, Grant, KeyEvent, KeyInfo, Limits, LockError,
@@ -610,7 +611,7 @@ impl LockTable {
                 slots
                     .get(s as usize)
                     .and_then(Option::as_ref)
-                    .is_some_and(|r| &*r.key == key)
+                    .is_some_and(|r| same(&r.key, key))
             })
             .copied()
     }
