@@ -356,8 +356,9 @@ impl ComponentTable {
         snapshot => call_snapshot(now: u64) -> Vec<u8>);
     forward!(/// `restore`.
         restore => call_restore(bytes: &[u8]) -> Result<(), LockError>);
-    forward!(/// `batch` on raw bytes (see [`lock_core::wire`]); [`ComponentTable::batch`] is the typed way.
-        batch_raw => call_batch(requests: &[u8]) -> Vec<u8>);
+    forward!(/// `batch` on encoded requests and names (see [`lock_core::wire`]); [`ComponentTable::batch`]
+        /// is the typed way.
+        batch_raw => call_batch(requests: &[u8], names: &str) -> Vec<u8>);
 
     /// Runs a [`Batch`] in one boundary crossing; one response per request, in order, with the
     /// core's own types.
@@ -366,7 +367,7 @@ impl ComponentTable {
     /// [`HostError`] if the component traps or trapped before, or answers bytes that are not
     /// responses (then it is poisoned like after a trap).
     pub fn batch(&mut self, batch: &Batch) -> Result<Vec<Response>, HostError> {
-        let bytes = self.batch_raw(&batch.bytes)?;
+        let bytes = self.batch_raw(&batch.bytes, &batch.names)?;
         lock_core::wire::decode_responses(&bytes).map_err(|e| {
             let why = format!("the component answered a batch with {e}");
             self.poisoned = Some(why.clone());
@@ -376,10 +377,11 @@ impl ComponentTable {
 }
 
 /// Requests to run in one call, encoded as they are added ([`lock_core::wire`]), so the whole
-/// batch crosses the boundary as one byte list.
+/// batch crosses the boundary as one byte list and one string.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Batch {
     bytes: Vec<u8>,
+    names: String,
     len: usize,
 }
 
@@ -402,15 +404,16 @@ impl Batch {
         self.len == 0
     }
 
-    /// Removes every request, keeping the buffer.
+    /// Removes every request, keeping the buffers.
     pub fn clear(&mut self) {
         self.bytes.clear();
+        self.names.clear();
         self.len = 0;
     }
 
     /// Adds any request.
     pub fn push(&mut self, request: &Request<'_>) -> &mut Self {
-        lock_core::wire::encode_request(&mut self.bytes, request);
+        lock_core::wire::encode_request(&mut self.bytes, &mut self.names, request);
         self.len += 1;
         self
     }
@@ -469,7 +472,8 @@ impl Batch {
         self.push(&Request::HandleTimeout { now })
     }
 
-    /// The encoded requests, e.g. to test how malformed bytes are refused.
+    /// The encoded requests (their names are kept apart), e.g. to test how malformed bytes are
+    /// refused.
     pub fn bytes_mut(&mut self) -> &mut Vec<u8> {
         &mut self.bytes
     }

@@ -91,9 +91,10 @@ fn a_malformed_request_ends_the_batch_and_nothing_after_it_runs() {
     batch
         .try_acquire("é", "a", 10, 0)
         .try_acquire("k3", "a", 10, 0);
-    // Cut 'é' in half: the second request's key is not UTF-8.
-    let e_at = first_end + 1 + 8 + 4;
-    batch.bytes_mut()[e_at + 1] = b'x';
+    // Cut 'é' in half: the second request's key length (after its op byte and `now`) says 1
+    // byte, which ends inside the character.
+    let key_len_at = first_end + 1 + 8;
+    batch.bytes_mut()[key_len_at..key_len_at + 4].copy_from_slice(&1u32.to_le_bytes());
     let responses = table.batch(&batch).unwrap();
     assert_eq!(responses.len(), 2);
     assert!(matches!(responses[0], Response::Acquire(Ok(_))));

@@ -311,15 +311,16 @@ impl LockTable {
 
     // ----- outputs ------------------------------------------------------------------------
 
-    /// Runs a batch of requests encoded with [`wire`](crate::wire) and appends one encoded
-    /// response per request to `out`, in order; returns how many requests ran. Each request is
-    /// exactly the corresponding single call. A malformed request is answered
+    /// Runs a batch of requests encoded with [`wire`](crate::wire) (their fields in `requests`,
+    /// their keys and owners in `names`) and appends one encoded response per request to `out`,
+    /// in order; returns how many requests ran. Each request is exactly the corresponding single
+    /// call. A malformed request is answered
     /// [`Response::Malformed`](crate::wire::Response::Malformed) and ends the batch (the bytes
     /// after it cannot be trusted to start a request).
-    pub fn run_batch(&mut self, requests: &[u8], out: &mut alloc::vec::Vec<u8>) -> usize {
+    pub fn run_batch(&mut self, requests: &[u8], names: &str, out: &mut Vec<u8>) -> usize {
         use crate::wire::{encode_response, Request, Response};
         let mut ran = 0;
-        for request in crate::wire::decode_requests(requests) {
+        for request in crate::wire::decode_requests(requests, names) {
             let response = match request {
                 Err(_) => Response::Malformed,
                 Ok(Request::TryAcquire {

@@ -1,10 +1,15 @@
 //! A compact byte encoding of a batch of requests and of their responses, so that a whole batch
-//! crosses a boundary (the WebAssembly component's `batch`) as one byte list each way instead of
-//! a list of typed records: lifting and lowering bytes is a copy.
+//! crosses a boundary (the WebAssembly component's `batch`) as a few flat values instead of a list
+//! of typed records: lifting and lowering them is a copy.
 //!
-//! All integers are little-endian; strings are a `u32` byte length followed by UTF-8.
+//! A batch is two values: **`requests`**, bytes with every request's fixed-size fields, and
+//! **`names`**, one string with every key and owner of the requests, concatenated in request order
+//! (each request's key, then its owner). Keeping the text apart means it is checked as UTF-8 once
+//! for the whole batch (a WIT `string` is valid by construction) instead of once per name, and
+//! each request only says how long its names are. All integers are little-endian.
 //!
-//! A request is an operation byte, `now` (`u64`), then its fields:
+//! A request is an operation byte, `now` (`u64`), then its fields; a name field is its byte length
+//! as a `u32`, and the name itself is the next that many bytes of `names`:
 //!
 //! | op | operation | fields after `now` |
 //! | --- | --- | --- |
@@ -26,16 +31,21 @@
 //! | 4, 5, 6 | error of an acquire, a release/cancel-wait, an extend | error (`u8`, its [`LockError::index`]), `a: u64`, `b: u64` (the error's fields in declaration order, names as their index in [`LimitName::ALL`] / [`Corruption::ALL`], 0 when absent) |
 //! | 7 | malformed request: it and the rest of the batch were not run | (none) |
 //!
+//! A request is malformed if its bytes are cut short, its operation is unknown, or a name runs
+//! past the end of `names` or ends inside a character. Text left in `names` after the last request
+//! is ignored.
+//!
 //! ```
 //! use lock_core::wire::{self, Request, Response};
 //! use lock_core::{AcquireOutcome, Grant, LockTable};
 //!
-//! let mut requests = Vec::new();
-//! wire::encode_request(&mut requests, &Request::TryAcquire { key: "job", owner: "a", ttl: 100, now: 0 });
-//! wire::encode_request(&mut requests, &Request::Release { key: "job", owner: "a", fence: 1, now: 5 });
+//! let (mut requests, mut names) = (Vec::new(), String::new());
+//! wire::encode_request(&mut requests, &mut names, &Request::TryAcquire { key: "job", owner: "a", ttl: 100, now: 0 });
+//! wire::encode_request(&mut requests, &mut names, &Request::Release { key: "job", owner: "a", fence: 1, now: 5 });
+//! assert_eq!(names, "jobajoba");
 //! let mut table = LockTable::default();
 //! let mut responses = Vec::new();
-//! table.run_batch(&requests, &mut responses);
+//! table.run_batch(&requests, &names, &mut responses);
 //! assert_eq!(
 //!     wire::decode_responses(&responses).unwrap(),
 //!     [
@@ -45,6 +55,7 @@
 //! );
 //! ```
 
+use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 
@@ -128,8 +139,8 @@ pub enum Response {
     Extend(Result<Grant, LockError>),
     /// Of `handle-timeout`.
     Timeout,
-    /// The request could not be decoded (truncated, unknown operation, a string that is not
-    /// UTF-8); neither it nor the rest of the batch was run.
+    /// The request could not be decoded (truncated, unknown operation, a name past the end of
+    /// the names or ending inside a character); neither it nor the rest of the batch was run.
     Malformed,
 }
 
@@ -150,16 +161,17 @@ fn put_u64(out: &mut Vec<u8>, v: u64) {
     out.extend_from_slice(&v.to_le_bytes());
 }
 
-fn put_str(out: &mut Vec<u8>, s: &str) {
-    // Keys and owners are at most MAX_NAME_BYTES; a longer string saturates its length and then
+/// Appends a name: its length to the request, its text to the names.
+fn put_name(out: &mut Vec<u8>, names: &mut String, name: &str) {
+    // Keys and owners are at most MAX_NAME_BYTES; a longer name saturates its length and then
     // fails to decode (malformed) rather than being cut.
-    let len = u32::try_from(s.len()).unwrap_or(u32::MAX);
+    let len = u32::try_from(name.len()).unwrap_or(u32::MAX);
     out.extend_from_slice(&len.to_le_bytes());
-    out.extend_from_slice(s.as_bytes());
+    names.push_str(name);
 }
 
-/// Appends `request` to `out`.
-pub fn encode_request(out: &mut Vec<u8>, request: &Request<'_>) {
+/// Appends `request` to a batch: its fields to `out`, its key and owner to `names`.
+pub fn encode_request(out: &mut Vec<u8>, names: &mut String, request: &Request<'_>) {
     let (op, now) = match *request {
         Request::TryAcquire { now, .. } => (0, now),
         Request::Acquire { now, .. } => (1, now),
@@ -170,60 +182,51 @@ pub fn encode_request(out: &mut Vec<u8>, request: &Request<'_>) {
     };
     out.push(op);
     put_u64(out, now);
+    let (key, owner) = match *request {
+        Request::TryAcquire { key, owner, .. }
+        | Request::Acquire { key, owner, .. }
+        | Request::Release { key, owner, .. }
+        | Request::Extend { key, owner, .. }
+        | Request::CancelWait { key, owner, .. } => (key, owner),
+        Request::HandleTimeout { .. } => return,
+    };
+    put_name(out, names, key);
+    put_name(out, names, owner);
     match *request {
-        Request::TryAcquire {
-            key, owner, ttl, ..
-        } => {
-            put_str(out, key);
-            put_str(out, owner);
-            put_u64(out, ttl);
-        }
+        Request::TryAcquire { ttl, .. } => put_u64(out, ttl),
         Request::Acquire {
-            key,
-            owner,
-            ttl,
-            wait_deadline,
-            ..
+            ttl, wait_deadline, ..
         } => {
-            put_str(out, key);
-            put_str(out, owner);
             put_u64(out, ttl);
             put_u64(out, wait_deadline);
         }
-        Request::Release {
-            key, owner, fence, ..
-        } => {
-            put_str(out, key);
-            put_str(out, owner);
-            put_u64(out, fence);
-        }
-        Request::Extend {
-            key,
-            owner,
-            fence,
-            ttl,
-            ..
-        } => {
-            put_str(out, key);
-            put_str(out, owner);
+        Request::Release { fence, .. } => put_u64(out, fence),
+        Request::Extend { fence, ttl, .. } => {
             put_u64(out, fence);
             put_u64(out, ttl);
         }
-        Request::CancelWait { key, owner, .. } => {
-            put_str(out, key);
-            put_str(out, owner);
-        }
-        Request::HandleTimeout { .. } => {}
+        Request::CancelWait { .. } | Request::HandleTimeout { .. } => {}
     }
 }
 
-/// A reader over a byte slice that fails (`None`) instead of panicking.
+/// A reader over a batch that fails (`None`) instead of panicking.
 struct Reader<'a> {
     bytes: &'a [u8],
     at: usize,
+    names: &'a str,
+    name_at: usize,
 }
 
 impl<'a> Reader<'a> {
+    fn new(bytes: &'a [u8], names: &'a str) -> Self {
+        Reader {
+            bytes,
+            at: 0,
+            names,
+            name_at: 0,
+        }
+    }
+
     fn take(&mut self, n: usize) -> Option<&'a [u8]> {
         let end = self.at.checked_add(n)?;
         let s = self.bytes.get(self.at..end)?;
@@ -240,10 +243,14 @@ impl<'a> Reader<'a> {
             .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
     }
 
-    fn str(&mut self) -> Option<&'a str> {
+    fn name(&mut self) -> Option<&'a str> {
         let len = self.take(4)?;
         let len = u32::from_le_bytes(len.try_into().unwrap_or([0xff; 4]));
-        core::str::from_utf8(self.take(usize::try_from(len).ok()?)?).ok()
+        let end = self.name_at.checked_add(usize::try_from(len).ok()?)?;
+        // `get` refuses a range past the end or not on character boundaries.
+        let name = self.names.get(self.name_at..end)?;
+        self.name_at = end;
+        Some(name)
     }
 
     fn done(&self) -> bool {
@@ -251,9 +258,13 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// The requests in `bytes`, in order; a malformed one ends the sequence with `Err(offset)`.
-pub fn decode_requests(bytes: &[u8]) -> impl Iterator<Item = Result<Request<'_>, usize>> + '_ {
-    let mut r = Reader { bytes, at: 0 };
+/// The requests of the batch (`bytes`, `names`), in order; a malformed one ends the sequence with
+/// `Err(offset in bytes)`.
+pub fn decode_requests<'a>(
+    bytes: &'a [u8],
+    names: &'a str,
+) -> impl Iterator<Item = Result<Request<'a>, usize>> + 'a {
+    let mut r = Reader::new(bytes, names);
     let mut failed = false;
     core::iter::from_fn(move || {
         if failed || r.done() {
@@ -271,34 +282,34 @@ fn decode_one<'a>(r: &mut Reader<'a>) -> Option<Request<'a>> {
     let now = r.u64()?;
     Some(match op {
         0 => Request::TryAcquire {
-            key: r.str()?,
-            owner: r.str()?,
+            key: r.name()?,
+            owner: r.name()?,
             ttl: r.u64()?,
             now,
         },
         1 => Request::Acquire {
-            key: r.str()?,
-            owner: r.str()?,
+            key: r.name()?,
+            owner: r.name()?,
             ttl: r.u64()?,
             wait_deadline: r.u64()?,
             now,
         },
         2 => Request::Release {
-            key: r.str()?,
-            owner: r.str()?,
+            key: r.name()?,
+            owner: r.name()?,
             fence: r.u64()?,
             now,
         },
         3 => Request::Extend {
-            key: r.str()?,
-            owner: r.str()?,
+            key: r.name()?,
+            owner: r.name()?,
             fence: r.u64()?,
             ttl: r.u64()?,
             now,
         },
         4 => Request::CancelWait {
-            key: r.str()?,
-            owner: r.str()?,
+            key: r.name()?,
+            owner: r.name()?,
             now,
         },
         5 => Request::HandleTimeout { now },
@@ -407,7 +418,7 @@ pub fn encode_response(out: &mut Vec<u8>, response: &Response) {
 /// # Errors
 /// A [`WireError`] at the first byte that does not decode.
 pub fn decode_responses(bytes: &[u8]) -> Result<Vec<Response>, WireError> {
-    let mut r = Reader { bytes, at: 0 };
+    let mut r = Reader::new(bytes, "");
     let mut out = Vec::new();
     while !r.done() {
         let start = r.at;
@@ -575,28 +586,45 @@ mod tests {
             },
             Request::HandleTimeout { now: u64::MAX },
         ];
-        let mut bytes = Vec::new();
+        let (mut bytes, mut names) = (Vec::new(), String::new());
         for r in &requests {
-            encode_request(&mut bytes, r);
+            encode_request(&mut bytes, &mut names, r);
         }
-        let decoded: Vec<_> = decode_requests(&bytes).collect();
+        assert_eq!(names, "ジョブakbkakakb");
+        let decoded: Vec<_> = decode_requests(&bytes, &names).collect();
         assert_eq!(decoded, requests.iter().map(|r| Ok(*r)).collect::<Vec<_>>());
-        // a cut, an unknown op, invalid UTF-8: one error, then nothing
-        let cut: Vec<_> = decode_requests(&bytes[..bytes.len() - 3]).collect();
+        // Text left after the last request is ignored.
+        let more = alloc::format!("{names}unused");
+        assert_eq!(decode_requests(&bytes, &more).count(), requests.len());
+        // A cut, an unknown op, names running out or splitting a character: one error (at the
+        // request's first byte), then nothing.
+        let cut: Vec<_> = decode_requests(&bytes[..bytes.len() - 3], &names).collect();
         assert_eq!(cut.len(), requests.len());
         assert!(cut.last().unwrap().is_err());
         let mut bad_op = bytes.clone();
         bad_op[0] = 42;
-        assert_eq!(decode_requests(&bad_op).collect::<Vec<_>>(), [Err(0)]);
-        let mut bad_utf8 = Vec::new();
-        bad_utf8.push(4);
-        bad_utf8.extend_from_slice(&0u64.to_le_bytes());
-        bad_utf8.extend_from_slice(&2u32.to_le_bytes());
-        bad_utf8.extend_from_slice(&[0xc3, 0x28]);
-        assert_eq!(decode_requests(&bad_utf8).collect::<Vec<_>>(), [Err(0)]);
-        let mut huge_len = vec![4];
-        huge_len.extend_from_slice(&0u64.to_le_bytes());
-        huge_len.extend_from_slice(&u32::MAX.to_le_bytes());
-        assert_eq!(decode_requests(&huge_len).collect::<Vec<_>>(), [Err(0)]);
+        assert_eq!(
+            decode_requests(&bad_op, &names).collect::<Vec<_>>(),
+            [Err(0)]
+        );
+        let short = &names[..names.len() - 1];
+        let decoded: Vec<_> = decode_requests(&bytes, short).collect();
+        // cancel-wait's owner is cut: four requests, then the error
+        assert_eq!(decoded.len(), 5);
+        assert!(decoded.last().unwrap().is_err());
+        let mut one = Vec::new();
+        encode_request(&mut one, &mut String::new(), &requests[0]);
+        let mut split_char = one.clone();
+        split_char[9..13].copy_from_slice(&4u32.to_le_bytes()); // inside ョ
+        assert_eq!(
+            decode_requests(&split_char, &names).collect::<Vec<_>>(),
+            [Err(0)]
+        );
+        let mut too_long = one.clone();
+        too_long[9..13].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(
+            decode_requests(&too_long, &names).collect::<Vec<_>>(),
+            [Err(0)]
+        );
     }
 }

@@ -131,10 +131,10 @@ impl GuestLockTable for Table {
         self.0.borrow_mut().restore(&bytes).map_err(convert::error)
     }
 
-    fn batch(&self, requests: Vec<u8>) -> Vec<u8> {
+    fn batch(&self, requests: Vec<u8>, names: String) -> Vec<u8> {
         // Responses are at most 18 bytes, requests at least 9: twice the input is plenty.
         let mut out = Vec::with_capacity(requests.len() * 2);
-        self.0.borrow_mut().run_batch(&requests, &mut out);
+        self.0.borrow_mut().run_batch(&requests, &names, &mut out);
         out
     }
 }
