@@ -5,17 +5,16 @@
 //! forgotten deterministically: `expired_retention` ms after their deadline, or oldest-first once
 //! there are more than `max_expired_records`.
 
-use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, VecDeque};
 
-use crate::same::same;
+use crate::stored_name::Name;
 use crate::{ExpiredLeases, Fence, Limits, Millis};
 
 /// One expired lease.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ExpiredRecord {
-    pub(crate) key: Box<str>,
-    pub(crate) owner: Box<str>,
+    pub(crate) key: Name,
+    pub(crate) owner: Name,
     pub(crate) deadline: Millis,
 }
 
@@ -83,7 +82,7 @@ impl ExpiredLeases for ExpiredOfKey<'_> {
         self.log
             .by_fence
             .get(&fence)
-            .filter(|r| same(&r.key, self.key) && same(&r.owner, owner))
+            .filter(|r| r.key.is(self.key) && r.owner.is(owner))
             .map(|r| r.deadline)
     }
 }

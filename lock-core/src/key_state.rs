@@ -15,7 +15,7 @@ use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 
-use crate::same::same;
+use crate::stored_name::{same, Name};
 use crate::{
     AcquireOutcome, Corruption, EventKind, Fence, Grant, HolderInfo, KeyEvent, KeyInfo, LockError,
     Millis, WaiterInfo,
@@ -87,7 +87,7 @@ pub struct QueueRoom {
 /// A live lease of one key.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Lease {
-    owner: Box<str>,
+    owner: Name,
     fence: Fence,
     deadline: Millis,
 }
@@ -97,7 +97,7 @@ impl Lease {
     #[must_use]
     pub fn new(owner: &str, fence: Fence, deadline: Millis) -> Self {
         Lease {
-            owner: owner.into(),
+            owner: Name::new(owner),
             fence,
             deadline,
         }
@@ -105,7 +105,7 @@ impl Lease {
     /// Its owner.
     #[must_use]
     pub fn owner(&self) -> &str {
-        &self.owner
+        self.owner.as_str()
     }
     /// Its fencing token.
     #[must_use]
@@ -128,7 +128,7 @@ impl Lease {
 /// A caller waiting for a key.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Waiter {
-    owner: Box<str>,
+    owner: Name,
     ttl: Millis,
     wait_deadline: Millis,
 }
@@ -138,7 +138,7 @@ impl Waiter {
     #[must_use]
     pub fn new(owner: &str, ttl: Millis, wait_deadline: Millis) -> Self {
         Waiter {
-            owner: owner.into(),
+            owner: Name::new(owner),
             ttl,
             wait_deadline,
         }
@@ -146,7 +146,7 @@ impl Waiter {
     /// Who waits.
     #[must_use]
     pub fn owner(&self) -> &str {
-        &self.owner
+        self.owner.as_str()
     }
     /// The TTL its lease gets on hand-off.
     #[must_use]
@@ -271,7 +271,7 @@ impl KeyState {
         let lease = self.lease.as_ref()?;
         Some(KeyInfo {
             holder: HolderInfo {
-                owner: lease.owner.as_ref().into(),
+                owner: lease.owner.as_str().into(),
                 fence: lease.fence,
                 deadline: lease.deadline,
             },
@@ -280,7 +280,7 @@ impl KeyState {
                 .iter()
                 .flat_map(|q| q.iter())
                 .map(|w| WaiterInfo {
-                    owner: w.owner.as_ref().into(),
+                    owner: w.owner.as_str().into(),
                     ttl: w.ttl,
                     wait_deadline: w.wait_deadline,
                 })
@@ -312,7 +312,7 @@ impl KeyState {
                     out.push(KeyEvent {
                         at: lease.deadline,
                         kind: EventKind::Expired {
-                            owner: lease.owner.into(),
+                            owner: lease.owner.as_str().into(),
                             fence: lease.fence,
                         },
                     });
@@ -335,7 +335,7 @@ impl KeyState {
                 out.push(KeyEvent {
                     at: w.wait_deadline,
                     kind: EventKind::WaitTimedOut {
-                        owner: w.owner.into(),
+                        owner: w.owner.as_str().into(),
                     },
                 });
             } else {
@@ -357,7 +357,7 @@ impl KeyState {
         out.push(KeyEvent {
             at,
             kind: EventKind::Granted {
-                owner: waiter.owner.as_ref().into(),
+                owner: waiter.owner.as_str().into(),
                 fence,
                 deadline,
             },
@@ -378,7 +378,7 @@ impl KeyState {
     fn position_of(&self, owner: &str) -> Option<usize> {
         self.queue
             .as_ref()
-            .and_then(|q| q.iter().position(|w| same(&w.owner, owner)))
+            .and_then(|q| q.iter().position(|w| w.owner.is(owner)))
     }
 
     /// Acquires the key for `owner` with `ttl`, waiting in the queue while `now < wait_deadline`
@@ -411,7 +411,7 @@ impl KeyState {
         let Some(lease) = &self.lease else {
             let deadline = deadline_after(now, ttl)?;
             let lease = Lease {
-                owner: owner.into(),
+                owner: Name::new(owner),
                 fence: fences.next_fence(),
                 deadline,
             };
@@ -419,7 +419,7 @@ impl KeyState {
             self.lease = Some(lease);
             return Ok(AcquireOutcome::Acquired(grant));
         };
-        if same(&lease.owner, owner) {
+        if lease.owner.is(owner) {
             return Ok(AcquireOutcome::AlreadyHeld(lease.grant()));
         }
         if let Some(index) = self.position_of(owner) {
@@ -444,7 +444,7 @@ impl KeyState {
         }
         let queue = self.queue.get_or_insert_with(Box::default);
         queue.push_back(Waiter {
-            owner: owner.into(),
+            owner: Name::new(owner),
             ttl,
             wait_deadline,
         });
@@ -464,7 +464,7 @@ impl KeyState {
         events: &[KeyEvent],
     ) -> Result<&mut Lease, LockError> {
         let live = (self.lease.as_ref())
-            .is_some_and(|lease| lease.fence == fence && same(&lease.owner, owner));
+            .is_some_and(|lease| lease.fence == fence && lease.owner.is(owner));
         if !live {
             return Err(self.why_not_held(owner, fence, history, events));
         }
@@ -485,7 +485,7 @@ impl KeyState {
             }
             _ => None,
         });
-        let held_by_other = self.lease.as_ref().is_some_and(|l| !same(&l.owner, owner));
+        let held_by_other = self.lease.as_ref().is_some_and(|l| !l.owner.is(owner));
         match expired_now.or_else(|| history.expired_at(owner, fence)) {
             Some(deadline) => LockError::Expired { deadline },
             None if held_by_other => LockError::NotOwner,

@@ -56,8 +56,9 @@ mod key_state;
 mod limits;
 mod names;
 mod outcome;
-mod same;
+
 pub mod snapshot;
+mod stored_name;
 mod table;
 mod timer_heap;
 pub mod wire;

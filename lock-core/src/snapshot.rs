@@ -23,12 +23,12 @@
 //! every invariant of the body against the restoring table's limits, and builds nothing until all
 //! of it is valid.
 
-use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 use crate::crc32::crc32;
 use crate::expired_log::{ExpiredLog, ExpiredRecord};
 use crate::key_state::{FenceCounter, KeyState, Lease, Waiter};
+use crate::stored_name::Name;
 use crate::table::Record;
 use crate::{Corruption, Fence, LimitName, Limits, LockError, Millis, Stats};
 
@@ -53,7 +53,7 @@ pub(crate) struct Decoded {
     pub(crate) clock: Millis,
     pub(crate) fences: FenceCounter,
     pub(crate) counters: Stats,
-    pub(crate) keys: Vec<(Box<str>, KeyState)>,
+    pub(crate) keys: Vec<(Name, KeyState)>,
     pub(crate) expired: Vec<(Fence, ExpiredRecord)>,
 }
 
@@ -122,7 +122,7 @@ pub(crate) fn encode(s: &SnapshotRef<'_>) -> Vec<u8> {
         let Some(lease) = record.state.lease() else {
             continue; // free keys are never stored in a table
         };
-        w.str(&record.key);
+        w.str(record.key.as_str());
         w.str(lease.owner());
         w.u64(lease.fence());
         w.u64(lease.deadline());
@@ -136,8 +136,8 @@ pub(crate) fn encode(s: &SnapshotRef<'_>) -> Vec<u8> {
     w.len(s.expired.len());
     for (fence, record) in s.expired.iter() {
         w.u64(fence);
-        w.str(&record.key);
-        w.str(&record.owner);
+        w.str(record.key.as_str());
+        w.str(record.owner.as_str());
         w.u64(record.deadline);
     }
     let body_len = w.0.len() - HEADER;
@@ -270,13 +270,16 @@ fn decode_body(r: &mut Reader<'_>, limits: &Limits) -> Result<Decoded, LockError
             limit: LimitName::MaxKeys,
         });
     }
-    let mut keys: Vec<(Box<str>, KeyState)> = Vec::with_capacity(key_count);
+    let mut keys: Vec<(Name, KeyState)> = Vec::with_capacity(key_count);
     let mut lease_fences: Vec<Fence> = Vec::with_capacity(key_count);
     let mut total_waiters = 0usize;
     for _ in 0..key_count {
         let key = r.str()?;
         against_limits(limits.check_key(key))?;
-        if keys.last().is_some_and(|(prev, _)| **prev >= *key) {
+        if keys
+            .last()
+            .is_some_and(|(prev, _)| prev.as_bytes() >= key.as_bytes())
+        {
             return Err(corrupt(Corruption::KeysOutOfOrder));
         }
         let owner = r.str()?;
@@ -310,7 +313,7 @@ fn decode_body(r: &mut Reader<'_>, limits: &Limits) -> Result<Decoded, LockError
         let state = KeyState::from_parts(Some(Lease::new(owner, fence, deadline)), waiters, clock)
             .map_err(corrupt)?;
         lease_fences.push(fence);
-        keys.push((key.into(), state));
+        keys.push((Name::new(key), state));
     }
     lease_fences.sort_unstable();
     if lease_fences.windows(2).any(|w| w[0] == w[1]) {
@@ -338,8 +341,8 @@ fn decode_body(r: &mut Reader<'_>, limits: &Limits) -> Result<Decoded, LockError
         expired.push((
             fence,
             ExpiredRecord {
-                key: key.into(),
-                owner: owner.into(),
+                key: Name::new(key),
+                owner: Name::new(owner),
                 deadline,
             },
         ));

@@ -1,6 +1,5 @@
 //! The lock table: many keys, one clock, one timer, one event queue.
 
-use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -11,7 +10,7 @@ use hashbrown::HashTable;
 
 use crate::expired_log::{ExpiredLog, ExpiredOfKey, ExpiredRecord};
 use crate::key_state::{FenceCounter, KeyState, QueueRoom, Transition};
-use crate::same::same;
+use crate::stored_name::Name;
 use crate::timer_heap::TimerHeap;
 use crate::{
     snapshot, AcquireOutcome, Event, EventKind, Fence, Grant, KeyEvent, KeyInfo, Limits, LockError,
@@ -21,7 +20,7 @@ use crate::{
 /// One held key: its name and its state.
 #[derive(Clone, Debug)]
 pub(crate) struct Record {
-    pub(crate) key: Box<str>,
+    pub(crate) key: Name,
     pub(crate) state: KeyState,
 }
 
@@ -199,7 +198,7 @@ impl LockTable {
         self.limits.check_owner(owner)?;
         self.limits.check_ttl(ttl)?;
         let now = self.advance(now);
-        let hash = self.hasher.hash_one(key);
+        let hash = self.hash(key);
         let existing = self.find(hash, key);
         if existing.is_none() && self.index.len() >= self.limits.max_keys {
             return Err(LockError::TableFull {
@@ -240,7 +239,7 @@ impl LockTable {
         self.limits.check_key(key)?;
         self.limits.check_owner(owner)?;
         let now = self.advance(now);
-        let hash = self.hasher.hash_one(key);
+        let hash = self.hash(key);
         self.apply(key, hash, |state, history, fences, _| {
             state.release(owner, fence, now, history, fences)
         })
@@ -276,7 +275,7 @@ impl LockTable {
         self.limits.check_owner(owner)?;
         self.limits.check_ttl(ttl)?;
         let now = self.advance(now);
-        let hash = self.hasher.hash_one(key);
+        let hash = self.hash(key);
         self.apply(key, hash, |state, history, fences, _| {
             state.extend(owner, fence, ttl, now, history, fences)
         })
@@ -296,7 +295,7 @@ impl LockTable {
         self.limits.check_key(key)?;
         self.limits.check_owner(owner)?;
         let now = self.advance(now);
-        let hash = self.hasher.hash_one(key);
+        let hash = self.hash(key);
         self.apply(key, hash, |state, _, fences, _| {
             state.cancel_wait(owner, now, fences)
         })
@@ -401,7 +400,7 @@ impl LockTable {
             return Err(e);
         }
         self.advance(now);
-        let hash = self.hasher.hash_one(key);
+        let hash = self.hash(key);
         Ok(self
             .find(hash, key)
             .and_then(|slot| self.record(slot))
@@ -472,7 +471,7 @@ impl LockTable {
         table.fences = decoded.fences;
         table.counters = decoded.counters;
         for (key, state) in decoded.keys {
-            let hash = table.hasher.hash_one(&*key);
+            let hash = table.hasher.hash_one(&key);
             table.waiters += state.waiter_count();
             let slot = table.insert(hash, Record { key, state });
             table.settle(slot, hash);
@@ -506,8 +505,8 @@ impl LockTable {
             let events = record.state.advance(timer.at, &mut self.fences);
             self.waiters = self.waiters + record.state.waiter_count() - before;
             let key = record.key.clone();
-            self.absorb(&key, events);
-            let hash = self.hasher.hash_one(&*key);
+            self.absorb(key.as_str(), events);
+            let hash = self.hasher.hash_one(&key);
             self.settle(timer.slot, hash);
         }
         self.expired.prune(now, &self.limits);
@@ -555,7 +554,7 @@ impl LockTable {
                 let slot = self.insert(
                     hash,
                     Record {
-                        key: key.into(),
+                        key: Name::new(key),
                         state: fresh,
                     },
                 );
@@ -580,8 +579,8 @@ impl LockTable {
                 EventKind::Expired { owner, fence } => {
                     self.counters.expired += 1;
                     let record = ExpiredRecord {
-                        key: key.into(),
-                        owner: owner.as_str().into(),
+                        key: Name::new(key),
+                        owner: Name::new(owner),
                         deadline: at,
                     };
                     self.expired.record(*fence, record, &self.limits);
@@ -601,6 +600,11 @@ impl LockTable {
         }
     }
 
+    /// The hash of `key`, as bytes: a stored [`Name`] hashes the same way.
+    fn hash(&self, key: &str) -> u64 {
+        self.hasher.hash_one(key.as_bytes())
+    }
+
     fn record(&self, slot: u32) -> Option<&Record> {
         self.slots.get(slot as usize).and_then(Option::as_ref)
     }
@@ -612,7 +616,7 @@ impl LockTable {
                 slots
                     .get(s as usize)
                     .and_then(Option::as_ref)
-                    .is_some_and(|r| same(&r.key, key))
+                    .is_some_and(|r| r.key.is(key))
             })
             .copied()
     }
@@ -633,7 +637,7 @@ impl LockTable {
             slots
                 .get(s as usize)
                 .and_then(Option::as_ref)
-                .map_or(0, |r| hasher.hash_one(&*r.key))
+                .map_or(0, |r| hasher.hash_one(&r.key))
         });
         slot
     }
