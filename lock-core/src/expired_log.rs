@@ -30,6 +30,10 @@ impl ExpiredLog {
         self.order.len()
     }
 
+    pub(crate) fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
     /// Remembers an expired lease (deadlines must come in non-decreasing order).
     pub(crate) fn record(&mut self, fence: Fence, record: ExpiredRecord, limits: &Limits) {
         if limits.max_expired_records == 0 || limits.expired_retention == 0 {

@@ -299,12 +299,25 @@ impl KeyState {
         events
     }
 
+    #[inline]
     fn advance_into(
         &mut self,
         now: Millis,
         fences: &mut impl FenceSource,
         out: &mut Vec<KeyEvent>,
     ) {
+        // The usual case, checked without a call: a free key, or a live lease and nobody waiting.
+        let quiet = match (&self.lease, &self.queue) {
+            (None, _) => true,
+            (Some(lease), None) => lease.deadline > now,
+            _ => false,
+        };
+        if !quiet {
+            self.catch_up(now, fences, out);
+        }
+    }
+
+    fn catch_up(&mut self, now: Millis, fences: &mut impl FenceSource, out: &mut Vec<KeyEvent>) {
         while let Some(at) = self.next_deadline().filter(|&t| t <= now) {
             self.time_out_waiters(at, out);
             if self.lease.as_ref().is_some_and(|l| l.deadline <= at) {
@@ -347,7 +360,19 @@ impl KeyState {
     }
 
     /// Grants the lock to the head waiter at `at` (the key must be free).
+    #[inline]
     fn hand_off(&mut self, at: Millis, fences: &mut impl FenceSource, out: &mut Vec<KeyEvent>) {
+        if self.queue.is_some() {
+            self.hand_off_to_head(at, fences, out);
+        }
+    }
+
+    fn hand_off_to_head(
+        &mut self,
+        at: Millis,
+        fences: &mut impl FenceSource,
+        out: &mut Vec<KeyEvent>,
+    ) {
         let Some(waiter) = self.queue.as_mut().and_then(|q| q.pop_front()) else {
             return;
         };

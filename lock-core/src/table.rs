@@ -486,9 +486,19 @@ impl LockTable {
     // ----- internals ----------------------------------------------------------------------
 
     /// Moves the clock to `now` (never back) and applies every due change, in instant order.
+    #[inline]
     fn advance(&mut self, now: Millis) -> Millis {
         self.clock = self.clock.max(now);
         let now = self.clock;
+        // The usual case, checked without a call: no timer due and no expiry record to forget.
+        if self.timers.peek().is_some_and(|t| t.at <= now) || !self.expired.is_empty() {
+            self.apply_due(now);
+        }
+        now
+    }
+
+    /// The slow part of [`advance`](Self::advance): due timers, then old expiry records.
+    fn apply_due(&mut self, now: Millis) {
         while let Some(timer) = self.timers.peek().copied() {
             if timer.at > now {
                 break;
@@ -510,7 +520,6 @@ impl LockTable {
             self.settle(timer.slot, hash);
         }
         self.expired.prune(now, &self.limits);
-        now
     }
 
     /// Runs one per-key transition on `key` (a fresh free state if the key is absent), records
@@ -573,7 +582,14 @@ impl LockTable {
     }
 
     /// Records the events of `key`: counters, expired-lease memory, the event queue.
+    #[inline]
     fn absorb(&mut self, key: &str, events: Vec<KeyEvent>) {
+        if !events.is_empty() {
+            self.absorb_events(key, events);
+        }
+    }
+
+    fn absorb_events(&mut self, key: &str, events: Vec<KeyEvent>) {
         for KeyEvent { at, kind } in events {
             match &kind {
                 EventKind::Expired { owner, fence } => {
