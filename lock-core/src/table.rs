@@ -3,7 +3,7 @@
 use alloc::collections::VecDeque;
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::hash::BuildHasher;
+use core::hash::{BuildHasher, Hasher};
 
 use foldhash::fast::FixedState;
 use hashbrown::HashTable;
@@ -471,7 +471,7 @@ impl LockTable {
         table.fences = decoded.fences;
         table.counters = decoded.counters;
         for (key, state) in decoded.keys {
-            let hash = table.hasher.hash_one(&key);
+            let hash = hash_name(&table.hasher, key.as_bytes());
             table.waiters += state.waiter_count();
             let slot = table.insert(hash, Record { key, state });
             table.settle(slot, hash);
@@ -516,7 +516,7 @@ impl LockTable {
             self.waiters = self.waiters + record.state.waiter_count() - before;
             let key = record.key.clone();
             self.absorb(key.as_str(), events);
-            let hash = self.hasher.hash_one(&key);
+            let hash = hash_name(&self.hasher, key.as_bytes());
             self.settle(timer.slot, hash);
         }
         self.expired.prune(now, &self.limits);
@@ -616,9 +616,8 @@ impl LockTable {
         }
     }
 
-    /// The hash of `key`, as bytes: a stored [`Name`] hashes the same way.
     fn hash(&self, key: &str) -> u64 {
-        self.hasher.hash_one(key.as_bytes())
+        hash_name(&self.hasher, key.as_bytes())
     }
 
     fn record(&self, slot: u32) -> Option<&Record> {
@@ -653,7 +652,7 @@ impl LockTable {
             slots
                 .get(s as usize)
                 .and_then(Option::as_ref)
-                .map_or(0, |r| hasher.hash_one(&r.key))
+                .map_or(0, |r| hash_name(hasher, r.key.as_bytes()))
         });
         slot
     }
@@ -678,4 +677,13 @@ impl LockTable {
             }
         }
     }
+}
+
+/// The index's hash of a key: its bytes alone. foldhash's `write` already mixes in the length,
+/// so the length prefix that `Hash for [u8]` adds would only cost one more multiply (emulated
+/// with four on wasm32).
+fn hash_name(hasher: &FixedState, name: &[u8]) -> u64 {
+    let mut state = hasher.build_hasher();
+    state.write(name);
+    state.finish()
 }
