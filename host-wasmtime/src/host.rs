@@ -90,6 +90,7 @@ impl LockHostBuilder {
         };
         let mut table = component.instantiate(&self.limits, self.seed, self.sandbox)?;
         let mut clock = self.clock;
+        let mut restored_waiters = false;
         if let Some((path, _)) = &self.persist {
             if let Some(saved) = persist::load(path)? {
                 table.restore(&saved.snapshot)?.map_err(|e| {
@@ -99,7 +100,9 @@ impl LockHostBuilder {
                         crate::error::describe(&e)
                     ))
                 })?;
-                let restored_clock = table.stats(0)?.clock;
+                let restored = table.stats(0)?;
+                restored_waiters = restored.waiters > 0;
+                let restored_clock = restored.clock;
                 if clock.is_none() {
                     // Continue the saved clock, counting the time the host was down.
                     let resume = restored_clock.saturating_add(saved.downtime_ms());
@@ -119,6 +122,8 @@ impl LockHostBuilder {
                 shutdown: false,
                 next_save: 0,
                 armed: 0,
+                quiet_until: 0,
+                restored_waiters,
             }),
             granted: Condvar::new(),
             timer: Condvar::new(),
@@ -191,6 +196,15 @@ struct State {
     /// The instant the timer thread sleeps until; 0 while it is awake. Requests wake it only
     /// when they create something due earlier, so the hot path never pays for a context switch.
     armed: u64,
+    /// No time-driven event (expiry, hand-off at expiry, wait timeout) can happen before this
+    /// instant: the table's next wake-up as last read by the timer thread, lowered by every
+    /// deadline created since (see [`Inner::arm`]). A call at an earlier `now` produces no
+    /// event except a hand-off on release, so it need not poll the table's events (a second
+    /// component call, about 40 % of a try-acquire + release pair).
+    quiet_until: u64,
+    /// The persisted table came back with waiters from a previous run: their hand-offs are not
+    /// tracked in `waiting`, so every release polls.
+    restored_waiters: bool,
 }
 
 enum WaitOutcome {
@@ -260,9 +274,16 @@ impl Inner {
             .map_err(|_| Error::Persist("lock host state poisoned by a panic".into()))
     }
 
-    /// The earliest instant the timer thread must act at.
+    /// The earliest instant the timer thread must act at. Refreshes `quiet_until` from the
+    /// table (called with the lock held, right after `run_due` drained every event).
     fn next_due(&self, st: &mut State) -> Option<u64> {
-        let table = st.table.next_wakeup().ok().flatten();
+        let table = st.table.next_wakeup();
+        st.quiet_until = match table {
+            Ok(Some(at)) => at,
+            Ok(None) => u64::MAX,
+            Err(_) => 0,
+        };
+        let table = table.ok().flatten();
         let keepalive = st.keepalives.first().map(|(due, _)| *due);
         let save = self.persist.as_ref().map(|_| st.next_save);
         [table, keepalive, save].into_iter().flatten().min()
@@ -303,11 +324,28 @@ impl Inner {
         callbacks
     }
 
-    /// Wakes the timer thread if `at` is due before the instant it sleeps until.
+    /// Records that something is due at `at` (a new lease, wait or keep-alive deadline): wakes
+    /// the timer thread if it sleeps past `at`, and lowers `quiet_until`.
     fn arm(&self, st: &mut State, at: u64) {
+        st.quiet_until = st.quiet_until.min(at);
         if at < st.armed {
             st.armed = 0;
             self.timer.notify_all();
+        }
+    }
+
+    /// Drains the table's events after a request at `now`, unless none can exist: nothing was
+    /// due (`now < quiet_until`) and, for a release, nobody of ours waits to be handed the lock.
+    fn drain_after(
+        &self,
+        st: &mut State,
+        now: u64,
+        release: bool,
+        callbacks: &mut Vec<(LostCallback, LostLease)>,
+    ) {
+        let hand_off_possible = release && (!st.waiting.is_empty() || st.restored_waiters);
+        if now >= st.quiet_until || hand_off_possible {
+            self.drain(st, callbacks);
         }
     }
 
@@ -343,6 +381,7 @@ impl Inner {
                         fence: x.fence,
                         deadline: x.deadline,
                     };
+                    self.arm(st, x.deadline);
                     st.outcomes
                         .insert((key, x.owner), WaitOutcome::Granted(grant));
                     self.granted.notify_all();
@@ -421,7 +460,7 @@ impl LockHost {
             let mut st = self.inner.lock()?;
             let now = self.inner.clock.now_ms();
             let result = st.table.try_acquire(key, owner, ttl_ms, now)?;
-            self.inner.drain(&mut st, &mut callbacks);
+            self.inner.drain_after(&mut st, now, false, &mut callbacks);
             match result? {
                 AcquireOutcome::Acquired(g) | AcquireOutcome::AlreadyHeld(g) => {
                     Ok(self.guard(&mut st, key, owner, ttl_ms, g))
@@ -454,7 +493,7 @@ impl LockHost {
         let now = self.inner.clock.now_ms();
         let wait_deadline = now.saturating_add(millis(wait));
         let outcome = st.table.acquire(key, owner, ttl_ms, wait_deadline, now)?;
-        self.inner.drain(&mut st, &mut callbacks);
+        self.inner.drain_after(&mut st, now, false, &mut callbacks);
         let id = (key.to_owned(), owner.to_owned());
         let result = match outcome? {
             AcquireOutcome::Acquired(g) | AcquireOutcome::AlreadyHeld(g) => {
@@ -682,7 +721,7 @@ impl Lease {
                 millis(ttl),
                 now,
             )?;
-            inner.drain(&mut st, &mut callbacks);
+            inner.drain_after(&mut st, now, false, &mut callbacks);
             r.map(|g| {
                 self.shared.deadline.store(g.deadline, Ordering::SeqCst);
                 inner.arm(&mut st, g.deadline);
@@ -761,7 +800,7 @@ impl Lease {
             let r =
                 st.table
                     .release(&self.shared.key, &self.shared.owner, self.shared.fence, now)?;
-            inner.drain(&mut st, &mut callbacks);
+            inner.drain_after(&mut st, now, true, &mut callbacks);
             r.map_err(Error::Lock)
         };
         run_callbacks(callbacks);

@@ -140,6 +140,28 @@ fn on_lost_fires_exactly_once_and_a_panicking_callback_is_contained() {
 }
 
 #[test]
+fn a_request_that_finds_a_lease_expired_reports_the_loss_itself() {
+    // Requests skip polling the table's events while nothing can be due; once a deadline has
+    // passed, the next request must poll and fire on_lost before it returns (not wait for the
+    // timer thread, which sleeps in real time here and is never ticked by this test).
+    let clock = ManualClock::at(0);
+    let host = host(&clock);
+    let fired = Arc::new(AtomicUsize::new(0));
+    let lease = host.try_acquire("job", "a", MS(100)).unwrap();
+    let f = Arc::clone(&fired);
+    lease.on_lost(move |_| {
+        f.fetch_add(1, Ordering::SeqCst);
+    });
+    let other = host.try_acquire("other", "b", MS(10_000)).unwrap();
+    other.release().unwrap();
+    assert_eq!(fired.load(Ordering::SeqCst), 0, "nothing was due yet");
+    clock.advance(100);
+    let _unrelated = host.try_acquire("unrelated", "c", MS(10_000)).unwrap();
+    assert_eq!(fired.load(Ordering::SeqCst), 1);
+    assert!(lease.is_lost());
+}
+
+#[test]
 fn release_is_idempotent_and_runs_on_drop() {
     let clock = ManualClock::at(0);
     let host = host(&clock);
