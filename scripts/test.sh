@@ -28,4 +28,6 @@ echo "== Node: vectors (npm package, jco component), Locks API, package install 
 npm test
 echo "== JS benchmark smoke run"
 node scripts/bench-js.mjs 20000 >/dev/null
+echo "== the main job (scripts/run.sh): demos, then the playground served on 127.0.0.1"
+scripts/check-run.sh
 echo "all tests passed"
