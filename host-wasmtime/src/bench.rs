@@ -1,7 +1,7 @@
 //! The `lockhost bench` workloads: the same operations natively, through the component, through
 //! a batch call, and beside the boundary floor (an exported call with the same argument shapes
-//! that does nothing), measured in one run; each figure is the median of five timings. Benchmarks, not tests: nothing
-//! asserts on time.
+//! that does nothing), measured in one run; each figure is the median of five timings, taken
+//! interleaved across the workloads. Benchmarks, not tests: nothing asserts on time.
 
 use std::time::{Duration, Instant};
 
@@ -89,27 +89,66 @@ pub struct Measurement {
     pub ns_per_op: f64,
 }
 
-/// Times of a workload are taken this many times; the median is reported (a VM's neighbours
-/// make single runs differ by up to 10 %).
+/// Every workload is timed this many times; the median is reported (a VM's neighbours make
+/// single timings differ by up to 10 %).
 const REPEATS: usize = 5;
 
-fn time(name: &str, ops: u64, mut f: impl FnMut()) -> Measurement {
-    let mut samples: Vec<f64> = (0..REPEATS)
-        .map(|_| {
-            let start = Instant::now();
-            f();
-            start.elapsed().as_nanos() as f64 / ops as f64
-        })
-        .collect();
-    samples.sort_by(f64::total_cmp);
-    Measurement {
-        name: name.into(),
-        ns_per_op: samples[REPEATS / 2],
+/// A workload: `ops` operations per run of `run`, which owns its own table or instance.
+struct Workload<'a> {
+    name: String,
+    ops: u64,
+    run: Box<dyn FnMut() + 'a>,
+}
+
+impl<'a> Workload<'a> {
+    fn new(name: impl Into<String>, ops: u64, run: impl FnMut() + 'a) -> Self {
+        Workload {
+            name: name.into(),
+            ops,
+            run: Box::new(run),
+        }
     }
+}
+
+/// Times every workload `REPEATS` times, interleaved (all workloads once, then again), so that
+/// a slow drift of the machine touches every workload alike instead of whichever ran during it;
+/// reports each workload's median.
+fn measure(mut workloads: Vec<Workload<'_>>) -> Vec<Measurement> {
+    let mut samples = vec![Vec::with_capacity(REPEATS); workloads.len()];
+    for _ in 0..REPEATS {
+        for (w, samples) in workloads.iter_mut().zip(&mut samples) {
+            let start = Instant::now();
+            (w.run)();
+            samples.push(start.elapsed().as_nanos() as f64 / w.ops as f64);
+        }
+    }
+    workloads
+        .iter()
+        .zip(samples)
+        .map(|(w, mut s)| {
+            s.sort_by(f64::total_cmp);
+            Measurement {
+                name: w.name.clone(),
+                ns_per_op: s[REPEATS / 2],
+            }
+        })
+        .collect()
 }
 
 fn keys(n: usize, prefix: &str) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}-{i:06}")).collect()
+}
+
+/// A fresh component table; `held` is taken by someone else if given.
+fn component_table(held: Option<&str>) -> crate::ComponentTable {
+    let component = LockComponent::embedded().expect("the embedded component loads");
+    let mut table = component
+        .instantiate(&lock_core::Limits::default(), 0, SandboxLimits::default())
+        .expect("instantiates");
+    if let Some(key) = held {
+        let _ = table.try_acquire(key, "someone", 60_000, 0);
+    }
+    table
 }
 
 /// Runs every workload with `pairs` acquire+release pairs (and as many contended calls).
@@ -119,61 +158,78 @@ fn keys(n: usize, prefix: &str) -> Vec<String> {
 #[must_use]
 pub fn run(pairs: u64) -> Vec<Measurement> {
     let fresh = keys(1024, "fresh");
+    let fresh = &fresh;
     let owner = "worker-1";
     let ttl = 60_000;
-    let mut results = Vec::new();
+    let mut workloads = Vec::new();
 
     // Native lock-core.
     let mut native = lock_core::LockTable::default();
+    workloads.push(Workload::new(
+        "native: try-acquire + release pair",
+        pairs,
+        move || {
+            for i in 0..pairs as usize {
+                let k = &fresh[i & 1023];
+                let Ok(lock_core::AcquireOutcome::Acquired(g)) =
+                    native.try_acquire(k, owner, ttl, 1)
+                else {
+                    panic!()
+                };
+                native.release(k, owner, g.fence, 1).unwrap();
+            }
+        },
+    ));
+    let mut native = lock_core::LockTable::default();
     let _ = native.try_acquire("held", "someone", ttl, 0);
-    results.push(time("native: try-acquire + release pair", pairs, || {
-        for i in 0..pairs as usize {
-            let k = &fresh[i & 1023];
-            let Ok(lock_core::AcquireOutcome::Acquired(g)) = native.try_acquire(k, owner, ttl, 1)
-            else {
-                panic!()
-            };
-            native.release(k, owner, g.fence, 1).unwrap();
-        }
-    }));
-    results.push(time("native: contended try-acquire", pairs, || {
-        for _ in 0..pairs {
-            assert!(native.try_acquire("held", owner, ttl, 1).is_err());
-        }
-    }));
+    workloads.push(Workload::new(
+        "native: contended try-acquire",
+        pairs,
+        move || {
+            for _ in 0..pairs {
+                assert!(native.try_acquire("held", owner, ttl, 1).is_err());
+            }
+        },
+    ));
 
     // The component.
-    let component = LockComponent::embedded().expect("the embedded component loads");
-    let mut table = component
-        .instantiate(&lock_core::Limits::default(), 0, SandboxLimits::default())
-        .expect("instantiates");
-    let _ = table.try_acquire("held", "someone", ttl, 0);
-    results.push(time("component: try-acquire + release pair", pairs, || {
-        for i in 0..pairs as usize {
-            let k = &fresh[i & 1023];
-            let outcome = table.try_acquire(k, owner, ttl, 1);
-            let Ok(Ok(AcquireOutcome::Acquired(g))) = outcome else {
-                panic!("unexpected {outcome:?}")
-            };
-            table.release(k, owner, g.fence, 1).unwrap().unwrap();
-        }
-    }));
-    results.push(time("component: contended try-acquire", pairs, || {
-        for _ in 0..pairs {
-            assert!(table.try_acquire("held", owner, ttl, 1).unwrap().is_err());
-        }
-    }));
+    let mut table = component_table(None);
+    workloads.push(Workload::new(
+        "component: try-acquire + release pair",
+        pairs,
+        move || {
+            for i in 0..pairs as usize {
+                let k = &fresh[i & 1023];
+                let outcome = table.try_acquire(k, owner, ttl, 1);
+                let Ok(Ok(AcquireOutcome::Acquired(g))) = outcome else {
+                    panic!("unexpected {outcome:?}")
+                };
+                table.release(k, owner, g.fence, 1).unwrap().unwrap();
+            }
+        },
+    ));
+    let mut table = component_table(Some("held"));
+    workloads.push(Workload::new(
+        "component: contended try-acquire",
+        pairs,
+        move || {
+            for _ in 0..pairs {
+                assert!(table.try_acquire("held", owner, ttl, 1).unwrap().is_err());
+            }
+        },
+    ));
 
-    // The batch call: 32 pairs (64 requests) per crossing. Fences are predictable: the table
-    // issues last_fence + 1, + 2, ... to the acquires in order.
+    // The batch call: 32 pairs (64 requests) per crossing. Fences are predictable: a fresh
+    // table issues 1, 2, 3, ... to the acquires in order.
     let batch_pairs = 32u64;
     let mut batch = Batch::new();
     let rounds = (pairs / batch_pairs).max(1);
-    let mut next_fence = table.stats(1).unwrap().last_fence + 1;
-    results.push(time(
+    let mut table = component_table(None);
+    let mut next_fence = 1;
+    workloads.push(Workload::new(
         "component: batch of 64 requests, per pair",
         rounds * batch_pairs,
-        || {
+        move || {
             for round in 0..rounds {
                 batch.clear();
                 for j in 0..batch_pairs {
@@ -192,13 +248,12 @@ pub fn run(pairs: u64) -> Vec<Measurement> {
         },
     ));
 
-    // The floor: the same argument shapes, no work.
-    let (mut store, probe) = floor();
+    // The floors: the same argument shapes, no work.
     let (mut rstore, floor_bindings, target) = resource_floor();
-    results.push(time(
+    workloads.push(Workload::new(
         "floor: empty resource method, try-acquire's shape, x2 per pair",
         pairs,
-        || {
+        move || {
             let probe = floor_bindings.bench_floor_probe().target();
             for i in 0..pairs as usize {
                 let k = &fresh[i & 1023];
@@ -213,10 +268,11 @@ pub fn run(pairs: u64) -> Vec<Measurement> {
             }
         },
     ));
-    results.push(time(
+    let (mut store, probe) = floor();
+    workloads.push(Workload::new(
         "floor: empty call (2 strings, 2 u64, no resource), x2",
         pairs,
-        || {
+        move || {
             for i in 0..pairs as usize {
                 let k = &fresh[i & 1023];
                 probe.call(&mut store, (k, owner, ttl, 1)).unwrap();
@@ -232,10 +288,10 @@ pub fn run(pairs: u64) -> Vec<Measurement> {
             .build()
             .expect("host");
         let per_thread = pairs / threads as u64;
-        let m = time(
-            &format!("host API: try_acquire + release, {threads} thread(s), per pair"),
+        workloads.push(Workload::new(
+            format!("host API: try_acquire + release, {threads} thread(s), per pair"),
             per_thread * threads as u64,
-            || {
+            move || {
                 let handles: Vec<_> = (0..threads)
                     .map(|t| {
                         let host = host.clone();
@@ -254,10 +310,9 @@ pub fn run(pairs: u64) -> Vec<Measurement> {
                     h.join().unwrap();
                 }
             },
-        );
-        results.push(m);
+        ));
     }
-    results
+    measure(workloads)
 }
 
 /// Prints the measurements with ops/s and the ratios that matter.
