@@ -155,6 +155,53 @@ impl LockError {
         "snapshot-exceeds-limits",
     ];
 
+    /// One error of every kind, in [`LockError::CODES`] order, each payload field a distinct
+    /// value: for tests of an error mapping or codec in a binding, so that each does not list
+    /// every variant again (the core's tests check that every variant is here, in order).
+    #[must_use]
+    pub fn examples() -> [LockError; LockError::CODES.len()] {
+        [
+            LockError::KeyEmpty,
+            LockError::KeyTooLong { len: 300, max: 256 },
+            LockError::KeyInvalid,
+            LockError::OwnerEmpty,
+            LockError::OwnerTooLong { len: 9, max: 8 },
+            LockError::OwnerInvalid,
+            LockError::TtlZero,
+            LockError::TtlTooLong {
+                ttl: u64::MAX,
+                max: 7,
+            },
+            LockError::DeadlineOverflow { now: 5, ttl: 6 },
+            LockError::TableFull { max_keys: 3 },
+            LockError::QueueFull {
+                max_waiters_per_key: 4,
+            },
+            LockError::TooManyWaiters { max_waiters: 5 },
+            LockError::Held { deadline: 6 },
+            LockError::NotOwner,
+            LockError::NotHeld,
+            LockError::Expired { deadline: 7 },
+            LockError::NotWaiting,
+            LockError::InvalidLimits {
+                limit: LimitName::MaxPendingEvents,
+            },
+            LockError::SnapshotTruncated,
+            LockError::SnapshotBadMagic,
+            LockError::SnapshotVersion {
+                found: 2,
+                supported: 1,
+            },
+            LockError::SnapshotChecksum,
+            LockError::SnapshotCorrupt {
+                reason: Corruption::NotUtf8,
+            },
+            LockError::SnapshotExceedsLimits {
+                limit: LimitName::MaxKeys,
+            },
+        ]
+    }
+
     /// The position of this error's code in [`LockError::CODES`] (a compact tag for bindings
     /// that pass errors as numbers, like the npm package's engine).
     ///
@@ -336,6 +383,13 @@ impl core::error::Error for LockError {}
 #[cfg(test)]
 mod tests {
     use super::LockError;
+
+    #[test]
+    fn the_examples_are_every_variant_in_code_order() {
+        for (i, e) in LockError::examples().iter().enumerate() {
+            assert_eq!(e.index(), i, "{e:?}");
+        }
+    }
 
     #[test]
     fn codes_are_unique_kebab_case() {

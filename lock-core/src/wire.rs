@@ -472,49 +472,6 @@ mod tests {
     use alloc::string::ToString;
     use alloc::vec;
 
-    fn every_error() -> Vec<LockError> {
-        vec![
-            LockError::KeyEmpty,
-            LockError::KeyTooLong { len: 300, max: 256 },
-            LockError::KeyInvalid,
-            LockError::OwnerEmpty,
-            LockError::OwnerTooLong { len: 9, max: 8 },
-            LockError::OwnerInvalid,
-            LockError::TtlZero,
-            LockError::TtlTooLong {
-                ttl: u64::MAX,
-                max: 7,
-            },
-            LockError::DeadlineOverflow { now: 5, ttl: 6 },
-            LockError::TableFull { max_keys: 3 },
-            LockError::QueueFull {
-                max_waiters_per_key: 4,
-            },
-            LockError::TooManyWaiters { max_waiters: 5 },
-            LockError::Held { deadline: 6 },
-            LockError::NotOwner,
-            LockError::NotHeld,
-            LockError::Expired { deadline: 7 },
-            LockError::NotWaiting,
-            LockError::InvalidLimits {
-                limit: LimitName::MaxPendingEvents,
-            },
-            LockError::SnapshotTruncated,
-            LockError::SnapshotBadMagic,
-            LockError::SnapshotVersion {
-                found: 2,
-                supported: 1,
-            },
-            LockError::SnapshotChecksum,
-            LockError::SnapshotCorrupt {
-                reason: Corruption::NotUtf8,
-            },
-            LockError::SnapshotExceedsLimits {
-                limit: LimitName::MaxKeys,
-            },
-        ]
-    }
-
     #[test]
     fn every_response_round_trips() {
         let g = Grant {
@@ -531,8 +488,8 @@ mod tests {
             Response::Timeout,
             Response::Malformed,
         ];
-        assert_eq!(every_error().len(), LockError::CODES.len());
-        for e in every_error() {
+        assert_eq!(LockError::examples().len(), LockError::CODES.len());
+        for e in LockError::examples() {
             responses.push(Response::Acquire(Err(e.clone())));
             responses.push(Response::Done(Err(e.clone())));
             responses.push(Response::Extend(Err(e)));

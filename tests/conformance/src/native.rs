@@ -320,44 +320,7 @@ mod tests {
     /// `error` (so a runtime holding only the vector term shows the core's own message).
     #[test]
     fn error_names_match_core_codes_and_core_error_inverts_error() {
-        let all = [
-            LockError::KeyEmpty,
-            LockError::KeyTooLong { len: 1, max: 1 },
-            LockError::KeyInvalid,
-            LockError::OwnerEmpty,
-            LockError::OwnerTooLong { len: 1, max: 1 },
-            LockError::OwnerInvalid,
-            LockError::TtlZero,
-            LockError::TtlTooLong { ttl: 1, max: 1 },
-            LockError::DeadlineOverflow { now: 1, ttl: 1 },
-            LockError::TableFull { max_keys: 1 },
-            LockError::QueueFull {
-                max_waiters_per_key: 1,
-            },
-            LockError::TooManyWaiters { max_waiters: 1 },
-            LockError::Held { deadline: 1 },
-            LockError::NotOwner,
-            LockError::NotHeld,
-            LockError::Expired { deadline: 1 },
-            LockError::NotWaiting,
-            LockError::InvalidLimits {
-                limit: lock_core::LimitName::MaxKeys,
-            },
-            LockError::SnapshotTruncated,
-            LockError::SnapshotBadMagic,
-            LockError::SnapshotVersion {
-                found: 1,
-                supported: 1,
-            },
-            LockError::SnapshotChecksum,
-            LockError::SnapshotCorrupt {
-                reason: lock_core::Corruption::NotUtf8,
-            },
-            LockError::SnapshotExceedsLimits {
-                limit: lock_core::LimitName::MaxKeys,
-            },
-        ];
-        for e in all {
+        for e in LockError::examples() {
             assert_eq!(core_error(&error(e.clone())), Some(e.clone()));
             let code = e.code();
             let json = serde_json::to_value(error(e)).unwrap();
