@@ -87,6 +87,23 @@ fn show_error(doc: &Document, id: &str, message: &str) {
     }
 }
 
+/// Calls `handle` with the page for every `event` on the document whose target is a `T`
+/// (events on other elements are ignored). The listener lives as long as the page.
+fn listen<T: JsCast>(
+    doc: &Document,
+    event: &str,
+    handle: impl Fn(&mut Page, &T) + 'static,
+) -> Result<(), JsValue> {
+    let listener = Closure::<dyn FnMut(web_sys::Event)>::new(move |event: web_sys::Event| {
+        if let Some(target) = event.target().and_then(|t| t.dyn_into::<T>().ok()) {
+            with_page(|p| handle(p, &target));
+        }
+    });
+    doc.add_event_listener_with_callback(event, listener.as_ref().unchecked_ref())?;
+    listener.forget();
+    Ok(())
+}
+
 /// Starts the playground if the page has one (`#playground`).
 #[wasm_bindgen(start)]
 pub fn start() -> Result<(), JsValue> {
@@ -108,42 +125,17 @@ pub fn start() -> Result<(), JsValue> {
     }));
     PAGE.with(|p| *p.borrow_mut() = Some(state));
 
-    let on_click = Closure::<dyn FnMut(web_sys::Event)>::new(move |event: web_sys::Event| {
-        let Some(target) = event.target().and_then(|t| t.dyn_into::<Element>().ok()) else {
-            return;
-        };
-        let Ok(Some(button)) = target.closest("[data-action]") else {
-            return;
-        };
-        with_page(|p| p.on_action(&button));
-    });
-    doc.add_event_listener_with_callback("click", on_click.as_ref().unchecked_ref())?;
-    on_click.forget();
-
-    let on_input = Closure::<dyn FnMut(web_sys::Event)>::new(move |event: web_sys::Event| {
-        let Some(input) = event
-            .target()
-            .and_then(|t| t.dyn_into::<HtmlInputElement>().ok())
-        else {
-            return;
-        };
-        with_page(|p| p.on_field(&input));
-    });
-    doc.add_event_listener_with_callback("input", on_input.as_ref().unchecked_ref())?;
-    on_input.forget();
-
-    let on_change = Closure::<dyn FnMut(web_sys::Event)>::new(move |event: web_sys::Event| {
-        let Some(select) = event
-            .target()
-            .and_then(|t| t.dyn_into::<HtmlSelectElement>().ok())
-        else {
-            return;
-        };
-        with_page(|p| p.on_select(&select));
-    });
-    doc.add_event_listener_with_callback("change", on_change.as_ref().unchecked_ref())?;
-    on_change.forget();
-
+    listen(&doc, "click", |p, target: &Element| {
+        if let Ok(Some(button)) = target.closest("[data-action]") {
+            p.on_action(&button);
+        }
+    })?;
+    listen(&doc, "input", |p, input: &HtmlInputElement| {
+        p.on_field(input)
+    })?;
+    listen(&doc, "change", |p, select: &HtmlSelectElement| {
+        p.on_select(select);
+    })?;
     Interval::new(FRAME_MS, || with_page(Page::frame)).forget();
     with_page(Page::render);
     Ok(())
