@@ -209,22 +209,15 @@ pub fn encode_request(out: &mut Vec<u8>, names: &mut String, request: &Request<'
     }
 }
 
-/// A reader over a batch that fails (`None`) instead of panicking.
+/// A reader over bytes that fails (`None`) instead of panicking.
 struct Reader<'a> {
     bytes: &'a [u8],
     at: usize,
-    names: &'a str,
-    name_at: usize,
 }
 
 impl<'a> Reader<'a> {
-    fn new(bytes: &'a [u8], names: &'a str) -> Self {
-        Reader {
-            bytes,
-            at: 0,
-            names,
-            name_at: 0,
-        }
+    fn new(bytes: &'a [u8]) -> Self {
+        Reader { bytes, at: 0 }
     }
 
     fn take(&mut self, n: usize) -> Option<&'a [u8]> {
@@ -238,23 +231,35 @@ impl<'a> Reader<'a> {
         self.take(1).map(|b| b[0])
     }
 
+    fn u32(&mut self) -> Option<u32> {
+        self.take(4)
+            .map(|b| u32::from_le_bytes(b.try_into().unwrap_or([0xff; 4])))
+    }
+
     fn u64(&mut self) -> Option<u64> {
         self.take(8)
             .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
     }
 
-    fn name(&mut self) -> Option<&'a str> {
-        let len = self.take(4)?;
-        let len = u32::from_le_bytes(len.try_into().unwrap_or([0xff; 4]));
-        let end = self.name_at.checked_add(usize::try_from(len).ok()?)?;
-        // `get` refuses a range past the end or not on character boundaries.
-        let name = self.names.get(self.name_at..end)?;
-        self.name_at = end;
-        Some(name)
-    }
-
     fn done(&self) -> bool {
         self.at >= self.bytes.len()
+    }
+}
+
+/// The names of a batch, taken in order.
+struct Names<'a> {
+    text: &'a str,
+    at: usize,
+}
+
+impl<'a> Names<'a> {
+    /// The next name, whose byte length `r` holds next.
+    fn next(&mut self, r: &mut Reader<'_>) -> Option<&'a str> {
+        let end = self.at.checked_add(usize::try_from(r.u32()?).ok()?)?;
+        // `get` refuses a range past the end or not on character boundaries.
+        let name = self.text.get(self.at..end)?;
+        self.at = end;
+        Some(name)
     }
 }
 
@@ -264,55 +269,57 @@ pub fn decode_requests<'a>(
     bytes: &'a [u8],
     names: &'a str,
 ) -> impl Iterator<Item = Result<Request<'a>, usize>> + 'a {
-    let mut r = Reader::new(bytes, names);
+    let mut r = Reader::new(bytes);
+    let mut names = Names { text: names, at: 0 };
     let mut failed = false;
     core::iter::from_fn(move || {
         if failed || r.done() {
             return None;
         }
         let start = r.at;
-        let request = decode_one(&mut r);
+        let request = decode_one(&mut r, &mut names);
         failed = request.is_none();
         Some(request.ok_or(start))
     })
 }
 
-fn decode_one<'a>(r: &mut Reader<'a>) -> Option<Request<'a>> {
+fn decode_one<'a>(r: &mut Reader<'_>, names: &mut Names<'a>) -> Option<Request<'a>> {
     let op = r.u8()?;
     let now = r.u64()?;
+    match op {
+        0..=4 => {}
+        5 => return Some(Request::HandleTimeout { now }),
+        _ => return None,
+    }
+    let (key, owner) = (names.next(r)?, names.next(r)?);
     Some(match op {
         0 => Request::TryAcquire {
-            key: r.name()?,
-            owner: r.name()?,
+            key,
+            owner,
             ttl: r.u64()?,
             now,
         },
         1 => Request::Acquire {
-            key: r.name()?,
-            owner: r.name()?,
+            key,
+            owner,
             ttl: r.u64()?,
             wait_deadline: r.u64()?,
             now,
         },
         2 => Request::Release {
-            key: r.name()?,
-            owner: r.name()?,
+            key,
+            owner,
             fence: r.u64()?,
             now,
         },
         3 => Request::Extend {
-            key: r.name()?,
-            owner: r.name()?,
+            key,
+            owner,
             fence: r.u64()?,
             ttl: r.u64()?,
             now,
         },
-        4 => Request::CancelWait {
-            key: r.name()?,
-            owner: r.name()?,
-            now,
-        },
-        5 => Request::HandleTimeout { now },
+        4 => Request::CancelWait { key, owner, now },
         _ => return None,
     })
 }
@@ -418,7 +425,7 @@ pub fn encode_response(out: &mut Vec<u8>, response: &Response) {
 /// # Errors
 /// A [`WireError`] at the first byte that does not decode.
 pub fn decode_responses(bytes: &[u8]) -> Result<Vec<Response>, WireError> {
-    let mut r = Reader::new(bytes, "");
+    let mut r = Reader::new(bytes);
     let mut out = Vec::new();
     while !r.done() {
         let start = r.at;
