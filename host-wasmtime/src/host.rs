@@ -1,150 +1,29 @@
 //! [`LockHost`]: a thread-safe handle over one lock component instance, with blocking acquire,
 //! lease guards, keep-alive, lost-lock callbacks, one timer thread and optional persistence.
+//!
+//! Every request follows the same steps, under the one state lock: read the clock ([`Inner::begin`]:
+//! renewing the clock reservation if it ran out, then applying the expiries due by now in bounded
+//! slices), make the request, drain the table's events, and run the callbacks they produced
+//! after unlocking.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::clock::{Clock, MonotonicClock};
-use crate::persist;
+use crate::builder::LockHostBuilder;
+use crate::clock::Clock;
+use crate::lease::{ended_by, Lease, LeaseShared, LostCallback, LostLease};
+use crate::persist::{self, Reservation, CLOCK_BLOCK_MS, FENCE_BLOCK};
+use crate::timer::Shutdown;
 use crate::types::{AcquireOutcome, Event, EventKind, Grant, KeyInfo, Stats};
-use crate::{ComponentTable, Error, LockComponent, SandboxLimits};
+use crate::{ComponentTable, Error, HostError};
 
-/// What an `on_lost` callback is told.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LostLease {
-    /// The key.
-    pub key: String,
-    /// The owner that lost it.
-    pub owner: String,
-    /// The lost lease's fencing token.
-    pub fence: u64,
-    /// When it expired (table clock, ms).
-    pub at: u64,
-}
+/// What [`LockHostBuilder::on_persist_error`] keeps.
+pub(crate) type PersistErrorHook = Box<dyn Fn(&Error) + Send + Sync>;
 
-type LostCallback = Box<dyn FnOnce(&LostLease) + Send>;
-
-/// Builds a [`LockHost`].
-pub struct LockHostBuilder {
-    limits: lock_core::Limits,
-    sandbox: SandboxLimits,
-    seed: u64,
-    clock: Option<Arc<dyn Clock>>,
-    component: Option<LockComponent>,
-    persist: Option<(PathBuf, Duration)>,
-}
-
-impl LockHostBuilder {
-    /// The table's limits (default: `lock_core::Limits::default()`).
-    #[must_use]
-    pub fn limits(mut self, limits: lock_core::Limits) -> Self {
-        self.limits = limits;
-        self
-    }
-    /// Memory cap and per-call time bound of the component instance.
-    #[must_use]
-    pub fn sandbox(mut self, sandbox: SandboxLimits) -> Self {
-        self.sandbox = sandbox;
-        self
-    }
-    /// Seed of the table's key hashing (pass a random one if keys come from untrusted parties).
-    #[must_use]
-    pub fn hash_seed(mut self, seed: u64) -> Self {
-        self.seed = seed;
-        self
-    }
-    /// The clock (default: a [`MonotonicClock`]; tests pass a [`ManualClock`](crate::ManualClock)).
-    #[must_use]
-    pub fn clock(mut self, clock: impl Clock) -> Self {
-        self.clock = Some(Arc::new(clock));
-        self
-    }
-    /// Another build of the component (default: the embedded one).
-    #[must_use]
-    pub fn component(mut self, component: LockComponent) -> Self {
-        self.component = Some(component);
-        self
-    }
-    /// Keeps the table in `path`: loaded at start if the file exists (a corrupt file is an
-    /// error, never an empty table), saved atomically every `interval` and at shutdown.
-    #[must_use]
-    pub fn persist_to(mut self, path: impl Into<PathBuf>, interval: Duration) -> Self {
-        self.persist = Some((path.into(), interval));
-        self
-    }
-
-    /// Loads the component, restores the persisted table if any, and starts the timer thread.
-    ///
-    /// # Errors
-    /// [`Error::Host`] if the component cannot be loaded or the limits are refused,
-    /// [`Error::Persist`] if the persisted file cannot be read or is corrupt.
-    pub fn build(self) -> Result<LockHost, Error> {
-        let component = match self.component {
-            Some(c) => c,
-            None => LockComponent::embedded()?,
-        };
-        let mut table = component.instantiate(&self.limits, self.seed, self.sandbox)?;
-        let mut clock = self.clock;
-        let mut restored_waiters = false;
-        if let Some((path, _)) = &self.persist {
-            if let Some(saved) = persist::load(path)? {
-                table.restore(&saved.snapshot)?.map_err(|e| {
-                    Error::Persist(format!(
-                        "{}: {}",
-                        path.display(),
-                        crate::error::describe(&e)
-                    ))
-                })?;
-                let restored = table.stats(0)?;
-                restored_waiters = restored.waiters > 0;
-                let restored_clock = restored.clock;
-                if clock.is_none() {
-                    // Continue the saved clock, counting the time the host was down.
-                    let resume = restored_clock.saturating_add(saved.downtime_ms());
-                    clock = Some(Arc::new(MonotonicClock::starting_at(resume)));
-                }
-            }
-        }
-        let clock = clock.unwrap_or_else(|| Arc::new(MonotonicClock::default()));
-        let inner = Arc::new(Inner {
-            state: Mutex::new(State {
-                table,
-                waiting: HashSet::new(),
-                outcomes: HashMap::new(),
-                watchers: HashMap::new(),
-                keepalives: BTreeSet::new(),
-                keepalive_of: HashMap::new(),
-                shutdown: false,
-                next_save: 0,
-                armed: 0,
-                quiet_until: 0,
-                restored_waiters,
-            }),
-            granted: Condvar::new(),
-            timer: Condvar::new(),
-            clock,
-            persist: self.persist,
-        });
-        let weak = Arc::downgrade(&inner);
-        let thread = std::thread::Builder::new()
-            .name("lock-timer".into())
-            .spawn(move || timer_loop(&weak))
-            .map_err(|e| Error::Persist(format!("could not start the timer thread: {e}")))?;
-        let guard = Arc::new(Shutdown {
-            inner: Arc::clone(&inner),
-            thread: Mutex::new(Some(thread)),
-        });
-        Ok(LockHost {
-            inner,
-            _shutdown: guard,
-        })
-    }
-}
+/// Callbacks collected under the lock, run after it is released.
+pub(crate) type Callbacks = Vec<(LostCallback, LostLease)>;
 
 /// A thread-safe, cheap-to-clone handle over one lock table in one component instance.
 ///
@@ -160,8 +39,8 @@ impl LockHostBuilder {
 /// ```
 #[derive(Clone)]
 pub struct LockHost {
-    inner: Arc<Inner>,
-    _shutdown: Arc<Shutdown>,
+    pub(crate) inner: Arc<Inner>,
+    pub(crate) _shutdown: Arc<Shutdown>,
 }
 
 impl std::fmt::Debug for LockHost {
@@ -170,113 +49,248 @@ impl std::fmt::Debug for LockHost {
     }
 }
 
-struct Inner {
-    state: Mutex<State>,
-    /// Signalled when a blocked acquire's outcome arrives.
-    granted: Condvar,
-    /// Signalled when the next wake-up may have moved earlier.
-    timer: Condvar,
-    clock: Arc<dyn Clock>,
-    persist: Option<(PathBuf, Duration)>,
+/// What a host found in its persisted files at start.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// Whether a table file was there (otherwise the table started empty).
+    pub loaded: bool,
+    /// Live leases restored.
+    pub leases: u64,
+    /// Waiters dropped: they belonged to the previous process, which cannot collect a hand-off.
+    pub waiters_dropped: u32,
+    /// Every fence this host issues is above this (the previous run's reservation).
+    pub fence_floor: u64,
+    /// The clock reading the host resumed at.
+    pub clock: u64,
 }
 
-struct State {
-    table: ComponentTable,
+/// Persistence settings and the two files' writers.
+pub(crate) struct Persistence {
+    pub(crate) path: std::path::PathBuf,
+    pub(crate) interval: Duration,
+    /// Serialises writes of the table file, from its snapshot to its rename.
+    pub(crate) save_io: Mutex<()>,
+    /// Serialises writes of the reservation file; holds the ceilings on disk.
+    pub(crate) reserve_io: Mutex<Reservation>,
+    pub(crate) on_error: Option<PersistErrorHook>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) state: Mutex<State>,
+    /// Signalled when a blocked acquire's outcome arrives (or the table became unusable).
+    pub(crate) granted: Condvar,
+    /// Signalled when the next wake-up may have moved earlier.
+    pub(crate) timer: Condvar,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) persist: Option<Persistence>,
+    pub(crate) recovery: Option<Recovery>,
+}
+
+pub(crate) struct State {
+    pub(crate) table: ComponentTable,
     /// (key, owner) of blocked acquires.
-    waiting: HashSet<(String, String)>,
+    pub(crate) waiting: HashSet<(String, String)>,
     /// Hand-off results for blocked acquires.
-    outcomes: HashMap<(String, String), WaitOutcome>,
+    pub(crate) outcomes: HashMap<(String, String), WaitOutcome>,
     /// Live guards by fence, for lost-lock notification.
-    watchers: HashMap<u64, Arc<LeaseShared>>,
+    pub(crate) watchers: HashMap<u64, Arc<LeaseShared>>,
     /// Keep-alive renewals: (due, fence).
-    keepalives: BTreeSet<(u64, u64)>,
-    keepalive_of: HashMap<u64, u64>,
-    shutdown: bool,
-    next_save: u64,
+    pub(crate) keepalives: BTreeSet<(u64, u64)>,
+    pub(crate) keepalive_of: HashMap<u64, u64>,
+    pub(crate) shutdown: bool,
+    pub(crate) next_save: u64,
     /// The instant the timer thread sleeps until; 0 while it is awake. Requests wake it only
     /// when they create something due earlier, so the hot path never pays for a context switch.
-    armed: u64,
-    /// No time-driven event (expiry, hand-off at expiry, wait timeout) can happen before this
-    /// instant: the table's next wake-up as last read by the timer thread, lowered by every
-    /// deadline created since (see [`Inner::arm`]). A call at an earlier `now` produces no
-    /// event except a hand-off on release, so it need not poll the table's events (a second
-    /// component call, about 40 % of a try-acquire + release pair).
-    quiet_until: u64,
-    /// The persisted table came back with waiters from a previous run: their hand-offs are not
-    /// tracked in `waiting`, so every release polls.
-    restored_waiters: bool,
+    pub(crate) armed: u64,
+    /// No time-driven change (expiry, hand-off at expiry, wait timeout) is due before this
+    /// instant: the table's next wake-up as last read, lowered by every deadline created since
+    /// (see [`Inner::arm`]). A request at an earlier `now` skips the catch-up and, unless it is
+    /// a release that may hand off, the event drain (each a component call).
+    pub(crate) quiet_until: u64,
+    /// Most key wake-ups applied per catch-up call: small enough that the events of one slice
+    /// never overflow the table's event queue, and that one slice stays far below the call bound.
+    pub(crate) slice: u32,
+    /// The ceilings known to be on disk (`None` without persistence).
+    pub(crate) ceilings: Option<Reservation>,
+    /// The highest fence handed out.
+    pub(crate) fence_seen: u64,
+    /// A ceiling is near: the timer thread should move it ahead.
+    pub(crate) renew_wanted: bool,
+    /// The last failed periodic save, shutdown save or reservation write, until a save succeeds.
+    pub(crate) persist_error: Option<Error>,
 }
 
-enum WaitOutcome {
+pub(crate) enum WaitOutcome {
     Granted(Grant),
     TimedOut,
+    Failed(Error),
 }
 
-/// Stops the timer thread and saves the table when the last [`LockHost`] clone is dropped.
-struct Shutdown {
-    inner: Arc<Inner>,
-    thread: Mutex<Option<JoinHandle<()>>>,
-}
-
-impl Drop for Shutdown {
-    fn drop(&mut self) {
-        let _ = self.inner.save();
-        if let Ok(mut st) = self.inner.state.lock() {
-            st.shutdown = true;
-        }
-        self.inner.timer.notify_all();
-        self.inner.granted.notify_all();
-        if let Some(thread) = self.thread.lock().ok().and_then(|mut t| t.take()) {
-            // Never join oneself: should the last handle ever be dropped on the timer thread
-            // (by a callback owning it), that thread exits on its own once it sees `shutdown`.
-            if thread.thread().id() != std::thread::current().id() {
-                let _ = thread.join();
-            }
-        }
-    }
-}
-
-fn timer_loop(weak: &Weak<Inner>) {
-    loop {
-        let Some(inner) = weak.upgrade() else { return };
-        let callbacks = match inner.lock() {
-            Ok(mut st) if !st.shutdown => inner.run_due(&mut st),
-            _ => return,
-        };
-        run_callbacks(callbacks);
-        let Ok(mut st) = inner.lock() else { return };
-        if st.shutdown {
-            return;
-        }
-        let now = inner.clock.now_ms();
-        let wait_ms = inner
-            .next_due(&mut st)
-            .map_or(1_000, |t| t.saturating_sub(now))
-            .clamp(1, 1_000);
-        st.armed = now.saturating_add(wait_ms);
-        if let Ok((mut st, _)) = inner.timer.wait_timeout(st, Duration::from_millis(wait_ms)) {
-            st.armed = 0;
-        };
-    }
-}
-
-fn run_callbacks(callbacks: Vec<(LostCallback, LostLease)>) {
+pub(crate) fn run_callbacks(callbacks: Callbacks) {
     for (callback, lost) in callbacks {
         // A panicking callback must not take the timer thread (or a caller) down.
         let _ = catch_unwind(AssertUnwindSafe(|| callback(&lost)));
     }
 }
 
+/// Most key wake-ups per catch-up call for these limits (see [`State::slice`]).
+pub(crate) fn slice_for(limits: &lock_core::Limits) -> u32 {
+    let per_change = 2 + limits.max_waiters_per_key;
+    let slice = (limits.max_pending_events / per_change).clamp(1, 10_000);
+    u32::try_from(slice).unwrap_or(10_000)
+}
+
 impl Inner {
-    fn lock(&self) -> Result<MutexGuard<'_, State>, Error> {
+    pub(crate) fn lock(&self) -> Result<MutexGuard<'_, State>, Error> {
         self.state
             .lock()
             .map_err(|_| Error::Persist("lock host state poisoned by a panic".into()))
     }
 
+    /// A component call's result: a trap wakes every blocked acquirer, which then fails at once.
+    pub(crate) fn call<T>(&self, result: Result<T, HostError>) -> Result<T, Error> {
+        result.map_err(|e| {
+            self.granted.notify_all();
+            Error::Host(e)
+        })
+    }
+
+    /// Reads the clock for a request and brings the table up to it: the clock reservation is
+    /// renewed first if the reading passed it, then every change due by now is applied in
+    /// bounded slices and its events dispatched.
+    pub(crate) fn begin(&self, st: &mut State, callbacks: &mut Callbacks) -> Result<u64, Error> {
+        let now = self.clock.now_ms();
+        if let Some(ceilings) = st.ceilings {
+            if now > ceilings.clock_ceiling {
+                self.renew_now(
+                    st,
+                    Reservation {
+                        fence_ceiling: 0,
+                        clock_ceiling: now.saturating_add(CLOCK_BLOCK_MS),
+                    },
+                )?;
+            } else if now.saturating_add(CLOCK_BLOCK_MS / 2) > ceilings.clock_ceiling {
+                self.want_renewal(st);
+            }
+        }
+        if now >= st.quiet_until {
+            loop {
+                let more = self.call(st.table.handle_timeout_bounded(now, st.slice))?;
+                self.drain(st, callbacks);
+                if !more {
+                    break;
+                }
+            }
+            st.quiet_until = self.call(st.table.next_wakeup())?.unwrap_or(u64::MAX);
+        }
+        Ok(now)
+    }
+
+    /// Makes sure `fence` may leave the host: at or below the durable fence ceiling (renewed
+    /// inline if not, which happens only if the timer thread fell a whole block behind).
+    pub(crate) fn admit_fence(&self, st: &mut State, fence: u64) -> Result<(), Error> {
+        st.fence_seen = st.fence_seen.max(fence);
+        let Some(ceilings) = st.ceilings else {
+            return Ok(());
+        };
+        if fence > ceilings.fence_ceiling {
+            self.renew_now(
+                st,
+                Reservation {
+                    fence_ceiling: fence.saturating_add(FENCE_BLOCK),
+                    clock_ceiling: 0,
+                },
+            )?;
+        } else if fence.saturating_add(FENCE_BLOCK / 2) > ceilings.fence_ceiling {
+            self.want_renewal(st);
+        }
+        Ok(())
+    }
+
+    fn want_renewal(&self, st: &mut State) {
+        if !st.renew_wanted {
+            st.renew_wanted = true;
+            st.armed = 0;
+            self.timer.notify_all();
+        }
+    }
+
+    /// Writes ceilings at least `want` (never lower than those on disk); returns them.
+    fn write_ceilings(&self, want: Reservation) -> Result<Reservation, Error> {
+        let Some(p) = &self.persist else {
+            return Ok(want);
+        };
+        let mut on_disk = p
+            .reserve_io
+            .lock()
+            .map_err(|_| Error::Persist("reservation writer poisoned by a panic".into()))?;
+        let next = Reservation {
+            fence_ceiling: on_disk.fence_ceiling.max(want.fence_ceiling),
+            clock_ceiling: on_disk.clock_ceiling.max(want.clock_ceiling),
+        };
+        if next != *on_disk {
+            persist::save_reservation(&p.path, next)?;
+            *on_disk = next;
+        }
+        Ok(next)
+    }
+
+    fn renew_now(&self, st: &mut State, want: Reservation) -> Result<(), Error> {
+        match self.write_ceilings(want) {
+            Ok(written) => {
+                st.ceilings = Some(written);
+                Ok(())
+            }
+            Err(e) => {
+                st.persist_error = Some(e.clone());
+                Err(e)
+            }
+        }
+    }
+
+    /// The timer thread's part of the reservation: moves both ceilings a block ahead of what
+    /// was used, with the state unlocked while the file is written.
+    pub(crate) fn renew_ahead(&self) {
+        let want = {
+            let Ok(mut st) = self.lock() else { return };
+            if !std::mem::take(&mut st.renew_wanted) {
+                return;
+            }
+            Reservation {
+                fence_ceiling: st.fence_seen.saturating_add(FENCE_BLOCK),
+                clock_ceiling: self.clock.now_ms().saturating_add(CLOCK_BLOCK_MS),
+            }
+        };
+        let written = self.write_ceilings(want);
+        let Ok(mut st) = self.lock() else { return };
+        match written {
+            Ok(written) => {
+                let known = st.ceilings.unwrap_or_default();
+                st.ceilings = Some(Reservation {
+                    fence_ceiling: known.fence_ceiling.max(written.fence_ceiling),
+                    clock_ceiling: known.clock_ceiling.max(written.clock_ceiling),
+                });
+            }
+            Err(e) => {
+                drop(st);
+                self.report(e);
+            }
+        }
+    }
+
+    /// Records a failed background write and tells the hook.
+    pub(crate) fn report(&self, e: Error) {
+        if let Ok(mut st) = self.lock() {
+            st.persist_error = Some(e.clone());
+        }
+        if let Some(hook) = self.persist.as_ref().and_then(|p| p.on_error.as_ref()) {
+            let _ = catch_unwind(AssertUnwindSafe(|| hook(&e)));
+        }
+    }
+
     /// The earliest instant the timer thread must act at. Refreshes `quiet_until` from the
     /// table (called with the lock held, right after `run_due` drained every event).
-    fn next_due(&self, st: &mut State) -> Option<u64> {
+    pub(crate) fn next_due(&self, st: &mut State) -> Option<u64> {
         let table = st.table.next_wakeup();
         st.quiet_until = match table {
             Ok(Some(at)) => at,
@@ -289,13 +303,12 @@ impl Inner {
         [table, keepalive, save].into_iter().flatten().min()
     }
 
-    /// Handles timeouts, renews due keep-alives, saves if due. Returns callbacks to run unlocked.
-    fn run_due(&self, st: &mut State) -> Vec<(LostCallback, LostLease)> {
-        let mut callbacks = Vec::new();
-        let now = self.clock.now_ms();
-        if st.table.handle_timeout(now).is_ok() {
-            self.drain(st, &mut callbacks);
-        }
+    /// Applies what is due, renews due keep-alives, and says whether a save is due. Returns
+    /// callbacks to run unlocked.
+    pub(crate) fn run_due(&self, st: &mut State, callbacks: &mut Callbacks) -> bool {
+        let Ok(now) = self.begin(st, callbacks) else {
+            return false;
+        };
         while let Some(&(due, fence)) = st.keepalives.first() {
             if due > now {
                 break;
@@ -305,110 +318,167 @@ impl Inner {
             let Some(shared) = st.watchers.get(&fence).cloned() else {
                 continue;
             };
-            if let Ok(Ok(grant)) =
-                st.table
-                    .extend(&shared.key, &shared.owner, fence, shared.ttl_ms, now)
+            match st
+                .table
+                .extend(&shared.key, &shared.owner, fence, shared.ttl_ms, now)
             {
-                shared.deadline.store(grant.deadline, Ordering::SeqCst);
-                schedule_keepalive(st, &shared);
+                Ok(Ok(grant)) => {
+                    shared
+                        .deadline
+                        .store(grant.deadline, std::sync::atomic::Ordering::SeqCst);
+                    self.arm(st, grant.deadline);
+                    schedule_keepalive(st, &shared);
+                }
+                Ok(Err(e)) => {
+                    if let Some(at) = ended_by(
+                        &e,
+                        shared.deadline.load(std::sync::atomic::Ordering::SeqCst),
+                    ) {
+                        self.forget(st, fence);
+                        shared.lose(at, callbacks);
+                    }
+                }
+                Err(_) => self.granted.notify_all(),
             }
-            self.drain(st, &mut callbacks);
         }
-        if let Some((path, interval)) = &self.persist {
-            if now >= st.next_save {
-                let _ = persist::save(path, &mut st.table, now);
-                st.next_save =
-                    now.saturating_add(u64::try_from(interval.as_millis()).unwrap_or(u64::MAX));
+        match &self.persist {
+            Some(p) if now >= st.next_save => {
+                st.next_save = now.saturating_add(millis(p.interval));
+                true
             }
+            _ => false,
         }
-        callbacks
     }
 
-    /// Records that something is due at `at` (a new lease, wait or keep-alive deadline): wakes
-    /// the timer thread if it sleeps past `at`, and lowers `quiet_until`.
-    fn arm(&self, st: &mut State, at: u64) {
+    /// Records that a table deadline falls at `at` (a new lease or wait deadline): wakes the
+    /// timer thread if it sleeps past `at`, and lowers `quiet_until`.
+    pub(crate) fn arm(&self, st: &mut State, at: u64) {
         st.quiet_until = st.quiet_until.min(at);
+        self.arm_keepalive(st, at);
+    }
+
+    /// Wakes the timer thread if it sleeps past `at` (a keep-alive due time).
+    pub(crate) fn arm_keepalive(&self, st: &mut State, at: u64) {
         if at < st.armed {
             st.armed = 0;
             self.timer.notify_all();
         }
     }
 
-    /// Drains the table's events after a request at `now`, unless none can exist: nothing was
-    /// due (`now < quiet_until`) and, for a release, nobody of ours waits to be handed the lock.
-    fn drain_after(
-        &self,
-        st: &mut State,
-        now: u64,
-        release: bool,
-        callbacks: &mut Vec<(LostCallback, LostLease)>,
-    ) {
-        let hand_off_possible = release && (!st.waiting.is_empty() || st.restored_waiters);
-        if now >= st.quiet_until || hand_off_possible {
+    /// Drains the events a release may have produced: a hand-off, possible only if one of our
+    /// acquirers waits (restored waiters are dropped at start).
+    pub(crate) fn drain_after_release(&self, st: &mut State, callbacks: &mut Callbacks) {
+        if !st.waiting.is_empty() {
             self.drain(st, callbacks);
         }
     }
 
-    /// Drains the table's events and dispatches them.
-    fn drain(&self, st: &mut State, callbacks: &mut Vec<(LostCallback, LostLease)>) {
-        let Ok(events) = st.table.poll_events() else {
-            return;
-        };
-        for Event { key, at, kind } in events {
-            match kind {
-                EventKind::Expired(x) => {
-                    if let Some(shared) = st.watchers.remove(&x.fence) {
-                        shared.lost.store(true, Ordering::SeqCst);
-                        if let Some(due) = st.keepalive_of.remove(&x.fence) {
-                            st.keepalives.remove(&(due, x.fence));
+    /// Stops watching the lease with `fence` (released or lost).
+    pub(crate) fn forget(&self, st: &mut State, fence: u64) {
+        st.watchers.remove(&fence);
+        if let Some(due) = st.keepalive_of.remove(&fence) {
+            st.keepalives.remove(&(due, fence));
+        }
+    }
+
+    /// Drains the table's events and dispatches them: expiries to their leases' `on_lost`,
+    /// hand-offs and wait timeouts to the blocked acquirers. A hand-off to an owner nobody here
+    /// waits for (its acquirer gave up between the table's decision and ours) is released at
+    /// once, so that no later caller can ever pick it up.
+    pub(crate) fn drain(&self, st: &mut State, callbacks: &mut Callbacks) {
+        loop {
+            let Ok(events) = st.table.poll_events() else {
+                self.granted.notify_all();
+                return;
+            };
+            if events.is_empty() {
+                return;
+            }
+            let mut orphans = Vec::new();
+            for Event { key, at, kind } in events {
+                match kind {
+                    EventKind::Expired(x) => {
+                        if let Some(shared) = st.watchers.get(&x.fence).cloned() {
+                            self.forget(st, x.fence);
+                            shared.lose(at, callbacks);
                         }
-                        let callback = shared.on_lost.lock().ok().and_then(|mut c| c.take());
-                        if let Some(callback) = callback {
-                            callbacks.push((
-                                callback,
-                                LostLease {
-                                    key,
-                                    owner: x.owner,
-                                    fence: x.fence,
-                                    at,
-                                },
-                            ));
+                    }
+                    EventKind::Granted(x) => {
+                        let id = (key, x.owner);
+                        if !st.waiting.contains(&id) {
+                            orphans.push((id, x.fence, at));
+                            continue;
+                        }
+                        let outcome = match self.admit_fence(st, x.fence) {
+                            Ok(()) => WaitOutcome::Granted(Grant {
+                                fence: x.fence,
+                                deadline: x.deadline,
+                            }),
+                            Err(e) => {
+                                orphans.push((id.clone(), x.fence, at));
+                                WaitOutcome::Failed(e)
+                            }
+                        };
+                        self.arm(st, x.deadline);
+                        st.outcomes.insert(id, outcome);
+                        self.granted.notify_all();
+                    }
+                    EventKind::WaitTimedOut(owner) => {
+                        let id = (key, owner);
+                        if st.waiting.contains(&id) {
+                            st.outcomes.insert(id, WaitOutcome::TimedOut);
+                            self.granted.notify_all();
                         }
                     }
                 }
-                EventKind::Granted(x) => {
-                    let grant = Grant {
-                        fence: x.fence,
-                        deadline: x.deadline,
-                    };
-                    self.arm(st, x.deadline);
-                    st.outcomes
-                        .insert((key, x.owner), WaitOutcome::Granted(grant));
-                    self.granted.notify_all();
-                }
-                EventKind::WaitTimedOut(owner) => {
-                    st.outcomes.insert((key, owner), WaitOutcome::TimedOut);
-                    self.granted.notify_all();
-                }
+            }
+            if orphans.is_empty() {
+                return;
+            }
+            for ((key, owner), fence, at) in orphans {
+                let _ = st.table.release(&key, &owner, fence, at);
             }
         }
     }
 
-    fn save(&self) -> Result<(), Error> {
-        let Some((path, _)) = &self.persist else {
+    /// Saves the table file now: the snapshot under the state lock, the write after it.
+    pub(crate) fn save(&self) -> Result<(), Error> {
+        let Some(p) = &self.persist else {
             return Ok(());
         };
-        let mut st = self.lock()?;
-        let now = self.clock.now_ms();
-        persist::save(path, &mut st.table, now)
+        let _writer = p
+            .save_io
+            .lock()
+            .map_err(|_| Error::Persist("table file writer poisoned by a panic".into()))?;
+        let mut callbacks = Vec::new();
+        let snapshot = (|| {
+            let mut st = self.lock()?;
+            let now = self.begin(&mut st, &mut callbacks)?;
+            self.call(st.table.snapshot(now))
+        })();
+        run_callbacks(callbacks);
+        let result = snapshot.and_then(|bytes| persist::save(&p.path, &bytes));
+        match &result {
+            Ok(()) => {
+                if let Ok(mut st) = self.lock() {
+                    st.persist_error = None;
+                }
+            }
+            Err(e) => {
+                if let Ok(mut st) = self.lock() {
+                    st.persist_error = Some(e.clone());
+                }
+            }
+        }
+        result
     }
 }
 
-fn schedule_keepalive(st: &mut State, shared: &LeaseShared) {
+pub(crate) fn schedule_keepalive(st: &mut State, shared: &LeaseShared) {
     // Renew once two thirds of the TTL have passed.
     let due = shared
         .deadline
-        .load(Ordering::SeqCst)
+        .load(std::sync::atomic::Ordering::SeqCst)
         .saturating_sub(shared.ttl_ms / 3);
     if let Some(old) = st.keepalive_of.insert(shared.fence, due) {
         st.keepalives.remove(&(old, shared.fence));
@@ -416,7 +486,7 @@ fn schedule_keepalive(st: &mut State, shared: &LeaseShared) {
     st.keepalives.insert((due, shared.fence));
 }
 
-fn millis(d: Duration) -> u64 {
+pub(crate) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
@@ -432,20 +502,30 @@ impl LockHost {
     /// A builder for limits, clock, sandbox and persistence.
     #[must_use]
     pub fn builder() -> LockHostBuilder {
-        LockHostBuilder {
-            limits: lock_core::Limits::default(),
-            sandbox: SandboxLimits::default(),
-            seed: 0,
-            clock: None,
-            component: None,
-            persist: None,
-        }
+        LockHostBuilder::default()
     }
 
     /// The host clock's current reading (ms).
     #[must_use]
     pub fn now(&self) -> u64 {
         self.inner.clock.now_ms()
+    }
+
+    /// What was found in the persisted files at start (`None` without persistence).
+    #[must_use]
+    pub fn recovery(&self) -> Option<Recovery> {
+        self.inner.recovery.clone()
+    }
+
+    /// The last failed periodic save, shutdown save or token reservation, until a save
+    /// succeeds (`None` if all is well or without persistence). Failures are also passed to
+    /// the hook set with [`LockHostBuilder::on_persist_error`].
+    #[must_use]
+    pub fn persist_error(&self) -> Option<Error> {
+        self.inner
+            .lock()
+            .ok()
+            .and_then(|st| st.persist_error.clone())
     }
 
     /// Takes `key` for `owner` if it is free, without waiting. If `owner` already holds it, the
@@ -456,30 +536,37 @@ impl LockHost {
     pub fn try_acquire(&self, key: &str, owner: &str, ttl: Duration) -> Result<Lease, Error> {
         let ttl_ms = millis(ttl);
         let mut callbacks = Vec::new();
-        let result = {
+        let result = (|| {
             let mut st = self.inner.lock()?;
-            let now = self.inner.clock.now_ms();
-            let result = st.table.try_acquire(key, owner, ttl_ms, now)?;
-            self.inner.drain_after(&mut st, now, false, &mut callbacks);
+            let now = self.inner.begin(&mut st, &mut callbacks)?;
+            let result = self
+                .inner
+                .call(st.table.try_acquire(key, owner, ttl_ms, now))?;
             match result? {
                 AcquireOutcome::Acquired(g) | AcquireOutcome::AlreadyHeld(g) => {
-                    Ok(self.guard(&mut st, key, owner, ttl_ms, g))
+                    self.guard(&mut st, key, owner, ttl_ms, g)
                 }
                 AcquireOutcome::Queued(_) | AcquireOutcome::AlreadyWaiting(_) => {
                     Err(Error::AlreadyWaiting)
                 }
             }
-        };
+        })();
         run_callbacks(callbacks);
         result
     }
 
     /// Takes `key` for `owner`, blocking the calling thread until the lock is handed over by the
-    /// table's FIFO queue or `wait` has passed.
+    /// table's FIFO queue or `wait` has passed. A zero `wait` is a [`try_acquire`](Self::try_acquire):
+    /// a held key is refused with `held(deadline)`, never `WaitTimedOut`.
+    ///
+    /// Never returns a lease that is already over: a hand-off whose lease expired before this
+    /// thread woke up is dropped and the acquire goes on (a new request to the table) until
+    /// `wait` has passed.
     ///
     /// # Errors
     /// [`Error::WaitTimedOut`] if not granted in time, [`Error::AlreadyWaiting`] if this owner
-    /// already waits for this key in another call, or [`Error::Lock`] / [`Error::Host`].
+    /// already waits for this key in another call, or [`Error::Lock`] / [`Error::Host`] (at
+    /// once, also for a thread already blocked, when the component traps).
     pub fn acquire(
         &self,
         key: &str,
@@ -489,60 +576,84 @@ impl LockHost {
     ) -> Result<Lease, Error> {
         let ttl_ms = millis(ttl);
         let mut callbacks = Vec::new();
-        let mut st = self.inner.lock()?;
-        let now = self.inner.clock.now_ms();
-        let wait_deadline = now.saturating_add(millis(wait));
-        let outcome = st.table.acquire(key, owner, ttl_ms, wait_deadline, now)?;
-        self.inner.drain_after(&mut st, now, false, &mut callbacks);
-        let id = (key.to_owned(), owner.to_owned());
-        let result = match outcome? {
-            AcquireOutcome::Acquired(g) | AcquireOutcome::AlreadyHeld(g) => {
-                Ok(self.guard(&mut st, key, owner, ttl_ms, g))
-            }
-            AcquireOutcome::AlreadyWaiting(_) => Err(Error::AlreadyWaiting),
-            AcquireOutcome::Queued(_) => {
-                st.waiting.insert(id.clone());
-                self.inner.arm(&mut st, wait_deadline);
-                loop {
-                    if let Some(outcome) = st.outcomes.remove(&id) {
-                        st.waiting.remove(&id);
-                        break match outcome {
-                            WaitOutcome::Granted(g) => {
-                                Ok(self.guard(&mut st, key, owner, ttl_ms, g))
-                            }
-                            WaitOutcome::TimedOut => Err(Error::WaitTimedOut),
-                        };
-                    }
-                    if st.shutdown {
-                        st.waiting.remove(&id);
-                        break Err(Error::WaitTimedOut);
-                    }
-                    let now = self.inner.clock.now_ms();
-                    if now >= wait_deadline {
-                        // The table decides: handling the timeout yields our wait-timed-out (or
-                        // a hand-off that happened first).
-                        if let Err(e) = st.table.handle_timeout(now) {
-                            st.waiting.remove(&id);
-                            break Err(e.into());
-                        }
-                        self.inner.drain(&mut st, &mut callbacks);
-                        continue;
-                    }
-                    let step = Duration::from_millis((wait_deadline - now).clamp(1, 50));
-                    st = match self.inner.granted.wait_timeout(st, step) {
-                        Ok((guard, _)) => guard,
-                        Err(_) => {
-                            return Err(Error::Persist(
-                                "lock host state poisoned by a panic".into(),
-                            ))
-                        }
-                    };
-                }
-            }
-        };
-        drop(st);
+        let result = self.acquire_locked(key, owner, ttl_ms, wait, &mut callbacks);
         run_callbacks(callbacks);
         result
+    }
+
+    fn acquire_locked(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        wait: Duration,
+        callbacks: &mut Callbacks,
+    ) -> Result<Lease, Error> {
+        let inner = &self.inner;
+        let mut st = inner.lock()?;
+        let now = inner.begin(&mut st, callbacks)?;
+        let wait_deadline = now.saturating_add(millis(wait));
+        let id = (key.to_owned(), owner.to_owned());
+        loop {
+            let now = inner.begin(&mut st, callbacks)?;
+            let outcome = inner.call(st.table.acquire(key, owner, ttl_ms, wait_deadline, now))?;
+            match outcome? {
+                AcquireOutcome::Acquired(g) | AcquireOutcome::AlreadyHeld(g) => {
+                    return self.guard(&mut st, key, owner, ttl_ms, g);
+                }
+                AcquireOutcome::AlreadyWaiting(_) => return Err(Error::AlreadyWaiting),
+                AcquireOutcome::Queued(_) => {}
+            }
+            st.waiting.insert(id.clone());
+            inner.arm(&mut st, wait_deadline);
+            let outcome = loop {
+                if let Some(outcome) = st.outcomes.remove(&id) {
+                    break Ok(outcome);
+                }
+                if st.shutdown {
+                    break Err(Error::WaitTimedOut);
+                }
+                if st.table.is_poisoned() {
+                    break Err(Error::Host(HostError::Poisoned(
+                        "the table became unusable while waiting".into(),
+                    )));
+                }
+                let now = match inner.begin(&mut st, callbacks) {
+                    Ok(now) => now,
+                    Err(e) => break Err(e),
+                };
+                if st.outcomes.contains_key(&id) {
+                    continue;
+                }
+                // The table decides when the wait is over; wake up at its deadline to let
+                // `begin` apply it (or earlier, when a hand-off signals).
+                let step = Duration::from_millis(wait_deadline.saturating_sub(now).clamp(1, 50));
+                st = inner
+                    .granted
+                    .wait_timeout(st, step)
+                    .map_err(|_| Error::Persist("lock host state poisoned by a panic".into()))?
+                    .0;
+            };
+            st.waiting.remove(&id);
+            match outcome {
+                Ok(WaitOutcome::Granted(g)) => {
+                    if inner.clock.now_ms() < g.deadline {
+                        return self.guard(&mut st, key, owner, ttl_ms, g);
+                    }
+                    // Handed over, but over before we woke: never hand out a lease that
+                    // ended. Ask the table again with what remains of the wait.
+                }
+                Ok(WaitOutcome::TimedOut) => return Err(Error::WaitTimedOut),
+                Ok(WaitOutcome::Failed(e)) => return Err(e),
+                Err(e) => {
+                    // Leave the queue, so no hand-off is ever made to a caller that left.
+                    let now = inner.clock.now_ms();
+                    let _ = st.table.cancel_wait(key, owner, now);
+                    inner.drain(&mut st, callbacks);
+                    return Err(e);
+                }
+            }
+        }
     }
 
     /// Runs `work` while holding `key`, releasing when it returns (or panics).
@@ -597,219 +708,62 @@ impl LockHost {
     }
 
     /// Does now what the timer thread does at its next wake-up (expiries, hand-offs, lost-lock
-    /// callbacks, keep-alives). Useful with a [`ManualClock`](crate::ManualClock).
+    /// callbacks, keep-alives, a due save). Useful with a [`ManualClock`](crate::ManualClock).
     pub fn tick(&self) {
-        let callbacks = match self.inner.lock() {
-            Ok(mut st) => self.inner.run_due(&mut st),
-            Err(_) => return,
+        let mut callbacks = Vec::new();
+        let save_due = match self.inner.lock() {
+            Ok(mut st) => self.inner.run_due(&mut st, &mut callbacks),
+            Err(_) => false,
         };
         self.inner.timer.notify_all();
         run_callbacks(callbacks);
+        self.inner.renew_ahead();
+        if save_due {
+            if let Err(e) = self.inner.save() {
+                self.inner.report(e);
+            }
+        }
     }
 
     fn with_table<T>(
         &self,
-        f: impl FnOnce(&mut ComponentTable, u64) -> Result<T, crate::HostError>,
+        f: impl FnOnce(&mut ComponentTable, u64) -> Result<T, HostError>,
     ) -> Result<T, Error> {
         let mut callbacks = Vec::new();
-        let value = {
+        let value = (|| {
             let mut st = self.inner.lock()?;
-            let now = self.inner.clock.now_ms();
-            let value = f(&mut st.table, now)?;
-            self.inner.drain(&mut st, &mut callbacks);
-            value
-        };
+            let now = self.inner.begin(&mut st, &mut callbacks)?;
+            self.inner.call(f(&mut st.table, now))
+        })();
         run_callbacks(callbacks);
-        Ok(value)
+        value
     }
 
-    fn guard(&self, st: &mut State, key: &str, owner: &str, ttl_ms: u64, g: Grant) -> Lease {
+    /// The guard for a grant, once its fence is covered by the reservation. If the reservation
+    /// cannot be written the lease is released at once and the error returned: a token that is
+    /// not durably reserved never leaves the host.
+    fn guard(
+        &self,
+        st: &mut State,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        g: Grant,
+    ) -> Result<Lease, Error> {
+        if let Err(e) = self.inner.admit_fence(st, g.fence) {
+            let now = self.inner.clock.now_ms();
+            let _ = st.table.release(key, owner, g.fence, now);
+            return Err(e);
+        }
         let shared = st
             .watchers
             .entry(g.fence)
-            .or_insert_with(|| {
-                Arc::new(LeaseShared {
-                    key: key.to_owned(),
-                    owner: owner.to_owned(),
-                    fence: g.fence,
-                    ttl_ms,
-                    deadline: AtomicU64::new(g.deadline),
-                    lost: AtomicBool::new(false),
-                    released: AtomicBool::new(false),
-                    on_lost: Mutex::new(None),
-                })
-            })
+            .or_insert_with(|| Arc::new(LeaseShared::new(key, owner, g.fence, ttl_ms, g.deadline)))
             .clone();
         self.inner.arm(st, g.deadline);
-        Lease {
+        Ok(Lease {
             host: self.clone(),
             shared,
-        }
-    }
-}
-
-/// State shared by a guard and the host.
-struct LeaseShared {
-    key: String,
-    owner: String,
-    fence: u64,
-    ttl_ms: u64,
-    deadline: AtomicU64,
-    lost: AtomicBool,
-    released: AtomicBool,
-    on_lost: Mutex<Option<LostCallback>>,
-}
-
-/// A held lock. Released when dropped (or by [`release`](Lease::release), which is idempotent).
-pub struct Lease {
-    host: LockHost,
-    shared: Arc<LeaseShared>,
-}
-
-impl std::fmt::Debug for Lease {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Lease")
-            .field("key", &self.shared.key)
-            .field("owner", &self.shared.owner)
-            .field("fence", &self.shared.fence)
-            .field("deadline", &self.deadline())
-            .finish()
-    }
-}
-
-impl Lease {
-    /// The key.
-    #[must_use]
-    pub fn key(&self) -> &str {
-        &self.shared.key
-    }
-    /// The owner.
-    #[must_use]
-    pub fn owner(&self) -> &str {
-        &self.shared.owner
-    }
-    /// The fencing token: pass it with every write to the protected resource.
-    #[must_use]
-    pub fn fence(&self) -> u64 {
-        self.shared.fence
-    }
-    /// The current deadline (host clock, ms); moves with `extend` and keep-alive.
-    #[must_use]
-    pub fn deadline(&self) -> u64 {
-        self.shared.deadline.load(Ordering::SeqCst)
-    }
-    /// Whether the table reported this lease expired (the lock was lost).
-    #[must_use]
-    pub fn is_lost(&self) -> bool {
-        self.shared.lost.load(Ordering::SeqCst)
-    }
-
-    /// Moves the deadline to now + `ttl`.
-    ///
-    /// # Errors
-    /// [`Error::Lock`] with `expired` if the lease was lost, or another lock/host error.
-    pub fn extend(&self, ttl: Duration) -> Result<(), Error> {
-        let mut callbacks = Vec::new();
-        let result = {
-            let inner = &self.host.inner;
-            let mut st = inner.lock()?;
-            let now = inner.clock.now_ms();
-            let r = st.table.extend(
-                &self.shared.key,
-                &self.shared.owner,
-                self.shared.fence,
-                millis(ttl),
-                now,
-            )?;
-            inner.drain_after(&mut st, now, false, &mut callbacks);
-            r.map(|g| {
-                self.shared.deadline.store(g.deadline, Ordering::SeqCst);
-                inner.arm(&mut st, g.deadline);
-                if st.keepalive_of.contains_key(&self.shared.fence) {
-                    schedule_keepalive(&mut st, &self.shared);
-                }
-            })
-            .map_err(Error::Lock)
-        };
-        run_callbacks(callbacks);
-        result
-    }
-
-    /// Keeps the lease alive: the timer thread extends it by its TTL whenever two thirds of the
-    /// TTL have passed, until it is released or lost.
-    pub fn keep_alive(&self) {
-        if let Ok(mut st) = self.host.inner.lock() {
-            if !self.is_lost() && !self.shared.released.load(Ordering::SeqCst) {
-                schedule_keepalive(&mut st, &self.shared);
-                let due = st
-                    .keepalive_of
-                    .get(&self.shared.fence)
-                    .copied()
-                    .unwrap_or(0);
-                self.host.inner.arm(&mut st, due);
-            }
-        }
-    }
-
-    /// Calls `callback` once if the lease expires before it is released (immediately if it was
-    /// already lost). A panicking callback is caught.
-    pub fn on_lost(&self, callback: impl FnOnce(&LostLease) + Send + 'static) {
-        let lost = {
-            let Ok(_st) = self.host.inner.lock() else {
-                return;
-            };
-            if self.is_lost() {
-                true
-            } else {
-                if let Ok(mut slot) = self.shared.on_lost.lock() {
-                    *slot = Some(Box::new(callback));
-                    return;
-                }
-                false
-            }
-        };
-        if lost {
-            let info = LostLease {
-                key: self.shared.key.clone(),
-                owner: self.shared.owner.clone(),
-                fence: self.shared.fence,
-                at: self.deadline(),
-            };
-            run_callbacks(vec![(Box::new(callback), info)]);
-        }
-    }
-
-    /// Releases the lock. Only the first call does work; later calls return `Ok(())`.
-    ///
-    /// # Errors
-    /// [`Error::Lock`] with `expired` if the lease was lost before the release: the critical
-    /// section may have overlapped another holder's.
-    pub fn release(&self) -> Result<(), Error> {
-        if self.shared.released.swap(true, Ordering::SeqCst) {
-            return Ok(());
-        }
-        let mut callbacks = Vec::new();
-        let result = {
-            let inner = &self.host.inner;
-            let mut st = inner.lock()?;
-            st.watchers.remove(&self.shared.fence);
-            if let Some(due) = st.keepalive_of.remove(&self.shared.fence) {
-                st.keepalives.remove(&(due, self.shared.fence));
-            }
-            let now = inner.clock.now_ms();
-            let r =
-                st.table
-                    .release(&self.shared.key, &self.shared.owner, self.shared.fence, now)?;
-            inner.drain_after(&mut st, now, true, &mut callbacks);
-            r.map_err(Error::Lock)
-        };
-        run_callbacks(callbacks);
-        result
-    }
-}
-
-impl Drop for Lease {
-    fn drop(&mut self) {
-        let _ = self.release();
+        })
     }
 }

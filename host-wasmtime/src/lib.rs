@@ -10,27 +10,34 @@
 //! - one timer thread for the whole table, driven by the table's next wake-up;
 //! - a sandbox: memory cap and a per-call time bound (epoch interruption); a trap returns [`HostError::Trap`] and poisons the
 //!   table (every later call is refused with a clear error) instead of taking the host down;
-//! - optional persistence: atomic snapshot files, loaded at start.
+//! - optional persistence: atomic, checksummed snapshot files loaded at start, and fencing
+//!   tokens reserved durably ahead of use, so no token is issued twice across crashes.
 //!
 //! The lock semantics are decided by `lock-core` inside the component; this crate never decides
 //! an outcome.
 
 pub mod bench;
+mod builder;
 pub mod clock;
 pub mod component;
 pub mod conformance;
 mod error;
 mod host;
+mod lease;
 mod persist;
+mod timer;
 pub mod to_core;
 
+pub use builder::LockHostBuilder;
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use component::{
     limits_to_wit, types, Batch, ComponentTable, HostError, LockComponent, SandboxLimits,
     LOCK_COMPONENT,
 };
 pub use error::{describe, Error};
-pub use host::{Lease, LockHost, LockHostBuilder, LostLease};
+pub use host::{LockHost, Recovery};
+pub use lease::{Lease, LostLease};
+pub use persist::{CLOCK_BLOCK_MS, FENCE_BLOCK};
 
 /// The README's Rust examples (core and host), compiled and run as doctests so they cannot rot.
 #[cfg(doctest)]

@@ -20,8 +20,10 @@ const TABLE: [u32; 256] = {
     table
 };
 
-/// CRC-32 of `bytes`.
-pub(crate) fn crc32(bytes: &[u8]) -> u32 {
+/// CRC-32 (IEEE) of `bytes`: the checksum of snapshots, which hosts may reuse for the files
+/// they wrap snapshots in.
+#[must_use]
+pub fn crc32(bytes: &[u8]) -> u32 {
     let mut crc = !0u32;
     for &b in bytes {
         crc = TABLE[((crc ^ u32::from(b)) & 0xFF) as usize] ^ (crc >> 8);

@@ -559,6 +559,19 @@ impl KeyState {
         Transition { outcome, events }
     }
 
+    /// Takes every waiter out of the queue (as a `cancel_wait` each, after applying time up to
+    /// `now`); the outcome is how many left.
+    pub fn cancel_all_waits(
+        &mut self,
+        now: Millis,
+        fences: &mut impl FenceSource,
+    ) -> Transition<usize> {
+        let mut events = Vec::new();
+        self.advance_into(now, fences, &mut events);
+        let outcome = Ok(self.queue.take().map_or(0, |q| q.len()));
+        Transition { outcome, events }
+    }
+
     /// Takes `owner` out of the wait queue.
     pub fn cancel_wait(
         &mut self,

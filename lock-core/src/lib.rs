@@ -48,7 +48,6 @@
 
 extern crate alloc;
 
-mod crc32;
 mod error;
 mod event;
 mod expired_log;
@@ -57,12 +56,15 @@ mod limits;
 mod names;
 mod outcome;
 
+mod crc32;
+
 pub mod snapshot;
 mod stored_name;
 mod table;
 mod timer_heap;
 pub mod wire;
 
+pub use crc32::crc32;
 pub use error::{LockError, PayloadValue};
 pub use event::{Event, EventKind, KeyEvent};
 pub use key_state::{

@@ -11,7 +11,7 @@ use hashbrown::HashTable;
 use crate::expired_log::{ExpiredLog, ExpiredOfKey, ExpiredRecord};
 use crate::key_state::{FenceCounter, KeyState, QueueRoom, Transition};
 use crate::stored_name::Name;
-use crate::timer_heap::TimerHeap;
+use crate::timer_heap::{Timer, TimerHeap};
 use crate::{
     snapshot, AcquireOutcome, Event, EventKind, Fence, Grant, KeyEvent, KeyInfo, Limits, LockError,
     Millis, Stats,
@@ -308,6 +308,72 @@ impl LockTable {
         self.advance(now);
     }
 
+    /// [`handle_timeout`](Self::handle_timeout) in bounded slices: applies at most `max_changes`
+    /// of the key wake-ups due by `now` (each expires a lease, hands it off or times out
+    /// waiters of one key), in the same order `handle_timeout` would, and returns `true` if
+    /// more are due. The clock moves only as far as the last change applied while some remain,
+    /// so nothing is applied out of order; call it again (draining events in between) until it
+    /// returns `false` before any other call at `now`, and every call stays bounded however
+    /// many leases ran out at once (after downtime, say). Run to completion, it leaves exactly
+    /// the state and events of one `handle_timeout(now)`. `max_changes == 0` changes nothing.
+    pub fn handle_timeout_bounded(&mut self, now: Millis, max_changes: u32) -> bool {
+        let target = self.clock.max(now);
+        let mut applied = 0u32;
+        while let Some(timer) = self.timers.peek().copied() {
+            if timer.at > target {
+                break;
+            }
+            if applied == max_changes {
+                return true;
+            }
+            self.clock = self.clock.max(timer.at);
+            self.apply_timer(timer);
+            applied += 1;
+        }
+        self.clock = target;
+        self.expired.prune(target, &self.limits);
+        false
+    }
+
+    /// Makes every fencing token issued from now on greater than `floor` (no effect if the table
+    /// already issued `floor` or more; a floor above [`FenceCounter::MAX_LAST`], more tokens than
+    /// any table can use, is taken as that maximum). A host that persists the table reserves
+    /// tokens ahead durably and raises the floor of a restored table to its reservation, so no
+    /// token handed out before a crash is issued again after it.
+    pub fn raise_fence_floor(&mut self, floor: Fence) {
+        if floor > self.fences.last() {
+            if let Some(raised) = FenceCounter::starting_after(floor.min(FenceCounter::MAX_LAST)) {
+                self.fences = raised;
+            }
+        }
+    }
+
+    /// Takes every waiter out of every queue at `now`, as one [`cancel_wait`](Self::cancel_wait)
+    /// each (counted as cancelled, no events), and returns how many left. A host calls it after
+    /// restoring a table whose waiters belonged to a process that is gone: nobody would collect
+    /// their hand-offs, and a lease granted to nobody would hold the key until it expires.
+    pub fn cancel_all_waits(&mut self, now: Millis) -> usize {
+        let now = self.advance(now);
+        let mut cancelled = 0;
+        for slot in 0..self.slots.len() {
+            let Some(record) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
+                continue;
+            };
+            if record.state.waiter_count() == 0 {
+                continue;
+            }
+            let Transition { outcome, events } =
+                record.state.cancel_all_waits(now, &mut self.fences);
+            cancelled += outcome.unwrap_or(0);
+            let key = record.key.clone();
+            self.absorb(key.as_str(), events);
+            self.settle(slot as u32, hash_name(&self.hasher, key.as_bytes()));
+        }
+        self.waiters = self.waiters.saturating_sub(cancelled);
+        self.counters.cancelled += cancelled as u64;
+        cancelled
+    }
+
     // ----- outputs ------------------------------------------------------------------------
 
     /// Runs a batch of requests encoded with [`wire`](crate::wire) (their fields in `requests`,
@@ -508,23 +574,28 @@ impl LockTable {
             if timer.at > now {
                 break;
             }
-            let Some(record) = self
-                .slots
-                .get_mut(timer.slot as usize)
-                .and_then(Option::as_mut)
-            else {
-                self.timers.remove(timer.slot);
-                continue;
-            };
-            let before = record.state.waiter_count();
-            let events = record.state.advance(timer.at, &mut self.fences);
-            self.waiters = self.waiters + record.state.waiter_count() - before;
-            let key = record.key.clone();
-            self.absorb(key.as_str(), events);
-            let hash = hash_name(&self.hasher, key.as_bytes());
-            self.settle(timer.slot, hash);
+            self.apply_timer(timer);
         }
         self.expired.prune(now, &self.limits);
+    }
+
+    /// Applies one due key wake-up at its own instant.
+    fn apply_timer(&mut self, timer: Timer) {
+        let Some(record) = self
+            .slots
+            .get_mut(timer.slot as usize)
+            .and_then(Option::as_mut)
+        else {
+            self.timers.remove(timer.slot);
+            return;
+        };
+        let before = record.state.waiter_count();
+        let events = record.state.advance(timer.at, &mut self.fences);
+        self.waiters = self.waiters + record.state.waiter_count() - before;
+        let key = record.key.clone();
+        self.absorb(key.as_str(), events);
+        let hash = hash_name(&self.hasher, key.as_bytes());
+        self.settle(timer.slot, hash);
     }
 
     /// Runs one per-key transition on `key` (a fresh free state if the key is absent), records

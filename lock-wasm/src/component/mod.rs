@@ -100,6 +100,20 @@ impl GuestLockTable for Table {
         self.0.borrow_mut().handle_timeout(now);
     }
 
+    fn handle_timeout_bounded(&self, now: u64, max_changes: u32) -> bool {
+        self.0.borrow_mut().handle_timeout_bounded(now, max_changes)
+    }
+
+    fn raise_fence_floor(&self, floor: u64) {
+        self.0.borrow_mut().raise_fence_floor(floor);
+    }
+
+    fn cancel_all_waits(&self, now: u64) -> u32 {
+        let cancelled = self.0.borrow_mut().cancel_all_waits(now);
+        // At most max-waiters (a u32 in the contract) can be waiting.
+        u32::try_from(cancelled).unwrap_or(u32::MAX)
+    }
+
     fn next_wakeup(&self) -> Option<u64> {
         self.0.borrow().next_wakeup()
     }

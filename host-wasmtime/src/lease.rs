@@ -1,0 +1,263 @@
+//! [`Lease`]: the guard a caller holds, and what the host shares with it to report its loss.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::host::{millis, run_callbacks, schedule_keepalive, Callbacks};
+use crate::types::LockError;
+use crate::{Error, LockHost};
+
+/// What an `on_lost` callback is told.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LostLease {
+    /// The key.
+    pub key: String,
+    /// The owner that lost it.
+    pub owner: String,
+    /// The lost lease's fencing token.
+    pub fence: u64,
+    /// When it expired (table clock, ms).
+    pub at: u64,
+}
+
+/// A lost-lock callback.
+pub(crate) type LostCallback = Box<dyn FnOnce(&LostLease) + Send>;
+
+/// State shared by a guard and the host.
+pub(crate) struct LeaseShared {
+    pub(crate) key: String,
+    pub(crate) owner: String,
+    pub(crate) fence: u64,
+    pub(crate) ttl_ms: u64,
+    pub(crate) deadline: AtomicU64,
+    /// Set once, by [`LeaseShared::lose`]: the lease ended other than by its holder's release.
+    lost: AtomicBool,
+    pub(crate) released: AtomicBool,
+    on_lost: Mutex<Option<LostCallback>>,
+}
+
+impl LeaseShared {
+    pub(crate) fn new(key: &str, owner: &str, fence: u64, ttl_ms: u64, deadline: u64) -> Self {
+        LeaseShared {
+            key: key.to_owned(),
+            owner: owner.to_owned(),
+            fence,
+            ttl_ms,
+            deadline: AtomicU64::new(deadline),
+            lost: AtomicBool::new(false),
+            released: AtomicBool::new(false),
+            on_lost: Mutex::new(None),
+        }
+    }
+
+    /// Marks the lease lost at `at`. Only the first call does anything: it returns the
+    /// callback to run (outside the host's lock), so `on_lost` fires exactly once whichever
+    /// path (expiry event, a refused release or extend) learns of the loss first. Called with
+    /// the host's state locked, like [`Lease::on_lost`], so the two never miss each other.
+    pub(crate) fn lose(&self, at: u64, callbacks: &mut Callbacks) {
+        if self.lost.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let callback = self.on_lost.lock().ok().and_then(|mut c| c.take());
+        if let Some(callback) = callback {
+            callbacks.push((callback, self.lost_lease(at)));
+        }
+    }
+
+    fn lost_lease(&self, at: u64) -> LostLease {
+        LostLease {
+            key: self.key.clone(),
+            owner: self.owner.clone(),
+            fence: self.fence,
+            at,
+        }
+    }
+
+    pub(crate) fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::SeqCst)
+    }
+}
+
+/// If a release or extend was refused because the lease is over, when it ended (its deadline
+/// if the table no longer remembers it).
+pub(crate) fn ended_by(error: &LockError, deadline: u64) -> Option<u64> {
+    match error {
+        LockError::Expired(at) => Some(*at),
+        LockError::NotHeld | LockError::NotOwner => Some(deadline),
+        _ => None,
+    }
+}
+
+/// A held lock. Released when dropped (or by [`release`](Lease::release), which is idempotent).
+///
+/// A lease ends in exactly one of two ways: its holder releases it (`release` answers `Ok`), or
+/// it is lost (its deadline passed first): then `is_lost()` becomes true and the `on_lost`
+/// callback runs exactly once, whichever call notices first (the timer, a refused `release` or
+/// `extend`, any request that finds the lease expired).
+pub struct Lease {
+    pub(crate) host: LockHost,
+    pub(crate) shared: Arc<LeaseShared>,
+}
+
+impl std::fmt::Debug for Lease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lease")
+            .field("key", &self.shared.key)
+            .field("owner", &self.shared.owner)
+            .field("fence", &self.shared.fence)
+            .field("deadline", &self.deadline())
+            .finish()
+    }
+}
+
+impl Lease {
+    /// The key.
+    #[must_use]
+    pub fn key(&self) -> &str {
+        &self.shared.key
+    }
+    /// The owner.
+    #[must_use]
+    pub fn owner(&self) -> &str {
+        &self.shared.owner
+    }
+    /// The fencing token: pass it with every write to the protected resource.
+    #[must_use]
+    pub fn fence(&self) -> u64 {
+        self.shared.fence
+    }
+    /// The current deadline (host clock, ms); moves with `extend` and keep-alive.
+    #[must_use]
+    pub fn deadline(&self) -> u64 {
+        self.shared.deadline.load(Ordering::SeqCst)
+    }
+    /// Whether the lease was lost (it expired before its holder released it).
+    #[must_use]
+    pub fn is_lost(&self) -> bool {
+        self.shared.is_lost()
+    }
+
+    /// Moves the deadline to now + `ttl`.
+    ///
+    /// # Errors
+    /// [`Error::Lock`] with `expired` if the lease was lost (then `on_lost` has fired), or
+    /// another lock/host error.
+    pub fn extend(&self, ttl: Duration) -> Result<(), Error> {
+        let inner = &self.host.inner;
+        let mut callbacks = Vec::new();
+        let result = (|| {
+            let mut st = inner.lock()?;
+            let now = inner.begin(&mut st, &mut callbacks)?;
+            let r = inner.call(st.table.extend(
+                &self.shared.key,
+                &self.shared.owner,
+                self.shared.fence,
+                millis(ttl),
+                now,
+            ))?;
+            match r {
+                Ok(g) => {
+                    self.shared.deadline.store(g.deadline, Ordering::SeqCst);
+                    inner.arm(&mut st, g.deadline);
+                    if st.keepalive_of.contains_key(&self.shared.fence) {
+                        schedule_keepalive(&mut st, &self.shared);
+                    }
+                    Ok(())
+                }
+                Err(e) => {
+                    if let Some(at) = ended_by(&e, self.deadline()) {
+                        inner.forget(&mut st, self.shared.fence);
+                        self.shared.lose(at, &mut callbacks);
+                    }
+                    Err(Error::Lock(e))
+                }
+            }
+        })();
+        run_callbacks(callbacks);
+        result
+    }
+
+    /// Keeps the lease alive: the timer thread extends it by its TTL whenever two thirds of the
+    /// TTL have passed, until it is released or lost.
+    pub fn keep_alive(&self) {
+        if let Ok(mut st) = self.host.inner.lock() {
+            if !self.is_lost() && !self.shared.released.load(Ordering::SeqCst) {
+                schedule_keepalive(&mut st, &self.shared);
+                let due = st
+                    .keepalive_of
+                    .get(&self.shared.fence)
+                    .copied()
+                    .unwrap_or(0);
+                self.host.inner.arm_keepalive(&mut st, due);
+            }
+        }
+    }
+
+    /// Calls `callback` once if the lease is lost (at once if it already was). A panicking
+    /// callback is caught. Registering again replaces a callback that has not run.
+    pub fn on_lost(&self, callback: impl FnOnce(&LostLease) + Send + 'static) {
+        let run_now = {
+            let Ok(_st) = self.host.inner.lock() else {
+                return;
+            };
+            if self.is_lost() {
+                true
+            } else {
+                if let Ok(mut slot) = self.shared.on_lost.lock() {
+                    *slot = Some(Box::new(callback));
+                }
+                return;
+            }
+        };
+        if run_now {
+            let info = self.shared.lost_lease(self.deadline());
+            run_callbacks(vec![(Box::new(callback), info)]);
+        }
+    }
+
+    /// Releases the lock. Only the first call that reaches the table does work; later calls
+    /// return `Ok(())`.
+    ///
+    /// # Errors
+    /// [`Error::Lock`] with `expired` if the lease was lost before the release (the critical
+    /// section may have overlapped another holder's; `on_lost` has fired), or a host error
+    /// (then the lease is not released and a later call may try again).
+    pub fn release(&self) -> Result<(), Error> {
+        if self.shared.released.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let inner = &self.host.inner;
+        let mut callbacks = Vec::new();
+        let result = (|| {
+            let mut st = inner.lock()?;
+            let now = inner.begin(&mut st, &mut callbacks)?;
+            let r = inner.call(st.table.release(
+                &self.shared.key,
+                &self.shared.owner,
+                self.shared.fence,
+                now,
+            ))?;
+            inner.forget(&mut st, self.shared.fence);
+            inner.drain_after_release(&mut st, &mut callbacks);
+            r.map_err(|e| {
+                if let Some(at) = ended_by(&e, self.deadline()) {
+                    self.shared.lose(at, &mut callbacks);
+                }
+                Error::Lock(e)
+            })
+        })();
+        if matches!(result, Err(Error::Host(_) | Error::Persist(_))) {
+            // The table was not reached: the lease is still held and may be released again.
+            self.shared.released.store(false, Ordering::SeqCst);
+        }
+        run_callbacks(callbacks);
+        result
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        let _ = self.release();
+    }
+}
