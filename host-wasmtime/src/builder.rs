@@ -24,7 +24,6 @@ pub struct LockHostBuilder {
     on_persist_error: Option<PersistErrorHook>,
 }
 
-
 impl LockHostBuilder {
     /// The table's limits (default: `lock_core::Limits::default()`).
     #[must_use]

@@ -83,9 +83,16 @@ impl Default for SandboxLimits {
 }
 
 impl SandboxLimits {
-    /// The call timeout in epoch ticks.
-    fn ticks(&self) -> u64 {
+    /// The epoch deadline, in ticks of [`EPOCH_TICK`], that bounds a call to `call_timeout`
+    /// (for stores of [`sandbox_engine`] that a plugin host runs itself): never shorter than
+    /// `call_timeout`, at most two ticks longer; 0 for a zero bound.
+    #[must_use]
+    pub fn epoch_ticks(&self) -> u64 {
         ticks_for(self.call_timeout)
+    }
+
+    fn ticks(&self) -> u64 {
+        self.epoch_ticks()
     }
 }
 
