@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Fuzzes lock-core for a bounded time: arbitrary operation sequences (ops) and arbitrary snapshot
-# bytes (restore), arbitrary batch bytes (batch). Needs the nightly toolchain; installs cargo-fuzz if it is missing.
+# bytes (restore), arbitrary batch bytes (batch). Installs what it needs if it is missing (the
+# nightly toolchain, cargo-fuzz). `scripts/test.sh` runs it for 20 s per target; a crash fails it.
 #   scripts/fuzz.sh [seconds per target, default 120]
 set -euo pipefail
 cd "$(dirname "$0")/../lock-core/fuzz"
 seconds="${1:-120}"
-command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz
+rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
+command -v cargo-fuzz >/dev/null || cargo install -q cargo-fuzz
 for target in ops restore batch; do
   echo "== fuzzing $target for ${seconds}s"
   cargo +nightly fuzz run "$target" -- -max_total_time="$seconds" -max_len=4096

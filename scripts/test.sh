@@ -3,14 +3,21 @@
 # through the WebAssembly component in wasmtime, through the npm package and the jco-transpiled
 # component in Node, and inside the playground in headless Chromium; the property tests against
 # the reference model; the host library's tests (blocking acquire, keep-alive, lost-lock, traps,
-# persistence, plugins); the npm package's API, type and install tests; the playground end to
-# end; the examples; and the build of lock-core without std.
+# persistence, plugins); the adversarial suites (a SIGKILL crash loop, a real-clock stress test
+# with a checker, a corruption sweep of the persisted files, a million leases in release, a
+# short fuzzing run); the npm package's API, type and install tests; the playground end to end;
+# the examples; and the build of lock-core without std.
+# Longer runs: LOCK_CRASH_ROUNDS=200 LOCK_STRESS_SECS=600 FUZZ_SECONDS=600 scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --js --browser
 export PROPTEST_CASES="${PROPTEST_CASES:-1024}"
 echo "== cargo test (vectors, model-based proptest with $PROPTEST_CASES cases, loader, doctests)"
 cargo test --workspace
+echo "== scale at the documented limits (release build): a million leases expiring at once, saved and restored, within the default call bound"
+cargo test --release -p host-wasmtime --test scale -- --ignored
+echo "== fuzzing lock-core (${FUZZ_SECONDS:-20} s per target; scripts/fuzz.sh 600 for longer)"
+scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
 echo "== conformance vectors through the CLIs: native, then the wasm component"
 cargo run -q -p lock-conformance --bin lock-vectors -- tests/vectors
 cargo run -q -p host-wasmtime --bin lockhost -- vectors tests/vectors

@@ -70,7 +70,7 @@ fn threads_racing_the_timer_never_break_the_lock() {
                 Arc::clone(&due),
             );
             std::thread::spawn(move || {
-                let mut rng = Rng(0x2545_F491_4F6C_DD1D ^ (t as u64 + 1) * 0x9E37_79B9);
+                let mut rng = Rng(0x2545_F491_4F6C_DD1D ^ ((t as u64 + 1) * 0x9E37_79B9));
                 let mut seen = Vec::new();
                 let owner = format!("t{t}");
                 while !stop.load(Ordering::SeqCst) {

@@ -296,3 +296,36 @@ describe('lifecycle', () => {
     assert.throws(() => table.stats(0), /this LockTable was freed/);
   });
 });
+
+describe('issue 9: timers and zero waits', () => {
+  it('a wake-up beyond 2^31-1 ms is reached in capped timers, never a timer that fires at once', async () => {
+    const time = new FakeTime();
+    const delays = [];
+    const options = time.options;
+    const setTimeout = (fn, delay) => {
+      delays.push(delay);
+      return options.setTimeout(fn, delay);
+    };
+    const locks = new Locks({ ...options, setTimeout, limits: { maxTtl: 2 ** 40 } });
+    const lost = [];
+    locks.tryAcquire('long', { owner: 'a', ttl: 2 ** 32, onLost: (info) => lost.push(info) });
+    await settle(); // the timer is armed in a microtask after the call
+    assert.ok(delays.length >= 1 && delays.every((d) => d >= 1 && d <= 2 ** 31 - 1), `${delays}`);
+    await time.advance(2 ** 31);
+    assert.equal(lost.length, 0);
+    assert.ok(delays.length <= 3, `re-armed ${delays.length} times: ${delays.join(" ")}`);
+    await time.advance(2 ** 32);
+    assert.deepEqual(lost.map((l) => l.at), [2 ** 32]);
+  });
+
+  it('a zero timeout is a try-acquire: a held key is refused with held, not wait-timed-out', async () => {
+    const { locks } = setup();
+    locks.tryAcquire('k', { owner: 'a', ttl: 100 });
+    await assert.rejects(locks.acquire('k', { owner: 'b', ttl: 10, timeout: 0 }), (e) => {
+      assert.ok(e instanceof LockError);
+      assert.equal(e.code, 'held');
+      return true;
+    });
+  });
+});
+

@@ -7,6 +7,8 @@ import { LockTable } from './table.js';
 
 const KEEP_ALIVE_FRACTION = 3; // renew when a third of the TTL is left
 const FOREVER = Number.MAX_SAFE_INTEGER;
+/** The longest delay `setTimeout` honours (ms). */
+const MAX_TIMER_DELAY = 2 ** 31 - 1;
 
 function realNow() {
   return Math.floor(performance.now());
@@ -347,8 +349,11 @@ export class Locks {
     // most calls move the next wake-up later, and this saves a clearTimeout/setTimeout pair.
     if (this.#timer !== null && this.#timerAt <= at) return;
     if (this.#timer !== null) this.#clearTimeout(this.#timer);
-    this.#timerAt = at;
-    this.#timer = this.#setTimeout(() => this.#tick(), Math.max(0, at - this.now()));
+    // Timers take at most 2^31 - 1 ms (a longer delay fires at once, again and again): a far
+    // wake-up is reached in capped steps, each re-arming when it fires early.
+    const delay = Math.min(MAX_TIMER_DELAY, Math.max(0, at - this.now()));
+    this.#timerAt = this.now() + delay;
+    this.#timer = this.#setTimeout(() => this.#tick(), delay);
   }
 }
 
