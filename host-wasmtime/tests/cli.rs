@@ -63,3 +63,38 @@ fn usage_errors_and_help() {
     assert_eq!(code, 0);
     assert!(out.contains("lockhost vectors PATH..."), "{out}");
 }
+
+/// Issue 9, defect 14: running nothing, or a file that cannot run, used to pass or fail as a step.
+#[test]
+fn nothing_to_run_and_unrunnable_files_are_load_errors() {
+    let dir = std::env::temp_dir().join(format!("lockhost-cli-empty-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("x.json")).unwrap();
+    for path in [dir.clone(), dir.join("x.json")] {
+        let (code, out, err) = lockhost(&["vectors", path.to_str().unwrap()]);
+        assert_eq!(code, 2, "{}: {out}{err}", path.display());
+        assert!(err.contains("without *.json"), "{err}");
+    }
+    let cases = [
+        (
+            "limits.json",
+            r#"{"description": "d", "scenarios": [{"name": "zero keys", "limits": {"max_keys": 0}, "steps": [
+                {"op": "next-wakeup", "ok": null}]}]}"#,
+            "max_keys",
+        ),
+        (
+            "restore.json",
+            r#"{"description": "d", "scenarios": [{"name": "nothing to restore", "steps": [
+                {"op": "restore", "ok": "restored"}]}]}"#,
+            "earlier snapshot",
+        ),
+    ];
+    for (name, text, why) in cases {
+        let file = dir.join(name);
+        std::fs::write(&file, text).unwrap();
+        let (code, out, err) = lockhost(&["vectors", file.to_str().unwrap()]);
+        assert_eq!(code, 2, "{name}: {out}{err}");
+        assert!(err.contains(why), "{name}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

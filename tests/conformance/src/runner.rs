@@ -135,6 +135,9 @@ pub fn parse_file(label: &str, text: &str) -> Result<LoadedFile, LoadError> {
         if scenario.steps.is_empty() {
             return Err(fail(format!("{}: no steps", scenario.name)));
         }
+        if let Err(e) = scenario.limits.resolve().validate() {
+            return Err(fail(format!("{}: {e}", scenario.name)));
+        }
         let checked = scenario
             .steps
             .iter()
@@ -144,6 +147,21 @@ pub fn parse_file(label: &str, text: &str) -> Result<LoadedFile, LoadError> {
                     .map_err(|m| fail(format!("{} / step {}: {m}", scenario.name, n + 1)))
             })
             .collect::<Result<Vec<_>, _>>()?;
+        // A restore of "the latest snapshot" needs a snapshot step before it.
+        let mut snapshot_seen = false;
+        for (n, step) in checked.iter().enumerate() {
+            match &step.op {
+                Op::Snapshot { .. } => snapshot_seen = true,
+                Op::Restore { bytes: None } if !snapshot_seen => {
+                    return Err(fail(format!(
+                        "{} / step {}: restore without hex needs an earlier snapshot step",
+                        scenario.name,
+                        n + 1
+                    )));
+                }
+                _ => {}
+            }
+        }
         steps.push(checked);
     }
     Ok(LoadedFile {
@@ -153,10 +171,11 @@ pub fn parse_file(label: &str, text: &str) -> Result<LoadedFile, LoadError> {
     })
 }
 
-/// The `*.json` files of a directory, sorted; or the path itself if it is a file.
+/// The `*.json` files of a directory, sorted; or the path itself if it is not a directory.
 ///
 /// # Errors
-/// An I/O error message.
+/// An I/O error message, or a directory that holds no `*.json` file (running nothing is not a
+/// pass).
 pub fn vector_files(path: &Path) -> Result<Vec<PathBuf>, String> {
     if !path.is_dir() {
         return Ok(vec![path.to_path_buf()]);
@@ -165,8 +184,14 @@ pub fn vector_files(path: &Path) -> Result<Vec<PathBuf>, String> {
         .map_err(|e| format!("{}: {e}", path.display()))?
         .filter_map(Result::ok)
         .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "json"))
         .collect();
+    if files.is_empty() {
+        return Err(format!(
+            "{}: a directory without *.json vector files",
+            path.display()
+        ));
+    }
     files.sort();
     Ok(files)
 }
