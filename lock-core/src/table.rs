@@ -317,22 +317,7 @@ impl LockTable {
     /// many leases ran out at once (after downtime, say). Run to completion, it leaves exactly
     /// the state and events of one `handle_timeout(now)`. `max_changes == 0` changes nothing.
     pub fn handle_timeout_bounded(&mut self, now: Millis, max_changes: u32) -> bool {
-        let target = self.clock.max(now);
-        let mut applied = 0u32;
-        while let Some(timer) = self.timers.peek().copied() {
-            if timer.at > target {
-                break;
-            }
-            if applied == max_changes {
-                return true;
-            }
-            self.clock = self.clock.max(timer.at);
-            self.apply_timer(timer);
-            applied += 1;
-        }
-        self.clock = target;
-        self.expired.prune(target, &self.limits);
-        false
+        self.apply_due(self.clock.max(now), max_changes as usize)
     }
 
     /// Makes every fencing token issued from now on greater than `floor` (no effect if the table
@@ -563,20 +548,32 @@ impl LockTable {
         let now = self.clock;
         // The usual case, checked without a call: no timer due and no expiry record to forget.
         if self.timers.peek().is_some_and(|t| t.at <= now) || !self.expired.is_empty() {
-            self.apply_due(now);
+            self.apply_due(now, usize::MAX);
         }
         now
     }
 
-    /// The slow part of [`advance`](Self::advance): due timers, then old expiry records.
-    fn apply_due(&mut self, now: Millis) {
+    /// The slow part of [`advance`](Self::advance) and the whole of
+    /// [`handle_timeout_bounded`](Self::handle_timeout_bounded): applies up to `max_changes` due
+    /// timers in order, moving the clock to each one's instant; if that many were applied and
+    /// more are due, stops there and answers `true`; otherwise moves the clock to `target`,
+    /// forgets old expiry records and answers `false`.
+    fn apply_due(&mut self, target: Millis, max_changes: usize) -> bool {
+        let mut applied = 0;
         while let Some(timer) = self.timers.peek().copied() {
-            if timer.at > now {
+            if timer.at > target {
                 break;
             }
+            if applied == max_changes {
+                return true;
+            }
+            self.clock = self.clock.max(timer.at);
             self.apply_timer(timer);
+            applied += 1;
         }
-        self.expired.prune(now, &self.limits);
+        self.clock = target;
+        self.expired.prune(target, &self.limits);
+        false
     }
 
     /// Applies one due key wake-up at its own instant.
