@@ -343,14 +343,19 @@ impl ComponentTable {
         self.ticks = ticks_for(timeout);
     }
 
-    /// Like `enter`, for a call whose work grows with `extra`: the usual bound plus `extra`.
-    fn enter_scaled(&mut self, extra: Duration) -> Result<(), HostError> {
+    /// A call whose work grows with the table: allowed the usual bound plus `extra`.
+    fn call_with_allowance<T>(
+        &mut self,
+        extra: Duration,
+        call: impl FnOnce(&Lock, &mut Store<StoreState>, ResourceAny) -> wasmtime::Result<T>,
+    ) -> Result<T, HostError> {
         self.enter()?;
         let extra =
             u64::try_from(extra.as_nanos().div_ceil(EPOCH_TICK.as_nanos())).unwrap_or(u64::MAX);
         self.store
             .set_epoch_deadline(self.ticks.saturating_add(extra));
-        Ok(())
+        let result = call(&self.bindings, &mut self.store, self.table);
+        self.leave(result)
     }
 
     fn leave<T>(&mut self, result: wasmtime::Result<T>) -> Result<T, HostError> {
@@ -401,16 +406,13 @@ impl ComponentTable {
     pub fn snapshot(&mut self, now: u64) -> Result<Vec<u8>, HostError> {
         let stats = self.stats(now)?;
         let entries = stats.live_leases + stats.waiters + stats.expired_records;
-        self.enter_scaled(
-            SNAPSHOT_TIME_PER_ENTRY.saturating_mul(u32::try_from(entries).unwrap_or(u32::MAX)),
-        )?;
-        let table = self.table;
-        let result = self
-            .bindings
-            .expiring_lock_table()
-            .lock_table()
-            .call_snapshot(&mut self.store, table, now);
-        self.leave(result)
+        let extra =
+            SNAPSHOT_TIME_PER_ENTRY.saturating_mul(u32::try_from(entries).unwrap_or(u32::MAX));
+        self.call_with_allowance(extra, |lock, store, table| {
+            lock.expiring_lock_table()
+                .lock_table()
+                .call_snapshot(store, table, now)
+        })
     }
 
     /// `restore`, allowed [`RESTORE_TIME_PER_BYTE`] per byte beyond the call bound.
@@ -419,16 +421,13 @@ impl ComponentTable {
     /// [`HostError`] if the component traps (for example when the restored table does not fit
     /// the memory cap) or trapped before.
     pub fn restore(&mut self, bytes: &[u8]) -> Result<Result<(), LockError>, HostError> {
-        self.enter_scaled(
-            RESTORE_TIME_PER_BYTE.saturating_mul(u32::try_from(bytes.len()).unwrap_or(u32::MAX)),
-        )?;
-        let table = self.table;
-        let result = self
-            .bindings
-            .expiring_lock_table()
-            .lock_table()
-            .call_restore(&mut self.store, table, bytes);
-        self.leave(result)
+        let extra =
+            RESTORE_TIME_PER_BYTE.saturating_mul(u32::try_from(bytes.len()).unwrap_or(u32::MAX));
+        self.call_with_allowance(extra, |lock, store, table| {
+            lock.expiring_lock_table()
+                .lock_table()
+                .call_restore(store, table, bytes)
+        })
     }
     forward!(/// `batch` on encoded requests and names (see [`lock_core::wire`]); [`ComponentTable::batch`]
         /// is the typed way.
