@@ -155,7 +155,7 @@ fn recover(
     let reserved = persist::load_reservation(path)?;
     let saved = persist::load(path)?;
     let mut recovery = Recovery::default();
-    let mut resume = 0;
+    let (mut resume, mut last_fence) = (0, 0);
     if let Some(saved) = &saved {
         if reserved.is_none() {
             return Err(Error::Persist(format!(
@@ -190,9 +190,10 @@ fn recover(
         recovery.leases = stats.live_leases;
         recovery.waiters_dropped = table.cancel_all_waits(stats.clock)?;
         resume = stats.clock.saturating_add(saved.downtime_ms);
+        last_fence = stats.last_fence;
     }
     let reserved = reserved.unwrap_or_default();
-    recovery.fence_floor = reserved.fence_ceiling.max(table.stats(0)?.last_fence);
+    recovery.fence_floor = reserved.fence_ceiling.max(last_fence);
     table.raise_fence_floor(recovery.fence_floor)?;
     let clock = match clock {
         Some(clock) => clock,

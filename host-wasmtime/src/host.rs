@@ -155,6 +155,21 @@ impl Inner {
         })
     }
 
+    /// One request: locks the state, brings the table up to now ([`begin`](Self::begin)), runs
+    /// `f` at that `now`, unlocks, and only then runs the `on_lost` callbacks collected.
+    pub(crate) fn request<T>(
+        &self,
+        f: impl FnOnce(&mut State, u64, &mut Callbacks) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let mut callbacks = Vec::new();
+        let result = self.lock().and_then(|mut st| {
+            let now = self.begin(&mut st, &mut callbacks)?;
+            f(&mut st, now, &mut callbacks)
+        });
+        run_callbacks(callbacks);
+        result
+    }
+
     /// Reads the clock for a request and brings the table up to it: the clock reservation is
     /// renewed first if the reading passed it, then every change due by now is applied in
     /// bounded slices and its events dispatched.
@@ -330,13 +345,7 @@ impl Inner {
                     schedule_keepalive(st, &shared);
                 }
                 Ok(Err(e)) => {
-                    if let Some(at) = ended_by(
-                        &e,
-                        shared.deadline.load(std::sync::atomic::Ordering::SeqCst),
-                    ) {
-                        self.forget(st, fence);
-                        shared.lose(at, callbacks);
-                    }
+                    self.refused(st, &shared, e, callbacks);
                 }
                 Err(_) => self.granted.notify_all(),
             }
@@ -371,6 +380,25 @@ impl Inner {
         if !st.waiting.is_empty() {
             self.drain(st, callbacks);
         }
+    }
+
+    /// A release, extend or keep-alive of `shared` was refused with `e`: if the refusal says the
+    /// lease is over (expired, or no longer this owner's), the lease is lost, once. The table
+    /// reports expiries as events too; this covers the lease whose event was already gone
+    /// (dropped past `max_pending_events`, or its expiry record forgotten). Returns the error.
+    pub(crate) fn refused(
+        &self,
+        st: &mut State,
+        shared: &LeaseShared,
+        e: crate::types::LockError,
+        callbacks: &mut Callbacks,
+    ) -> Error {
+        let deadline = shared.deadline.load(std::sync::atomic::Ordering::SeqCst);
+        if let Some(at) = ended_by(&e, deadline) {
+            self.forget(st, shared.fence);
+            shared.lose(at, callbacks);
+        }
+        Error::Lock(e)
     }
 
     /// Stops watching the lease with `fence` (released or lost).
@@ -450,25 +478,11 @@ impl Inner {
             .save_io
             .lock()
             .map_err(|_| Error::Persist("table file writer poisoned by a panic".into()))?;
-        let mut callbacks = Vec::new();
-        let snapshot = (|| {
-            let mut st = self.lock()?;
-            let now = self.begin(&mut st, &mut callbacks)?;
-            self.call(st.table.snapshot(now))
-        })();
-        run_callbacks(callbacks);
-        let result = snapshot.and_then(|bytes| persist::save(&p.path, &bytes));
-        match &result {
-            Ok(()) => {
-                if let Ok(mut st) = self.lock() {
-                    st.persist_error = None;
-                }
-            }
-            Err(e) => {
-                if let Ok(mut st) = self.lock() {
-                    st.persist_error = Some(e.clone());
-                }
-            }
+        let result = self
+            .request(|st, now, _| self.call(st.table.snapshot(now)))
+            .and_then(|bytes| persist::save(&p.path, &bytes));
+        if let Ok(mut st) = self.lock() {
+            st.persist_error = result.as_ref().err().cloned();
         }
         result
     }
@@ -535,24 +549,19 @@ impl LockHost {
     /// [`Error::Lock`] with `held(deadline)` if another owner holds it, or any other lock error.
     pub fn try_acquire(&self, key: &str, owner: &str, ttl: Duration) -> Result<Lease, Error> {
         let ttl_ms = millis(ttl);
-        let mut callbacks = Vec::new();
-        let result = (|| {
-            let mut st = self.inner.lock()?;
-            let now = self.inner.begin(&mut st, &mut callbacks)?;
-            let result = self
+        self.inner.request(|st, now, callbacks| {
+            match self
                 .inner
-                .call(st.table.try_acquire(key, owner, ttl_ms, now))?;
-            match result? {
+                .call(st.table.try_acquire(key, owner, ttl_ms, now))??
+            {
                 AcquireOutcome::Acquired(g) | AcquireOutcome::AlreadyHeld(g) => {
-                    self.guard(&mut st, key, owner, ttl_ms, g)
+                    self.guard(st, key, owner, ttl_ms, g, callbacks)
                 }
                 AcquireOutcome::Queued(_) | AcquireOutcome::AlreadyWaiting(_) => {
                     Err(Error::AlreadyWaiting)
                 }
             }
-        })();
-        run_callbacks(callbacks);
-        result
+        })
     }
 
     /// Takes `key` for `owner`, blocking the calling thread until the lock is handed over by the
@@ -591,15 +600,14 @@ impl LockHost {
     ) -> Result<Lease, Error> {
         let inner = &self.inner;
         let mut st = inner.lock()?;
-        let now = inner.begin(&mut st, callbacks)?;
+        let mut now = inner.begin(&mut st, callbacks)?;
         let wait_deadline = now.saturating_add(millis(wait));
         let id = (key.to_owned(), owner.to_owned());
         loop {
-            let now = inner.begin(&mut st, callbacks)?;
             let outcome = inner.call(st.table.acquire(key, owner, ttl_ms, wait_deadline, now))?;
             match outcome? {
                 AcquireOutcome::Acquired(g) | AcquireOutcome::AlreadyHeld(g) => {
-                    return self.guard(&mut st, key, owner, ttl_ms, g);
+                    return self.guard(&mut st, key, owner, ttl_ms, g, callbacks);
                 }
                 AcquireOutcome::AlreadyWaiting(_) => return Err(Error::AlreadyWaiting),
                 AcquireOutcome::Queued(_) => {}
@@ -618,7 +626,7 @@ impl LockHost {
                         "the table became unusable while waiting".into(),
                     )));
                 }
-                let now = match inner.begin(&mut st, callbacks) {
+                now = match inner.begin(&mut st, callbacks) {
                     Ok(now) => now,
                     Err(e) => break Err(e),
                 };
@@ -637,17 +645,23 @@ impl LockHost {
             st.waiting.remove(&id);
             match outcome {
                 Ok(WaitOutcome::Granted(g)) => {
-                    if inner.clock.now_ms() < g.deadline {
-                        return self.guard(&mut st, key, owner, ttl_ms, g);
+                    // The hand-off may have ended before this thread woke: the table, brought
+                    // up to now, says whether it is still ours. If not, never hand out a lease
+                    // that ended: ask the table again with what remains of the wait.
+                    now = inner.begin(&mut st, callbacks)?;
+                    let held = inner.call(st.table.inspect(key, now))??;
+                    if let Some(info) = held.filter(|i| i.owner == owner && i.fence == g.fence) {
+                        let grant = Grant {
+                            fence: info.fence,
+                            deadline: info.deadline,
+                        };
+                        return self.guard(&mut st, key, owner, ttl_ms, grant, callbacks);
                     }
-                    // Handed over, but over before we woke: never hand out a lease that
-                    // ended. Ask the table again with what remains of the wait.
                 }
                 Ok(WaitOutcome::TimedOut) => return Err(Error::WaitTimedOut),
                 Ok(WaitOutcome::Failed(e)) => return Err(e),
                 Err(e) => {
                     // Leave the queue, so no hand-off is ever made to a caller that left.
-                    let now = inner.clock.now_ms();
                     let _ = st.table.cancel_wait(key, owner, now);
                     inner.drain(&mut st, callbacks);
                     return Err(e);
@@ -729,14 +743,8 @@ impl LockHost {
         &self,
         f: impl FnOnce(&mut ComponentTable, u64) -> Result<T, HostError>,
     ) -> Result<T, Error> {
-        let mut callbacks = Vec::new();
-        let value = (|| {
-            let mut st = self.inner.lock()?;
-            let now = self.inner.begin(&mut st, &mut callbacks)?;
-            self.inner.call(f(&mut st.table, now))
-        })();
-        run_callbacks(callbacks);
-        value
+        self.inner
+            .request(|st, now, _| self.inner.call(f(&mut st.table, now)))
     }
 
     /// The guard for a grant, once its fence is covered by the reservation. If the reservation
@@ -749,10 +757,12 @@ impl LockHost {
         owner: &str,
         ttl_ms: u64,
         g: Grant,
+        callbacks: &mut Callbacks,
     ) -> Result<Lease, Error> {
         if let Err(e) = self.inner.admit_fence(st, g.fence) {
             let now = self.inner.clock.now_ms();
             let _ = st.table.release(key, owner, g.fence, now);
+            self.inner.drain_after_release(st, callbacks);
             return Err(e);
         }
         let shared = st

@@ -144,38 +144,25 @@ impl Lease {
     /// [`Error::Lock`] with `expired` if the lease was lost (then `on_lost` has fired), or
     /// another lock/host error.
     pub fn extend(&self, ttl: Duration) -> Result<(), Error> {
+        let shared = &self.shared;
         let inner = &self.host.inner;
-        let mut callbacks = Vec::new();
-        let result = (|| {
-            let mut st = inner.lock()?;
-            let now = inner.begin(&mut st, &mut callbacks)?;
-            let r = inner.call(st.table.extend(
-                &self.shared.key,
-                &self.shared.owner,
-                self.shared.fence,
-                millis(ttl),
-                now,
-            ))?;
-            match r {
+        inner.request(|st, now, callbacks| {
+            let ttl = millis(ttl);
+            match inner.call(
+                st.table
+                    .extend(&shared.key, &shared.owner, shared.fence, ttl, now),
+            )? {
                 Ok(g) => {
-                    self.shared.deadline.store(g.deadline, Ordering::SeqCst);
-                    inner.arm(&mut st, g.deadline);
-                    if st.keepalive_of.contains_key(&self.shared.fence) {
-                        schedule_keepalive(&mut st, &self.shared);
+                    shared.deadline.store(g.deadline, Ordering::SeqCst);
+                    inner.arm(st, g.deadline);
+                    if st.keepalive_of.contains_key(&shared.fence) {
+                        schedule_keepalive(st, shared);
                     }
                     Ok(())
                 }
-                Err(e) => {
-                    if let Some(at) = ended_by(&e, self.deadline()) {
-                        inner.forget(&mut st, self.shared.fence);
-                        self.shared.lose(at, &mut callbacks);
-                    }
-                    Err(Error::Lock(e))
-                }
+                Err(e) => Err(inner.refused(st, shared, e, callbacks)),
             }
-        })();
-        run_callbacks(callbacks);
-        result
+        })
     }
 
     /// Keeps the lease alive: the timer thread extends it by its TTL whenever two thirds of the
@@ -197,23 +184,20 @@ impl Lease {
     /// Calls `callback` once if the lease is lost (at once if it already was). A panicking
     /// callback is caught. Registering again replaces a callback that has not run.
     pub fn on_lost(&self, callback: impl FnOnce(&LostLease) + Send + 'static) {
-        let run_now = {
-            let Ok(_st) = self.host.inner.lock() else {
-                return;
-            };
-            if self.is_lost() {
-                true
-            } else {
-                if let Ok(mut slot) = self.shared.on_lost.lock() {
-                    *slot = Some(Box::new(callback));
-                }
-                return;
-            }
+        // Under the host's lock, so a loss being reported right now cannot slip between the
+        // check and the registration.
+        let Ok(_st) = self.host.inner.lock() else {
+            return;
         };
-        if run_now {
-            let info = self.shared.lost_lease(self.deadline());
-            run_callbacks(vec![(Box::new(callback), info)]);
+        if !self.is_lost() {
+            if let Ok(mut slot) = self.shared.on_lost.lock() {
+                *slot = Some(Box::new(callback));
+            }
+            return;
         }
+        drop(_st);
+        let info = self.shared.lost_lease(self.deadline());
+        run_callbacks(vec![(Box::new(callback), info)]);
     }
 
     /// Releases the lock. Only the first call that reaches the table does work; later calls
@@ -227,31 +211,20 @@ impl Lease {
         if self.shared.released.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        let inner = &self.host.inner;
-        let mut callbacks = Vec::new();
-        let result = (|| {
-            let mut st = inner.lock()?;
-            let now = inner.begin(&mut st, &mut callbacks)?;
-            let r = inner.call(st.table.release(
-                &self.shared.key,
-                &self.shared.owner,
-                self.shared.fence,
-                now,
-            ))?;
-            inner.forget(&mut st, self.shared.fence);
-            inner.drain_after_release(&mut st, &mut callbacks);
-            r.map_err(|e| {
-                if let Some(at) = ended_by(&e, self.deadline()) {
-                    self.shared.lose(at, &mut callbacks);
-                }
-                Error::Lock(e)
-            })
-        })();
+        let (shared, inner) = (&self.shared, &self.host.inner);
+        let result = inner.request(|st, now, callbacks| {
+            let r = inner.call(
+                st.table
+                    .release(&shared.key, &shared.owner, shared.fence, now),
+            )?;
+            inner.forget(st, shared.fence);
+            inner.drain_after_release(st, callbacks);
+            r.map_err(|e| inner.refused(st, shared, e, callbacks))
+        });
         if matches!(result, Err(Error::Host(_) | Error::Persist(_))) {
             // The table was not reached: the lease is still held and may be released again.
             self.shared.released.store(false, Ordering::SeqCst);
         }
-        run_callbacks(callbacks);
         result
     }
 }
