@@ -13,22 +13,10 @@ use std::time::Duration;
 
 use host_wasmtime::LockHost;
 
+mod common;
+use common::{env_number, Rng};
+
 const CHILD_ENV: &str = "LOCK_CRASH_CHILD";
-
-/// A small deterministic generator (xorshift), seeded per run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 /// The child's work (runs only when spawned by the parent test, with `CHILD_ENV` set): grants
 /// on 40 keys as fast as it can, some leases held for an hour, the rest short and released or
@@ -95,10 +83,7 @@ fn crash_child() {
 
 #[test]
 fn crash_loop_never_reissues_a_fence() {
-    let rounds: u64 = std::env::var("LOCK_CRASH_ROUNDS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(12);
+    let rounds = env_number("LOCK_CRASH_ROUNDS", 12);
     let dir = std::env::temp_dir().join(format!("lockhost-crash-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();

@@ -6,6 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
+mod common;
+
 use host_wasmtime::types::LockError;
 use host_wasmtime::{Error, HostError, LockComponent, LockHost, ManualClock, SandboxLimits};
 
@@ -281,17 +283,6 @@ fn a_trapping_component_returns_an_error_and_the_host_stays_up() {
         })
         .build()
         .unwrap();
-    let big = "k".repeat(200);
-    let mut held = Vec::new();
-    let err = loop {
-        match small.try_acquire(&format!("{big}{}", held.len()), "a", MS(1_000)) {
-            Ok(lease) => held.push(lease),
-            Err(e) => break e,
-        }
-        assert!(
-            held.len() < 100_000,
-            "a 2 MiB sandbox cannot hold 100 000 keys"
-        );
-    };
+    let (err, _held) = common::fill_until_trap(&small);
     assert!(matches!(err, Error::Host(HostError::Trap(_))), "{err}");
 }

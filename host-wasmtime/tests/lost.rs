@@ -1,26 +1,25 @@
 //! Every lease that ends other than by its holder's release fires `on_lost` exactly once, on
 //! every path; no call returns a lease that is already over; blocked callers never outlive a
-//! broken table; call bounds mean what they say; expiry bursts stay in bounded slices.
+//! broken table; expiry bursts stay in bounded slices.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::{self, ThreadId};
 use std::time::Duration;
 
+mod common;
+
 use host_wasmtime::types::LockError;
-use host_wasmtime::{Clock, Error, HostError, LockComponent, LockHost, ManualClock, SandboxLimits};
+use host_wasmtime::{Clock, Error, HostError, LockHost, ManualClock, SandboxLimits};
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
 
-fn counter() -> (
-    Arc<AtomicUsize>,
-    impl FnOnce(&host_wasmtime::LostLease) + Send + 'static,
-) {
-    let count = Arc::new(AtomicUsize::new(0));
-    let c = Arc::clone(&count);
-    (count, move |_: &host_wasmtime::LostLease| {
-        c.fetch_add(1, Ordering::SeqCst);
-    })
+/// An `on_lost` callback that counts into `count`.
+fn counting(count: &Arc<AtomicUsize>) -> impl FnOnce(&host_wasmtime::LostLease) + Send + 'static {
+    let count = Arc::clone(count);
+    move |_| {
+        count.fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 /// Issue 9, defect 4a: a release after the deadline, before the timer handled the expiry,
@@ -31,8 +30,8 @@ fn a_release_that_finds_the_lease_expired_fires_on_lost_once() {
     let host = LockHost::builder().clock(clock.clone()).build().unwrap();
     for round in 0..50 {
         let lease = host.try_acquire("job", "a", MS(100)).unwrap();
-        let (fired, callback) = counter();
-        lease.on_lost(callback);
+        let fired = Arc::new(AtomicUsize::new(0));
+        lease.on_lost(counting(&fired));
         clock.advance(100 + round % 3);
         let err = lease.release().unwrap_err();
         assert!(matches!(err, Error::Lock(LockError::Expired(_))), "{err}");
@@ -48,8 +47,8 @@ fn an_extend_that_finds_the_lease_expired_fires_on_lost_once() {
     let clock = ManualClock::at(0);
     let host = LockHost::builder().clock(clock.clone()).build().unwrap();
     let lease = host.try_acquire("job", "a", MS(100)).unwrap();
-    let (fired, callback) = counter();
-    lease.on_lost(callback);
+    let fired = Arc::new(AtomicUsize::new(0));
+    lease.on_lost(counting(&fired));
     clock.advance(150);
     assert!(matches!(
         lease.extend(MS(100)),
@@ -66,8 +65,8 @@ fn a_released_lease_never_fires_on_lost() {
     let clock = ManualClock::at(0);
     let host = LockHost::builder().clock(clock.clone()).build().unwrap();
     let lease = host.try_acquire("job", "a", MS(100)).unwrap();
-    let (fired, callback) = counter();
-    lease.on_lost(callback);
+    let fired = Arc::new(AtomicUsize::new(0));
+    lease.on_lost(counting(&fired));
     clock.advance(99);
     lease.release().unwrap();
     clock.advance(1_000);
@@ -172,14 +171,7 @@ fn blocked_acquirers_are_woken_with_the_error_when_the_table_traps() {
     while host.inspect("job").unwrap().unwrap().waiters.is_empty() {
         thread::sleep(MS(2));
     }
-    let big = "k".repeat(200);
-    let mut held = Vec::new();
-    let trap = loop {
-        match host.try_acquire(&format!("{big}{}", held.len()), "a", MS(1_000)) {
-            Ok(lease) => held.push(lease),
-            Err(e) => break e,
-        }
-    };
+    let (trap, held) = common::fill_until_trap(&host);
     assert!(matches!(trap, Error::Host(HostError::Trap(_))), "{trap}");
     let woken = rx
         .recv_timeout(Duration::from_secs(30))
@@ -187,55 +179,6 @@ fn blocked_acquirers_are_woken_with_the_error_when_the_table_traps() {
     assert!(matches!(woken, Err(Error::Host(_))), "{woken:?}");
     waiter.join().unwrap().ok();
     std::mem::forget(held);
-}
-
-/// Issue 9, defect 5: with a 1 ms bound the epoch's 10 ms tick used to trap calls that take
-/// microseconds after a few hundred pairs. A bound is never shorter than configured.
-#[test]
-fn a_small_call_bound_never_stops_a_short_call() {
-    let component = LockComponent::embedded().unwrap();
-    let mut table = component
-        .instantiate(
-            &lock_core::Limits::default(),
-            0,
-            SandboxLimits {
-                call_timeout: MS(1),
-                ..SandboxLimits::default()
-            },
-        )
-        .unwrap();
-    for now in 0..3_000 {
-        let outcome = table.try_acquire("k", "a", 10, now).unwrap().unwrap();
-        let host_wasmtime::types::AcquireOutcome::Acquired(g) = outcome else {
-            panic!("free key")
-        };
-        table.release("k", "a", g.fence, now).unwrap().unwrap();
-    }
-    assert!(!table.is_poisoned());
-    assert_eq!(
-        SandboxLimits {
-            call_timeout: MS(1),
-            ..SandboxLimits::default()
-        }
-        .epoch_ticks(),
-        2
-    );
-    assert_eq!(
-        SandboxLimits {
-            call_timeout: MS(20),
-            ..SandboxLimits::default()
-        }
-        .epoch_ticks(),
-        3
-    );
-    assert_eq!(
-        SandboxLimits {
-            call_timeout: MS(0),
-            ..SandboxLimits::default()
-        }
-        .epoch_ticks(),
-        0
-    );
 }
 
 /// Issue 9, defect 3 (in small): far more leases expire at one instant than the table keeps
@@ -253,14 +196,11 @@ fn an_expiry_burst_larger_than_the_event_queue_loses_no_on_lost() {
         .limits(limits)
         .build()
         .unwrap();
-    let (fired, _) = counter();
+    let fired = Arc::new(AtomicUsize::new(0));
     let leases: Vec<_> = (0..3_000)
         .map(|i| {
             let lease = host.try_acquire(&format!("k{i}"), "a", MS(100)).unwrap();
-            let f = Arc::clone(&fired);
-            lease.on_lost(move |_| {
-                f.fetch_add(1, Ordering::SeqCst);
-            });
+            lease.on_lost(counting(&fired));
             lease
         })
         .collect();

@@ -136,6 +136,36 @@ fn the_restarted_clock_is_never_behind_the_previous_run() {
     assert!(lease.deadline() >= promised);
 }
 
+/// The same when the wall clock stepped back while the host was down, so the downtime it
+/// measures is zero: without the clock reservation the host would resume at its last save's
+/// clock, behind readings it had already used.
+#[test]
+fn a_wall_clock_stepped_back_never_turns_the_restarted_clock_back() {
+    let dir = scratch("clock-step");
+    let path = dir.join("table.lock");
+    let host = LockHost::builder().persist_to(&path, HOUR).build().unwrap();
+    host.save().unwrap();
+    std::thread::sleep(MS(200));
+    let used = host.try_acquire("k", "a", MS(10_000)).map(|l| {
+        let used = host.now();
+        std::mem::forget(l);
+        used
+    });
+    let used = used.unwrap();
+    crash(host);
+    // Move the save an hour into the future of this machine's wall clock (within the day a
+    // restart tolerates) and re-seal the file: the host now measures no downtime at all.
+    let mut bytes = std::fs::read(&path).unwrap();
+    let wall = u64::from_le_bytes(bytes[10..18].try_into().unwrap()) + 3_600_000;
+    bytes[10..18].copy_from_slice(&wall.to_le_bytes());
+    let body = bytes.len() - 4;
+    let crc = lock_core::crc32(&bytes[..body]);
+    bytes[body..].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    let host = LockHost::builder().persist_to(&path, HOUR).build().unwrap();
+    assert!(host.now() >= used, "{} < {used}", host.now());
+}
+
 /// Issue 9, defect 2: a waiter saved in a snapshot belonged to a thread of the previous process;
 /// restored, it used to be handed the lock and a later unrelated acquire by the same owner name
 /// picked that stale grant up while the table said someone else held the key.

@@ -18,6 +18,9 @@ use std::time::{Duration, Instant};
 use host_wasmtime::types::LockError;
 use host_wasmtime::{Error, LockHost};
 
+mod common;
+use common::{env_number, Rng};
+
 const KEYS: [&str; 5] = ["hot", "a", "b", "c", "d"];
 const THREADS: usize = 8;
 
@@ -34,23 +37,9 @@ struct Seen {
     on_lost_calls: Arc<AtomicUsize>,
 }
 
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
 #[test]
 fn threads_racing_the_timer_never_break_the_lock() {
-    let secs: u64 = std::env::var("LOCK_STRESS_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(4);
+    let secs = env_number("LOCK_STRESS_SECS", 4);
     let host = LockHost::new().unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     // The resource: per key, the highest token written.
