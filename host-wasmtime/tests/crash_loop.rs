@@ -40,7 +40,12 @@ fn crash_child() {
     let mut out = std::io::stdout().lock();
     writeln!(out, "READY").unwrap();
     let mut rng = Rng(u64::from(std::process::id()) | 1);
+    // Never outlive a parent that failed before killing us.
+    let started = std::time::Instant::now();
     for i in 0u64.. {
+        if started.elapsed() > Duration::from_secs(300) {
+            return;
+        }
         let key = format!("k{}", rng.below(40));
         let owner = format!("r{round}-{i}");
         let long = rng.below(8) == 0;
@@ -81,6 +86,16 @@ fn crash_child() {
     }
 }
 
+/// A child process that is killed if the test fails before it does.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[test]
 fn crash_loop_never_reissues_a_fence() {
     let rounds = env_number("LOCK_CRASH_ROUNDS", 12);
@@ -97,20 +112,22 @@ fn crash_loop_never_reissues_a_fence() {
     let mut grants_total = 0;
     for round in 0..rounds {
         let interval = [1, 50, 1_000][usize::try_from(round % 3).unwrap()];
-        let mut child = Command::new(&exe)
-            .args([
-                "crash_child",
-                "--exact",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_ENV, format!("{}|{interval}|{round}", path.display()))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut child = KillOnDrop(
+            Command::new(&exe)
+                .args([
+                    "crash_child",
+                    "--exact",
+                    "--ignored",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(CHILD_ENV, format!("{}|{interval}|{round}", path.display()))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let stdout = BufReader::new(child.0.stdout.take().unwrap());
         let (tx, rx) = std::sync::mpsc::channel();
         let reader = std::thread::spawn(move || {
             for line in stdout.lines().map_while(Result::ok) {
@@ -127,8 +144,8 @@ fn crash_loop_never_reissues_a_fence() {
             .ends_with("READY")
         {}
         std::thread::sleep(Duration::from_millis(20 + rng.below(400)));
-        child.kill().unwrap(); // SIGKILL on Unix
-        child.wait().unwrap();
+        child.0.kill().unwrap(); // SIGKILL on Unix
+        child.0.wait().unwrap();
         reader.join().unwrap();
         let mut pending: Vec<(String, String, u64)> = Vec::new();
         for line in rx.try_iter() {
