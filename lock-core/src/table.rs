@@ -472,6 +472,24 @@ impl LockTable {
         }
     }
 
+    /// The latest instant the table holds: its clock, and every lease deadline and wait
+    /// deadline. Bindings whose numbers are narrower than `u64` (JS numbers are exact up to
+    /// 2^53 - 1) check it, with [`Stats::last_fence`], before taking a snapshot they could not
+    /// report exactly. Costs one pass over the keys.
+    #[must_use]
+    pub fn latest_instant(&self) -> Millis {
+        self.slots
+            .iter()
+            .flatten()
+            .flat_map(|r| {
+                let lease = r.state.lease().map(crate::Lease::deadline);
+                lease
+                    .into_iter()
+                    .chain(r.state.waiters().map(crate::Waiter::wait_deadline))
+            })
+            .fold(self.clock, Millis::max)
+    }
+
     // ----- snapshot -----------------------------------------------------------------------
 
     /// Serialises the whole table at `now` (leases, waiters, fence counter, clock, remembered

@@ -139,3 +139,15 @@ fn cancelling_every_wait_leaves_the_leases_and_hands_off_to_nobody() {
     assert!(table.inspect("k", 6).unwrap().is_none());
     assert_eq!(table.cancel_all_waits(7), 0);
 }
+
+#[test]
+fn the_latest_instant_covers_the_clock_deadlines_and_wait_deadlines() {
+    let mut table = LockTable::default();
+    assert_eq!(table.latest_instant(), 0);
+    let _ = table.try_acquire("k", "a", 100, 10).unwrap();
+    assert_eq!(table.latest_instant(), 110);
+    let _ = table.acquire("k", "w", 5, 5_000, 20).unwrap();
+    assert_eq!(table.latest_instant(), 5_000);
+    table.handle_timeout(7_000);
+    assert_eq!(table.latest_instant(), 7_000, "everything ended: the clock");
+}

@@ -168,7 +168,10 @@ export declare class LockTable {
   stats(now: Millis): Stats;
   /** The table's state as bytes. */
   snapshot(now: Millis): Uint8Array;
-  /** Loads a snapshot; a corrupt one throws a `snapshot-*` LockError and changes nothing. */
+  /**
+   * Loads a snapshot; a corrupt one throws a `snapshot-*` LockError, one holding a fence or an
+   * instant past `Number.MAX_SAFE_INTEGER` a RangeError; either changes nothing.
+   */
   restore(bytes: Uint8Array): void;
   /** Frees the table's memory; later calls throw. */
   free(): void;

@@ -318,6 +318,48 @@ describe('issue 9: timers and zero waits', () => {
     assert.deepEqual(lost.map((l) => l.at), [2 ** 32]);
   });
 
+  it('restore refuses a fence or an instant JS cannot represent, and changes nothing', () => {
+    const crc32 = (bytes) => {
+      let crc = ~0;
+      for (const b of bytes) {
+        crc ^= b;
+        for (let k = 0; k < 8; k += 1) crc = crc & 1 ? (crc >>> 1) ^ 0xedb88320 : crc >>> 1;
+      }
+      return ~crc >>> 0;
+    };
+    // Header: magic (8), version (2), body length (4); the body opens with clock and last fence.
+    const patched = (field, value) => {
+      const bytes = new LockTable({}).snapshot(0);
+      const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+      view.setBigUint64(field === 'clock' ? 14 : 22, value, true);
+      view.setUint32(bytes.length - 4, crc32(bytes.subarray(0, bytes.length - 4)), true);
+      return bytes;
+    };
+    const table = new LockTable({});
+    table.tryAcquire('k', 'a', 100, 0);
+    const before = table.snapshot(0);
+    for (const [field, value] of [['fence', 2n ** 60n], ['fence', 2n ** 53n - 1n], ['clock', 2n ** 53n]]) {
+      assert.throws(() => table.restore(patched(field, value)), RangeError, `${field} ${value}`);
+      assert.deepEqual(table.snapshot(0), before, 'the table is unchanged');
+    }
+    // The largest representable values load, and the next fence is still exact.
+    table.restore(patched('fence', 2n ** 53n - 2n));
+    assert.equal(table.tryAcquire('j', 'b', 10, 0).fence, Number.MAX_SAFE_INTEGER);
+  });
+
+  it('a deadline past Number.MAX_SAFE_INTEGER is refused before the call, and changes nothing', () => {
+    const table = new LockTable({});
+    const now = Number.MAX_SAFE_INTEGER - 5;
+    assert.throws(() => table.tryAcquire('k', 'a', 10, now), RangeError);
+    assert.throws(() => table.acquire('k', 'a', 10, now + 1, now), RangeError);
+    assert.equal(table.inspect('k', now), null);
+    assert.equal(table.stats(now).rejected, 0, 'the core was never asked');
+    const lease = table.tryAcquire('k', 'a', 5, now);
+    assert.equal(lease.deadline, Number.MAX_SAFE_INTEGER);
+    assert.throws(() => table.extend('k', 'a', lease.fence, 6, now), RangeError);
+    assert.equal(table.inspect('k', now).deadline, Number.MAX_SAFE_INTEGER);
+  });
+
   it('a zero timeout is a try-acquire: a held key is refused with held, not wait-timed-out', async () => {
     const { locks } = setup();
     locks.tryAcquire('k', { owner: 'a', ttl: 100 });

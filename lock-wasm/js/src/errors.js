@@ -33,6 +33,16 @@ export function ms(name, value) {
   return value;
 }
 
+/**
+ * Checks that `now + ttl`, the deadline a grant or an extension gets, is a safe integer: a later
+ * one could not be reported exactly. A RangeError otherwise (nothing changes).
+ */
+export function deadlineOf(now, ttl) {
+  if (now + ttl > Number.MAX_SAFE_INTEGER) {
+    throw new RangeError(`now + ttl (${now} + ${ttl}) is past Number.MAX_SAFE_INTEGER: the deadline could not be a JS number`);
+  }
+}
+
 /** A string that converts to UTF-8 without loss (the core checks emptiness, length, characters). */
 export function text(name, value) {
   if (typeof value !== 'string') {

@@ -5,7 +5,7 @@
 
 import { RawTable, defaultLimitsJson, errorCodesJson, outcomeNamesJson } from '../engine/lock_wasm.js';
 import { memory } from './engine.js';
-import { LockError, describe, ms, text } from './errors.js';
+import { LockError, deadlineOf, describe, ms, text } from './errors.js';
 
 // ----- names and limits, from the engine ------------------------------------------------------
 
@@ -47,6 +47,7 @@ function limitValues(limits) {
 
 const FAILED = 0;
 const FIRST_OUTCOME = 2;
+const UNREPRESENTABLE = 100;
 
 // Views of the engine's memory. Growing a WebAssembly memory detaches its old buffer (the views
 // then have length 0), which is cheaper to test on every call than comparing buffers.
@@ -168,6 +169,7 @@ export class LockTable {
   tryAcquire(key, owner, ttl, now) {
     ms('ttl', ttl);
     ms('now', now);
+    deadlineOf(now, ttl);
     const raw = this.#names(key, owner);
     return this.#acquireOutcome(raw.try_acquire(KEY_OWNER[0], KEY_OWNER[1], ttl, now));
   }
@@ -176,6 +178,7 @@ export class LockTable {
   _tryAcquireOrNull(key, owner, ttl, now) {
     ms('ttl', ttl);
     ms('now', now);
+    deadlineOf(now, ttl);
     const raw = this.#names(key, owner);
     const status = raw.try_acquire(KEY_OWNER[0], KEY_OWNER[1], ttl, now);
     if (status === FAILED && errorCodes()[f64()[this.#out + 2]] === 'held') return null;
@@ -190,6 +193,7 @@ export class LockTable {
     ms('ttl', ttl);
     ms('waitDeadline', waitDeadline);
     ms('now', now);
+    deadlineOf(now, ttl);
     const raw = this.#names(key, owner);
     return this.#acquireOutcome(raw.acquire(KEY_OWNER[0], KEY_OWNER[1], ttl, waitDeadline, now));
   }
@@ -207,6 +211,7 @@ export class LockTable {
     ms('fence', fence);
     ms('ttl', ttl);
     ms('now', now);
+    deadlineOf(now, ttl);
     const raw = this.#names(key, owner);
     if (raw.extend(KEY_OWNER[0], KEY_OWNER[1], fence, ttl, now) === FAILED) throw toError(raw);
     const out = f64();
@@ -261,11 +266,18 @@ export class LockTable {
     return this.#live().snapshot(ms('now', now));
   }
 
-  /** Loads a snapshot; a corrupt one is a LockError (`snapshot-*`) and changes nothing. */
+  /**
+   * Loads a snapshot; a corrupt one is a LockError (`snapshot-*`), one holding a fence or an
+   * instant past Number.MAX_SAFE_INTEGER a RangeError; either changes nothing.
+   */
   restore(bytes) {
     if (!(bytes instanceof Uint8Array)) throw new TypeError(`snapshot bytes must be a Uint8Array, got ${describe(bytes)}`);
     const raw = this.#live();
-    if (raw.restore(bytes) === FAILED) throw toError(raw);
+    const status = raw.restore(bytes);
+    if (status === UNREPRESENTABLE) {
+      throw new RangeError('the snapshot holds a fence or an instant past Number.MAX_SAFE_INTEGER, which JS numbers cannot represent exactly; the table is unchanged');
+    }
+    if (status === FAILED) throw toError(raw);
   }
 
   /** Frees the engine's memory for this table; later calls throw. Idempotent. */

@@ -23,6 +23,11 @@ const FAILED: u32 = 0;
 const DONE: u32 = 1;
 /// Status of an acquire outcome: `FIRST_OUTCOME + AcquireOutcome::index()`.
 const FIRST_OUTCOME: u32 = 2;
+/// Status of a `restore` refused because the snapshot holds a fence or an instant past
+/// `Number.MAX_SAFE_INTEGER` (the table is unchanged).
+const UNREPRESENTABLE: u32 = 100;
+/// The largest integer a JS number holds exactly.
+const MAX_SAFE: u64 = (1 << 53) - 1;
 
 #[wasm_bindgen]
 extern "C" {
@@ -380,6 +385,14 @@ impl RawTable {
 
     /// `restore`: status 0 (error) or 1.
     pub fn restore(&mut self, bytes: &[u8]) -> u32 {
+        // JS cannot represent a later instant or a higher fence exactly (two grants would show
+        // the same rounded fence): check the snapshot before it replaces anything. A corrupt
+        // one falls through to `restore`, which names what is wrong.
+        if let Ok(mut decoded) = LockTable::from_snapshot(self.table.limits().clone(), 0, bytes) {
+            if decoded.latest_instant() > MAX_SAFE || decoded.stats(0).last_fence >= MAX_SAFE {
+                return UNREPRESENTABLE;
+            }
+        }
         let r = self.table.restore(bytes);
         self.finish(r.map(|()| DONE))
     }
