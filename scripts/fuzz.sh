@@ -2,12 +2,12 @@
 # Fuzzes lock-core for a bounded time: arbitrary operation sequences (ops) and arbitrary snapshot
 # bytes (restore), arbitrary batch bytes (batch). Installs what it needs if it is missing (the
 # nightly toolchain, cargo-fuzz). `scripts/test.sh` runs it for 20 s per target; a crash fails it.
-# The restore target is seeded with the vectors (tests/conformance/examples/fuzz_seeds.rs).
+# The restore and batch targets are seeded with the vectors (tests/conformance/examples/fuzz_seeds.rs).
 #   scripts/fuzz.sh [seconds per target, default 120]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The restore target starts from the vectors' tables and snapshots (valid and broken ones).
-cargo run -q -p lock-conformance --example fuzz_seeds -- tests/vectors lock-core/fuzz/corpus/restore
+# The restore and batch targets start from the vectors (their tables and snapshots, their operations).
+cargo run -q -p lock-conformance --example fuzz_seeds -- tests/vectors lock-core/fuzz/corpus
 cd lock-core/fuzz
 seconds="${1:-120}"
 rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
