@@ -10,5 +10,6 @@ cargo rustc -q -p lock-wasm --no-default-features --features js \
 rm -rf lock-wasm/js/engine
 wasm-bindgen --target web --no-typescript --out-dir lock-wasm/js/engine --out-name lock_wasm \
   target/wasm32-unknown-unknown/wasm-js/lock_wasm.wasm
+cp LICENSE-MIT LICENSE-APACHE lock-wasm/js/ # the package ships the licences its `license` field names
 wasm=lock-wasm/js/engine/lock_wasm_bg.wasm
 echo "npm engine: $wasm $(wc -c <"$wasm") bytes ($(gzip -9c "$wasm" | wc -c) gzipped)"

@@ -33,6 +33,8 @@ export type LockErrorCode =
 
 /** The code of the error that rejects `Locks.acquire` when its wait timed out. */
 export declare const WAIT_TIMED_OUT: 'wait-timed-out';
+/** The code `Locks.tryAcquire` throws when this owner already waits for the key in a pending `acquire`. */
+export declare const ALREADY_WAITING: 'already-waiting';
 
 /**
  * A refused lock request. `code` is the core's error name (or `wait-timed-out` from
@@ -43,7 +45,7 @@ export declare const WAIT_TIMED_OUT: 'wait-timed-out';
  */
 export declare class LockError extends Error {
   readonly name: 'LockError';
-  readonly code: LockErrorCode | typeof WAIT_TIMED_OUT;
+  readonly code: LockErrorCode | typeof WAIT_TIMED_OUT | typeof ALREADY_WAITING;
   readonly details: Record<string, number | string>;
 }
 
@@ -142,6 +144,10 @@ export declare class LockTable {
   constructor(limits?: Partial<Limits>, options?: { seed?: number });
   /** The core's default limits. */
   static defaultLimits(): Limits;
+  /** Every acquire outcome `type`, in the core's order. */
+  static outcomeTypes(): Array<AcquireOutcome['type']>;
+  /** Every LockError `code` the core can answer, in the core's order. */
+  static errorCodes(): LockErrorCode[];
   /** This table's limits. */
   readonly limits: Limits;
   /** Takes `key` for `ttl` ms if free; throws `held` (with `details.deadline`) otherwise. */

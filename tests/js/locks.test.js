@@ -1,7 +1,7 @@
 // The high-level API (Locks, Lease, withLock) on a virtual clock: every instant is exact.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { Locks, LockError, LockTable, WAIT_TIMED_OUT } from '../../lock-wasm/js/src/node.js';
+import { ALREADY_WAITING, Locks, LockError, LockTable, WAIT_TIMED_OUT } from '../../lock-wasm/js/src/node.js';
 import { FakeTime, settle } from './lib/fake-time.js';
 
 function setup(limits) {
@@ -371,3 +371,74 @@ describe('issue 9: timers and zero waits', () => {
   });
 });
 
+
+describe('issue 10: every acquire outcome has an answer on every Locks call', () => {
+  // Builds each core outcome for `owner` 'b' on key 'k', then asks both Locks calls.
+  const situations = {
+    acquired: () => ({}),
+    'already-held': ({ locks }) => ({ held: locks.tryAcquire('k', { owner: 'b', ttl: 100 }) }),
+    queued: ({ locks }) => ({ holder: locks.tryAcquire('k', { owner: 'a', ttl: 100 }) }),
+    'already-waiting': ({ locks }) => {
+      const holder = locks.tryAcquire('k', { owner: 'a', ttl: 100 });
+      return { holder, pending: locks.acquire('k', { owner: 'b', ttl: 10 }) };
+    },
+  };
+
+  it('covers exactly the core outcomes', () => {
+    assert.deepEqual(Object.keys(situations).sort(), LockTable.outcomeTypes().sort());
+  });
+
+  for (const type of Object.keys(situations)) {
+    it(`tryAcquire and acquire answer ${type} with a Lease, null, a pending Promise or a LockError`, async () => {
+      const env = setup();
+      const made = situations[type](env);
+      const { locks } = env;
+      const inspected = locks.inspect('k');
+      let tried;
+      try {
+        tried = locks.tryAcquire('k', { owner: 'b', ttl: 100 });
+      } catch (error) {
+        tried = error;
+      }
+      switch (type) {
+        case 'acquired':
+          assert.deepEqual([tried.owner, tried.fence, tried.held], ['b', 1, true]);
+          break;
+        case 'already-held':
+          assert.equal(tried, made.held, 'the same Lease object');
+          break;
+        case 'queued':
+          assert.equal(tried, null, 'held by another owner: null');
+          break;
+        case 'already-waiting':
+          assert.ok(tried instanceof LockError, `a LockError, not ${tried}`);
+          assert.equal(tried.code, ALREADY_WAITING);
+          assert.deepEqual(tried.details, { position: 1 });
+          assert.deepEqual(locks.inspect('k'), inspected, 'nothing changed');
+          break;
+        default:
+          assert.fail(type);
+      }
+      if (type === 'acquired') tried.release();
+      const waited = locks.acquire('k', { owner: 'b', ttl: 100, timeout: 1000 });
+      if (type === 'acquired' || type === 'already-held') {
+        const lease = await waited;
+        assert.equal(lease.fence, type === 'acquired' ? 2 : made.held.fence);
+      } else {
+        assert.equal(await state(waited), 'pending');
+        made.holder.release();
+        const lease = await waited;
+        assert.equal(typeof lease.fence, 'number');
+        if (made.pending) assert.equal(await made.pending, lease, 'both calls get the one lease');
+      }
+    });
+  }
+
+  it('the type declarations list every core error code', async () => {
+    const { readFile } = await import('node:fs/promises');
+    const dts = await readFile(new URL('../../lock-wasm/js/index.d.ts', import.meta.url), 'utf8');
+    const block = dts.slice(dts.indexOf('export type LockErrorCode'), dts.indexOf(';', dts.indexOf('export type LockErrorCode')));
+    const declared = [...block.matchAll(/'([a-z-]+)'/g)].map((m) => m[1]);
+    assert.deepEqual(declared, LockTable.errorCodes());
+  });
+});

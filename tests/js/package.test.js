@@ -24,6 +24,8 @@ before(() => {
 it('ships only the whitelisted files', () => {
   const files = packed.files.map((f) => f.path).sort();
   assert.deepEqual(files, [
+    'LICENSE-APACHE',
+    'LICENSE-MIT',
     'README.md',
     'engine/lock_wasm.js',
     'engine/lock_wasm_bg.wasm',

@@ -4,6 +4,12 @@
 /** The code of the error that rejects `Locks.acquire` when its wait timed out (the core's event name). */
 export const WAIT_TIMED_OUT = 'wait-timed-out';
 
+/**
+ * The code of the error that `Locks.tryAcquire` throws when this owner is already waiting for the
+ * key in a pending `acquire` (the core's outcome name; the Rust host's `Error::AlreadyWaiting`).
+ */
+export const ALREADY_WAITING = 'already-waiting';
+
 /** A lock error: `code` is the WIT contract's kebab-case name (`held`, `not-owner`, ...). */
 export class LockError extends Error {
   constructor(code, message, details = {}) {

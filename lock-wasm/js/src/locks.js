@@ -2,7 +2,7 @@
 // lost-lock notification and one timer for the whole table. Bookkeeping only: every decision is
 // the core's, reported through its outcomes and events.
 
-import { LockError, WAIT_TIMED_OUT, ms, text } from './errors.js';
+import { ALREADY_WAITING, LockError, WAIT_TIMED_OUT, ms, text } from './errors.js';
 import { LockTable } from './table.js';
 
 const KEEP_ALIVE_FRACTION = 3; // renew when a third of the TTL is left
@@ -88,7 +88,30 @@ export class Locks {
     } finally {
       this.#afterCall();
     }
-    return outcome === null ? null : this.#lease(key, who, ttl, outcome, keepAlive, onLost);
+    if (outcome === null) return null;
+    if (this.#granted(outcome)) return this.#lease(key, who, ttl, outcome, keepAlive, onLost);
+    // Only `already-waiting`: try_acquire never queues, but this owner has an acquire pending.
+    throw new LockError(ALREADY_WAITING, `owner ${JSON.stringify(who)} is already waiting for ${JSON.stringify(key)} in a pending acquire`, {
+      position: outcome.position,
+    });
+  }
+
+  /**
+   * Whether an acquire outcome is a lease (`acquired`, `already-held`) rather than a place in the
+   * queue (`queued`, `already-waiting`). Every outcome of the core is named here, so a new one is
+   * an error, not a Lease with an undefined fence.
+   */
+  #granted(outcome) {
+    switch (outcome.type) {
+      case 'acquired':
+      case 'already-held':
+        return true;
+      case 'queued':
+      case 'already-waiting':
+        return false;
+      default:
+        throw new Error(`unknown acquire outcome ${JSON.stringify(outcome.type)} from the engine`);
+    }
   }
 
   /**
@@ -117,7 +140,7 @@ export class Locks {
       } finally {
         this.#afterCall();
       }
-      if (outcome.type === 'acquired' || outcome.type === 'already-held') {
+      if (this.#granted(outcome)) {
         return Promise.resolve(this.#lease(key, who, ttl, outcome, keepAlive, onLost));
       }
       const id = `${key}\u0000${who}`;

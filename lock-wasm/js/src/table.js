@@ -144,6 +144,16 @@ export class LockTable {
     return { ...defaultLimits() };
   }
 
+  /** Every acquire outcome `type`, in the core's order (`acquired`, `already-held`, ...). */
+  static outcomeTypes() {
+    return [...names()];
+  }
+
+  /** Every LockError `code` the core can answer, in the core's order. */
+  static errorCodes() {
+    return [...errorCodes()];
+  }
+
   /** This table's limits. */
   get limits() {
     return JSON.parse(this.#live().limits_json());
