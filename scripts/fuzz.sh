@@ -2,7 +2,7 @@
 # Fuzzes lock-core for a bounded time: arbitrary operation sequences (ops) and arbitrary snapshot
 # bytes (restore), arbitrary batch bytes (batch). Installs what it needs if it is missing (the
 # nightly toolchain, cargo-fuzz). `scripts/test.sh` runs it for 20 s per target; a crash fails it.
-# The restore and batch targets are seeded with the vectors (tests/conformance/examples/fuzz_seeds.rs).
+# The restore and batch targets are seeded with the vectors (lock-conformance/examples/fuzz_seeds.rs).
 #   scripts/fuzz.sh [seconds per target, default 120]
 set -euo pipefail
 cd "$(dirname "$0")/.."

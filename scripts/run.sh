@@ -9,7 +9,7 @@ scripts/setup.sh
 cargo build --workspace --all-targets
 cargo run -q -p lock-core --example timeline
 echo
-cargo run -q -p host-wasmtime --bin lockhost -- demo
+cargo run -q -p lockhost -- demo
 echo
 scripts/build-npm.sh
 scripts/build-web.sh

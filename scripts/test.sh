@@ -20,14 +20,14 @@ echo "== fuzzing lock-core (${FUZZ_SECONDS:-20} s per target; scripts/fuzz.sh 60
 scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
 echo "== conformance vectors through the CLIs: native, then the wasm component"
 cargo run -q -p lock-conformance --bin lock-vectors -- tests/vectors
-cargo run -q -p host-wasmtime --bin lockhost -- vectors tests/vectors
+cargo run -q -p lockhost -- vectors tests/vectors
 echo "== lock-core builds without std (wasm32v1-none)"
 cargo build -p lock-core --target wasm32v1-none --release
 echo "== examples and smoke runs of the host demo (real clock) and the bench path"
 cargo run -q -p lock-core --example timeline >/dev/null
 cargo run -q -p host-wasmtime --example job_plugins
-cargo run -q -p host-wasmtime --bin lockhost -- demo >/dev/null
-cargo run -q -p host-wasmtime --bin lockhost -- bench 2000 >/dev/null
+cargo run -q -p lockhost -- demo >/dev/null
+cargo run -q -p lockhost -- bench 2000 >/dev/null
 echo "== npm package and playground builds"
 scripts/build-npm.sh
 scripts/build-web.sh

@@ -7,8 +7,8 @@
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-use host_wasmtime::types::LockError;
 use host_wasmtime::{Error, Lease, LockHost};
+use lock_core::LockError;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::Store;
 
@@ -57,8 +57,8 @@ impl example::job_plugin::locks::Host for PluginState {
 /// The WIT name of an error, which is what the plugin sees.
 fn code(e: &Error) -> String {
     match e {
-        Error::Lock(LockError::Held(_)) => "held".into(),
-        Error::Lock(other) => host_wasmtime::describe(other),
+        Error::Lock(LockError::Held { .. }) => "held".into(),
+        Error::Lock(other) => other.to_string(),
         other => other.to_string(),
     }
 }

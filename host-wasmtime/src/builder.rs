@@ -182,9 +182,7 @@ fn recover(
                 )),
                 other => Error::Persist(format!("{}: {other}", path.display())),
             })?
-            .map_err(|e| {
-                Error::Persist(format!("{}: {}", path.display(), crate::error::describe(&e)))
-            })?;
+            .map_err(|e| Error::Persist(format!("{}: {e}", path.display())))?;
         let stats = table.stats(0)?;
         recovery.loaded = true;
         recovery.leases = stats.live_leases;

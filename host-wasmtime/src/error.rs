@@ -2,14 +2,15 @@
 
 use std::fmt;
 
-use crate::types::LockError;
+use lock_core::LockError;
+
 use crate::HostError;
 
 /// Why a host call failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Error {
-    /// The lock table refused the request (held, not owner, expired, bad input...). The WIT error,
-    /// case for case the core's `LockError`.
+    /// The lock table refused the request (held, not owner, expired, bad input...): the core's
+    /// own error.
     Lock(LockError),
     /// A blocking acquire was not granted before its wait timeout.
     WaitTimedOut,
@@ -37,7 +38,7 @@ impl From<LockError> for Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Lock(e) => f.write_str(&describe(e)),
+            Error::Lock(e) => e.fmt(f),
             Error::WaitTimedOut => {
                 f.write_str("gave up waiting: the lock was not handed over before the wait timeout")
             }
@@ -51,9 +52,3 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
-
-/// The lock error in plain words: the core's own message for it.
-#[must_use]
-pub fn describe(e: &LockError) -> String {
-    crate::to_core::error(e).map_or_else(|| format!("{e:?}"), |core| core.to_string())
-}

@@ -16,8 +16,8 @@ use crate::clock::Clock;
 use crate::lease::{ended_by, Lease, LeaseShared, LostCallback, LostLease};
 use crate::persist::{self, Reservation, CLOCK_BLOCK_MS, FENCE_BLOCK};
 use crate::timer::Shutdown;
-use crate::types::{AcquireOutcome, Event, EventKind, Grant, KeyInfo, Stats};
 use crate::{ComponentTable, Error, HostError};
+use lock_core::{AcquireOutcome, Event, EventKind, Grant, KeyInfo, Stats};
 
 /// What [`LockHostBuilder::on_persist_error`] keeps.
 pub(crate) type PersistErrorHook = Box<dyn Fn(&Error) + Send + Sync>;
@@ -55,7 +55,7 @@ pub struct Recovery {
     /// Whether a table file was there (otherwise the table started empty).
     pub loaded: bool,
     /// Live leases restored.
-    pub leases: u64,
+    pub leases: usize,
     /// Waiters dropped: they belonged to the previous process, which cannot collect a hand-off.
     pub waiters_dropped: u32,
     /// Every fence this host issues is above this (the previous run's reservation).
@@ -390,7 +390,7 @@ impl Inner {
         &self,
         st: &mut State,
         shared: &LeaseShared,
-        e: crate::types::LockError,
+        e: lock_core::LockError,
         callbacks: &mut Callbacks,
     ) -> Error {
         let deadline = shared.deadline.load(std::sync::atomic::Ordering::SeqCst);
@@ -425,33 +425,34 @@ impl Inner {
             let mut orphans = Vec::new();
             for Event { key, at, kind } in events {
                 match kind {
-                    EventKind::Expired(x) => {
-                        if let Some(shared) = st.watchers.get(&x.fence).cloned() {
-                            self.forget(st, x.fence);
+                    EventKind::Expired { fence, .. } => {
+                        if let Some(shared) = st.watchers.get(&fence).cloned() {
+                            self.forget(st, fence);
                             shared.lose(at, callbacks);
                         }
                     }
-                    EventKind::Granted(x) => {
-                        let id = (key, x.owner);
+                    EventKind::Granted {
+                        owner,
+                        fence,
+                        deadline,
+                    } => {
+                        let id = (key, owner);
                         if !st.waiting.contains(&id) {
-                            orphans.push((id, x.fence, at));
+                            orphans.push((id, fence, at));
                             continue;
                         }
-                        let outcome = match self.admit_fence(st, x.fence) {
-                            Ok(()) => WaitOutcome::Granted(Grant {
-                                fence: x.fence,
-                                deadline: x.deadline,
-                            }),
+                        let outcome = match self.admit_fence(st, fence) {
+                            Ok(()) => WaitOutcome::Granted(Grant { fence, deadline }),
                             Err(e) => {
-                                orphans.push((id.clone(), x.fence, at));
+                                orphans.push((id.clone(), fence, at));
                                 WaitOutcome::Failed(e)
                             }
                         };
-                        self.arm(st, x.deadline);
+                        self.arm(st, deadline);
                         st.outcomes.insert(id, outcome);
                         self.granted.notify_all();
                     }
-                    EventKind::WaitTimedOut(owner) => {
+                    EventKind::WaitTimedOut { owner } => {
                         let id = (key, owner);
                         if st.waiting.contains(&id) {
                             st.outcomes.insert(id, WaitOutcome::TimedOut);
@@ -557,7 +558,7 @@ impl LockHost {
                 AcquireOutcome::Acquired(g) | AcquireOutcome::AlreadyHeld(g) => {
                     self.guard(st, key, owner, ttl_ms, g, callbacks)
                 }
-                AcquireOutcome::Queued(_) | AcquireOutcome::AlreadyWaiting(_) => {
+                AcquireOutcome::Queued { .. } | AcquireOutcome::AlreadyWaiting { .. } => {
                     Err(Error::AlreadyWaiting)
                 }
             }
@@ -609,8 +610,8 @@ impl LockHost {
                 AcquireOutcome::Acquired(g) | AcquireOutcome::AlreadyHeld(g) => {
                     return self.guard(&mut st, key, owner, ttl_ms, g, callbacks);
                 }
-                AcquireOutcome::AlreadyWaiting(_) => return Err(Error::AlreadyWaiting),
-                AcquireOutcome::Queued(_) => {}
+                AcquireOutcome::AlreadyWaiting { .. } => return Err(Error::AlreadyWaiting),
+                AcquireOutcome::Queued { .. } => {}
             }
             st.waiting.insert(id.clone());
             inner.arm(&mut st, wait_deadline);
@@ -650,10 +651,12 @@ impl LockHost {
                     // that ended: ask the table again with what remains of the wait.
                     now = inner.begin(&mut st, callbacks)?;
                     let held = inner.call(st.table.inspect(key, now))??;
-                    if let Some(info) = held.filter(|i| i.owner == owner && i.fence == g.fence) {
+                    if let Some(info) =
+                        held.filter(|i| i.holder.owner == owner && i.holder.fence == g.fence)
+                    {
                         let grant = Grant {
-                            fence: info.fence,
-                            deadline: info.deadline,
+                            fence: info.holder.fence,
+                            deadline: info.holder.deadline,
                         };
                         return self.guard(&mut st, key, owner, ttl_ms, grant, callbacks);
                     }

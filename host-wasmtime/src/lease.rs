@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::host::{millis, run_callbacks, schedule_keepalive, Callbacks};
-use crate::types::LockError;
 use crate::{Error, LockHost};
+use lock_core::LockError;
 
 /// What an `on_lost` callback is told.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -83,7 +83,7 @@ impl LeaseShared {
 /// if the table no longer remembers it).
 pub(crate) fn ended_by(error: &LockError, deadline: u64) -> Option<u64> {
     match error {
-        LockError::Expired(at) => Some(*at),
+        LockError::Expired { deadline: at } => Some(*at),
         LockError::NotHeld | LockError::NotOwner => Some(deadline),
         _ => None,
     }

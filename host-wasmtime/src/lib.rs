@@ -16,25 +16,21 @@
 //! The lock semantics are decided by `lock-core` inside the component; this crate never decides
 //! an outcome.
 
-pub mod bench;
 mod builder;
 pub mod clock;
 pub mod component;
-pub mod conformance;
 mod error;
 mod host;
 mod lease;
 mod persist;
 mod timer;
-pub mod to_core;
 
 pub use builder::LockHostBuilder;
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use component::{
-    limits_to_wit, types, Batch, ComponentTable, HostError, LockComponent, SandboxLimits,
-    LOCK_COMPONENT,
+    Batch, ComponentTable, HostError, LockComponent, SandboxLimits, LOCK_COMPONENT,
 };
-pub use error::{describe, Error};
+pub use error::Error;
 pub use host::{LockHost, Recovery};
 pub use lease::{Lease, LostLease};
 pub use persist::{CLOCK_BLOCK_MS, FENCE_BLOCK};

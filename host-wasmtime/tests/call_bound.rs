@@ -25,7 +25,7 @@ fn a_small_call_bound_never_stops_a_short_call() {
         .unwrap();
     for now in 0..3_000 {
         let outcome = table.try_acquire("k", "a", 10, now).unwrap().unwrap();
-        let host_wasmtime::types::AcquireOutcome::Acquired(g) = outcome else {
+        let lock_core::AcquireOutcome::Acquired(g) = outcome else {
             panic!("free key")
         };
         table.release("k", "a", g.fence, now).unwrap().unwrap();

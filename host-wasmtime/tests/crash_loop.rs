@@ -54,7 +54,7 @@ fn crash_child() {
             continue;
         };
         match host.inspect(&key) {
-            Ok(Some(info)) if info.owner == owner && info.fence == lease.fence() => {}
+            Ok(Some(info)) if info.holder.owner == owner && info.holder.fence == lease.fence() => {}
             other => writeln!(
                 out,
                 "VIOLATION {key} {owner} {} table: {other:?}",
@@ -186,7 +186,8 @@ fn crash_loop_never_reissues_a_fence() {
         for (key, (owner, fence)) in &durable {
             let info = host.inspect(key).unwrap();
             assert_eq!(
-                info.as_ref().map(|i| (i.owner.as_str(), i.fence)),
+                info.as_ref()
+                    .map(|i| (i.holder.owner.as_str(), i.holder.fence)),
                 Some((owner.as_str(), *fence)),
                 "round {round}: saved lease on {key} lost"
             );

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 mod common;
 
-use host_wasmtime::types::LockError;
 use host_wasmtime::{Error, HostError, LockComponent, LockHost, ManualClock, SandboxLimits};
+use lock_core::LockError;
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
 
@@ -69,7 +69,7 @@ fn blocking_acquire_is_granted_by_hand_off_on_expiry() {
     assert!(a.is_lost());
     assert!(matches!(
         a.release(),
-        Err(Error::Lock(LockError::Expired(100)))
+        Err(Error::Lock(LockError::Expired { deadline: 100 }))
     ));
 }
 
@@ -99,7 +99,7 @@ fn keep_alive_holds_a_lease_past_its_first_deadline_until_released() {
     assert_eq!(clock_now(&host), 1_000);
     assert!(!lease.is_lost());
     assert!(lease.deadline() > 1_000, "deadline {}", lease.deadline());
-    assert_eq!(host.inspect("job").unwrap().unwrap().fence, 1);
+    assert_eq!(host.inspect("job").unwrap().unwrap().holder.fence, 1);
     assert!(host.stats().unwrap().extended >= 4);
     lease.release().unwrap();
     clock.advance(1_000);
@@ -180,7 +180,7 @@ fn release_is_idempotent_and_runs_on_drop() {
     let held = host.try_acquire("job", "a", MS(100)).unwrap();
     assert_eq!(
         host.try_acquire("job", "b", MS(100)).unwrap_err(),
-        Error::Lock(LockError::Held(100))
+        Error::Lock(LockError::Held { deadline: 100 })
     );
     drop(held);
 }
@@ -262,7 +262,7 @@ fn a_trapping_component_returns_an_error_and_the_host_stays_up() {
     let mut table = component
         .instantiate(&lock_core::Limits::default(), 0, SandboxLimits::default())
         .unwrap();
-    table.try_acquire("k", "a", 1_000, 0).unwrap().unwrap();
+    let _ = table.try_acquire("k", "a", 1_000, 0).unwrap().unwrap();
     table.set_call_timeout(Duration::ZERO);
     let trap = table.snapshot(1).unwrap_err();
     assert!(matches!(trap, HostError::Trap(_)), "{trap}");
@@ -285,4 +285,37 @@ fn a_trapping_component_returns_an_error_and_the_host_stays_up() {
         .unwrap();
     let (err, _held) = common::fill_until_trap(&small);
     assert!(matches!(err, Error::Host(HostError::Trap(_))), "{err}");
+}
+
+#[test]
+fn the_component_imports_nothing() {
+    let component = LockComponent::embedded().unwrap();
+    assert_eq!(component.imports(), Vec::<String>::new());
+}
+
+#[test]
+fn the_on_disk_artifact_loads_from_its_file_and_answers_in_the_core_types() {
+    let file = std::path::Path::new(env!("LOCK_COMPONENT_FILE"));
+    let component = LockComponent::from_file(file).unwrap();
+    assert_eq!(component.imports(), Vec::<String>::new());
+    let mut table = component
+        .instantiate(&lock_core::Limits::default(), 0, SandboxLimits::default())
+        .unwrap();
+    assert_eq!(
+        table.try_acquire("k", "a", 100, 0).unwrap(),
+        Ok(lock_core::AcquireOutcome::Acquired(lock_core::Grant {
+            fence: 1,
+            deadline: 100
+        }))
+    );
+    assert_eq!(
+        table.try_acquire("k", "b", 100, 5).unwrap(),
+        Err(LockError::Held { deadline: 100 })
+    );
+    let missing =
+        LockComponent::from_file(std::path::Path::new("/nonexistent/lock.wasm")).unwrap_err();
+    assert!(
+        missing.to_string().contains("/nonexistent/lock.wasm"),
+        "{missing}"
+    );
 }

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 mod common;
 
-use host_wasmtime::types::LockError;
 use host_wasmtime::{Clock, Error, HostError, LockHost, ManualClock, SandboxLimits};
+use lock_core::LockError;
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
 
@@ -34,7 +34,10 @@ fn a_release_that_finds_the_lease_expired_fires_on_lost_once() {
         lease.on_lost(counting(&fired));
         clock.advance(100 + round % 3);
         let err = lease.release().unwrap_err();
-        assert!(matches!(err, Error::Lock(LockError::Expired(_))), "{err}");
+        assert!(
+            matches!(err, Error::Lock(LockError::Expired { .. })),
+            "{err}"
+        );
         assert!(lease.is_lost(), "round {round}");
         host.tick();
         drop(lease);
@@ -52,7 +55,7 @@ fn an_extend_that_finds_the_lease_expired_fires_on_lost_once() {
     clock.advance(150);
     assert!(matches!(
         lease.extend(MS(100)),
-        Err(Error::Lock(LockError::Expired(100)))
+        Err(Error::Lock(LockError::Expired { deadline: 100 }))
     ));
     assert!(lease.is_lost());
     assert!(lease.release().is_err());
@@ -146,7 +149,10 @@ fn a_blocking_acquire_never_returns_a_lease_that_is_over() {
         lease.deadline()
     );
     let info = host.inspect("job").unwrap().unwrap();
-    assert_eq!((info.owner.as_str(), info.fence), ("waiter", lease.fence()));
+    assert_eq!(
+        (info.holder.owner.as_str(), info.holder.fence),
+        ("waiter", lease.fence())
+    );
 }
 
 /// Issue 9, defect 10: acquirers blocked on a host whose table traps slept until their wait

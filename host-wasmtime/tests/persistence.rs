@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use host_wasmtime::types::LockError;
 use host_wasmtime::{Error, LockHost, ManualClock, SandboxLimits, FENCE_BLOCK};
+use lock_core::LockError;
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
 const HOUR: Duration = Duration::from_secs(3600);
@@ -51,12 +51,16 @@ fn a_restart_keeps_leases_and_never_reuses_a_fence() {
     assert_eq!(recovery.leases, 1);
     let info = host.inspect("job").unwrap().expect("the lease survived");
     assert_eq!(
-        (info.owner.as_str(), info.fence, info.deadline),
+        (
+            info.holder.owner.as_str(),
+            info.holder.fence,
+            info.holder.deadline
+        ),
         ("a", 1, 61_000)
     );
     assert_eq!(
         host.try_acquire("job", "b", MS(10)).unwrap_err(),
-        Error::Lock(LockError::Held(61_000))
+        Error::Lock(LockError::Held { deadline: 61_000 })
     );
     assert!(host.try_acquire("other", "b", MS(10)).unwrap().fence() > 1);
 }
@@ -201,9 +205,12 @@ fn restored_waiters_are_dropped_and_never_become_anyones_lease() {
     let b = host.try_acquire("job", "worker-b", MS(1_000)).unwrap();
     // The same owner name as the dropped waiter, later: refused like anyone else.
     let err = host.acquire("job", "worker-w", MS(100), MS(0)).unwrap_err();
-    assert!(matches!(err, Error::Lock(LockError::Held(_))), "{err}");
+    assert!(matches!(err, Error::Lock(LockError::Held { .. })), "{err}");
     let held = host.inspect("job").unwrap().unwrap();
-    assert_eq!((held.owner.as_str(), held.fence), ("worker-b", b.fence()));
+    assert_eq!(
+        (held.holder.owner.as_str(), held.holder.fence),
+        ("worker-b", b.fence())
+    );
 }
 
 #[test]

@@ -74,7 +74,7 @@ fn a_million_leases_expire_at_once_and_survive_a_save_and_restore() {
         .build()
         .unwrap();
     eprintln!("restore of {bytes} bytes in {:?}", started.elapsed());
-    assert_eq!(restored.recovery().unwrap().leases, LEASES as u64);
+    assert_eq!(restored.recovery().unwrap().leases, LEASES);
 
     // Every lease expires at the same instant, in both hosts.
     clock.advance(60_000);

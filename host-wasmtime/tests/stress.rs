@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use host_wasmtime::types::LockError;
 use host_wasmtime::{Error, LockHost};
+use lock_core::LockError;
 
 mod common;
 use common::{env_number, Rng};
@@ -80,7 +80,7 @@ fn threads_racing_the_timer_never_break_the_lock() {
                     due[t].store(0, Ordering::SeqCst);
                     let lease = match got {
                         Ok(lease) => lease,
-                        Err(Error::Lock(LockError::Held(_)) | Error::WaitTimedOut) => continue,
+                        Err(Error::Lock(LockError::Held { .. }) | Error::WaitTimedOut) => continue,
                         Err(e) => panic!("thread {t}: {e}"),
                     };
                     let start = lease.deadline() - u64::try_from(ttl.as_millis()).unwrap();
@@ -118,7 +118,8 @@ fn threads_racing_the_timer_never_break_the_lock() {
                     assert!(
                         matches!(
                             r,
-                            Ok(()) | Err(Error::Lock(LockError::Expired(_) | LockError::NotHeld))
+                            Ok(())
+                                | Err(Error::Lock(LockError::Expired { .. } | LockError::NotHeld))
                         ),
                         "thread {t}: {r:?}"
                     );

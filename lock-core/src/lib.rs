@@ -48,6 +48,7 @@
 
 extern crate alloc;
 
+mod call;
 mod error;
 mod event;
 mod expired_log;
@@ -64,6 +65,7 @@ mod table;
 mod timer_heap;
 pub mod wire;
 
+pub use call::{Call, LockBackend, Reply, Request, Response};
 pub use crc32::crc32;
 pub use error::{LockError, PayloadValue};
 pub use event::{Event, EventKind, KeyEvent};

@@ -115,7 +115,7 @@ pub struct KeyInfo {
 }
 
 /// Counters and gauges of a table, for observability.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Stats {
     /// Keys with a live lease now.
     pub live_leases: usize,
@@ -149,4 +149,118 @@ pub struct Stats {
     pub rejected: u64,
     /// Events dropped because more than `max_pending_events` were left undrained.
     pub events_dropped: u64,
+}
+
+impl Stats {
+    /// Every field name (snake_case), in declaration order: the one list the bindings and the
+    /// vectors spell the stats from (JS as camelCase, WIT as kebab-case).
+    pub const FIELDS: [&'static str; 16] = [
+        "live_leases",
+        "waiters",
+        "expired_records",
+        "pending_events",
+        "clock",
+        "last_fence",
+        "acquired",
+        "handed_off",
+        "released",
+        "extended",
+        "expired",
+        "queued",
+        "wait_timed_out",
+        "cancelled",
+        "rejected",
+        "events_dropped",
+    ];
+
+    /// Every field's value, in the order of [`Stats::FIELDS`] (gauges widened to `u64`).
+    #[must_use]
+    pub fn values(&self) -> [u64; 16] {
+        let Stats {
+            live_leases,
+            waiters,
+            expired_records,
+            pending_events,
+            clock,
+            last_fence,
+            acquired,
+            handed_off,
+            released,
+            extended,
+            expired,
+            queued,
+            wait_timed_out,
+            cancelled,
+            rejected,
+            events_dropped,
+        } = *self;
+        let gauge = |n: usize| n as u64;
+        [
+            gauge(live_leases),
+            gauge(waiters),
+            gauge(expired_records),
+            gauge(pending_events),
+            clock,
+            last_fence,
+            acquired,
+            handed_off,
+            released,
+            extended,
+            expired,
+            queued,
+            wait_timed_out,
+            cancelled,
+            rejected,
+            events_dropped,
+        ]
+    }
+
+    /// Stats from values in the order of [`Stats::FIELDS`] (the inverse of [`Stats::values`];
+    /// gauges saturate at `usize::MAX` on 32-bit targets).
+    #[must_use]
+    pub fn from_values(v: [u64; 16]) -> Self {
+        let gauge = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        let [live_leases, waiters, expired_records, pending_events, clock, last_fence, acquired, handed_off, released, extended, expired, queued, wait_timed_out, cancelled, rejected, events_dropped] =
+            v;
+        Stats {
+            live_leases: gauge(live_leases),
+            waiters: gauge(waiters),
+            expired_records: gauge(expired_records),
+            pending_events: gauge(pending_events),
+            clock,
+            last_fence,
+            acquired,
+            handed_off,
+            released,
+            extended,
+            expired,
+            queued,
+            wait_timed_out,
+            cancelled,
+            rejected,
+            events_dropped,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Stats;
+
+    #[test]
+    fn stats_values_follow_the_field_list_and_invert() {
+        let values: [u64; 16] = core::array::from_fn(|i| 100 + i as u64);
+        let stats = Stats::from_values(values);
+        assert_eq!(stats.values(), values);
+        // Spot-check that names and positions agree (a swapped pair would pass the round trip).
+        let at = |name: &str| values[Stats::FIELDS.iter().position(|f| *f == name).unwrap()];
+        assert_eq!(stats.live_leases as u64, at("live_leases"));
+        assert_eq!(stats.clock, at("clock"));
+        assert_eq!(stats.last_fence, at("last_fence"));
+        assert_eq!(stats.handed_off, at("handed_off"));
+        assert_eq!(stats.wait_timed_out, at("wait_timed_out"));
+        assert_eq!(stats.events_dropped, at("events_dropped"));
+        assert_eq!(stats.rejected, at("rejected"));
+        assert_eq!(stats.expired_records as u64, at("expired_records"));
+    }
 }

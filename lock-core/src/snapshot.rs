@@ -57,35 +57,20 @@ pub(crate) struct Decoded {
     pub(crate) expired: Vec<(Fence, ExpiredRecord)>,
 }
 
+/// The first of [`Stats::FIELDS`] that a snapshot keeps: the counters (`acquired` to
+/// `events_dropped`); the gauges before it are recomputed from the restored table.
+const FIRST_COUNTER: usize = 6;
+
 fn counters_of(s: &Stats) -> [u64; 10] {
-    [
-        s.acquired,
-        s.handed_off,
-        s.released,
-        s.extended,
-        s.expired,
-        s.queued,
-        s.wait_timed_out,
-        s.cancelled,
-        s.rejected,
-        s.events_dropped,
-    ]
+    let mut counters = [0; 10];
+    counters.copy_from_slice(&s.values()[FIRST_COUNTER..]);
+    counters
 }
 
 fn stats_from(c: [u64; 10]) -> Stats {
-    Stats {
-        acquired: c[0],
-        handed_off: c[1],
-        released: c[2],
-        extended: c[3],
-        expired: c[4],
-        queued: c[5],
-        wait_timed_out: c[6],
-        cancelled: c[7],
-        rejected: c[8],
-        events_dropped: c[9],
-        ..Stats::default()
-    }
+    let mut values = [0; 16];
+    values[FIRST_COUNTER..].copy_from_slice(&c);
+    Stats::from_values(values)
 }
 
 struct Writer(Vec<u8>);

@@ -368,45 +368,10 @@ impl LockTable {
     /// [`Response::Malformed`](crate::wire::Response::Malformed) and ends the batch (the bytes
     /// after it cannot be trusted to start a request).
     pub fn run_batch(&mut self, requests: &[u8], names: &str, out: &mut Vec<u8>) -> usize {
-        use crate::wire::{encode_response, Request, Response};
+        use crate::wire::{encode_response, Response};
         let mut ran = 0;
         for request in crate::wire::decode_requests(requests, names) {
-            let response = match request {
-                Err(_) => Response::Malformed,
-                Ok(Request::TryAcquire {
-                    key,
-                    owner,
-                    ttl,
-                    now,
-                }) => Response::Acquire(self.try_acquire(key, owner, ttl, now)),
-                Ok(Request::Acquire {
-                    key,
-                    owner,
-                    ttl,
-                    wait_deadline,
-                    now,
-                }) => Response::Acquire(self.acquire(key, owner, ttl, wait_deadline, now)),
-                Ok(Request::Release {
-                    key,
-                    owner,
-                    fence,
-                    now,
-                }) => Response::Done(self.release(key, owner, fence, now)),
-                Ok(Request::Extend {
-                    key,
-                    owner,
-                    fence,
-                    ttl,
-                    now,
-                }) => Response::Extend(self.extend(key, owner, fence, ttl, now)),
-                Ok(Request::CancelWait { key, owner, now }) => {
-                    Response::Done(self.cancel_wait(key, owner, now))
-                }
-                Ok(Request::HandleTimeout { now }) => {
-                    self.handle_timeout(now);
-                    Response::Timeout
-                }
-            };
+            let response = request.map_or(Response::Malformed, |request| self.handle(request));
             encode_response(out, &response);
             if !matches!(response, Response::Malformed) {
                 ran += 1;
@@ -468,7 +433,7 @@ impl LockTable {
             pending_events: self.events.len(),
             clock: self.clock,
             last_fence: self.fences.last(),
-            ..self.counters.clone()
+            ..self.counters
         }
     }
 

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 use wasmtime::component::{Component, Linker, TypedFunc};
 use wasmtime::{Engine, Store};
 
-use crate::component::sandbox_engine;
-use crate::types::AcquireOutcome;
-use crate::{Batch, LockComponent, LockHost, ManualClock, SandboxLimits};
+use host_wasmtime::component::sandbox_engine;
+use host_wasmtime::{Batch, ComponentTable, LockComponent, LockHost, ManualClock, SandboxLimits};
+use lock_core::{AcquireOutcome, Call, LockBackend, Reply, Request, Response};
 
 /// A component exporting `probe(key: string, owner: string, ttl: u64, now: u64) -> u64` that does
 /// nothing: the cost of crossing the boundary with the arguments of `try-acquire`.
@@ -140,7 +140,7 @@ fn keys(n: usize, prefix: &str) -> Vec<String> {
 }
 
 /// A fresh component table; `held` is taken by someone else if given.
-fn component_table(held: Option<&str>) -> crate::ComponentTable {
+fn component_table(held: Option<&str>) -> ComponentTable {
     let component = LockComponent::embedded().expect("the embedded component loads");
     let mut table = component
         .instantiate(&lock_core::Limits::default(), 0, SandboxLimits::default())
@@ -151,6 +151,85 @@ fn component_table(held: Option<&str>) -> crate::ComponentTable {
     table
 }
 
+const OWNER: &str = "worker-1";
+const TTL: u64 = 60_000;
+
+/// One call on any backend; a fault ends the benchmark.
+fn call<B: LockBackend>(table: &mut B, call: Call<'_>) -> Reply
+where
+    B::Fault: std::fmt::Debug,
+{
+    table.call(call).expect("the backend answers")
+}
+
+/// `pairs` try-acquire + release pairs over 1024 keys on `table`.
+fn pair_workload<'a, B: LockBackend + 'a>(
+    runtime: &str,
+    mut table: B,
+    keys: &'a [String],
+    pairs: u64,
+) -> Workload<'a>
+where
+    B::Fault: std::fmt::Debug,
+{
+    Workload::new(
+        format!("{runtime}: try-acquire + release pair"),
+        pairs,
+        move || {
+            for i in 0..pairs as usize {
+                let key = &keys[i & 1023];
+                let (owner, now) = (OWNER, 1);
+                let acquire = Request::TryAcquire {
+                    key,
+                    owner,
+                    ttl: TTL,
+                    now,
+                };
+                let reply = call(&mut table, Call::Request(acquire));
+                let Reply::Response(Response::Acquire(Ok(AcquireOutcome::Acquired(g)))) = reply
+                else {
+                    panic!("unexpected {reply:?}")
+                };
+                let release = Request::Release {
+                    key,
+                    owner,
+                    fence: g.fence,
+                    now,
+                };
+                let reply = call(&mut table, Call::Request(release));
+                assert_eq!(reply, Reply::Response(Response::Done(Ok(()))));
+            }
+        },
+    )
+}
+
+/// `pairs` try-acquires of a key someone else holds.
+fn contended_workload<'a, B: LockBackend + 'a>(
+    runtime: &str,
+    mut table: B,
+    pairs: u64,
+) -> Workload<'a>
+where
+    B::Fault: std::fmt::Debug,
+{
+    Workload::new(
+        format!("{runtime}: contended try-acquire"),
+        pairs,
+        move || {
+            for _ in 0..pairs {
+                let request = Request::TryAcquire {
+                    key: "held",
+                    owner: OWNER,
+                    ttl: TTL,
+                    now: 1,
+                };
+                let reply = call(&mut table, Call::Request(request));
+                assert!(matches!(reply, Reply::Response(Response::Acquire(Err(_)))));
+            }
+        },
+    )
+}
+
 /// Runs every workload with `pairs` acquire+release pairs (and as many contended calls).
 ///
 /// # Panics
@@ -159,64 +238,29 @@ fn component_table(held: Option<&str>) -> crate::ComponentTable {
 pub fn run(pairs: u64) -> Vec<Measurement> {
     let fresh = keys(1024, "fresh");
     let fresh = &fresh;
-    let owner = "worker-1";
-    let ttl = 60_000;
+    let (owner, ttl) = (OWNER, TTL);
     let mut workloads = Vec::new();
 
-    // Native lock-core.
-    let mut native = lock_core::LockTable::default();
-    workloads.push(Workload::new(
-        "native: try-acquire + release pair",
+    // Native lock-core and the component, through the same calls.
+    let mut held = lock_core::LockTable::default();
+    let _ = held.try_acquire("held", "someone", ttl, 0);
+    workloads.push(pair_workload(
+        "native",
+        lock_core::LockTable::default(),
+        fresh,
         pairs,
-        move || {
-            for i in 0..pairs as usize {
-                let k = &fresh[i & 1023];
-                let Ok(lock_core::AcquireOutcome::Acquired(g)) =
-                    native.try_acquire(k, owner, ttl, 1)
-                else {
-                    panic!()
-                };
-                native.release(k, owner, g.fence, 1).unwrap();
-            }
-        },
     ));
-    let mut native = lock_core::LockTable::default();
-    let _ = native.try_acquire("held", "someone", ttl, 0);
-    workloads.push(Workload::new(
-        "native: contended try-acquire",
+    workloads.push(contended_workload("native", held, pairs));
+    workloads.push(pair_workload(
+        "component",
+        component_table(None),
+        fresh,
         pairs,
-        move || {
-            for _ in 0..pairs {
-                assert!(native.try_acquire("held", owner, ttl, 1).is_err());
-            }
-        },
     ));
-
-    // The component.
-    let mut table = component_table(None);
-    workloads.push(Workload::new(
-        "component: try-acquire + release pair",
+    workloads.push(contended_workload(
+        "component",
+        component_table(Some("held")),
         pairs,
-        move || {
-            for i in 0..pairs as usize {
-                let k = &fresh[i & 1023];
-                let outcome = table.try_acquire(k, owner, ttl, 1);
-                let Ok(Ok(AcquireOutcome::Acquired(g))) = outcome else {
-                    panic!("unexpected {outcome:?}")
-                };
-                table.release(k, owner, g.fence, 1).unwrap().unwrap();
-            }
-        },
-    ));
-    let mut table = component_table(Some("held"));
-    workloads.push(Workload::new(
-        "component: contended try-acquire",
-        pairs,
-        move || {
-            for _ in 0..pairs {
-                assert!(table.try_acquire("held", owner, ttl, 1).unwrap().is_err());
-            }
-        },
     ));
 
     // The batch call: 32 pairs (64 requests) per crossing. Fences are predictable: a fresh

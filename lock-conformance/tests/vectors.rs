@@ -6,7 +6,7 @@ use lock_conformance::{load_file, run_loaded, vector_files, NativeDriver, Report
 
 #[test]
 fn all_vectors_pass_natively() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../vectors");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/vectors");
     let files = vector_files(&dir).unwrap();
     assert!(!files.is_empty(), "no vector files in {}", dir.display());
     let mut total = Report::default();

@@ -5,9 +5,11 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use host_wasmtime::conformance::ComponentDriver;
 use host_wasmtime::{Error, LockComponent, LockHost};
 use lock_conformance::run_paths;
+
+mod bench;
+mod vectors;
 
 const USAGE: &str = "lockhost: expiring locks as a WebAssembly component, run by wasmtime
 
@@ -83,7 +85,7 @@ fn vectors(paths: &[String]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mut driver = ComponentDriver::new(component);
+    let mut driver = vectors::component_driver(component);
     ExitCode::from(run_paths(
         &mut driver,
         paths,
@@ -93,10 +95,10 @@ fn vectors(paths: &[String]) -> ExitCode {
 
 fn bench(pairs: u64) -> ExitCode {
     if cfg!(debug_assertions) {
-        eprintln!("note: this is a debug build; run `cargo run --release -p host-wasmtime -- bench` for real numbers\n");
+        eprintln!("note: this is a debug build; run `cargo run --release -p lockhost -- bench` for real numbers\n");
     }
-    let results = host_wasmtime::bench::run(pairs);
-    host_wasmtime::bench::report(&results);
+    let results = bench::run(pairs);
+    bench::report(&results);
     ExitCode::SUCCESS
 }
 

@@ -9,7 +9,7 @@
 //!
 //! ```
 //! use lock_conformance::{run_file, NativeDriver};
-//! let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../vectors/acquire.json");
+//! let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/vectors/acquire.json");
 //! let report = run_file(&mut NativeDriver::default(), path.as_ref()).unwrap();
 //! assert!(report.failures.is_empty(), "{report}");
 //! ```
@@ -24,7 +24,7 @@ pub mod record;
 mod runner;
 
 pub use format::{ErrorCase, EventCase, KeyView, Op, Outcome, StatsView};
-pub use native::NativeDriver;
+pub use native::{BackendDriver, NativeDriver};
 pub use runner::{
     check, load_file, parse_file, run_file, run_loaded, run_paths, vector_files, Failure,
     LoadError, LoadedFile, Report,
@@ -46,6 +46,9 @@ pub enum Answer {
     Snapshot(Vec<u8>),
     /// `handle-timeout`.
     Nothing,
+    /// A reply that cannot answer the operation (a runtime that answered the wrong kind of
+    /// value); never matches an expectation.
+    Unexpected(String),
 }
 
 /// A runtime under test: a lock table behind some boundary (native, component, JS...).

@@ -1,18 +1,47 @@
-//! The component's WIT values mapped back to `lock-core`'s types: the inverse of
-//! `lock-wasm/src/convert.rs`. With it the host reuses the core's `Display` texts and the
-//! conformance crate's translation into vector terms instead of writing them again.
+//! The WIT side of the boundary, private to this module: the generated bindings, and the one
+//! translation between the contract's values and `lock-core`'s (the inverse of `lock-wasm`'s
+//! `convert.rs`). Nothing outside `component` sees a WIT type.
 
-use lock_core as core_;
+wasmtime::component::bindgen!({
+    path: "../wit",
+    world: "lock",
+    additional_derives: [PartialEq, Eq, Clone],
+});
 
-use crate::types::{AcquireOutcome, Event, EventKind, KeyInfo, LockError, Stats};
+use exports::expiring::lock::types::{
+    self, AcquireOutcome, Event, EventKind, Grant, KeyInfo, LockError, Stats,
+};
+
+/// The core's limits in WIT terms (counts saturate at u32::MAX).
+pub(super) fn limits(l: &lock_core::Limits) -> types::Limits {
+    let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
+    types::Limits {
+        max_key_bytes: n(l.max_key_bytes),
+        max_owner_bytes: n(l.max_owner_bytes),
+        max_ttl: l.max_ttl,
+        max_keys: n(l.max_keys),
+        max_waiters_per_key: n(l.max_waiters_per_key),
+        max_waiters: n(l.max_waiters),
+        expired_retention: l.expired_retention,
+        max_expired_records: n(l.max_expired_records),
+        max_pending_events: n(l.max_pending_events),
+    }
+}
+
+/// The core's grant.
+pub(super) fn grant(g: &Grant) -> lock_core::Grant {
+    lock_core::Grant {
+        fence: g.fence,
+        deadline: g.deadline,
+    }
+}
 
 /// The core error for a WIT error; `None` only if a name (limit, corruption) is unknown to this
 /// build, i.e. the component was built from a different `lock-core`.
-#[must_use]
-pub fn error(e: &LockError) -> Option<core_::LockError> {
-    use core_::LockError as E;
+pub(super) fn error(e: &LockError) -> Option<lock_core::LockError> {
+    use lock_core::LockError as E;
     let n = |v: u32| v as usize;
-    let limit = |name: &str| core_::LimitName::from_name(name);
+    let limit = |name: &str| lock_core::LimitName::from_name(name);
     Some(match e {
         LockError::KeyEmpty => E::KeyEmpty,
         LockError::KeyTooLong(l) => E::KeyTooLong {
@@ -60,7 +89,7 @@ pub fn error(e: &LockError) -> Option<core_::LockError> {
         },
         LockError::SnapshotChecksum => E::SnapshotChecksum,
         LockError::SnapshotCorrupt(reason) => E::SnapshotCorrupt {
-            reason: core_::Corruption::from_name(reason)?,
+            reason: lock_core::Corruption::from_name(reason)?,
         },
         LockError::SnapshotExceedsLimits(name) => E::SnapshotExceedsLimits {
             limit: limit(name)?,
@@ -69,39 +98,34 @@ pub fn error(e: &LockError) -> Option<core_::LockError> {
 }
 
 /// The core's acquire outcome.
-pub fn outcome(o: &AcquireOutcome) -> core_::AcquireOutcome {
-    let grant = |g: &crate::types::Grant| core_::Grant {
-        fence: g.fence,
-        deadline: g.deadline,
-    };
+pub(super) fn outcome(o: &AcquireOutcome) -> lock_core::AcquireOutcome {
     match o {
-        AcquireOutcome::Acquired(g) => core_::AcquireOutcome::Acquired(grant(g)),
-        AcquireOutcome::AlreadyHeld(g) => core_::AcquireOutcome::AlreadyHeld(grant(g)),
-        AcquireOutcome::Queued(p) => core_::AcquireOutcome::Queued {
+        AcquireOutcome::Acquired(g) => lock_core::AcquireOutcome::Acquired(grant(g)),
+        AcquireOutcome::AlreadyHeld(g) => lock_core::AcquireOutcome::AlreadyHeld(grant(g)),
+        AcquireOutcome::Queued(p) => lock_core::AcquireOutcome::Queued {
             position: *p as usize,
         },
-        AcquireOutcome::AlreadyWaiting(p) => core_::AcquireOutcome::AlreadyWaiting {
+        AcquireOutcome::AlreadyWaiting(p) => lock_core::AcquireOutcome::AlreadyWaiting {
             position: *p as usize,
         },
     }
 }
 
 /// The core's event.
-#[must_use]
-pub fn event(e: Event) -> core_::Event {
+pub(super) fn event(e: Event) -> lock_core::Event {
     let kind = match e.kind {
-        EventKind::Expired(x) => core_::EventKind::Expired {
+        EventKind::Expired(x) => lock_core::EventKind::Expired {
             owner: x.owner,
             fence: x.fence,
         },
-        EventKind::Granted(x) => core_::EventKind::Granted {
+        EventKind::Granted(x) => lock_core::EventKind::Granted {
             owner: x.owner,
             fence: x.fence,
             deadline: x.deadline,
         },
-        EventKind::WaitTimedOut(owner) => core_::EventKind::WaitTimedOut { owner },
+        EventKind::WaitTimedOut(owner) => lock_core::EventKind::WaitTimedOut { owner },
     };
-    core_::Event {
+    lock_core::Event {
         key: e.key,
         at: e.at,
         kind,
@@ -109,10 +133,9 @@ pub fn event(e: Event) -> core_::Event {
 }
 
 /// The core's view of a held key.
-#[must_use]
-pub fn key_info(i: KeyInfo) -> core_::KeyInfo {
-    core_::KeyInfo {
-        holder: core_::HolderInfo {
+pub(super) fn key_info(i: KeyInfo) -> lock_core::KeyInfo {
+    lock_core::KeyInfo {
+        holder: lock_core::HolderInfo {
             owner: i.owner,
             fence: i.fence,
             deadline: i.deadline,
@@ -120,7 +143,7 @@ pub fn key_info(i: KeyInfo) -> core_::KeyInfo {
         waiters: i
             .waiters
             .into_iter()
-            .map(|w| core_::WaiterInfo {
+            .map(|w| lock_core::WaiterInfo {
                 owner: w.owner,
                 ttl: w.ttl,
                 wait_deadline: w.wait_deadline,
@@ -130,10 +153,10 @@ pub fn key_info(i: KeyInfo) -> core_::KeyInfo {
 }
 
 /// The core's stats (gauges saturate at `usize::MAX` on 32-bit hosts).
-#[must_use]
-pub fn stats(s: &Stats) -> core_::Stats {
+pub(super) fn stats(s: &Stats) -> lock_core::Stats {
+    // Named on both sides: a field missing from either struct does not compile.
     let n = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
-    core_::Stats {
+    lock_core::Stats {
         live_leases: n(s.live_leases),
         waiters: n(s.waiters),
         expired_records: n(s.expired_records),
@@ -150,38 +173,5 @@ pub fn stats(s: &Stats) -> core_::Stats {
         cancelled: s.cancelled,
         rejected: s.rejected,
         events_dropped: s.events_dropped,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_map_back_to_the_core_and_unknown_ones_do_not() {
-        let known = LockError::SnapshotExceedsLimits("max_keys".into());
-        assert_eq!(
-            error(&known),
-            Some(core_::LockError::SnapshotExceedsLimits {
-                limit: core_::LimitName::MaxKeys
-            })
-        );
-        assert_eq!(
-            error(&LockError::SnapshotCorrupt("from another build".into())),
-            None
-        );
-        assert_eq!(error(&LockError::InvalidLimits("max_magic".into())), None);
-    }
-
-    #[test]
-    fn host_messages_are_the_core_messages() {
-        let e = LockError::Held(5);
-        assert_eq!(
-            crate::describe(&e),
-            core_::LockError::Held { deadline: 5 }.to_string()
-        );
-        assert!(
-            crate::describe(&LockError::InvalidLimits("max_magic".into())).contains("max_magic")
-        );
     }
 }

@@ -2,6 +2,9 @@
 //! does not belong to the step's operation is a load error, never a silently skipped check.
 //! The format is described for humans in `tests/vectors/README.md`.
 
+use std::collections::BTreeMap;
+
+use lock_core::Stats;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
@@ -228,61 +231,73 @@ pub struct WaiterView {
 
 /// Stats; an expectation lists only the fields it checks.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-#[allow(missing_docs)]
+#[serde(try_from = "BTreeMap<String, u64>", into = "BTreeMap<String, u64>")]
 pub struct StatsView {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub live_leases: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub waiters: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expired_records: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pending_events: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub clock: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_fence: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub acquired: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub handed_off: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub released: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub extended: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expired: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub queued: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wait_timed_out: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cancelled: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rejected: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub events_dropped: Option<u64>,
+    /// Per field of [`Stats::FIELDS`], in its order: the value, or `None` if not listed.
+    values: [Option<u64>; 16],
 }
 
 impl StatsView {
+    /// Every field of `stats`.
+    #[must_use]
+    pub fn of(stats: &Stats) -> Self {
+        StatsView {
+            values: stats.values().map(Some),
+        }
+    }
+
+    /// The value of `field` (a name of [`Stats::FIELDS`]), if listed.
+    #[must_use]
+    pub fn get(&self, field: &str) -> Option<u64> {
+        let at = Stats::FIELDS.iter().position(|f| *f == field)?;
+        self.values[at]
+    }
+
     /// The fields of `self` (an expectation) that `actual` contradicts, as `(expected, got)` JSON.
     #[must_use]
     pub fn mismatch(&self, actual: &StatsView) -> Option<(Value, Value)> {
-        let (want, got) = (to_json(self), to_json(actual));
-        let (Value::Object(want), Value::Object(got)) = (want, got) else {
-            return None;
-        };
         let mut expected = serde_json::Map::new();
         let mut observed = serde_json::Map::new();
-        for (field, value) in want {
-            let actual = got.get(&field).cloned().unwrap_or(Value::Null);
-            if actual != value {
-                expected.insert(field.clone(), value);
-                observed.insert(field, actual);
+        for ((field, want), got) in Stats::FIELDS.iter().zip(self.values).zip(actual.values) {
+            if let Some(want) = want {
+                if got != Some(want) {
+                    expected.insert((*field).into(), want.into());
+                    observed.insert((*field).into(), got.map_or(Value::Null, Value::from));
+                }
             }
         }
         (!expected.is_empty()).then_some((Value::Object(expected), Value::Object(observed)))
+    }
+}
+
+impl TryFrom<BTreeMap<String, u64>> for StatsView {
+    type Error = String;
+
+    fn try_from(fields: BTreeMap<String, u64>) -> Result<Self, String> {
+        let mut view = StatsView::default();
+        for (name, value) in fields {
+            let at = Stats::FIELDS
+                .iter()
+                .position(|f| *f == name)
+                .ok_or_else(|| {
+                    format!(
+                        "unknown field `{name}`, expected one of {}",
+                        Stats::FIELDS.map(|f| format!("`{f}`")).join(", ")
+                    )
+                })?;
+            view.values[at] = Some(value);
+        }
+        Ok(view)
+    }
+}
+
+impl From<StatsView> for BTreeMap<String, u64> {
+    fn from(view: StatsView) -> Self {
+        Stats::FIELDS
+            .iter()
+            .zip(view.values)
+            .filter_map(|(f, v)| Some(((*f).to_owned(), v?)))
+            .collect()
     }
 }
 

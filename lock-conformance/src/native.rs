@@ -1,103 +1,185 @@
-//! The driver for `lock-core` itself, and the translation of the core's types into vector terms
-//! (also used by drivers of other runtimes once they have mapped their values to the core's).
+//! Drivers over anything that implements [`LockBackend`] (the native [`LockTable`], the
+//! component's table in `host-wasmtime`, a shared store), and the translation between the core's
+//! calls and answers and the vector terms: one dispatch for every Rust runtime.
 
-use lock_core::{AcquireOutcome, Event, EventKind, KeyInfo, LockError, LockTable, Stats};
+use std::fmt;
+
+use lock_core::{
+    AcquireOutcome, Call, Event, EventKind, KeyInfo, Limits, LockBackend, LockError, LockTable,
+    Reply, Request, Response,
+};
 
 use crate::format::WaiterView;
 use crate::{Answer, Driver, ErrorCase, EventCase, KeyView, Op, Outcome, StatsView};
 
-/// Runs vectors against an in-process [`LockTable`].
-#[derive(Debug, Default)]
-pub struct NativeDriver {
-    table: Option<LockTable>,
+/// Makes a fresh backend with these limits.
+type MakeBackend<B> = Box<dyn FnMut(&Limits) -> Result<B, String>>;
+
+/// A vector [`Driver`] over any [`LockBackend`]: `start` makes a fresh backend for each scenario
+/// with `make`, every operation is one [`LockBackend::call`].
+pub struct BackendDriver<B> {
+    make: MakeBackend<B>,
+    table: Option<B>,
 }
 
-impl Driver for NativeDriver {
-    fn start(&mut self, limits: &lock_core::Limits) -> Result<(), String> {
-        self.table = Some(LockTable::new(limits.clone()).map_err(|e| e.to_string())?);
+impl<B> fmt::Debug for BackendDriver<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BackendDriver")
+            .field("started", &self.table.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B: LockBackend> BackendDriver<B>
+where
+    B::Fault: fmt::Display,
+{
+    /// A driver that starts every scenario on `make(limits)`.
+    pub fn new(make: impl FnMut(&Limits) -> Result<B, String> + 'static) -> Self {
+        BackendDriver {
+            make: Box::new(make),
+            table: None,
+        }
+    }
+
+    fn table(&mut self) -> Result<&mut B, String> {
+        self.table.as_mut().ok_or_else(|| "no table started".into())
+    }
+}
+
+impl<B: LockBackend> Driver for BackendDriver<B>
+where
+    B::Fault: fmt::Display,
+{
+    fn start(&mut self, limits: &Limits) -> Result<(), String> {
+        self.table = Some((self.make)(limits)?);
         Ok(())
     }
 
     fn run(&mut self, op: &Op) -> Result<Answer, String> {
-        let t = self.table.as_mut().ok_or("no table started")?;
-        Ok(run_on(t, op))
+        let reply = self.table()?.call(call(op)).map_err(|e| e.to_string())?;
+        Ok(answer(op, reply))
     }
 
     fn drain_events(&mut self) -> Result<Vec<EventCase>, String> {
-        let t = self.table.as_mut().ok_or("no table started")?;
-        Ok(t.drain_events().map(event).collect())
+        let events = self.table()?.drain_events().map_err(|e| e.to_string())?;
+        Ok(events.into_iter().map(event).collect())
     }
 }
 
-/// Runs one operation on `t` and answers in vector terms (the native driver's step, for hosts
-/// that own their table, like the browser playground).
+/// Runs vectors against an in-process [`LockTable`].
+pub type NativeDriver = BackendDriver<LockTable>;
+
+impl Default for NativeDriver {
+    fn default() -> Self {
+        BackendDriver::new(|limits| LockTable::new(limits.clone()).map_err(|e| e.to_string()))
+    }
+}
+
+/// Runs one operation on `t` and answers in vector terms (for hosts that own their table, like
+/// the browser playground).
 pub fn run_on(t: &mut LockTable, op: &Op) -> Answer {
+    answer(op, t.call(call(op)))
+}
+
+/// The core call of a vector operation.
+#[must_use]
+pub fn call(op: &Op) -> Call<'_> {
     match op {
         Op::TryAcquire {
             now,
             key,
             owner,
             ttl,
-        } => Answer::Result(
-            t.try_acquire(key, owner, *ttl, *now)
-                .map(outcome)
-                .map_err(error),
-        ),
+        } => Call::Request(Request::TryAcquire {
+            key,
+            owner,
+            ttl: *ttl,
+            now: *now,
+        }),
         Op::Acquire {
             now,
             key,
             owner,
             ttl,
             wait_deadline,
-        } => Answer::Result(
-            t.acquire(key, owner, *ttl, *wait_deadline, *now)
-                .map(outcome)
-                .map_err(error),
-        ),
+        } => Call::Request(Request::Acquire {
+            key,
+            owner,
+            ttl: *ttl,
+            wait_deadline: *wait_deadline,
+            now: *now,
+        }),
         Op::Release {
             now,
             key,
             owner,
             fence,
-        } => Answer::Result(
-            t.release(key, owner, *fence, *now)
-                .map(|()| Outcome::Released)
-                .map_err(error),
-        ),
+        } => Call::Request(Request::Release {
+            key,
+            owner,
+            fence: *fence,
+            now: *now,
+        }),
         Op::Extend {
             now,
             key,
             owner,
             fence,
             ttl,
-        } => Answer::Result(
-            t.extend(key, owner, *fence, *ttl, *now)
-                .map(|g| Outcome::Extended {
-                    fence: g.fence,
-                    deadline: g.deadline,
-                })
-                .map_err(error),
-        ),
-        Op::CancelWait { now, key, owner } => Answer::Result(
-            t.cancel_wait(key, owner, *now)
-                .map(|()| Outcome::Cancelled)
-                .map_err(error),
-        ),
-        Op::HandleTimeout { now } => {
-            t.handle_timeout(*now);
-            Answer::Nothing
+        } => Call::Request(Request::Extend {
+            key,
+            owner,
+            fence: *fence,
+            ttl: *ttl,
+            now: *now,
+        }),
+        Op::CancelWait { now, key, owner } => Call::Request(Request::CancelWait {
+            key,
+            owner,
+            now: *now,
+        }),
+        Op::HandleTimeout { now } => Call::Request(Request::HandleTimeout { now: *now }),
+        Op::Inspect { now, key } => Call::Inspect { key, now: *now },
+        Op::Stats { now } => Call::Stats { now: *now },
+        Op::NextWakeup => Call::NextWakeup,
+        Op::Snapshot { now } => Call::Snapshot { now: *now },
+        Op::Restore { bytes } => Call::Restore {
+            bytes: bytes.as_deref().unwrap_or_default(),
+        },
+    }
+}
+
+/// The vector form of the core's reply to `op` ([`Answer::Unexpected`] if it cannot be the
+/// answer to `op`: a backend that answered the wrong kind of value, or a batch-only `malformed`).
+#[must_use]
+pub fn answer(op: &Op, reply: Reply) -> Answer {
+    match reply {
+        Reply::Response(Response::Acquire(r)) => Answer::Result(r.map(outcome).map_err(error)),
+        Reply::Response(Response::Done(r)) | Reply::Restore(r) => {
+            let done = match op {
+                Op::Release { .. } => Outcome::Released,
+                Op::CancelWait { .. } => Outcome::Cancelled,
+                Op::Restore { .. } => Outcome::Restored,
+                _ => return Answer::Unexpected(format!("a release's answer to {op:?}")),
+            };
+            Answer::Result(r.map(|()| done).map_err(error))
         }
-        Op::Inspect { now, key } => {
-            Answer::Inspect(t.inspect(key, *now).map(|i| i.map(key_view)).map_err(error))
-        }
-        Op::Stats { now } => Answer::Stats(stats_view(&t.stats(*now))),
-        Op::NextWakeup => Answer::Wakeup(t.next_wakeup()),
-        Op::Snapshot { now } => Answer::Snapshot(t.snapshot(*now)),
-        Op::Restore { bytes } => Answer::Result(
-            t.restore(bytes.as_deref().unwrap_or_default())
-                .map(|()| Outcome::Restored)
-                .map_err(error),
+        Reply::Response(Response::Extend(r)) => Answer::Result(
+            r.map(|g| Outcome::Extended {
+                fence: g.fence,
+                deadline: g.deadline,
+            })
+            .map_err(error),
         ),
+        Reply::Response(Response::Timeout) => Answer::Nothing,
+        Reply::Response(Response::Malformed) => {
+            Answer::Unexpected(format!("`malformed` to {op:?}"))
+        }
+        Reply::Inspect(r) => Answer::Inspect(r.map(|i| i.map(key_view)).map_err(error)),
+        Reply::Stats(s) => Answer::Stats(StatsView::of(&s)),
+        Reply::Wakeup(w) => Answer::Wakeup(w),
+        Reply::Snapshot(bytes) => Answer::Snapshot(bytes),
     }
 }
 
@@ -286,29 +368,6 @@ pub fn key_view(i: KeyInfo) -> KeyView {
                 wait_deadline: w.wait_deadline,
             })
             .collect(),
-    }
-}
-
-/// The vector form of stats, every field filled in.
-#[must_use]
-pub fn stats_view(s: &Stats) -> StatsView {
-    StatsView {
-        live_leases: Some(s.live_leases as u64),
-        waiters: Some(s.waiters as u64),
-        expired_records: Some(s.expired_records as u64),
-        pending_events: Some(s.pending_events as u64),
-        clock: Some(s.clock),
-        last_fence: Some(s.last_fence),
-        acquired: Some(s.acquired),
-        handed_off: Some(s.handed_off),
-        released: Some(s.released),
-        extended: Some(s.extended),
-        expired: Some(s.expired),
-        queued: Some(s.queued),
-        wait_timed_out: Some(s.wait_timed_out),
-        cancelled: Some(s.cancelled),
-        rejected: Some(s.rejected),
-        events_dropped: Some(s.events_dropped),
     }
 }
 

@@ -1,0 +1,249 @@
+//! Every operation of a lock table as a value, its answer as a value, and [`LockBackend`]: one
+//! way to drive anything that behaves like a lock table.
+//!
+//! The native [`LockTable`] answers a [`Call`] with [`LockTable::call`]; a table behind a boundary
+//! (the WebAssembly component in `host-wasmtime`, a store shared by several processes) implements
+//! [`LockBackend`] by translating each call. Whatever drives tables generically (the conformance
+//! vectors, the benchmarks, the playground's recorder) dispatches once, here, instead of once per
+//! runtime.
+//!
+//! ```
+//! use lock_core::{AcquireOutcome, Call, LockBackend, LockTable, Reply, Request, Response};
+//!
+//! /// Whether `owner` took `key` at `now`, on any backend.
+//! fn took<B: LockBackend>(table: &mut B, key: &str, owner: &str, now: u64) -> Result<bool, B::Fault> {
+//!     let call = Call::Request(Request::TryAcquire { key, owner, ttl: 100, now });
+//!     Ok(matches!(
+//!         table.call(call)?,
+//!         Reply::Response(Response::Acquire(Ok(AcquireOutcome::Acquired(_))))
+//!     ))
+//! }
+//! let mut table = LockTable::default();
+//! assert_eq!(took(&mut table, "job", "a", 0), Ok(true));
+//! assert_eq!(took(&mut table, "job", "b", 10), Ok(false));
+//! ```
+
+use alloc::vec::Vec;
+use core::convert::Infallible;
+
+use crate::{AcquireOutcome, Event, Fence, Grant, KeyInfo, LockError, LockTable, Millis, Stats};
+
+/// A request that changes the table (the operations a [`wire`](crate::wire) batch may hold),
+/// borrowing its key and owner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Request<'a> {
+    /// [`LockTable::try_acquire`](crate::LockTable::try_acquire).
+    TryAcquire {
+        /// The key.
+        key: &'a str,
+        /// The owner.
+        owner: &'a str,
+        /// The TTL.
+        ttl: Millis,
+        /// The instant.
+        now: Millis,
+    },
+    /// [`LockTable::acquire`](crate::LockTable::acquire).
+    Acquire {
+        /// The key.
+        key: &'a str,
+        /// The owner.
+        owner: &'a str,
+        /// The TTL.
+        ttl: Millis,
+        /// Until when to wait.
+        wait_deadline: Millis,
+        /// The instant.
+        now: Millis,
+    },
+    /// [`LockTable::release`](crate::LockTable::release).
+    Release {
+        /// The key.
+        key: &'a str,
+        /// The owner.
+        owner: &'a str,
+        /// The lease's fence.
+        fence: Fence,
+        /// The instant.
+        now: Millis,
+    },
+    /// [`LockTable::extend`](crate::LockTable::extend).
+    Extend {
+        /// The key.
+        key: &'a str,
+        /// The owner.
+        owner: &'a str,
+        /// The lease's fence.
+        fence: Fence,
+        /// The new TTL from `now`.
+        ttl: Millis,
+        /// The instant.
+        now: Millis,
+    },
+    /// [`LockTable::cancel_wait`](crate::LockTable::cancel_wait).
+    CancelWait {
+        /// The key.
+        key: &'a str,
+        /// The owner.
+        owner: &'a str,
+        /// The instant.
+        now: Millis,
+    },
+    /// [`LockTable::handle_timeout`](crate::LockTable::handle_timeout).
+    HandleTimeout {
+        /// The instant.
+        now: Millis,
+    },
+}
+
+/// The answer to one [`Request`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Response {
+    /// Of `try-acquire` and `acquire`.
+    Acquire(Result<AcquireOutcome, LockError>),
+    /// Of `release` and `cancel-wait`.
+    Done(Result<(), LockError>),
+    /// Of `extend`.
+    Extend(Result<Grant, LockError>),
+    /// Of `handle-timeout`.
+    Timeout,
+    /// Only in a [`wire`](crate::wire) batch: the request could not be decoded (truncated,
+    /// unknown operation, a name past the end of the names or ending inside a character); neither
+    /// it nor the rest of the batch was run.
+    Malformed,
+}
+
+/// Any operation of a [`LockTable`]: a change ([`Request`]) or a read, a snapshot or a restore.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Call<'a> {
+    /// A change: acquire, release, extend, cancel a wait, handle the timer.
+    Request(Request<'a>),
+    /// [`LockTable::inspect`].
+    Inspect {
+        /// The key.
+        key: &'a str,
+        /// The instant.
+        now: Millis,
+    },
+    /// [`LockTable::stats`].
+    Stats {
+        /// The instant.
+        now: Millis,
+    },
+    /// [`LockTable::next_wakeup`].
+    NextWakeup,
+    /// [`LockTable::snapshot`].
+    Snapshot {
+        /// The instant.
+        now: Millis,
+    },
+    /// [`LockTable::restore`].
+    Restore {
+        /// The snapshot's bytes.
+        bytes: &'a [u8],
+    },
+}
+
+/// The answer to one [`Call`], variant for variant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// Of [`Call::Request`].
+    Response(Response),
+    /// Of [`Call::Inspect`]: the key's holder and waiters, `None` if it is free.
+    Inspect(Result<Option<KeyInfo>, LockError>),
+    /// Of [`Call::Stats`].
+    Stats(Stats),
+    /// Of [`Call::NextWakeup`].
+    Wakeup(Option<Millis>),
+    /// Of [`Call::Snapshot`].
+    Snapshot(Vec<u8>),
+    /// Of [`Call::Restore`].
+    Restore(Result<(), LockError>),
+}
+
+/// Something that behaves like a lock table: the native [`LockTable`], a table inside a
+/// WebAssembly component, a table kept in a shared store. Lock errors are part of the [`Reply`];
+/// `Fault` is what can go wrong around the table itself (a trap, a lost connection), and is
+/// [`Infallible`] for the native table.
+pub trait LockBackend {
+    /// A failure of the runtime around the table, not a lock error.
+    type Fault;
+
+    /// Runs one call.
+    ///
+    /// # Errors
+    /// `Self::Fault` if the runtime failed; the table's own refusals are in the [`Reply`].
+    fn call(&mut self, call: Call<'_>) -> Result<Reply, Self::Fault>;
+
+    /// Drains the pending events, oldest first.
+    ///
+    /// # Errors
+    /// `Self::Fault` if the runtime failed.
+    fn drain_events(&mut self) -> Result<Vec<Event>, Self::Fault>;
+}
+
+impl LockTable {
+    /// Runs one change request: the one dispatch from a [`Request`] to the table's methods (a
+    /// [`wire`](crate::wire) batch runs each of its requests through it).
+    pub fn handle(&mut self, request: Request<'_>) -> Response {
+        match request {
+            Request::TryAcquire {
+                key,
+                owner,
+                ttl,
+                now,
+            } => Response::Acquire(self.try_acquire(key, owner, ttl, now)),
+            Request::Acquire {
+                key,
+                owner,
+                ttl,
+                wait_deadline,
+                now,
+            } => Response::Acquire(self.acquire(key, owner, ttl, wait_deadline, now)),
+            Request::Release {
+                key,
+                owner,
+                fence,
+                now,
+            } => Response::Done(self.release(key, owner, fence, now)),
+            Request::Extend {
+                key,
+                owner,
+                fence,
+                ttl,
+                now,
+            } => Response::Extend(self.extend(key, owner, fence, ttl, now)),
+            Request::CancelWait { key, owner, now } => {
+                Response::Done(self.cancel_wait(key, owner, now))
+            }
+            Request::HandleTimeout { now } => {
+                self.handle_timeout(now);
+                Response::Timeout
+            }
+        }
+    }
+
+    /// Runs any [`Call`].
+    pub fn call(&mut self, call: Call<'_>) -> Reply {
+        match call {
+            Call::Request(request) => Reply::Response(self.handle(request)),
+            Call::Inspect { key, now } => Reply::Inspect(self.inspect(key, now)),
+            Call::Stats { now } => Reply::Stats(self.stats(now)),
+            Call::NextWakeup => Reply::Wakeup(self.next_wakeup()),
+            Call::Snapshot { now } => Reply::Snapshot(self.snapshot(now)),
+            Call::Restore { bytes } => Reply::Restore(self.restore(bytes)),
+        }
+    }
+}
+
+impl LockBackend for LockTable {
+    type Fault = Infallible;
+
+    fn call(&mut self, call: Call<'_>) -> Result<Reply, Infallible> {
+        Ok(LockTable::call(self, call))
+    }
+
+    fn drain_events(&mut self) -> Result<Vec<Event>, Infallible> {
+        Ok(LockTable::drain_events(self).collect())
+    }
+}
