@@ -34,7 +34,7 @@ impl example::job_plugin::locks::Host for PluginState {
             .try_acquire(&key, &owner, Duration::from_millis(ttl_ms))
         {
             Ok(lease) => {
-                let fence = lease.fence();
+                let fence = lease.fence().0;
                 self.held.push(lease);
                 Ok(fence)
             }
@@ -46,7 +46,7 @@ impl example::job_plugin::locks::Host for PluginState {
         let Some(i) = self
             .held
             .iter()
-            .position(|l| l.key() == key && l.owner() == owner && l.fence() == fence)
+            .position(|l| l.key() == key && l.owner() == owner && l.fence().0 == fence)
         else {
             return Err("not-held".into());
         };

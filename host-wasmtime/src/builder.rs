@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use crate::clock::{Clock, MonotonicClock};
 use crate::host::{slice_for, Inner, PersistErrorHook, Persistence, Recovery, State};
-use crate::persist::{self, Reservation, CLOCK_BLOCK_MS, FENCE_BLOCK};
+use crate::persist::{self, Reservation, CLOCK_BLOCK, FENCE_BLOCK};
 use crate::timer::{self, Shutdown};
 use crate::{ComponentTable, Error, HostError, LockComponent, LockHost, SandboxLimits};
+use lock_core::{Fence, Instant};
 
 /// Builds a [`LockHost`].
 #[derive(Default)]
@@ -110,12 +111,12 @@ impl LockHostBuilder {
                 keepalives: BTreeSet::new(),
                 keepalive_of: HashMap::new(),
                 shutdown: false,
-                next_save: 0,
-                armed: 0,
-                quiet_until: 0,
+                next_save: Instant::ZERO,
+                armed: Instant::ZERO,
+                quiet_until: Instant::ZERO,
                 slice: slice_for(&self.limits),
                 ceilings,
-                fence_seen: recovery.as_ref().map_or(0, |r| r.fence_floor),
+                fence_seen: recovery.as_ref().map_or(Fence::ZERO, |r| r.fence_floor),
                 renew_wanted: false,
                 persist_error: None,
             }),
@@ -155,7 +156,7 @@ fn recover(
     let reserved = persist::load_reservation(path)?;
     let saved = persist::load(path)?;
     let mut recovery = Recovery::default();
-    let (mut resume, mut last_fence) = (0, 0);
+    let (mut resume, mut last_fence) = (Instant::ZERO, Fence::ZERO);
     if let Some(saved) = &saved {
         if reserved.is_none() {
             return Err(Error::Persist(format!(
@@ -183,11 +184,13 @@ fn recover(
                 other => Error::Persist(format!("{}: {other}", path.display())),
             })?
             .map_err(|e| Error::Persist(format!("{}: {e}", path.display())))?;
-        let stats = table.stats(0)?;
+        let stats = table.stats(Instant::ZERO)?;
         recovery.loaded = true;
         recovery.leases = stats.live_leases;
         recovery.waiters_dropped = table.cancel_all_waits(stats.clock)?;
-        resume = stats.clock.saturating_add(saved.downtime_ms);
+        resume = stats
+            .clock
+            .saturating_add(lock_core::Duration(saved.downtime_ms));
         last_fence = stats.last_fence;
     }
     let reserved = reserved.unwrap_or_default();
@@ -199,13 +202,13 @@ fn recover(
             // Continue the saved clock, counting the time the host was down, and never below
             // a reading the previous run may have used.
             resume = resume.max(reserved.clock_ceiling);
-            Arc::new(MonotonicClock::starting_at(resume)) as Arc<dyn Clock>
+            Arc::new(MonotonicClock::starting_at(resume.0)) as Arc<dyn Clock>
         }
     };
-    recovery.clock = clock.now_ms();
+    recovery.clock = clock.now();
     let ceilings = Reservation {
         fence_ceiling: recovery.fence_floor.saturating_add(FENCE_BLOCK),
-        clock_ceiling: recovery.clock.saturating_add(CLOCK_BLOCK_MS),
+        clock_ceiling: recovery.clock.saturating_add(CLOCK_BLOCK),
     };
     persist::save_reservation(path, ceilings)?;
     Ok((clock, ceilings, recovery))

@@ -8,6 +8,11 @@ use std::time::Instant;
 pub trait Clock: Send + Sync + 'static {
     /// Milliseconds since some fixed start; never decreases.
     fn now_ms(&self) -> u64;
+
+    /// The reading as the core's instant.
+    fn now(&self) -> lock_core::Instant {
+        lock_core::Instant(self.now_ms())
+    }
 }
 
 /// The real clock: `std::time::Instant`, offset so that it can continue a restored table's clock.

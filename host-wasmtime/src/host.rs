@@ -14,10 +14,10 @@ use std::time::Duration;
 use crate::builder::LockHostBuilder;
 use crate::clock::Clock;
 use crate::lease::{ended_by, Lease, LeaseShared, LostCallback, LostLease};
-use crate::persist::{self, Reservation, CLOCK_BLOCK_MS, FENCE_BLOCK};
+use crate::persist::{self, Reservation, CLOCK_BLOCK, FENCE_BLOCK};
 use crate::timer::Shutdown;
 use crate::{ComponentTable, Error, HostError};
-use lock_core::{AcquireOutcome, Event, EventKind, Grant, KeyInfo, Stats};
+use lock_core::{AcquireOutcome, Event, EventKind, Fence, Grant, Instant, KeyInfo, Stats};
 
 /// What [`LockHostBuilder::on_persist_error`] keeps.
 pub(crate) type PersistErrorHook = Box<dyn Fn(&Error) + Send + Sync>;
@@ -59,9 +59,9 @@ pub struct Recovery {
     /// Waiters dropped: they belonged to the previous process, which cannot collect a hand-off.
     pub waiters_dropped: u32,
     /// Every fence this host issues is above this (the previous run's reservation).
-    pub fence_floor: u64,
+    pub fence_floor: Fence,
     /// The clock reading the host resumed at.
-    pub clock: u64,
+    pub clock: Instant,
 }
 
 /// Persistence settings and the two files' writers.
@@ -93,27 +93,27 @@ pub(crate) struct State {
     /// Hand-off results for blocked acquires.
     pub(crate) outcomes: HashMap<(String, String), WaitOutcome>,
     /// Live guards by fence, for lost-lock notification.
-    pub(crate) watchers: HashMap<u64, Arc<LeaseShared>>,
+    pub(crate) watchers: HashMap<Fence, Arc<LeaseShared>>,
     /// Keep-alive renewals: (due, fence).
-    pub(crate) keepalives: BTreeSet<(u64, u64)>,
-    pub(crate) keepalive_of: HashMap<u64, u64>,
+    pub(crate) keepalives: BTreeSet<(Instant, Fence)>,
+    pub(crate) keepalive_of: HashMap<Fence, Instant>,
     pub(crate) shutdown: bool,
-    pub(crate) next_save: u64,
+    pub(crate) next_save: Instant,
     /// The instant the timer thread sleeps until; 0 while it is awake. Requests wake it only
     /// when they create something due earlier, so the hot path never pays for a context switch.
-    pub(crate) armed: u64,
+    pub(crate) armed: Instant,
     /// No time-driven change (expiry, hand-off at expiry, wait timeout) is due before this
     /// instant: the table's next wake-up as last read, lowered by every deadline created since
     /// (see [`Inner::arm`]). A request at an earlier `now` skips the catch-up and, unless it is
     /// a release that may hand off, the event drain (each a component call).
-    pub(crate) quiet_until: u64,
+    pub(crate) quiet_until: Instant,
     /// Most key wake-ups applied per catch-up call: small enough that the events of one slice
     /// never overflow the table's event queue, and that one slice stays far below the call bound.
     pub(crate) slice: u32,
     /// The ceilings known to be on disk (`None` without persistence).
     pub(crate) ceilings: Option<Reservation>,
     /// The highest fence handed out.
-    pub(crate) fence_seen: u64,
+    pub(crate) fence_seen: Fence,
     /// A ceiling is near: the timer thread should move it ahead.
     pub(crate) renew_wanted: bool,
     /// The last failed periodic save, shutdown save or reservation write, until a save succeeds.
@@ -159,7 +159,7 @@ impl Inner {
     /// `f` at that `now`, unlocks, and only then runs the `on_lost` callbacks collected.
     pub(crate) fn request<T>(
         &self,
-        f: impl FnOnce(&mut State, u64, &mut Callbacks) -> Result<T, Error>,
+        f: impl FnOnce(&mut State, Instant, &mut Callbacks) -> Result<T, Error>,
     ) -> Result<T, Error> {
         let mut callbacks = Vec::new();
         let result = self.lock().and_then(|mut st| {
@@ -173,18 +173,24 @@ impl Inner {
     /// Reads the clock for a request and brings the table up to it: the clock reservation is
     /// renewed first if the reading passed it, then every change due by now is applied in
     /// bounded slices and its events dispatched.
-    pub(crate) fn begin(&self, st: &mut State, callbacks: &mut Callbacks) -> Result<u64, Error> {
-        let now = self.clock.now_ms();
+    pub(crate) fn begin(
+        &self,
+        st: &mut State,
+        callbacks: &mut Callbacks,
+    ) -> Result<Instant, Error> {
+        let now = self.clock.now();
         if let Some(ceilings) = st.ceilings {
             if now > ceilings.clock_ceiling {
                 self.renew_now(
                     st,
                     Reservation {
-                        fence_ceiling: 0,
-                        clock_ceiling: now.saturating_add(CLOCK_BLOCK_MS),
+                        fence_ceiling: Fence::ZERO,
+                        clock_ceiling: now.saturating_add(CLOCK_BLOCK),
                     },
                 )?;
-            } else if now.saturating_add(CLOCK_BLOCK_MS / 2) > ceilings.clock_ceiling {
+            } else if now.saturating_add(lock_core::Duration(CLOCK_BLOCK.0 / 2))
+                > ceilings.clock_ceiling
+            {
                 self.want_renewal(st);
             }
         }
@@ -196,14 +202,14 @@ impl Inner {
                     break;
                 }
             }
-            st.quiet_until = self.call(st.table.next_wakeup())?.unwrap_or(u64::MAX);
+            st.quiet_until = self.call(st.table.next_wakeup())?.unwrap_or(Instant::MAX);
         }
         Ok(now)
     }
 
     /// Makes sure `fence` may leave the host: at or below the durable fence ceiling (renewed
     /// inline if not, which happens only if the timer thread fell a whole block behind).
-    pub(crate) fn admit_fence(&self, st: &mut State, fence: u64) -> Result<(), Error> {
+    pub(crate) fn admit_fence(&self, st: &mut State, fence: Fence) -> Result<(), Error> {
         st.fence_seen = st.fence_seen.max(fence);
         let Some(ceilings) = st.ceilings else {
             return Ok(());
@@ -213,7 +219,7 @@ impl Inner {
                 st,
                 Reservation {
                     fence_ceiling: fence.saturating_add(FENCE_BLOCK),
-                    clock_ceiling: 0,
+                    clock_ceiling: Instant::ZERO,
                 },
             )?;
         } else if fence.saturating_add(FENCE_BLOCK / 2) > ceilings.fence_ceiling {
@@ -225,7 +231,7 @@ impl Inner {
     fn want_renewal(&self, st: &mut State) {
         if !st.renew_wanted {
             st.renew_wanted = true;
-            st.armed = 0;
+            st.armed = Instant::ZERO;
             self.timer.notify_all();
         }
     }
@@ -273,7 +279,7 @@ impl Inner {
             }
             Reservation {
                 fence_ceiling: st.fence_seen.saturating_add(FENCE_BLOCK),
-                clock_ceiling: self.clock.now_ms().saturating_add(CLOCK_BLOCK_MS),
+                clock_ceiling: self.clock.now().saturating_add(CLOCK_BLOCK),
             }
         };
         let written = self.write_ceilings(want);
@@ -305,12 +311,12 @@ impl Inner {
 
     /// The earliest instant the timer thread must act at. Refreshes `quiet_until` from the
     /// table (called with the lock held, right after `run_due` drained every event).
-    pub(crate) fn next_due(&self, st: &mut State) -> Option<u64> {
+    pub(crate) fn next_due(&self, st: &mut State) -> Option<Instant> {
         let table = st.table.next_wakeup();
         st.quiet_until = match table {
             Ok(Some(at)) => at,
-            Ok(None) => u64::MAX,
-            Err(_) => 0,
+            Ok(None) => Instant::MAX,
+            Err(_) => Instant::ZERO,
         };
         let table = table.ok().flatten();
         let keepalive = st.keepalives.first().map(|(due, _)| *due);
@@ -335,12 +341,12 @@ impl Inner {
             };
             match st
                 .table
-                .extend(&shared.key, &shared.owner, fence, shared.ttl_ms, now)
+                .extend(&shared.key, &shared.owner, fence, shared.ttl, now)
             {
                 Ok(Ok(grant)) => {
                     shared
                         .deadline
-                        .store(grant.deadline, std::sync::atomic::Ordering::SeqCst);
+                        .store(grant.deadline.0, std::sync::atomic::Ordering::SeqCst);
                     self.arm(st, grant.deadline);
                     schedule_keepalive(st, &shared);
                 }
@@ -352,7 +358,7 @@ impl Inner {
         }
         match &self.persist {
             Some(p) if now >= st.next_save => {
-                st.next_save = now.saturating_add(millis(p.interval));
+                st.next_save = now.saturating_add(span(p.interval));
                 true
             }
             _ => false,
@@ -361,15 +367,15 @@ impl Inner {
 
     /// Records that a table deadline falls at `at` (a new lease or wait deadline): wakes the
     /// timer thread if it sleeps past `at`, and lowers `quiet_until`.
-    pub(crate) fn arm(&self, st: &mut State, at: u64) {
+    pub(crate) fn arm(&self, st: &mut State, at: Instant) {
         st.quiet_until = st.quiet_until.min(at);
         self.arm_keepalive(st, at);
     }
 
     /// Wakes the timer thread if it sleeps past `at` (a keep-alive due time).
-    pub(crate) fn arm_keepalive(&self, st: &mut State, at: u64) {
+    pub(crate) fn arm_keepalive(&self, st: &mut State, at: Instant) {
         if at < st.armed {
-            st.armed = 0;
+            st.armed = Instant::ZERO;
             self.timer.notify_all();
         }
     }
@@ -393,7 +399,7 @@ impl Inner {
         e: lock_core::LockError,
         callbacks: &mut Callbacks,
     ) -> Error {
-        let deadline = shared.deadline.load(std::sync::atomic::Ordering::SeqCst);
+        let deadline = Instant(shared.deadline.load(std::sync::atomic::Ordering::SeqCst));
         if let Some(at) = ended_by(&e, deadline) {
             self.forget(st, shared.fence);
             shared.lose(at, callbacks);
@@ -402,7 +408,7 @@ impl Inner {
     }
 
     /// Stops watching the lease with `fence` (released or lost).
-    pub(crate) fn forget(&self, st: &mut State, fence: u64) {
+    pub(crate) fn forget(&self, st: &mut State, fence: Fence) {
         st.watchers.remove(&fence);
         if let Some(due) = st.keepalive_of.remove(&fence) {
             st.keepalives.remove(&(due, fence));
@@ -491,18 +497,16 @@ impl Inner {
 
 pub(crate) fn schedule_keepalive(st: &mut State, shared: &LeaseShared) {
     // Renew once two thirds of the TTL have passed.
-    let due = shared
-        .deadline
-        .load(std::sync::atomic::Ordering::SeqCst)
-        .saturating_sub(shared.ttl_ms / 3);
+    let deadline = Instant(shared.deadline.load(std::sync::atomic::Ordering::SeqCst));
+    let due = deadline.saturating_sub(lock_core::Duration(shared.ttl.0 / 3));
     if let Some(old) = st.keepalive_of.insert(shared.fence, due) {
         st.keepalives.remove(&(old, shared.fence));
     }
     st.keepalives.insert((due, shared.fence));
 }
 
-pub(crate) fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+pub(crate) fn span(d: Duration) -> lock_core::Duration {
+    lock_core::Duration(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 impl LockHost {
@@ -522,8 +526,8 @@ impl LockHost {
 
     /// The host clock's current reading (ms).
     #[must_use]
-    pub fn now(&self) -> u64 {
-        self.inner.clock.now_ms()
+    pub fn now(&self) -> Instant {
+        self.inner.clock.now()
     }
 
     /// What was found in the persisted files at start (`None` without persistence).
@@ -549,14 +553,14 @@ impl LockHost {
     /// # Errors
     /// [`Error::Lock`] with `held(deadline)` if another owner holds it, or any other lock error.
     pub fn try_acquire(&self, key: &str, owner: &str, ttl: Duration) -> Result<Lease, Error> {
-        let ttl_ms = millis(ttl);
+        let ttl = span(ttl);
         self.inner.request(|st, now, callbacks| {
             match self
                 .inner
-                .call(st.table.try_acquire(key, owner, ttl_ms, now))??
+                .call(st.table.try_acquire(key, owner, ttl, now))??
             {
                 AcquireOutcome::Acquired(g) | AcquireOutcome::AlreadyHeld(g) => {
-                    self.guard(st, key, owner, ttl_ms, g, callbacks)
+                    self.guard(st, key, owner, ttl, g, callbacks)
                 }
                 AcquireOutcome::Queued { .. } | AcquireOutcome::AlreadyWaiting { .. } => {
                     Err(Error::AlreadyWaiting)
@@ -584,9 +588,9 @@ impl LockHost {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lease, Error> {
-        let ttl_ms = millis(ttl);
+        let ttl = span(ttl);
         let mut callbacks = Vec::new();
-        let result = self.acquire_locked(key, owner, ttl_ms, wait, &mut callbacks);
+        let result = self.acquire_locked(key, owner, ttl, wait, &mut callbacks);
         run_callbacks(callbacks);
         result
     }
@@ -595,20 +599,20 @@ impl LockHost {
         &self,
         key: &str,
         owner: &str,
-        ttl_ms: u64,
+        ttl: lock_core::Duration,
         wait: Duration,
         callbacks: &mut Callbacks,
     ) -> Result<Lease, Error> {
         let inner = &self.inner;
         let mut st = inner.lock()?;
         let mut now = inner.begin(&mut st, callbacks)?;
-        let wait_deadline = now.saturating_add(millis(wait));
+        let wait_deadline = now.saturating_add(span(wait));
         let id = (key.to_owned(), owner.to_owned());
         loop {
-            let outcome = inner.call(st.table.acquire(key, owner, ttl_ms, wait_deadline, now))?;
+            let outcome = inner.call(st.table.acquire(key, owner, ttl, wait_deadline, now))?;
             match outcome? {
                 AcquireOutcome::Acquired(g) | AcquireOutcome::AlreadyHeld(g) => {
-                    return self.guard(&mut st, key, owner, ttl_ms, g, callbacks);
+                    return self.guard(&mut st, key, owner, ttl, g, callbacks);
                 }
                 AcquireOutcome::AlreadyWaiting { .. } => return Err(Error::AlreadyWaiting),
                 AcquireOutcome::Queued { .. } => {}
@@ -636,7 +640,8 @@ impl LockHost {
                 }
                 // The table decides when the wait is over; wake up at its deadline to let
                 // `begin` apply it (or earlier, when a hand-off signals).
-                let step = Duration::from_millis(wait_deadline.saturating_sub(now).clamp(1, 50));
+                let step =
+                    Duration::from_millis(wait_deadline.saturating_since(now).0.clamp(1, 50));
                 st = inner
                     .granted
                     .wait_timeout(st, step)
@@ -658,7 +663,7 @@ impl LockHost {
                             fence: info.holder.fence,
                             deadline: info.holder.deadline,
                         };
-                        return self.guard(&mut st, key, owner, ttl_ms, grant, callbacks);
+                        return self.guard(&mut st, key, owner, ttl, grant, callbacks);
                     }
                 }
                 Ok(WaitOutcome::TimedOut) => return Err(Error::WaitTimedOut),
@@ -744,7 +749,7 @@ impl LockHost {
 
     fn with_table<T>(
         &self,
-        f: impl FnOnce(&mut ComponentTable, u64) -> Result<T, HostError>,
+        f: impl FnOnce(&mut ComponentTable, Instant) -> Result<T, HostError>,
     ) -> Result<T, Error> {
         self.inner
             .request(|st, now, _| self.inner.call(f(&mut st.table, now)))
@@ -758,12 +763,12 @@ impl LockHost {
         st: &mut State,
         key: &str,
         owner: &str,
-        ttl_ms: u64,
+        ttl: lock_core::Duration,
         g: Grant,
         callbacks: &mut Callbacks,
     ) -> Result<Lease, Error> {
         if let Err(e) = self.inner.admit_fence(st, g.fence) {
-            let now = self.inner.clock.now_ms();
+            let now = self.inner.clock.now();
             let _ = st.table.release(key, owner, g.fence, now);
             self.inner.drain_after_release(st, callbacks);
             return Err(e);
@@ -771,7 +776,7 @@ impl LockHost {
         let shared = st
             .watchers
             .entry(g.fence)
-            .or_insert_with(|| Arc::new(LeaseShared::new(key, owner, g.fence, ttl_ms, g.deadline)))
+            .or_insert_with(|| Arc::new(LeaseShared::new(key, owner, g.fence, ttl, g.deadline)))
             .clone();
         self.inner.arm(st, g.deadline);
         Ok(Lease {

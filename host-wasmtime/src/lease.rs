@@ -4,9 +4,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::host::{millis, run_callbacks, schedule_keepalive, Callbacks};
+use crate::host::{run_callbacks, schedule_keepalive, span, Callbacks};
 use crate::{Error, LockHost};
-use lock_core::LockError;
+use lock_core::{Fence, Instant, LockError};
 
 /// What an `on_lost` callback is told.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -16,9 +16,9 @@ pub struct LostLease {
     /// The owner that lost it.
     pub owner: String,
     /// The lost lease's fencing token.
-    pub fence: u64,
+    pub fence: Fence,
     /// When it expired (table clock, ms).
-    pub at: u64,
+    pub at: Instant,
 }
 
 /// A lost-lock callback.
@@ -28,8 +28,8 @@ pub(crate) type LostCallback = Box<dyn FnOnce(&LostLease) + Send>;
 pub(crate) struct LeaseShared {
     pub(crate) key: String,
     pub(crate) owner: String,
-    pub(crate) fence: u64,
-    pub(crate) ttl_ms: u64,
+    pub(crate) fence: Fence,
+    pub(crate) ttl: lock_core::Duration,
     pub(crate) deadline: AtomicU64,
     /// Set once, by [`LeaseShared::lose`]: the lease ended other than by its holder's release.
     lost: AtomicBool,
@@ -38,13 +38,19 @@ pub(crate) struct LeaseShared {
 }
 
 impl LeaseShared {
-    pub(crate) fn new(key: &str, owner: &str, fence: u64, ttl_ms: u64, deadline: u64) -> Self {
+    pub(crate) fn new(
+        key: &str,
+        owner: &str,
+        fence: Fence,
+        ttl: lock_core::Duration,
+        deadline: Instant,
+    ) -> Self {
         LeaseShared {
             key: key.to_owned(),
             owner: owner.to_owned(),
             fence,
-            ttl_ms,
-            deadline: AtomicU64::new(deadline),
+            ttl,
+            deadline: AtomicU64::new(deadline.0),
             lost: AtomicBool::new(false),
             released: AtomicBool::new(false),
             on_lost: Mutex::new(None),
@@ -55,7 +61,7 @@ impl LeaseShared {
     /// callback to run (outside the host's lock), so `on_lost` fires exactly once whichever
     /// path (expiry event, a refused release or extend) learns of the loss first. Called with
     /// the host's state locked, like [`Lease::on_lost`], so the two never miss each other.
-    pub(crate) fn lose(&self, at: u64, callbacks: &mut Callbacks) {
+    pub(crate) fn lose(&self, at: Instant, callbacks: &mut Callbacks) {
         if self.lost.swap(true, Ordering::SeqCst) {
             return;
         }
@@ -65,7 +71,7 @@ impl LeaseShared {
         }
     }
 
-    fn lost_lease(&self, at: u64) -> LostLease {
+    fn lost_lease(&self, at: Instant) -> LostLease {
         LostLease {
             key: self.key.clone(),
             owner: self.owner.clone(),
@@ -81,7 +87,7 @@ impl LeaseShared {
 
 /// If a release or extend was refused because the lease is over, when it ended (its deadline
 /// if the table no longer remembers it).
-pub(crate) fn ended_by(error: &LockError, deadline: u64) -> Option<u64> {
+pub(crate) fn ended_by(error: &LockError, deadline: Instant) -> Option<Instant> {
     match error {
         LockError::Expired { deadline: at } => Some(*at),
         LockError::NotHeld | LockError::NotOwner => Some(deadline),
@@ -124,13 +130,13 @@ impl Lease {
     }
     /// The fencing token: pass it with every write to the protected resource.
     #[must_use]
-    pub fn fence(&self) -> u64 {
+    pub fn fence(&self) -> Fence {
         self.shared.fence
     }
     /// The current deadline (host clock, ms); moves with `extend` and keep-alive.
     #[must_use]
-    pub fn deadline(&self) -> u64 {
-        self.shared.deadline.load(Ordering::SeqCst)
+    pub fn deadline(&self) -> Instant {
+        Instant(self.shared.deadline.load(Ordering::SeqCst))
     }
     /// Whether the lease was lost (it expired before its holder released it).
     #[must_use]
@@ -147,13 +153,13 @@ impl Lease {
         let shared = &self.shared;
         let inner = &self.host.inner;
         inner.request(|st, now, callbacks| {
-            let ttl = millis(ttl);
+            let ttl = span(ttl);
             match inner.call(
                 st.table
                     .extend(&shared.key, &shared.owner, shared.fence, ttl, now),
             )? {
                 Ok(g) => {
-                    shared.deadline.store(g.deadline, Ordering::SeqCst);
+                    shared.deadline.store(g.deadline.0, Ordering::SeqCst);
                     inner.arm(st, g.deadline);
                     if st.keepalive_of.contains_key(&shared.fence) {
                         schedule_keepalive(st, shared);
@@ -175,7 +181,7 @@ impl Lease {
                     .keepalive_of
                     .get(&self.shared.fence)
                     .copied()
-                    .unwrap_or(0);
+                    .unwrap_or(Instant::ZERO);
                 self.host.inner.arm_keepalive(&mut st, due);
             }
         }

@@ -33,7 +33,7 @@ pub use component::{
 pub use error::Error;
 pub use host::{LockHost, Recovery};
 pub use lease::{Lease, LostLease};
-pub use persist::{CLOCK_BLOCK_MS, FENCE_BLOCK};
+pub use persist::{CLOCK_BLOCK, FENCE_BLOCK};
 
 /// The README's Rust examples (core and host), compiled and run as doctests so they cannot rot.
 #[cfg(doctest)]

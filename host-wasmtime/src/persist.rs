@@ -10,7 +10,7 @@
 //! fencing token above the fence ceiling, nor uses a clock reading above the clock ceiling,
 //! before that ceiling is on disk; a restarted host starts above both. This is how tokens
 //! survive a `kill -9` between two saves of the table, at the cost of one small synced write per
-//! block of tokens or of time (see [`FENCE_BLOCK`], [`CLOCK_BLOCK_MS`]).
+//! block of tokens or of time (see [`FENCE_BLOCK`], [`CLOCK_BLOCK`]).
 //!
 //! Every write goes to a temporary file with a name of its own in the same directory, is synced,
 //! renamed over the old file, and the directory is synced: a crash leaves the old or the new
@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use lock_core::crc32;
+use lock_core::{crc32, Fence, Instant};
 
 use crate::Error;
 
@@ -37,7 +37,7 @@ const RESERVE_LEN: usize = 8 + 2 + 8 + 8 + 4;
 pub const FENCE_BLOCK: u64 = 1 << 16;
 /// Clock time reserved per synced write (ms): a restarted host's clock may start up to this far
 /// ahead of the last reading it used, never behind it.
-pub const CLOCK_BLOCK_MS: u64 = 2_000;
+pub const CLOCK_BLOCK: lock_core::Duration = lock_core::Duration(2_000);
 
 /// No table file can have been written before this instant (2020-01-01, ms since the epoch).
 const EARLIEST_SAVE_MS: u64 = 1_577_836_800_000;
@@ -56,8 +56,8 @@ pub(crate) struct Saved {
 /// The durable ceilings.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Reservation {
-    pub(crate) fence_ceiling: u64,
-    pub(crate) clock_ceiling: u64,
+    pub(crate) fence_ceiling: Fence,
+    pub(crate) clock_ceiling: Instant,
 }
 
 /// The reservation file that goes with the table file `path`.
@@ -148,8 +148,8 @@ pub(crate) fn save_reservation(path: &Path, r: Reservation) -> Result<(), Error>
     let mut bytes = Vec::with_capacity(RESERVE_LEN);
     bytes.extend_from_slice(RESERVE_MAGIC);
     bytes.extend_from_slice(&RESERVE_VERSION.to_le_bytes());
-    bytes.extend_from_slice(&r.fence_ceiling.to_le_bytes());
-    bytes.extend_from_slice(&r.clock_ceiling.to_le_bytes());
+    bytes.extend_from_slice(&r.fence_ceiling.0.to_le_bytes());
+    bytes.extend_from_slice(&r.clock_ceiling.0.to_le_bytes());
     let crc = crc32(&bytes);
     bytes.extend_from_slice(&crc.to_le_bytes());
     write_atomic(&reservation_path(path), &bytes)
@@ -184,8 +184,8 @@ pub(crate) fn decode_reservation(file: &Path, bytes: &[u8]) -> Result<Reservatio
     }
     let word = |at: usize| u64::from_le_bytes(body[at..at + 8].try_into().unwrap_or_default());
     Ok(Reservation {
-        fence_ceiling: word(10),
-        clock_ceiling: word(18),
+        fence_ceiling: Fence(word(10)),
+        clock_ceiling: Instant(word(18)),
     })
 }
 

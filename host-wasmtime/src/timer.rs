@@ -5,6 +5,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::host::{run_callbacks, Inner};
+use lock_core::Instant;
 
 /// Stops the timer thread and saves the table when the last [`LockHost`](crate::LockHost)
 /// clone is dropped.
@@ -65,14 +66,14 @@ fn timer_loop(weak: &Weak<Inner>) {
         if st.renew_wanted {
             continue;
         }
-        let now = inner.clock.now_ms();
+        let now = inner.clock.now();
         let wait_ms = inner
             .next_due(&mut st)
-            .map_or(1_000, |t| t.saturating_sub(now))
+            .map_or(1_000, |t| t.saturating_since(now).0)
             .clamp(1, 1_000);
-        st.armed = now.saturating_add(wait_ms);
+        st.armed = now.saturating_add(lock_core::Duration(wait_ms));
         if let Ok((mut st, _)) = inner.timer.wait_timeout(st, Duration::from_millis(wait_ms)) {
-            st.armed = 0;
+            st.armed = Instant::ZERO;
         };
     }
 }

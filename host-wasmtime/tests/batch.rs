@@ -4,6 +4,7 @@
 use host_wasmtime::{Batch, LockComponent, SandboxLimits};
 use lock_core::wire::Response;
 use lock_core::Request;
+use lock_core::{Duration, Fence, Instant};
 
 #[test]
 fn a_batch_answers_like_single_calls() {
@@ -18,17 +19,17 @@ fn a_batch_answers_like_single_calls() {
 
     let mut batch = Batch::new();
     batch
-        .try_acquire("job", "a", 100, 0)
-        .try_acquire("job", "b", 100, 1)
-        .acquire("job", "c", 50, 500, 2)
-        .extend("job", "a", 1, 200, 3)
-        .release("job", "b", 1, 4)
-        .cancel_wait("job", "x", 5)
-        .handle_timeout(203)
-        .release("job", "a", 1, 204)
-        .try_acquire("ジョブ", "ワーカー", 10, 205)
-        .try_acquire("", "a", 10, 206)
-        .extend("nothing", "a", 7, 10, 207);
+        .try_acquire("job", "a", Duration(100), Instant(0))
+        .try_acquire("job", "b", Duration(100), Instant(1))
+        .acquire("job", "c", Duration(50), Instant(500), Instant(2))
+        .extend("job", "a", Fence(1), Duration(200), Instant(3))
+        .release("job", "b", Fence(1), Instant(4))
+        .cancel_wait("job", "x", Instant(5))
+        .handle_timeout(Instant(203))
+        .release("job", "a", Fence(1), Instant(204))
+        .try_acquire("ジョブ", "ワーカー", Duration(10), Instant(205))
+        .try_acquire("", "a", Duration(10), Instant(206))
+        .extend("nothing", "a", Fence(7), Duration(10), Instant(207));
     assert_eq!(batch.len(), 11);
     let responses = batched.batch(&batch).unwrap();
 
@@ -40,15 +41,17 @@ fn a_batch_answers_like_single_calls() {
     assert_eq!(responses, expected);
     assert!(matches!(
         responses[1],
-        Response::Acquire(Err(lock_core::LockError::Held { deadline: 100 }))
+        Response::Acquire(Err(lock_core::LockError::Held {
+            deadline: Instant(100)
+        }))
     ));
     assert_eq!(
         batched.poll_events().unwrap(),
         single.poll_events().unwrap()
     );
     assert_eq!(
-        batched.snapshot(300).unwrap(),
-        single.snapshot(300).unwrap()
+        batched.snapshot(Instant(300)).unwrap(),
+        single.snapshot(Instant(300)).unwrap()
     );
 }
 
@@ -59,11 +62,11 @@ fn a_malformed_request_ends_the_batch_and_nothing_after_it_runs() {
         .instantiate(&lock_core::Limits::default(), 0, SandboxLimits::default())
         .unwrap();
     let mut batch = Batch::new();
-    batch.try_acquire("k1", "a", 10, 0);
+    batch.try_acquire("k1", "a", Duration(10), Instant(0));
     let first_end = batch.bytes_mut().len();
     batch
-        .try_acquire("é", "a", 10, 0)
-        .try_acquire("k3", "a", 10, 0);
+        .try_acquire("é", "a", Duration(10), Instant(0))
+        .try_acquire("k3", "a", Duration(10), Instant(0));
     // Cut 'é' in half: the second request's key length (after its op byte and `now`) says 1
     // byte, which ends inside the character.
     let key_len_at = first_end + 1 + 8;
@@ -72,7 +75,11 @@ fn a_malformed_request_ends_the_batch_and_nothing_after_it_runs() {
     assert_eq!(responses.len(), 2);
     assert!(matches!(responses[0], Response::Acquire(Ok(_))));
     assert_eq!(responses[1], Response::Malformed);
-    assert_eq!(table.stats(0).unwrap().live_leases, 1, "k3 never ran");
+    assert_eq!(
+        table.stats(Instant(0)).unwrap().live_leases,
+        1,
+        "k3 never ran"
+    );
 
     // Truncated bytes and an unknown operation are refused the same way.
     for bad in [vec![0u8, 1, 2], vec![42u8; 20]] {

@@ -23,8 +23,11 @@ fn a_small_call_bound_never_stops_a_short_call() {
             },
         )
         .unwrap();
-    for now in 0..3_000 {
-        let outcome = table.try_acquire("k", "a", 10, now).unwrap().unwrap();
+    for now in (0..3_000).map(lock_core::Instant) {
+        let outcome = table
+            .try_acquire("k", "a", lock_core::Duration(10), now)
+            .unwrap()
+            .unwrap();
         let lock_core::AcquireOutcome::Acquired(g) = outcome else {
             panic!("free key")
         };

@@ -54,18 +54,19 @@ fn crash_child() {
             continue;
         };
         match host.inspect(&key) {
-            Ok(Some(info)) if info.holder.owner == owner && info.holder.fence == lease.fence() => {}
+            Ok(Some(info))
+                if info.holder.owner == owner && info.holder.fence.0 == lease.fence().0 => {}
             other => writeln!(
                 out,
                 "VIOLATION {key} {owner} {} table: {other:?}",
-                lease.fence()
+                lease.fence().0
             )
             .unwrap(),
         }
         writeln!(
             out,
             "GRANT {key} {owner} {} {}",
-            lease.fence(),
+            lease.fence().0,
             u8::from(long)
         )
         .unwrap();
@@ -179,15 +180,15 @@ fn crash_loop_never_reissues_a_fence() {
             .unwrap_or_else(|e| panic!("round {round}: restart failed: {e}"));
         let recovery = host.recovery().unwrap();
         assert!(
-            recovery.fence_floor >= max_fence,
+            recovery.fence_floor.0 >= max_fence,
             "round {round}: floor {} below issued {max_fence}",
-            recovery.fence_floor
+            recovery.fence_floor.0
         );
         for (key, (owner, fence)) in &durable {
             let info = host.inspect(key).unwrap();
             assert_eq!(
                 info.as_ref()
-                    .map(|i| (i.holder.owner.as_str(), i.holder.fence)),
+                    .map(|i| (i.holder.owner.as_str(), i.holder.fence.0)),
                 Some((owner.as_str(), *fence)),
                 "round {round}: saved lease on {key} lost"
             );
@@ -200,10 +201,10 @@ fn crash_loop_never_reissues_a_fence() {
             )
             .unwrap();
         assert!(
-            issued.insert(probe.fence()) && probe.fence() > max_fence,
+            issued.insert(probe.fence().0) && probe.fence().0 > max_fence,
             "round {round}"
         );
-        max_fence = probe.fence();
+        max_fence = probe.fence().0;
         drop(probe);
         drop(host);
     }

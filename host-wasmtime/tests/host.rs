@@ -10,6 +10,7 @@ mod common;
 
 use host_wasmtime::{Error, HostError, LockComponent, LockHost, ManualClock, SandboxLimits};
 use lock_core::LockError;
+use lock_core::{Fence, Instant};
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
 
@@ -41,7 +42,7 @@ fn blocking_acquire_is_granted_by_hand_off_on_release() {
     let h = host.clone();
     let b = thread::spawn(move || {
         h.acquire("job", "b", MS(500), MS(60_000))
-            .map(|l| (l.fence(), l.deadline()))
+            .map(|l| (l.fence().0, l.deadline().0))
     });
     wait_for_queue(&host, "job", 1);
     clock.advance(10);
@@ -57,7 +58,7 @@ fn blocking_acquire_is_granted_by_hand_off_on_expiry() {
     let h = host.clone();
     let b = thread::spawn(move || {
         h.acquire("job", "b", MS(100), MS(60_000)).map(|l| {
-            let f = l.fence();
+            let f = l.fence().0;
             std::mem::forget(l);
             f
         })
@@ -69,7 +70,9 @@ fn blocking_acquire_is_granted_by_hand_off_on_expiry() {
     assert!(a.is_lost());
     assert!(matches!(
         a.release(),
-        Err(Error::Lock(LockError::Expired { deadline: 100 }))
+        Err(Error::Lock(LockError::Expired {
+            deadline: Instant(100)
+        }))
     ));
 }
 
@@ -79,7 +82,7 @@ fn blocking_acquire_times_out() {
     let host = host(&clock);
     let _a = host.try_acquire("job", "a", MS(10_000)).unwrap();
     let h = host.clone();
-    let b = thread::spawn(move || h.acquire("job", "b", MS(100), MS(50)).map(|l| l.fence()));
+    let b = thread::spawn(move || h.acquire("job", "b", MS(100), MS(50)).map(|l| l.fence().0));
     wait_for_queue(&host, "job", 1);
     clock.advance(50);
     assert_eq!(b.join().unwrap().unwrap_err(), Error::WaitTimedOut);
@@ -98,8 +101,12 @@ fn keep_alive_holds_a_lease_past_its_first_deadline_until_released() {
     }
     assert_eq!(clock_now(&host), 1_000);
     assert!(!lease.is_lost());
-    assert!(lease.deadline() > 1_000, "deadline {}", lease.deadline());
-    assert_eq!(host.inspect("job").unwrap().unwrap().holder.fence, 1);
+    assert!(
+        lease.deadline().0 > 1_000,
+        "deadline {}",
+        lease.deadline().0
+    );
+    assert_eq!(host.inspect("job").unwrap().unwrap().holder.fence.0, 1);
     assert!(host.stats().unwrap().extended >= 4);
     lease.release().unwrap();
     clock.advance(1_000);
@@ -109,7 +116,7 @@ fn keep_alive_holds_a_lease_past_its_first_deadline_until_released() {
 }
 
 fn clock_now(host: &LockHost) -> u64 {
-    host.now()
+    host.now().0
 }
 
 #[test]
@@ -120,7 +127,10 @@ fn on_lost_fires_exactly_once_and_a_panicking_callback_is_contained() {
     let lease = host.try_acquire("job", "a", MS(100)).unwrap();
     let f = Arc::clone(&fired);
     lease.on_lost(move |lost| {
-        assert_eq!((lost.key.as_str(), lost.fence, lost.at), ("job", 1, 100));
+        assert_eq!(
+            (lost.key.as_str(), lost.fence.0, lost.at.0),
+            ("job", 1, 100)
+        );
         f.fetch_add(1, Ordering::SeqCst);
     });
     let panicky = host.try_acquire("other", "a", MS(100)).unwrap();
@@ -138,7 +148,7 @@ fn on_lost_fires_exactly_once_and_a_panicking_callback_is_contained() {
     });
     assert_eq!(late.load(Ordering::SeqCst), 1);
     // The host still works.
-    assert_eq!(host.try_acquire("job", "b", MS(100)).unwrap().fence(), 3);
+    assert_eq!(host.try_acquire("job", "b", MS(100)).unwrap().fence().0, 3);
 }
 
 #[test]
@@ -180,7 +190,9 @@ fn release_is_idempotent_and_runs_on_drop() {
     let held = host.try_acquire("job", "a", MS(100)).unwrap();
     assert_eq!(
         host.try_acquire("job", "b", MS(100)).unwrap_err(),
-        Error::Lock(LockError::Held { deadline: 100 })
+        Error::Lock(LockError::Held {
+            deadline: Instant(100)
+        })
     );
     drop(held);
 }
@@ -190,7 +202,7 @@ fn with_lock_releases_when_the_closure_returns() {
     let clock = ManualClock::at(0);
     let host = host(&clock);
     let fence = host
-        .with_lock("job", "a", MS(100), MS(0), |lease| lease.fence())
+        .with_lock("job", "a", MS(100), MS(0), |lease| lease.fence().0)
         .unwrap();
     assert_eq!(fence, 1);
     assert_eq!(host.inspect("job").unwrap(), None);
@@ -231,12 +243,12 @@ fn threads_hammering_keys_never_overlap_and_fences_increase() {
                             .unwrap()
                             .push(format!("two holders of key-{k}"));
                     }
-                    let previous = last_fence[k].swap(lease.fence(), Ordering::SeqCst);
-                    if lease.fence() <= previous {
+                    let previous = last_fence[k].swap(lease.fence().0, Ordering::SeqCst);
+                    if lease.fence().0 <= previous {
                         violations
                             .lock()
                             .unwrap()
-                            .push(format!("fence {} after {previous}", lease.fence()));
+                            .push(format!("fence {} after {previous}", lease.fence().0));
                     }
                     busy[k].store(false, Ordering::SeqCst);
                     lease.release().unwrap();
@@ -262,13 +274,18 @@ fn a_trapping_component_returns_an_error_and_the_host_stays_up() {
     let mut table = component
         .instantiate(&lock_core::Limits::default(), 0, SandboxLimits::default())
         .unwrap();
-    let _ = table.try_acquire("k", "a", 1_000, 0).unwrap().unwrap();
+    let _ = table
+        .try_acquire("k", "a", lock_core::Duration(1_000), Instant(0))
+        .unwrap()
+        .unwrap();
     table.set_call_timeout(Duration::ZERO);
-    let trap = table.snapshot(1).unwrap_err();
+    let trap = table.snapshot(Instant(1)).unwrap_err();
     assert!(matches!(trap, HostError::Trap(_)), "{trap}");
     assert!(table.is_poisoned());
     table.set_call_timeout(Duration::from_secs(1));
-    let refused = table.try_acquire("x", "a", 10, 2).unwrap_err();
+    let refused = table
+        .try_acquire("x", "a", lock_core::Duration(10), Instant(2))
+        .unwrap_err();
     assert!(matches!(refused, HostError::Poisoned(_)), "{refused}");
     assert!(refused
         .to_string()
@@ -302,15 +319,21 @@ fn the_on_disk_artifact_loads_from_its_file_and_answers_in_the_core_types() {
         .instantiate(&lock_core::Limits::default(), 0, SandboxLimits::default())
         .unwrap();
     assert_eq!(
-        table.try_acquire("k", "a", 100, 0).unwrap(),
+        table
+            .try_acquire("k", "a", lock_core::Duration(100), Instant(0))
+            .unwrap(),
         Ok(lock_core::AcquireOutcome::Acquired(lock_core::Grant {
-            fence: 1,
-            deadline: 100
+            fence: Fence(1),
+            deadline: Instant(100)
         }))
     );
     assert_eq!(
-        table.try_acquire("k", "b", 100, 5).unwrap(),
-        Err(LockError::Held { deadline: 100 })
+        table
+            .try_acquire("k", "b", lock_core::Duration(100), Instant(5))
+            .unwrap(),
+        Err(LockError::Held {
+            deadline: Instant(100)
+        })
     );
     let missing =
         LockComponent::from_file(std::path::Path::new("/nonexistent/lock.wasm")).unwrap_err();

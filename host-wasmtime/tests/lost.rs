@@ -10,6 +10,7 @@ use std::time::Duration;
 mod common;
 
 use host_wasmtime::{Clock, Error, HostError, LockHost, ManualClock, SandboxLimits};
+use lock_core::Instant;
 use lock_core::LockError;
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
@@ -55,7 +56,9 @@ fn an_extend_that_finds_the_lease_expired_fires_on_lost_once() {
     clock.advance(150);
     assert!(matches!(
         lease.extend(MS(100)),
-        Err(Error::Lock(LockError::Expired { deadline: 100 }))
+        Err(Error::Lock(LockError::Expired {
+            deadline: Instant(100)
+        }))
     ));
     assert!(lease.is_lost());
     assert!(lease.release().is_err());
@@ -133,25 +136,25 @@ fn a_blocking_acquire_never_returns_a_lease_that_is_over() {
         thread::sleep(MS(2));
     }
     *clock.waiter.lock().unwrap() = Some(waiter.thread().id());
-    let handed_off = holder.fence() + 1;
+    let handed_off = holder.fence().0 + 1;
     holder.release().unwrap();
     rx.recv_timeout(Duration::from_secs(30))
         .expect("the waiter returns");
     let (lease, now) = waiter.join().unwrap();
     let lease = lease.unwrap();
     assert!(
-        lease.fence() > handed_off,
+        lease.fence().0 > handed_off,
         "the over lease {handed_off} was returned"
     );
     assert!(
-        lease.deadline() > now - 1_000,
+        lease.deadline().0 > now - 1_000,
         "returned over: {} <= {now}",
-        lease.deadline()
+        lease.deadline().0
     );
     let info = host.inspect("job").unwrap().unwrap();
     assert_eq!(
-        (info.holder.owner.as_str(), info.holder.fence),
-        ("waiter", lease.fence())
+        (info.holder.owner.as_str(), info.holder.fence.0),
+        ("waiter", lease.fence().0)
     );
 }
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use host_wasmtime::{Error, LockHost, ManualClock, SandboxLimits, FENCE_BLOCK};
 use lock_core::LockError;
+use lock_core::{Fence, Instant};
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
 const HOUR: Duration = Duration::from_secs(3600);
@@ -40,7 +41,7 @@ fn a_restart_keeps_leases_and_never_reuses_a_fence() {
     let clock = ManualClock::at(1_000);
     let host = persisted(&path, &clock).unwrap();
     let lease = host.try_acquire("job", "a", MS(60_000)).unwrap();
-    assert_eq!(lease.fence(), 1);
+    assert_eq!(lease.fence(), Fence(1));
     host.save().unwrap();
     std::mem::forget(lease);
     drop(host);
@@ -53,16 +54,18 @@ fn a_restart_keeps_leases_and_never_reuses_a_fence() {
     assert_eq!(
         (
             info.holder.owner.as_str(),
-            info.holder.fence,
-            info.holder.deadline
+            info.holder.fence.0,
+            info.holder.deadline.0
         ),
         ("a", 1, 61_000)
     );
     assert_eq!(
         host.try_acquire("job", "b", MS(10)).unwrap_err(),
-        Error::Lock(LockError::Held { deadline: 61_000 })
+        Error::Lock(LockError::Held {
+            deadline: Instant(61_000)
+        })
     );
-    assert!(host.try_acquire("other", "b", MS(10)).unwrap().fence() > 1);
+    assert!(host.try_acquire("other", "b", MS(10)).unwrap().fence().0 > 1);
 }
 
 /// Issue 9, defect 1: grants after the last save used to be issued again after a crash (the
@@ -76,12 +79,12 @@ fn fences_issued_after_the_last_save_are_never_issued_again_after_a_crash() {
     for round in 0..5 {
         let host = persisted(&path, &clock).unwrap();
         if round > 0 {
-            let floor = host.recovery().unwrap().fence_floor;
+            let floor = host.recovery().unwrap().fence_floor.0;
             assert!(floor >= *issued.iter().max().unwrap(), "round {round}");
         }
         for i in 0..50 {
             let lease = host.try_acquire(&format!("k{i}"), "w", MS(5)).unwrap();
-            issued.push(lease.fence());
+            issued.push(lease.fence().0);
             lease.release().unwrap();
             clock.advance(1);
         }
@@ -107,15 +110,15 @@ fn running_past_a_reserved_block_reserves_the_next_one_first() {
     let mut last = 0;
     for _ in 0..n {
         let lease = host.try_acquire("k", "w", MS(5)).unwrap();
-        last = lease.fence();
+        last = lease.fence().0;
         lease.release().unwrap();
     }
     assert_eq!(last, n);
     crash(host);
     let host = persisted(&path, &clock).unwrap();
-    let floor = host.recovery().unwrap().fence_floor;
+    let floor = host.recovery().unwrap().fence_floor.0;
     assert!(floor >= n, "{floor} < {n}");
-    let fence = host.try_acquire("another", "w2", MS(5)).unwrap().fence();
+    let fence = host.try_acquire("another", "w2", MS(5)).unwrap().fence().0;
     assert!(fence > floor, "{fence} <= {floor}");
 }
 
@@ -130,14 +133,14 @@ fn the_restarted_clock_is_never_behind_the_previous_run() {
     // Time passes in the first run (the real clock); the reservation follows it.
     std::thread::sleep(MS(50));
     let lease = host.try_acquire("k", "a", MS(10_000)).unwrap();
-    let promised = lease.deadline();
-    let used = host.now();
+    let promised = lease.deadline().0;
+    let used = host.now().0;
     std::mem::forget(lease);
     crash(host);
     let host = LockHost::builder().persist_to(&path, HOUR).build().unwrap();
-    assert!(host.now() >= used, "{} < {used}", host.now());
+    assert!(host.now().0 >= used, "{} < {used}", host.now().0);
     let lease = host.try_acquire("fresh", "b", MS(10_000)).unwrap();
-    assert!(lease.deadline() >= promised);
+    assert!(lease.deadline().0 >= promised);
 }
 
 /// The same when the wall clock stepped back while the host was down, so the downtime it
@@ -151,7 +154,7 @@ fn a_wall_clock_stepped_back_never_turns_the_restarted_clock_back() {
     host.save().unwrap();
     std::thread::sleep(MS(200));
     let used = host.try_acquire("k", "a", MS(10_000)).map(|l| {
-        let used = host.now();
+        let used = host.now().0;
         std::mem::forget(l);
         used
     });
@@ -167,7 +170,7 @@ fn a_wall_clock_stepped_back_never_turns_the_restarted_clock_back() {
     bytes[body..].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(&path, &bytes).unwrap();
     let host = LockHost::builder().persist_to(&path, HOUR).build().unwrap();
-    assert!(host.now() >= used, "{} < {used}", host.now());
+    assert!(host.now().0 >= used, "{} < {used}", host.now().0);
 }
 
 /// Issue 9, defect 2: a waiter saved in a snapshot belonged to a thread of the previous process;
@@ -208,8 +211,8 @@ fn restored_waiters_are_dropped_and_never_become_anyones_lease() {
     assert!(matches!(err, Error::Lock(LockError::Held { .. })), "{err}");
     let held = host.inspect("job").unwrap().unwrap();
     assert_eq!(
-        (held.holder.owner.as_str(), held.holder.fence),
-        ("worker-b", b.fence())
+        (held.holder.owner.as_str(), held.holder.fence.0),
+        ("worker-b", b.fence().0)
     );
 }
 

@@ -26,7 +26,7 @@ fn exactly_one_plugin_runs_the_job() {
             .unwrap()
             .expect("the winner holds the job's lock");
         assert!(
-            ran[0].contains(&format!("fence {}", info.holder.fence)),
+            ran[0].contains(&format!("fence {}", info.holder.fence.0)),
             "{answers:?} vs {info:?}"
         );
     }

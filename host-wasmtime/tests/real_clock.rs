@@ -5,6 +5,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use host_wasmtime::LockHost;
+use lock_core::Fence;
 
 #[test]
 fn the_timer_thread_reports_a_lost_lock_and_hands_the_key_over() {
@@ -14,7 +15,7 @@ fn the_timer_thread_reports_a_lost_lock_and_hands_the_key_over() {
         .unwrap();
     let (lost_tx, lost_rx) = mpsc::channel();
     lease.on_lost(move |lost| {
-        let _ = lost_tx.send(lost.fence);
+        let _ = lost_tx.send(lost.fence.0);
     });
     // A waiter blocks until the timer thread expires a's lease and hands the key over.
     let waiter = host
@@ -25,7 +26,7 @@ fn the_timer_thread_reports_a_lost_lock_and_hands_the_key_over() {
             Duration::from_secs(30),
         )
         .unwrap();
-    assert_eq!(waiter.fence(), 2);
+    assert_eq!(waiter.fence(), Fence(2));
     assert_eq!(lost_rx.recv_timeout(Duration::from_secs(30)).unwrap(), 1);
     assert!(lease.is_lost());
     drop(waiter);
@@ -46,14 +47,14 @@ fn the_timer_thread_keeps_a_handed_off_lease_alive() {
         )
         .unwrap();
     assert!(a.is_lost());
-    let first_deadline = b.deadline();
+    let first_deadline = b.deadline().0;
     b.keep_alive();
     // Renewed every ~400 ms by the timer thread alone (200 ms of slack per renewal).
-    while host.now() < first_deadline + 900 {
+    while host.now().0 < first_deadline + 900 {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(!b.is_lost(), "the keep-alive did not renew the lease");
-    assert!(b.deadline() > host.now());
+    assert!(b.deadline().0 > host.now().0);
     assert!(host.stats().unwrap().extended >= 2);
     b.release().unwrap();
 }

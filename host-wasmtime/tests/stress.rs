@@ -83,7 +83,7 @@ fn threads_racing_the_timer_never_break_the_lock() {
                         Err(Error::Lock(LockError::Held { .. }) | Error::WaitTimedOut) => continue,
                         Err(e) => panic!("thread {t}: {e}"),
                     };
-                    let start = lease.deadline() - u64::try_from(ttl.as_millis()).unwrap();
+                    let start = lease.deadline().0 - u64::try_from(ttl.as_millis()).unwrap();
                     let calls = Arc::new(AtomicUsize::new(0));
                     let c = Arc::clone(&calls);
                     lease.on_lost(move |_| {
@@ -96,9 +96,9 @@ fn threads_racing_the_timer_never_break_the_lock() {
                         // Write to the resource with the token, while the lease is live.
                         {
                             let mut highest = resource[key].lock().unwrap();
-                            let live = !lease.is_lost() && host.now() < lease.deadline();
-                            if lease.fence() >= *highest {
-                                *highest = lease.fence();
+                            let live = !lease.is_lost() && host.now().0 < lease.deadline().0;
+                            if lease.fence().0 >= *highest {
+                                *highest = lease.fence().0;
                             } else if live {
                                 refused_live.fetch_add(1, Ordering::SeqCst);
                             }
@@ -108,7 +108,7 @@ fn threads_racing_the_timer_never_break_the_lock() {
                             let _ = lease.extend(ttl);
                         }
                     }
-                    let before = host.now();
+                    let before = host.now().0;
                     if rng.below(5) == 0 {
                         // A drop releases too; its answer is not seen, so it is not checked.
                         drop(lease);
@@ -125,9 +125,13 @@ fn threads_racing_the_timer_never_break_the_lock() {
                     );
                     seen.push(Seen {
                         key,
-                        fence: lease.fence(),
+                        fence: lease.fence().0,
                         start,
-                        end: if r.is_ok() { before } else { lease.deadline() },
+                        end: if r.is_ok() {
+                            before
+                        } else {
+                            lease.deadline().0
+                        },
                         lost: r.is_err(),
                         on_lost_calls: Arc::clone(&calls),
                     });

@@ -11,66 +11,14 @@ use std::path::Path;
 
 use lock_conformance::{load_file, vector_files, Answer, Driver, NativeDriver, Op};
 use lock_core::wire::{encode_request, Request};
+use lock_core::Call;
 
-/// The `wire` request of a vector operation, if the batch call has one.
+/// The `wire` request of a vector operation, if the batch call has one (the changes).
 fn request(op: &Op) -> Option<Request<'_>> {
-    Some(match op {
-        Op::TryAcquire {
-            now,
-            key,
-            owner,
-            ttl,
-        } => Request::TryAcquire {
-            key,
-            owner,
-            ttl: *ttl,
-            now: *now,
-        },
-        Op::Acquire {
-            now,
-            key,
-            owner,
-            ttl,
-            wait_deadline,
-        } => Request::Acquire {
-            key,
-            owner,
-            ttl: *ttl,
-            wait_deadline: *wait_deadline,
-            now: *now,
-        },
-        Op::Release {
-            now,
-            key,
-            owner,
-            fence,
-        } => Request::Release {
-            key,
-            owner,
-            fence: *fence,
-            now: *now,
-        },
-        Op::Extend {
-            now,
-            key,
-            owner,
-            fence,
-            ttl,
-        } => Request::Extend {
-            key,
-            owner,
-            fence: *fence,
-            ttl: *ttl,
-            now: *now,
-        },
-        Op::CancelWait { now, key, owner } => Request::CancelWait {
-            key,
-            owner,
-            now: *now,
-        },
-        Op::HandleTimeout { now } => Request::HandleTimeout { now: *now },
-        _ => return None,
-    })
+    match lock_conformance::native::call(op) {
+        Call::Request(request) => Some(request),
+        _ => None,
+    }
 }
 
 /// The `batch` target's input for these operations: the request bytes' length (u32 LE), the

@@ -69,11 +69,13 @@ impl LimitsSpec {
         lock_core::Limits {
             max_key_bytes: self.max_key_bytes.unwrap_or(d.max_key_bytes),
             max_owner_bytes: self.max_owner_bytes.unwrap_or(d.max_owner_bytes),
-            max_ttl: self.max_ttl.unwrap_or(d.max_ttl),
+            max_ttl: lock_core::Duration(self.max_ttl.unwrap_or(d.max_ttl.0)),
             max_keys: self.max_keys.unwrap_or(d.max_keys),
             max_waiters_per_key: self.max_waiters_per_key.unwrap_or(d.max_waiters_per_key),
             max_waiters: self.max_waiters.unwrap_or(d.max_waiters),
-            expired_retention: self.expired_retention.unwrap_or(d.expired_retention),
+            expired_retention: lock_core::Duration(
+                self.expired_retention.unwrap_or(d.expired_retention.0),
+            ),
             max_expired_records: self.max_expired_records.unwrap_or(d.max_expired_records),
             max_pending_events: self.max_pending_events.unwrap_or(d.max_pending_events),
         }

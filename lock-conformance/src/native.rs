@@ -5,8 +5,8 @@
 use std::fmt;
 
 use lock_core::{
-    AcquireOutcome, Call, Event, EventKind, KeyInfo, Limits, LockBackend, LockError, LockTable,
-    Reply, Request, Response,
+    AcquireOutcome, Call, Duration, Event, EventKind, Fence, Instant, KeyInfo, Limits, LockBackend,
+    LockError, LockTable, Reply, Request, Response,
 };
 
 use crate::format::WaiterView;
@@ -94,8 +94,8 @@ pub fn call(op: &Op) -> Call<'_> {
         } => Call::Request(Request::TryAcquire {
             key,
             owner,
-            ttl: *ttl,
-            now: *now,
+            ttl: Duration(*ttl),
+            now: Instant(*now),
         }),
         Op::Acquire {
             now,
@@ -106,9 +106,9 @@ pub fn call(op: &Op) -> Call<'_> {
         } => Call::Request(Request::Acquire {
             key,
             owner,
-            ttl: *ttl,
-            wait_deadline: *wait_deadline,
-            now: *now,
+            ttl: Duration(*ttl),
+            wait_deadline: Instant(*wait_deadline),
+            now: Instant(*now),
         }),
         Op::Release {
             now,
@@ -118,8 +118,8 @@ pub fn call(op: &Op) -> Call<'_> {
         } => Call::Request(Request::Release {
             key,
             owner,
-            fence: *fence,
-            now: *now,
+            fence: Fence(*fence),
+            now: Instant(*now),
         }),
         Op::Extend {
             now,
@@ -130,20 +130,23 @@ pub fn call(op: &Op) -> Call<'_> {
         } => Call::Request(Request::Extend {
             key,
             owner,
-            fence: *fence,
-            ttl: *ttl,
-            now: *now,
+            fence: Fence(*fence),
+            ttl: Duration(*ttl),
+            now: Instant(*now),
         }),
         Op::CancelWait { now, key, owner } => Call::Request(Request::CancelWait {
             key,
             owner,
-            now: *now,
+            now: Instant(*now),
         }),
-        Op::HandleTimeout { now } => Call::Request(Request::HandleTimeout { now: *now }),
-        Op::Inspect { now, key } => Call::Inspect { key, now: *now },
-        Op::Stats { now } => Call::Stats { now: *now },
+        Op::HandleTimeout { now } => Call::Request(Request::HandleTimeout { now: Instant(*now) }),
+        Op::Inspect { now, key } => Call::Inspect {
+            key,
+            now: Instant(*now),
+        },
+        Op::Stats { now } => Call::Stats { now: Instant(*now) },
         Op::NextWakeup => Call::NextWakeup,
-        Op::Snapshot { now } => Call::Snapshot { now: *now },
+        Op::Snapshot { now } => Call::Snapshot { now: Instant(*now) },
         Op::Restore { bytes } => Call::Restore {
             bytes: bytes.as_deref().unwrap_or_default(),
         },
@@ -167,8 +170,8 @@ pub fn answer(op: &Op, reply: Reply) -> Answer {
         }
         Reply::Response(Response::Extend(r)) => Answer::Result(
             r.map(|g| Outcome::Extended {
-                fence: g.fence,
-                deadline: g.deadline,
+                fence: g.fence.0,
+                deadline: g.deadline.0,
             })
             .map_err(error),
         ),
@@ -178,7 +181,7 @@ pub fn answer(op: &Op, reply: Reply) -> Answer {
         }
         Reply::Inspect(r) => Answer::Inspect(r.map(|i| i.map(key_view)).map_err(error)),
         Reply::Stats(s) => Answer::Stats(StatsView::of(&s)),
-        Reply::Wakeup(w) => Answer::Wakeup(w),
+        Reply::Wakeup(w) => Answer::Wakeup(w.map(|t| t.0)),
         Reply::Snapshot(bytes) => Answer::Snapshot(bytes),
     }
 }
@@ -188,12 +191,12 @@ pub fn answer(op: &Op, reply: Reply) -> Answer {
 pub fn outcome(o: AcquireOutcome) -> Outcome {
     match o {
         AcquireOutcome::Acquired(g) => Outcome::Acquired {
-            fence: g.fence,
-            deadline: g.deadline,
+            fence: g.fence.0,
+            deadline: g.deadline.0,
         },
         AcquireOutcome::AlreadyHeld(g) => Outcome::AlreadyHeld {
-            fence: g.fence,
-            deadline: g.deadline,
+            fence: g.fence.0,
+            deadline: g.deadline.0,
         },
         AcquireOutcome::Queued { position } => Outcome::Queued {
             position: position as u64,
@@ -221,8 +224,14 @@ pub fn error(e: LockError) -> ErrorCase {
         },
         LockError::OwnerInvalid => ErrorCase::OwnerInvalid,
         LockError::TtlZero => ErrorCase::TtlZero,
-        LockError::TtlTooLong { ttl, max } => ErrorCase::TtlTooLong { ttl, max },
-        LockError::DeadlineOverflow { now, ttl } => ErrorCase::DeadlineOverflow { now, ttl },
+        LockError::TtlTooLong { ttl, max } => ErrorCase::TtlTooLong {
+            ttl: ttl.0,
+            max: max.0,
+        },
+        LockError::DeadlineOverflow { now, ttl } => ErrorCase::DeadlineOverflow {
+            now: now.0,
+            ttl: ttl.0,
+        },
         LockError::TableFull { max_keys } => ErrorCase::TableFull {
             max_keys: max_keys as u64,
         },
@@ -234,10 +243,14 @@ pub fn error(e: LockError) -> ErrorCase {
         LockError::TooManyWaiters { max_waiters } => ErrorCase::TooManyWaiters {
             max_waiters: max_waiters as u64,
         },
-        LockError::Held { deadline } => ErrorCase::Held { deadline },
+        LockError::Held { deadline } => ErrorCase::Held {
+            deadline: deadline.0,
+        },
         LockError::NotOwner => ErrorCase::NotOwner,
         LockError::NotHeld => ErrorCase::NotHeld,
-        LockError::Expired { deadline } => ErrorCase::Expired { deadline },
+        LockError::Expired { deadline } => ErrorCase::Expired {
+            deadline: deadline.0,
+        },
         LockError::NotWaiting => ErrorCase::NotWaiting,
         LockError::InvalidLimits { limit } => ErrorCase::InvalidLimits {
             limit: limit.as_str().into(),
@@ -280,12 +293,12 @@ pub fn core_error(e: &ErrorCase) -> Option<LockError> {
         ErrorCase::OwnerInvalid => LockError::OwnerInvalid,
         ErrorCase::TtlZero => LockError::TtlZero,
         ErrorCase::TtlTooLong { ttl, max } => LockError::TtlTooLong {
-            ttl: *ttl,
-            max: *max,
+            ttl: Duration(*ttl),
+            max: Duration(*max),
         },
         ErrorCase::DeadlineOverflow { now, ttl } => LockError::DeadlineOverflow {
-            now: *now,
-            ttl: *ttl,
+            now: Instant(*now),
+            ttl: Duration(*ttl),
         },
         ErrorCase::TableFull { max_keys } => LockError::TableFull {
             max_keys: size(*max_keys)?,
@@ -299,12 +312,12 @@ pub fn core_error(e: &ErrorCase) -> Option<LockError> {
             max_waiters: size(*max_waiters)?,
         },
         ErrorCase::Held { deadline } => LockError::Held {
-            deadline: *deadline,
+            deadline: Instant(*deadline),
         },
         ErrorCase::NotOwner => LockError::NotOwner,
         ErrorCase::NotHeld => LockError::NotHeld,
         ErrorCase::Expired { deadline } => LockError::Expired {
-            deadline: *deadline,
+            deadline: Instant(*deadline),
         },
         ErrorCase::NotWaiting => LockError::NotWaiting,
         ErrorCase::InvalidLimits { limit } => LockError::InvalidLimits {
@@ -334,8 +347,8 @@ pub fn event(e: Event) -> EventCase {
         EventKind::Expired { owner, fence } => EventCase::Expired {
             key,
             owner,
-            fence,
-            at,
+            fence: fence.0,
+            at: at.0,
         },
         EventKind::Granted {
             owner,
@@ -344,11 +357,15 @@ pub fn event(e: Event) -> EventCase {
         } => EventCase::Granted {
             key,
             owner,
-            fence,
-            deadline,
-            at,
+            fence: fence.0,
+            deadline: deadline.0,
+            at: at.0,
         },
-        EventKind::WaitTimedOut { owner } => EventCase::WaitTimedOut { key, owner, at },
+        EventKind::WaitTimedOut { owner } => EventCase::WaitTimedOut {
+            key,
+            owner,
+            at: at.0,
+        },
     }
 }
 
@@ -357,15 +374,15 @@ pub fn event(e: Event) -> EventCase {
 pub fn key_view(i: KeyInfo) -> KeyView {
     KeyView {
         owner: i.holder.owner,
-        fence: i.holder.fence,
-        deadline: i.holder.deadline,
+        fence: i.holder.fence.0,
+        deadline: i.holder.deadline.0,
         waiters: i
             .waiters
             .into_iter()
             .map(|w| WaiterView {
                 owner: w.owner,
-                ttl: w.ttl,
-                wait_deadline: w.wait_deadline,
+                ttl: w.ttl.0,
+                wait_deadline: w.wait_deadline.0,
             })
             .collect(),
     }

@@ -9,10 +9,10 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::Duration as WallDuration;
 
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput};
-use lock_core::{Limits, LockTable};
+use lock_core::{Duration, Instant, Limits, LockTable};
 
 /// Counts the bytes and blocks currently allocated through the global allocator.
 struct Counting;
@@ -44,7 +44,7 @@ static GLOBAL: Counting = Counting;
 
 const SIZES: [(usize, &str); 3] = [(1_000, "1k"), (100_000, "100k"), (1_000_000, "1M")];
 const OWNER: &str = "worker-1";
-const TTL: u64 = 3_600_000;
+const TTL: Duration = Duration(3_600_000);
 
 fn key(i: usize) -> String {
     format!("key-{i:08}")
@@ -58,7 +58,7 @@ fn filled(n: usize) -> LockTable {
     })
     .unwrap();
     for i in 0..n {
-        let _ = table.try_acquire(&key(i), OWNER, TTL, 0).unwrap();
+        let _ = table.try_acquire(&key(i), OWNER, TTL, Instant(0)).unwrap();
     }
     table
 }
@@ -92,11 +92,11 @@ fn acquire_release(c: &mut Criterion) {
             b.iter(|| {
                 let k = &fresh[i & 1023];
                 i += 1;
-                let fence = match table.try_acquire(k, OWNER, TTL, 1) {
+                let fence = match table.try_acquire(k, OWNER, TTL, Instant(1)) {
                     Ok(lock_core::AcquireOutcome::Acquired(g)) => g.fence,
                     other => panic!("{other:?}"),
                 };
-                table.release(k, OWNER, fence, 1).unwrap();
+                table.release(k, OWNER, fence, Instant(1)).unwrap();
             });
         });
     }
@@ -113,7 +113,8 @@ fn contended(c: &mut Criterion) {
         group.bench_function(BenchmarkId::from_parameter(label), |b| {
             b.iter(|| {
                 i += 1;
-                black_box(table.try_acquire(&keys[i & 1023], "worker-2", TTL, 1)).unwrap_err();
+                black_box(table.try_acquire(&keys[i & 1023], "worker-2", TTL, Instant(1)))
+                    .unwrap_err();
             });
         });
     }
@@ -128,7 +129,7 @@ fn expiry(c: &mut Criterion) {
             let mut table = filled(n - k);
             for j in 0..k {
                 let _ = table
-                    .try_acquire(&format!("expiring-{j}"), OWNER, 10, 0)
+                    .try_acquire(&format!("expiring-{j}"), OWNER, Duration(10), Instant(0))
                     .unwrap();
             }
             group.throughput(Throughput::Elements(k as u64));
@@ -136,7 +137,7 @@ fn expiry(c: &mut Criterion) {
                 b.iter_batched_ref(
                     || table.clone(),
                     |t| {
-                        t.handle_timeout(10);
+                        t.handle_timeout(Instant(10));
                         t.drain_events().count()
                     },
                     BatchSize::PerIteration,
@@ -152,8 +153,8 @@ fn main() {
     let mut c = Criterion::default()
         .configure_from_args()
         .sample_size(10)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2));
+        .warm_up_time(WallDuration::from_millis(500))
+        .measurement_time(WallDuration::from_secs(2));
     acquire_release(&mut c);
     contended(&mut c);
     expiry(&mut c);

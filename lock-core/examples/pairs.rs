@@ -5,9 +5,9 @@
 //! `cargo run --release -p lock-core --example pairs -- 1000000`
 
 use std::hint::black_box;
-use std::time::Instant;
+use std::time::Instant as WallInstant;
 
-use lock_core::{AcquireOutcome, LockTable};
+use lock_core::{AcquireOutcome, Duration, Instant, LockTable};
 
 fn main() {
     let pairs: usize = std::env::args()
@@ -18,25 +18,25 @@ fn main() {
             std::process::exit(2)
         });
     let keys: Vec<String> = (0..1024).map(|i| format!("fresh-{i:06}")).collect();
-    let (owner, ttl) = ("worker-1", 60_000);
+    let (owner, ttl) = ("worker-1", Duration(60_000));
     let mut table = LockTable::default();
-    let _ = table.try_acquire("held", "someone", ttl, 0);
+    let _ = table.try_acquire("held", "someone", ttl, Instant(0));
 
-    let start = Instant::now();
+    let start = WallInstant::now();
     for i in 0..pairs {
         let k = &keys[i & 1023];
-        let Ok(AcquireOutcome::Acquired(g)) = table.try_acquire(k, owner, ttl, 1) else {
+        let Ok(AcquireOutcome::Acquired(g)) = table.try_acquire(k, owner, ttl, Instant(1)) else {
             panic!("the key is free")
         };
         table
-            .release(k, owner, g.fence, 1)
+            .release(k, owner, g.fence, Instant(1))
             .expect("the holder releases");
     }
     let pair_ns = start.elapsed().as_nanos() as f64 / pairs as f64;
 
-    let start = Instant::now();
+    let start = WallInstant::now();
     for _ in 0..pairs {
-        black_box(table.try_acquire("held", owner, ttl, 1).is_err());
+        black_box(table.try_acquire("held", owner, ttl, Instant(1)).is_err());
     }
     let contended_ns = start.elapsed().as_nanos() as f64 / pairs as f64;
     println!("{{\"pair_ns\": {pair_ns:.1}, \"contended_ns\": {contended_ns:.1}}}");

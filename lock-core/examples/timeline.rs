@@ -4,12 +4,12 @@
 //!
 //! `cargo run -p lock-core --example timeline`
 
-use lock_core::{AcquireOutcome, EventKind, LockError, LockTable, Millis};
+use lock_core::{AcquireOutcome, Duration, EventKind, Fence, Instant, LockError, LockTable};
 
 /// The host side: a fake clock and the one-timer loop.
 struct Host {
     table: LockTable,
-    now: Millis,
+    now: Instant,
 }
 
 impl Host {
@@ -18,7 +18,7 @@ impl Host {
     }
 
     /// Lets time pass until `until`, waking exactly at each `next_wakeup` on the way.
-    fn sleep_until(&mut self, until: Millis) {
+    fn sleep_until(&mut self, until: Instant) {
         while let Some(wake) = self.table.next_wakeup().filter(|&t| t <= until) {
             self.now = wake;
             self.table.handle_timeout(wake);
@@ -61,7 +61,7 @@ impl Host {
         }
     }
 
-    fn acquire(&mut self, owner: &str, ttl: Millis, wait: Millis) -> Option<u64> {
+    fn acquire(&mut self, owner: &str, ttl: Duration, wait: Duration) -> Option<Fence> {
         let result = self
             .table
             .acquire(KEY, owner, ttl, self.now + wait, self.now);
@@ -98,11 +98,11 @@ const KEY: &str = "nightly-report";
 /// A resource that checks fencing tokens: it refuses writes older than the newest it has seen.
 #[derive(Default)]
 struct Storage {
-    newest_fence: u64,
+    newest_fence: Fence,
 }
 
 impl Storage {
-    fn write(&mut self, who: &str, fence: u64, at: Millis) {
+    fn write(&mut self, who: &str, fence: Fence, at: Instant) {
         if fence < self.newest_fence {
             println!(
                 "{at:>6} ms  storage REFUSES {who}'s write with stale fence {fence} (newest {})",
@@ -118,26 +118,30 @@ impl Storage {
 fn main() -> Result<(), LockError> {
     let mut host = Host {
         table: LockTable::default(),
-        now: 0,
+        now: Instant(0),
     };
     let mut storage = Storage::default();
     println!("timeline of key '{KEY}' (fake clock, one timer for the whole table)\n");
 
-    let a = host.acquire("worker-a", 300, 0).unwrap_or_default();
-    host.sleep_until(100);
-    host.acquire("worker-b", 200, 0);
-    host.acquire("worker-b", 200, 1_000);
-    host.acquire("worker-c", 200, 350);
+    let a = host
+        .acquire("worker-a", Duration(300), Duration(0))
+        .unwrap_or_default();
+    host.sleep_until(Instant(100));
+    host.acquire("worker-b", Duration(200), Duration(0));
+    host.acquire("worker-b", Duration(200), Duration(1_000));
+    host.acquire("worker-c", Duration(200), Duration(350));
     storage.write("worker-a", a, host.now);
 
-    host.sleep_until(250);
-    let g = host.table.extend(KEY, "worker-a", a, 300, host.now)?;
+    host.sleep_until(Instant(250));
+    let g = host
+        .table
+        .extend(KEY, "worker-a", a, Duration(300), host.now)?;
     host.say(&format!(
         "worker-a extended its lease to {} ms, then its process froze",
         g.deadline
     ));
 
-    host.sleep_until(600);
+    host.sleep_until(Instant(600));
     let b = host
         .table
         .inspect(KEY, host.now)?
@@ -145,7 +149,7 @@ fn main() -> Result<(), LockError> {
         .unwrap_or_default();
     storage.write("worker-b", b, host.now);
 
-    host.sleep_until(620);
+    host.sleep_until(Instant(620));
     match host.table.release(KEY, "worker-a", a, host.now) {
         Err(e @ LockError::Expired { .. }) => {
             host.say(&format!("worker-a wakes up and tries to release: {e}"))
@@ -154,11 +158,11 @@ fn main() -> Result<(), LockError> {
     }
     storage.write("worker-a (stale)", a, host.now);
 
-    host.sleep_until(700);
+    host.sleep_until(Instant(700));
     host.table.release(KEY, "worker-b", b, host.now)?;
     host.say("worker-b released");
     host.report_events();
-    host.sleep_until(2_000);
+    host.sleep_until(Instant(2_000));
 
     let stats = host.table.stats(host.now);
     println!(

@@ -8,25 +8,29 @@
 //! runtime.
 //!
 //! ```
-//! use lock_core::{AcquireOutcome, Call, LockBackend, LockTable, Reply, Request, Response};
+//! use lock_core::{
+//!     AcquireOutcome, Call, Duration, Instant, LockBackend, LockTable, Reply, Request, Response,
+//! };
 //!
 //! /// Whether `owner` took `key` at `now`, on any backend.
-//! fn took<B: LockBackend>(table: &mut B, key: &str, owner: &str, now: u64) -> Result<bool, B::Fault> {
-//!     let call = Call::Request(Request::TryAcquire { key, owner, ttl: 100, now });
+//! fn took<B: LockBackend>(table: &mut B, key: &str, owner: &str, now: Instant) -> Result<bool, B::Fault> {
+//!     let call = Call::Request(Request::TryAcquire { key, owner, ttl: Duration(100), now });
 //!     Ok(matches!(
 //!         table.call(call)?,
 //!         Reply::Response(Response::Acquire(Ok(AcquireOutcome::Acquired(_))))
 //!     ))
 //! }
 //! let mut table = LockTable::default();
-//! assert_eq!(took(&mut table, "job", "a", 0), Ok(true));
-//! assert_eq!(took(&mut table, "job", "b", 10), Ok(false));
+//! assert_eq!(took(&mut table, "job", "a", Instant(0)), Ok(true));
+//! assert_eq!(took(&mut table, "job", "b", Instant(10)), Ok(false));
 //! ```
 
 use alloc::vec::Vec;
 use core::convert::Infallible;
 
-use crate::{AcquireOutcome, Event, Fence, Grant, KeyInfo, LockError, LockTable, Millis, Stats};
+use crate::{
+    AcquireOutcome, Duration, Event, Fence, Grant, Instant, KeyInfo, LockError, LockTable, Stats,
+};
 
 /// A request that changes the table (the operations a [`wire`](crate::wire) batch may hold),
 /// borrowing its key and owner.
@@ -39,9 +43,9 @@ pub enum Request<'a> {
         /// The owner.
         owner: &'a str,
         /// The TTL.
-        ttl: Millis,
+        ttl: Duration,
         /// The instant.
-        now: Millis,
+        now: Instant,
     },
     /// [`LockTable::acquire`](crate::LockTable::acquire).
     Acquire {
@@ -50,11 +54,11 @@ pub enum Request<'a> {
         /// The owner.
         owner: &'a str,
         /// The TTL.
-        ttl: Millis,
+        ttl: Duration,
         /// Until when to wait.
-        wait_deadline: Millis,
+        wait_deadline: Instant,
         /// The instant.
-        now: Millis,
+        now: Instant,
     },
     /// [`LockTable::release`](crate::LockTable::release).
     Release {
@@ -65,7 +69,7 @@ pub enum Request<'a> {
         /// The lease's fence.
         fence: Fence,
         /// The instant.
-        now: Millis,
+        now: Instant,
     },
     /// [`LockTable::extend`](crate::LockTable::extend).
     Extend {
@@ -76,9 +80,9 @@ pub enum Request<'a> {
         /// The lease's fence.
         fence: Fence,
         /// The new TTL from `now`.
-        ttl: Millis,
+        ttl: Duration,
         /// The instant.
-        now: Millis,
+        now: Instant,
     },
     /// [`LockTable::cancel_wait`](crate::LockTable::cancel_wait).
     CancelWait {
@@ -87,12 +91,12 @@ pub enum Request<'a> {
         /// The owner.
         owner: &'a str,
         /// The instant.
-        now: Millis,
+        now: Instant,
     },
     /// [`LockTable::handle_timeout`](crate::LockTable::handle_timeout).
     HandleTimeout {
         /// The instant.
-        now: Millis,
+        now: Instant,
     },
 }
 
@@ -123,19 +127,19 @@ pub enum Call<'a> {
         /// The key.
         key: &'a str,
         /// The instant.
-        now: Millis,
+        now: Instant,
     },
     /// [`LockTable::stats`].
     Stats {
         /// The instant.
-        now: Millis,
+        now: Instant,
     },
     /// [`LockTable::next_wakeup`].
     NextWakeup,
     /// [`LockTable::snapshot`].
     Snapshot {
         /// The instant.
-        now: Millis,
+        now: Instant,
     },
     /// [`LockTable::restore`].
     Restore {
@@ -154,7 +158,7 @@ pub enum Reply {
     /// Of [`Call::Stats`].
     Stats(Stats),
     /// Of [`Call::NextWakeup`].
-    Wakeup(Option<Millis>),
+    Wakeup(Option<Instant>),
     /// Of [`Call::Snapshot`].
     Snapshot(Vec<u8>),
     /// Of [`Call::Restore`].

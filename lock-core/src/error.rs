@@ -2,7 +2,7 @@
 
 use core::fmt;
 
-use crate::{Corruption, LimitName, Millis};
+use crate::{Corruption, Duration, Instant, LimitName};
 
 /// Every way a request can fail.
 ///
@@ -39,17 +39,17 @@ pub enum LockError {
     /// The TTL is longer than [`Limits::max_ttl`](crate::Limits::max_ttl).
     TtlTooLong {
         /// The rejected TTL, in milliseconds.
-        ttl: Millis,
+        ttl: Duration,
         /// The limit.
-        max: Millis,
+        max: Duration,
     },
     /// `now + ttl` does not fit in a `u64` of milliseconds: the lease would end past the end of
     /// the clock.
     DeadlineOverflow {
         /// The (clamped) instant of the request.
-        now: Millis,
+        now: Instant,
         /// The rejected TTL.
-        ttl: Millis,
+        ttl: Duration,
     },
     /// The key is free but the table already holds [`Limits::max_keys`](crate::Limits::max_keys)
     /// live leases.
@@ -71,7 +71,7 @@ pub enum LockError {
     /// Another owner holds a live lease on the key (and the caller did not, or could not, wait).
     Held {
         /// When the current lease ends unless it is extended: a retry-after hint.
-        deadline: Millis,
+        deadline: Instant,
     },
     /// Another owner holds the key: only the holder may release or extend it.
     NotOwner,
@@ -81,7 +81,7 @@ pub enum LockError {
     /// its critical section may have overlapped with the next holder's.
     Expired {
         /// The instant at which the lease expired.
-        deadline: Millis,
+        deadline: Instant,
     },
     /// The owner is not waiting on the key (never queued, already granted, timed out or cancelled).
     NotWaiting,
@@ -169,19 +169,26 @@ impl LockError {
             LockError::OwnerInvalid,
             LockError::TtlZero,
             LockError::TtlTooLong {
-                ttl: u64::MAX,
-                max: 7,
+                ttl: Duration::MAX,
+                max: Duration::from_millis(7),
             },
-            LockError::DeadlineOverflow { now: 5, ttl: 6 },
+            LockError::DeadlineOverflow {
+                now: Instant::from_millis(5),
+                ttl: Duration::from_millis(6),
+            },
             LockError::TableFull { max_keys: 3 },
             LockError::QueueFull {
                 max_waiters_per_key: 4,
             },
             LockError::TooManyWaiters { max_waiters: 5 },
-            LockError::Held { deadline: 6 },
+            LockError::Held {
+                deadline: Instant::from_millis(6),
+            },
             LockError::NotOwner,
             LockError::NotHeld,
-            LockError::Expired { deadline: 7 },
+            LockError::Expired {
+                deadline: Instant::from_millis(7),
+            },
             LockError::NotWaiting,
             LockError::InvalidLimits {
                 limit: LimitName::MaxPendingEvents,
@@ -206,8 +213,8 @@ impl LockError {
     /// that pass errors as numbers, like the npm package's engine).
     ///
     /// ```
-    /// use lock_core::LockError;
-    /// let e = LockError::Held { deadline: 5 };
+    /// use lock_core::{Instant, LockError};
+    /// let e = LockError::Held { deadline: Instant(5) };
     /// assert_eq!(LockError::CODES[e.index()], "held");
     /// ```
     #[must_use]
@@ -270,16 +277,16 @@ impl LockError {
     pub fn payload(&self) -> [Option<(&'static str, PayloadValue)>; 2] {
         use PayloadValue::{Limit, Number};
         let n = |v: usize| Number(v as u64);
+        let ms = |d: Duration| Number(d.as_millis());
         match *self {
             LockError::KeyTooLong { len, max } | LockError::OwnerTooLong { len, max } => {
                 [Some(("len", n(len))), Some(("max", n(max)))]
             }
-            LockError::TtlTooLong { ttl, max } => {
-                [Some(("ttl", Number(ttl))), Some(("max", Number(max)))]
-            }
-            LockError::DeadlineOverflow { now, ttl } => {
-                [Some(("now", Number(now))), Some(("ttl", Number(ttl)))]
-            }
+            LockError::TtlTooLong { ttl, max } => [Some(("ttl", ms(ttl))), Some(("max", ms(max)))],
+            LockError::DeadlineOverflow { now, ttl } => [
+                Some(("now", Number(now.as_millis()))),
+                Some(("ttl", ms(ttl))),
+            ],
             LockError::TableFull { max_keys } => [Some(("max_keys", n(max_keys))), None],
             LockError::QueueFull {
                 max_waiters_per_key,
@@ -288,7 +295,7 @@ impl LockError {
                 [Some(("max_waiters", n(max_waiters))), None]
             }
             LockError::Held { deadline } | LockError::Expired { deadline } => {
-                [Some(("deadline", Number(deadline))), None]
+                [Some(("deadline", Number(deadline.as_millis()))), None]
             }
             LockError::InvalidLimits { limit } | LockError::SnapshotExceedsLimits { limit } => {
                 [Some(("limit", Limit(limit))), None]

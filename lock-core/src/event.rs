@@ -2,7 +2,7 @@
 
 use alloc::string::String;
 
-use crate::{Fence, Millis};
+use crate::{Fence, Instant};
 
 /// What happened to one key, without the key (the per-key layer does not know its key).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -23,7 +23,7 @@ pub enum EventKind {
         /// Fencing token of the new lease.
         fence: Fence,
         /// Deadline of the new lease: hand-off instant + the TTL the waiter asked for.
-        deadline: Millis,
+        deadline: Instant,
     },
     /// A waiter left the queue because its wait deadline passed. `at` is its wait deadline.
     WaitTimedOut {
@@ -54,7 +54,7 @@ impl EventKind {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct KeyEvent {
     /// The instant at which it happened (not when it was reported).
-    pub at: Millis,
+    pub at: Instant,
     /// What happened.
     pub kind: EventKind,
 }
@@ -65,7 +65,7 @@ pub struct Event {
     /// The key it happened to.
     pub key: String,
     /// The instant at which it happened (not when it was reported).
-    pub at: Millis,
+    pub at: Instant,
     /// What happened.
     pub kind: EventKind,
 }

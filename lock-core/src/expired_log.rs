@@ -8,14 +8,14 @@
 use alloc::collections::{BTreeMap, VecDeque};
 
 use crate::stored_name::Name;
-use crate::{ExpiredLeases, Fence, Limits, Millis};
+use crate::{ExpiredLeases, Fence, Instant, Limits};
 
 /// One expired lease.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ExpiredRecord {
     pub(crate) key: Name,
     pub(crate) owner: Name,
-    pub(crate) deadline: Millis,
+    pub(crate) deadline: Instant,
 }
 
 /// The remembered expired leases.
@@ -36,7 +36,7 @@ impl ExpiredLog {
 
     /// Remembers an expired lease (deadlines must come in non-decreasing order).
     pub(crate) fn record(&mut self, fence: Fence, record: ExpiredRecord, limits: &Limits) {
-        if limits.max_expired_records == 0 || limits.expired_retention == 0 {
+        if limits.max_expired_records == 0 || limits.expired_retention.is_zero() {
             return;
         }
         self.by_fence.insert(fence, record);
@@ -47,7 +47,7 @@ impl ExpiredLog {
     }
 
     /// Forgets records whose retention ended at or before `now`.
-    pub(crate) fn prune(&mut self, now: Millis, limits: &Limits) {
+    pub(crate) fn prune(&mut self, now: Instant, limits: &Limits) {
         while let Some(oldest) = self.order.front().and_then(|f| self.by_fence.get(f)) {
             if oldest.deadline.saturating_add(limits.expired_retention) > now {
                 break;
@@ -82,7 +82,7 @@ pub(crate) struct ExpiredOfKey<'a> {
 }
 
 impl ExpiredLeases for ExpiredOfKey<'_> {
-    fn expired_at(&self, owner: &str, fence: Fence) -> Option<Millis> {
+    fn expired_at(&self, owner: &str, fence: Fence) -> Option<Instant> {
         self.log
             .by_fence
             .get(&fence)

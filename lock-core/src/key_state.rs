@@ -17,8 +17,8 @@ use alloc::vec::Vec;
 
 use crate::stored_name::{same, Name};
 use crate::{
-    AcquireOutcome, Corruption, EventKind, Fence, Grant, HolderInfo, KeyEvent, KeyInfo, LockError,
-    Millis, WaiterInfo,
+    AcquireOutcome, Corruption, Duration, EventKind, Fence, Grant, HolderInfo, Instant, KeyEvent,
+    KeyInfo, LockError, WaiterInfo,
 };
 
 /// Where fresh fencing tokens come from. Each call must return a token strictly greater than every
@@ -36,7 +36,7 @@ pub struct FenceCounter {
 
 impl FenceCounter {
     /// Highest last token a counter accepts (2^63): leaves more tokens than any table can use.
-    pub const MAX_LAST: Fence = 1 << 63;
+    pub const MAX_LAST: Fence = Fence::new(1 << 63);
 
     /// A counter whose next token is `last + 1`. `None` if `last` exceeds [`FenceCounter::MAX_LAST`].
     #[must_use]
@@ -53,7 +53,7 @@ impl FenceCounter {
 
 impl FenceSource for FenceCounter {
     fn next_fence(&mut self) -> Fence {
-        self.last = self.last.saturating_add(1);
+        self.last = self.last.saturating_next();
         self.last
     }
 }
@@ -63,12 +63,12 @@ impl FenceSource for FenceCounter {
 pub trait ExpiredLeases {
     /// If `owner`'s lease with this `fence` (on the key being asked about) expired and is still
     /// remembered, its deadline.
-    fn expired_at(&self, owner: &str, fence: Fence) -> Option<Millis>;
+    fn expired_at(&self, owner: &str, fence: Fence) -> Option<Instant>;
 }
 
 /// Remembers nothing: every forgotten lease is simply "not held".
 impl ExpiredLeases for () {
-    fn expired_at(&self, _owner: &str, _fence: Fence) -> Option<Millis> {
+    fn expired_at(&self, _owner: &str, _fence: Fence) -> Option<Instant> {
         None
     }
 }
@@ -89,13 +89,13 @@ pub struct QueueRoom {
 pub struct Lease {
     owner: Name,
     fence: Fence,
-    deadline: Millis,
+    deadline: Instant,
 }
 
 impl Lease {
     /// A lease record, e.g. loaded from an external store.
     #[must_use]
-    pub fn new(owner: &str, fence: Fence, deadline: Millis) -> Self {
+    pub fn new(owner: &str, fence: Fence, deadline: Instant) -> Self {
         Lease {
             owner: Name::new(owner),
             fence,
@@ -114,7 +114,7 @@ impl Lease {
     }
     /// Its deadline: live while `now < deadline`.
     #[must_use]
-    pub fn deadline(&self) -> Millis {
+    pub fn deadline(&self) -> Instant {
         self.deadline
     }
     fn grant(&self) -> Grant {
@@ -129,14 +129,14 @@ impl Lease {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Waiter {
     owner: Name,
-    ttl: Millis,
-    wait_deadline: Millis,
+    ttl: Duration,
+    wait_deadline: Instant,
 }
 
 impl Waiter {
     /// A waiter record, e.g. loaded from an external store.
     #[must_use]
-    pub fn new(owner: &str, ttl: Millis, wait_deadline: Millis) -> Self {
+    pub fn new(owner: &str, ttl: Duration, wait_deadline: Instant) -> Self {
         Waiter {
             owner: Name::new(owner),
             ttl,
@@ -150,12 +150,12 @@ impl Waiter {
     }
     /// The TTL its lease gets on hand-off.
     #[must_use]
-    pub fn ttl(&self) -> Millis {
+    pub fn ttl(&self) -> Duration {
         self.ttl
     }
     /// It waits while `now < wait_deadline`.
     #[must_use]
-    pub fn wait_deadline(&self) -> Millis {
+    pub fn wait_deadline(&self) -> Instant {
         self.wait_deadline
     }
 }
@@ -174,7 +174,7 @@ pub struct Transition<T> {
 /// `now + ttl`, refused if it does not fit: a direct grant or an extension always yields a
 /// lease that is live at `now`. (A hand-off at `t` saturates instead: the waiter's wait deadline
 /// is after `t`, so `t < u64::MAX` and the lease is still live at `t`.)
-fn deadline_after(now: Millis, ttl: Millis) -> Result<Millis, LockError> {
+fn deadline_after(now: Instant, ttl: Duration) -> Result<Instant, LockError> {
     now.checked_add(ttl)
         .ok_or(LockError::DeadlineOverflow { now, ttl })
 }
@@ -204,7 +204,7 @@ impl KeyState {
     pub fn from_parts(
         lease: Option<Lease>,
         waiters: Vec<Waiter>,
-        now: Millis,
+        now: Instant,
     ) -> Result<Self, Corruption> {
         match &lease {
             None if !waiters.is_empty() => return Err(Corruption::WaitersWithoutLease),
@@ -215,7 +215,7 @@ impl KeyState {
             if w.wait_deadline <= now {
                 return Err(Corruption::WaitAlreadyTimedOut);
             }
-            if w.ttl == 0 {
+            if w.ttl.is_zero() {
                 return Err(Corruption::WaiterZeroTtl);
             }
             if lease.as_ref().is_some_and(|l| l.owner == w.owner) {
@@ -255,14 +255,14 @@ impl KeyState {
     /// The earliest instant at which this key changes by time alone (a lease deadline or a wait
     /// deadline), or `None` if it is free.
     #[must_use]
-    pub fn next_deadline(&self) -> Option<Millis> {
+    pub fn next_deadline(&self) -> Option<Instant> {
         let lease = self.lease.as_ref()?;
         let waits = self
             .queue
             .iter()
             .flat_map(|q| q.iter())
             .map(|w| w.wait_deadline);
-        Some(waits.fold(lease.deadline, Millis::min))
+        Some(waits.fold(lease.deadline, Instant::min))
     }
 
     /// Inspection: the holder and the queue, or `None` if the key is free.
@@ -293,7 +293,7 @@ impl KeyState {
     /// handed off: intervals are half-open), an expired lease ends and the head waiter is granted
     /// the lock at the expiry instant, possibly several times in a row. Calling it again with the
     /// same or an earlier `now` does nothing.
-    pub fn advance(&mut self, now: Millis, fences: &mut impl FenceSource) -> Vec<KeyEvent> {
+    pub fn advance(&mut self, now: Instant, fences: &mut impl FenceSource) -> Vec<KeyEvent> {
         let mut events = Vec::new();
         self.advance_into(now, fences, &mut events);
         events
@@ -302,7 +302,7 @@ impl KeyState {
     #[inline]
     fn advance_into(
         &mut self,
-        now: Millis,
+        now: Instant,
         fences: &mut impl FenceSource,
         out: &mut Vec<KeyEvent>,
     ) {
@@ -317,7 +317,7 @@ impl KeyState {
         }
     }
 
-    fn catch_up(&mut self, now: Millis, fences: &mut impl FenceSource, out: &mut Vec<KeyEvent>) {
+    fn catch_up(&mut self, now: Instant, fences: &mut impl FenceSource, out: &mut Vec<KeyEvent>) {
         while let Some(at) = self.next_deadline().filter(|&t| t <= now) {
             self.time_out_waiters(at, out);
             if self.lease.as_ref().is_some_and(|l| l.deadline <= at) {
@@ -335,7 +335,7 @@ impl KeyState {
         }
     }
 
-    fn time_out_waiters(&mut self, at: Millis, out: &mut Vec<KeyEvent>) {
+    fn time_out_waiters(&mut self, at: Instant, out: &mut Vec<KeyEvent>) {
         let Some(queue) = self.queue.as_mut() else {
             return;
         };
@@ -361,7 +361,7 @@ impl KeyState {
 
     /// Grants the lock to the head waiter at `at` (the key must be free).
     #[inline]
-    fn hand_off(&mut self, at: Millis, fences: &mut impl FenceSource, out: &mut Vec<KeyEvent>) {
+    fn hand_off(&mut self, at: Instant, fences: &mut impl FenceSource, out: &mut Vec<KeyEvent>) {
         if self.queue.is_some() {
             self.hand_off_to_head(at, fences, out);
         }
@@ -369,7 +369,7 @@ impl KeyState {
 
     fn hand_off_to_head(
         &mut self,
-        at: Millis,
+        at: Instant,
         fences: &mut impl FenceSource,
         out: &mut Vec<KeyEvent>,
     ) {
@@ -412,9 +412,9 @@ impl KeyState {
     pub fn acquire(
         &mut self,
         owner: &str,
-        ttl: Millis,
-        wait_deadline: Millis,
-        now: Millis,
+        ttl: Duration,
+        wait_deadline: Instant,
+        now: Instant,
         room: QueueRoom,
         fences: &mut impl FenceSource,
     ) -> Transition<AcquireOutcome> {
@@ -427,9 +427,9 @@ impl KeyState {
     fn acquire_now(
         &mut self,
         owner: &str,
-        ttl: Millis,
-        wait_deadline: Millis,
-        now: Millis,
+        ttl: Duration,
+        wait_deadline: Instant,
+        now: Instant,
         room: QueueRoom,
         fences: &mut impl FenceSource,
     ) -> Result<AcquireOutcome, LockError> {
@@ -523,7 +523,7 @@ impl KeyState {
         &mut self,
         owner: &str,
         fence: Fence,
-        now: Millis,
+        now: Instant,
         history: &impl ExpiredLeases,
         fences: &mut impl FenceSource,
     ) -> Transition<()> {
@@ -543,8 +543,8 @@ impl KeyState {
         &mut self,
         owner: &str,
         fence: Fence,
-        ttl: Millis,
-        now: Millis,
+        ttl: Duration,
+        now: Instant,
         history: &impl ExpiredLeases,
         fences: &mut impl FenceSource,
     ) -> Transition<Grant> {
@@ -563,7 +563,7 @@ impl KeyState {
     /// `now`); the outcome is how many left.
     pub fn cancel_all_waits(
         &mut self,
-        now: Millis,
+        now: Instant,
         fences: &mut impl FenceSource,
     ) -> Transition<usize> {
         let mut events = Vec::new();
@@ -576,7 +576,7 @@ impl KeyState {
     pub fn cancel_wait(
         &mut self,
         owner: &str,
-        now: Millis,
+        now: Instant,
         fences: &mut impl FenceSource,
     ) -> Transition<()> {
         let mut events = Vec::new();

@@ -22,20 +22,20 @@
 //!
 //! # Run loop
 //! ```
-//! use lock_core::{AcquireOutcome, EventKind, LockTable};
+//! use lock_core::{AcquireOutcome, Duration, EventKind, Fence, Instant, LockTable};
 //!
 //! let mut table = LockTable::default();
-//! let mut now = 0;
-//! assert!(matches!(table.try_acquire("job", "a", 100, now)?, AcquireOutcome::Acquired(_)));
+//! let mut now = Instant(0);
+//! assert!(matches!(table.try_acquire("job", "a", Duration(100), now)?, AcquireOutcome::Acquired(_)));
 //! // b waits up to 500 ms behind a.
-//! assert_eq!(table.acquire("job", "b", 100, 500, now)?, AcquireOutcome::Queued { position: 1 });
+//! assert_eq!(table.acquire("job", "b", Duration(100), Instant(500), now)?, AcquireOutcome::Queued { position: 1 });
 //!
 //! // The host sleeps until the next wake-up, then handles it and drains the events.
 //! now = table.next_wakeup().unwrap();
 //! table.handle_timeout(now);
 //! let kinds: Vec<_> = table.drain_events().map(|e| (e.at, e.kind)).collect();
-//! assert!(matches!(&kinds[0], (100, EventKind::Expired { owner, fence: 1 }) if owner == "a"));
-//! assert!(matches!(&kinds[1], (100, EventKind::Granted { owner, fence: 2, deadline: 200 }) if owner == "b"));
+//! assert!(matches!(&kinds[0], (Instant(100), EventKind::Expired { owner, fence: Fence(1) }) if owner == "a"));
+//! assert!(matches!(&kinds[1], (Instant(100), EventKind::Granted { owner, fence: Fence(2), deadline: Instant(200) }) if owner == "b"));
 //! # Ok::<(), lock_core::LockError>(())
 //! ```
 //!
@@ -62,6 +62,7 @@ mod crc32;
 pub mod snapshot;
 mod stored_name;
 mod table;
+mod time;
 mod timer_heap;
 pub mod wire;
 
@@ -76,9 +77,4 @@ pub use limits::{Limits, MAX_NAME_BYTES};
 pub use names::{Corruption, LimitName};
 pub use outcome::{AcquireOutcome, Grant, HolderInfo, KeyInfo, Stats, WaiterInfo};
 pub use table::LockTable;
-
-/// A host-supplied instant or duration, in milliseconds of a monotonic clock.
-pub type Millis = u64;
-
-/// A fencing token: strictly increasing over every grant of a table.
-pub type Fence = u64;
+pub use time::{Duration, Fence, Instant};

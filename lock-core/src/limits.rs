@@ -1,6 +1,6 @@
 //! Configurable limits and the validation of keys, owners and TTLs.
 
-use crate::{LimitName, LockError, Millis};
+use crate::{Duration, LimitName, LockError};
 
 /// Hard ceiling for [`Limits::max_key_bytes`] and [`Limits::max_owner_bytes`].
 pub const MAX_NAME_BYTES: usize = 65_536;
@@ -18,7 +18,7 @@ pub struct Limits {
     /// Longest owner, in UTF-8 bytes. Default 256; allowed `1..=65536`.
     pub max_owner_bytes: usize,
     /// Longest TTL of a lease, in ms. Default 86 400 000 (24 h); at least 1.
-    pub max_ttl: Millis,
+    pub max_ttl: Duration,
     /// Most live leases (held keys) at once. Default 1 000 000; at least 1.
     pub max_keys: usize,
     /// Longest wait queue of one key. Default 64; at least 1.
@@ -28,7 +28,7 @@ pub struct Limits {
     /// How long, in ms after its deadline, an expired lease is remembered so that its holder's
     /// `release`/`extend` answers [`LockError::Expired`] rather than [`LockError::NotHeld`].
     /// Default 600 000 (10 min); 0 remembers nothing.
-    pub expired_retention: Millis,
+    pub expired_retention: Duration,
     /// Most expired leases remembered at once (the oldest are forgotten first). Default 10 000;
     /// 0 remembers nothing.
     pub max_expired_records: usize,
@@ -42,11 +42,11 @@ impl Default for Limits {
         Limits {
             max_key_bytes: 256,
             max_owner_bytes: 256,
-            max_ttl: 86_400_000,
+            max_ttl: Duration::from_millis(86_400_000),
             max_keys: 1_000_000,
             max_waiters_per_key: 64,
             max_waiters: 100_000,
-            expired_retention: 600_000,
+            expired_retention: Duration::from_millis(600_000),
             max_expired_records: 10_000,
             max_pending_events: 100_000,
         }
@@ -66,7 +66,7 @@ impl Limits {
         if !(1..=MAX_NAME_BYTES).contains(&self.max_owner_bytes) {
             return bad(LimitName::MaxOwnerBytes);
         }
-        if self.max_ttl == 0 {
+        if self.max_ttl.is_zero() {
             return bad(LimitName::MaxTtl);
         }
         if self.max_keys == 0 || self.max_keys > u32::MAX as usize - 1 {
@@ -120,8 +120,8 @@ impl Limits {
     ///
     /// # Errors
     /// [`LockError::TtlZero`] or [`LockError::TtlTooLong`].
-    pub fn check_ttl(&self, ttl: Millis) -> Result<(), LockError> {
-        if ttl == 0 {
+    pub fn check_ttl(&self, ttl: Duration) -> Result<(), LockError> {
+        if ttl.is_zero() {
             Err(LockError::TtlZero)
         } else if ttl > self.max_ttl {
             Err(LockError::TtlTooLong {

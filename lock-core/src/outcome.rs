@@ -3,7 +3,7 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use crate::{Fence, Millis};
+use crate::{Duration, Fence, Instant};
 
 /// A lease as its holder sees it: the fencing token and the deadline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -12,7 +12,7 @@ pub struct Grant {
     /// Pass it to the protected resource with every write, and to `release`/`extend`.
     pub fence: Fence,
     /// The lease is live while `now < deadline`.
-    pub deadline: Millis,
+    pub deadline: Instant,
 }
 
 /// What a successful `try_acquire` / `acquire` did.
@@ -50,8 +50,8 @@ impl AcquireOutcome {
     /// the conformance vectors.
     ///
     /// ```
-    /// use lock_core::{AcquireOutcome, Grant};
-    /// let g = Grant { fence: 1, deadline: 100 };
+    /// use lock_core::{AcquireOutcome, Fence, Grant, Instant};
+    /// let g = Grant { fence: Fence(1), deadline: Instant(100) };
     /// assert_eq!(AcquireOutcome::AlreadyHeld(g).name(), "already-held");
     /// ```
     #[must_use]
@@ -75,7 +75,9 @@ impl AcquireOutcome {
     #[must_use]
     pub const fn numbers(&self) -> (u64, u64) {
         match *self {
-            AcquireOutcome::Acquired(g) | AcquireOutcome::AlreadyHeld(g) => (g.fence, g.deadline),
+            AcquireOutcome::Acquired(g) | AcquireOutcome::AlreadyHeld(g) => {
+                (g.fence.get(), g.deadline.as_millis())
+            }
             AcquireOutcome::Queued { position } | AcquireOutcome::AlreadyWaiting { position } => {
                 (position as u64, 0)
             }
@@ -91,7 +93,7 @@ pub struct HolderInfo {
     /// Its fencing token.
     pub fence: Fence,
     /// Its deadline (live while `now < deadline`).
-    pub deadline: Millis,
+    pub deadline: Instant,
 }
 
 /// A waiter, as reported by inspection.
@@ -100,9 +102,9 @@ pub struct WaiterInfo {
     /// Owner that waits.
     pub owner: String,
     /// TTL its lease will get when it is handed the lock.
-    pub ttl: Millis,
+    pub ttl: Duration,
     /// It waits while `now < wait_deadline`.
-    pub wait_deadline: Millis,
+    pub wait_deadline: Instant,
 }
 
 /// The state of one held key.
@@ -126,7 +128,7 @@ pub struct Stats {
     /// Events waiting to be drained.
     pub pending_events: usize,
     /// The table's clock: the latest `now` it has seen.
-    pub clock: Millis,
+    pub clock: Instant,
     /// The last fencing token issued (0 if none yet).
     pub last_fence: Fence,
     /// Leases granted directly by `try_acquire`/`acquire`.
@@ -200,8 +202,8 @@ impl Stats {
             gauge(waiters),
             gauge(expired_records),
             gauge(pending_events),
-            clock,
-            last_fence,
+            clock.as_millis(),
+            last_fence.get(),
             acquired,
             handed_off,
             released,
@@ -227,8 +229,8 @@ impl Stats {
             waiters: gauge(waiters),
             expired_records: gauge(expired_records),
             pending_events: gauge(pending_events),
-            clock,
-            last_fence,
+            clock: Instant::from_millis(clock),
+            last_fence: Fence::new(last_fence),
             acquired,
             handed_off,
             released,
@@ -255,8 +257,8 @@ mod tests {
         // Spot-check that names and positions agree (a swapped pair would pass the round trip).
         let at = |name: &str| values[Stats::FIELDS.iter().position(|f| *f == name).unwrap()];
         assert_eq!(stats.live_leases as u64, at("live_leases"));
-        assert_eq!(stats.clock, at("clock"));
-        assert_eq!(stats.last_fence, at("last_fence"));
+        assert_eq!(stats.clock.as_millis(), at("clock"));
+        assert_eq!(stats.last_fence.get(), at("last_fence"));
         assert_eq!(stats.handed_off, at("handed_off"));
         assert_eq!(stats.wait_timed_out, at("wait_timed_out"));
         assert_eq!(stats.events_dropped, at("events_dropped"));

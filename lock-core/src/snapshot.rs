@@ -30,7 +30,7 @@ use crate::expired_log::{ExpiredLog, ExpiredRecord};
 use crate::key_state::{FenceCounter, KeyState, Lease, Waiter};
 use crate::stored_name::Name;
 use crate::table::Record;
-use crate::{Corruption, Fence, LimitName, Limits, LockError, Millis, Stats};
+use crate::{Corruption, Duration, Fence, Instant, LimitName, Limits, LockError, Stats};
 
 /// The magic bytes that open every snapshot.
 pub const MAGIC: [u8; 8] = *b"LOCKSNAP";
@@ -41,7 +41,7 @@ const TRAILER: usize = 4;
 
 /// What the table hands to the encoder.
 pub(crate) struct SnapshotRef<'a> {
-    pub(crate) clock: Millis,
+    pub(crate) clock: Instant,
     pub(crate) last_fence: Fence,
     pub(crate) counters: &'a Stats,
     pub(crate) keys: &'a [&'a Record],
@@ -50,7 +50,7 @@ pub(crate) struct SnapshotRef<'a> {
 
 /// What the decoder hands back, fully validated.
 pub(crate) struct Decoded {
-    pub(crate) clock: Millis,
+    pub(crate) clock: Instant,
     pub(crate) fences: FenceCounter,
     pub(crate) counters: Stats,
     pub(crate) keys: Vec<(Name, KeyState)>,
@@ -97,8 +97,8 @@ pub(crate) fn encode(s: &SnapshotRef<'_>) -> Vec<u8> {
     w.0.extend_from_slice(&MAGIC);
     w.0.extend_from_slice(&VERSION.to_le_bytes());
     w.u32(0); // body length, patched below
-    w.u64(s.clock);
-    w.u64(s.last_fence);
+    w.u64(s.clock.as_millis());
+    w.u64(s.last_fence.get());
     for c in counters_of(s.counters) {
         w.u64(c);
     }
@@ -109,21 +109,21 @@ pub(crate) fn encode(s: &SnapshotRef<'_>) -> Vec<u8> {
         };
         w.str(record.key.as_str());
         w.str(lease.owner());
-        w.u64(lease.fence());
-        w.u64(lease.deadline());
+        w.u64(lease.fence().get());
+        w.u64(lease.deadline().as_millis());
         w.len(record.state.waiter_count());
         for waiter in record.state.waiters() {
             w.str(waiter.owner());
-            w.u64(waiter.ttl());
-            w.u64(waiter.wait_deadline());
+            w.u64(waiter.ttl().as_millis());
+            w.u64(waiter.wait_deadline().as_millis());
         }
     }
     w.len(s.expired.len());
     for (fence, record) in s.expired.iter() {
-        w.u64(fence);
+        w.u64(fence.get());
         w.str(record.key.as_str());
         w.str(record.owner.as_str());
-        w.u64(record.deadline);
+        w.u64(record.deadline.as_millis());
     }
     let body_len = w.0.len() - HEADER;
     let body_len = u32::try_from(body_len).unwrap_or(u32::MAX).to_le_bytes();
@@ -159,6 +159,15 @@ impl<'a> Reader<'a> {
         let mut b = [0u8; 8];
         b.copy_from_slice(self.take(8)?);
         Ok(u64::from_le_bytes(b))
+    }
+    fn instant(&mut self) -> Result<Instant, LockError> {
+        self.u64().map(Instant::from_millis)
+    }
+    fn duration(&mut self) -> Result<Duration, LockError> {
+        self.u64().map(Duration::from_millis)
+    }
+    fn fence(&mut self) -> Result<Fence, LockError> {
+        self.u64().map(Fence::new)
     }
     /// A count of items that each take at least `min_item_bytes`, refused if the rest cannot hold
     /// them (so a forged count never makes us allocate).
@@ -241,8 +250,8 @@ pub(crate) fn decode(bytes: &[u8], limits: &Limits) -> Result<Decoded, LockError
 }
 
 fn decode_body(r: &mut Reader<'_>, limits: &Limits) -> Result<Decoded, LockError> {
-    let clock = r.u64()?;
-    let last_fence = r.u64()?;
+    let clock = r.instant()?;
+    let last_fence = r.fence()?;
     let fences = FenceCounter::starting_after(last_fence)
         .ok_or(corrupt(Corruption::FenceCounterOutOfRange))?;
     let mut counters = [0u64; 10];
@@ -269,9 +278,9 @@ fn decode_body(r: &mut Reader<'_>, limits: &Limits) -> Result<Decoded, LockError
         }
         let owner = r.str()?;
         against_limits(limits.check_owner(owner))?;
-        let fence = r.u64()?;
-        let deadline = r.u64()?;
-        if fence == 0 || fence > last_fence {
+        let fence = r.fence()?;
+        let deadline = r.instant()?;
+        if fence == Fence::ZERO || fence > last_fence {
             return Err(corrupt(Corruption::LeaseFenceNotIssued));
         }
         let waiter_count = r.count(4 + 1 + 8 + 8)?;
@@ -290,9 +299,9 @@ fn decode_body(r: &mut Reader<'_>, limits: &Limits) -> Result<Decoded, LockError
         for _ in 0..waiter_count {
             let owner = r.str()?;
             against_limits(limits.check_owner(owner))?;
-            let ttl = r.u64()?;
+            let ttl = r.duration()?;
             against_limits(limits.check_ttl(ttl))?;
-            let wait_deadline = r.u64()?;
+            let wait_deadline = r.instant()?;
             waiters.push(Waiter::new(owner, ttl, wait_deadline));
         }
         let state = KeyState::from_parts(Some(Lease::new(owner, fence, deadline)), waiters, clock)
@@ -307,13 +316,14 @@ fn decode_body(r: &mut Reader<'_>, limits: &Limits) -> Result<Decoded, LockError
     let expired_count = r.count(8 + 4 + 1 + 4 + 1 + 8)?;
     let mut expired: Vec<(Fence, ExpiredRecord)> = Vec::with_capacity(expired_count);
     for _ in 0..expired_count {
-        let fence = r.u64()?;
+        let fence = r.fence()?;
         let key = r.str()?;
         against_limits(limits.check_key(key))?;
         let owner = r.str()?;
         against_limits(limits.check_owner(owner))?;
-        let deadline = r.u64()?;
-        if fence == 0 || fence > last_fence || lease_fences.binary_search(&fence).is_ok() {
+        let deadline = r.instant()?;
+        if fence == Fence::ZERO || fence > last_fence || lease_fences.binary_search(&fence).is_ok()
+        {
             return Err(corrupt(Corruption::ExpiredFenceInvalid));
         }
         if deadline > clock

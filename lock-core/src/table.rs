@@ -13,8 +13,8 @@ use crate::key_state::{FenceCounter, KeyState, QueueRoom, Transition};
 use crate::stored_name::Name;
 use crate::timer_heap::{Timer, TimerHeap};
 use crate::{
-    snapshot, AcquireOutcome, Event, EventKind, Fence, Grant, KeyEvent, KeyInfo, Limits, LockError,
-    Millis, Stats,
+    snapshot, AcquireOutcome, Duration, Event, EventKind, Fence, Grant, Instant, KeyEvent, KeyInfo,
+    Limits, LockError, Stats,
 };
 
 /// One held key: its name and its state.
@@ -44,29 +44,29 @@ pub(crate) struct Record {
 ///
 /// # Example
 /// ```
-/// use lock_core::{AcquireOutcome, EventKind, LockError, LockTable};
+/// use lock_core::{AcquireOutcome, Duration, EventKind, Fence, Instant, LockError, LockTable};
 ///
 /// let mut table = LockTable::default();
-/// let AcquireOutcome::Acquired(lease) = table.try_acquire("nightly-report", "worker-a", 1_000, 0)?
+/// let AcquireOutcome::Acquired(lease) = table.try_acquire("nightly-report", "worker-a", Duration(1_000), Instant(0))?
 /// else { unreachable!() };
-/// assert_eq!((lease.fence, lease.deadline), (1, 1_000));
+/// assert_eq!((lease.fence, lease.deadline), (Fence(1), Instant(1_000)));
 ///
 /// // Another worker is refused, and told when to retry.
 /// assert_eq!(
-///     table.try_acquire("nightly-report", "worker-b", 1_000, 10),
-///     Err(LockError::Held { deadline: 1_000 })
+///     table.try_acquire("nightly-report", "worker-b", Duration(1_000), Instant(10)),
+///     Err(LockError::Held { deadline: Instant(1_000) })
 /// );
 ///
 /// // worker-a forgets to release; the host's timer fires at the deadline.
-/// assert_eq!(table.next_wakeup(), Some(1_000));
-/// table.handle_timeout(1_000);
+/// assert_eq!(table.next_wakeup(), Some(Instant(1_000)));
+/// table.handle_timeout(Instant(1_000));
 /// let lost = table.poll_event().unwrap();
-/// assert!(matches!(lost.kind, EventKind::Expired { fence: 1, .. }));
+/// assert!(matches!(lost.kind, EventKind::Expired { fence: Fence(1), .. }));
 ///
 /// // worker-a learns it lost the lock; worker-b gets it with a higher fence.
-/// assert_eq!(table.release("nightly-report", "worker-a", 1, 1_001), Err(LockError::Expired { deadline: 1_000 }));
-/// assert!(matches!(table.try_acquire("nightly-report", "worker-b", 1_000, 1_001)?,
-///                  AcquireOutcome::Acquired(lease) if lease.fence == 2));
+/// assert_eq!(table.release("nightly-report", "worker-a", Fence(1), Instant(1_001)), Err(LockError::Expired { deadline: Instant(1_000) }));
+/// assert!(matches!(table.try_acquire("nightly-report", "worker-b", Duration(1_000), Instant(1_001))?,
+///                  AcquireOutcome::Acquired(lease) if lease.fence == Fence(2)));
 /// # Ok::<(), LockError>(())
 /// ```
 #[derive(Clone, Debug)]
@@ -79,7 +79,7 @@ pub struct LockTable {
     free: Vec<u32>,
     timers: TimerHeap,
     fences: FenceCounter,
-    clock: Millis,
+    clock: Instant,
     waiters: usize,
     expired: ExpiredLog,
     events: VecDeque<Event>,
@@ -122,7 +122,7 @@ impl LockTable {
             free: Vec::new(),
             timers: TimerHeap::default(),
             fences: FenceCounter::default(),
-            clock: 0,
+            clock: Instant::ZERO,
             waiters: 0,
             expired: ExpiredLog::default(),
             events: VecDeque::new(),
@@ -138,7 +138,7 @@ impl LockTable {
 
     /// The table's clock: the latest `now` it has seen.
     #[must_use]
-    pub fn clock(&self) -> Millis {
+    pub fn clock(&self) -> Instant {
         self.clock
     }
 
@@ -153,10 +153,10 @@ impl LockTable {
         &mut self,
         key: &str,
         owner: &str,
-        ttl: Millis,
-        now: Millis,
+        ttl: Duration,
+        now: Instant,
     ) -> Result<AcquireOutcome, LockError> {
-        self.acquire(key, owner, ttl, 0, now)
+        self.acquire(key, owner, ttl, Instant::ZERO, now)
     }
 
     /// Takes `key` for `owner` for `ttl` ms, or queues `owner` (FIFO) until `wait_deadline` if
@@ -172,9 +172,9 @@ impl LockTable {
         &mut self,
         key: &str,
         owner: &str,
-        ttl: Millis,
-        wait_deadline: Millis,
-        now: Millis,
+        ttl: Duration,
+        wait_deadline: Instant,
+        now: Instant,
     ) -> Result<AcquireOutcome, LockError> {
         let result = self.acquire_inner(key, owner, ttl, wait_deadline, now);
         match &result {
@@ -190,9 +190,9 @@ impl LockTable {
         &mut self,
         key: &str,
         owner: &str,
-        ttl: Millis,
-        wait_deadline: Millis,
-        now: Millis,
+        ttl: Duration,
+        wait_deadline: Instant,
+        now: Instant,
     ) -> Result<AcquireOutcome, LockError> {
         self.limits.check_key(key)?;
         self.limits.check_owner(owner)?;
@@ -222,7 +222,7 @@ impl LockTable {
         key: &str,
         owner: &str,
         fence: Fence,
-        now: Millis,
+        now: Instant,
     ) -> Result<(), LockError> {
         let result = self.release_inner(key, owner, fence, now);
         self.count(&result, |c| c.released += 1);
@@ -234,7 +234,7 @@ impl LockTable {
         key: &str,
         owner: &str,
         fence: Fence,
-        now: Millis,
+        now: Instant,
     ) -> Result<(), LockError> {
         self.limits.check_key(key)?;
         self.limits.check_owner(owner)?;
@@ -255,8 +255,8 @@ impl LockTable {
         key: &str,
         owner: &str,
         fence: Fence,
-        ttl: Millis,
-        now: Millis,
+        ttl: Duration,
+        now: Instant,
     ) -> Result<Grant, LockError> {
         let result = self.extend_inner(key, owner, fence, ttl, now);
         self.count(&result, |c| c.extended += 1);
@@ -268,8 +268,8 @@ impl LockTable {
         key: &str,
         owner: &str,
         fence: Fence,
-        ttl: Millis,
-        now: Millis,
+        ttl: Duration,
+        now: Instant,
     ) -> Result<Grant, LockError> {
         self.limits.check_key(key)?;
         self.limits.check_owner(owner)?;
@@ -285,13 +285,13 @@ impl LockTable {
     ///
     /// # Errors
     /// [`LockError::NotWaiting`] if it is not queued there (any more), or a validation error.
-    pub fn cancel_wait(&mut self, key: &str, owner: &str, now: Millis) -> Result<(), LockError> {
+    pub fn cancel_wait(&mut self, key: &str, owner: &str, now: Instant) -> Result<(), LockError> {
         let result = self.cancel_inner(key, owner, now);
         self.count(&result, |c| c.cancelled += 1);
         result
     }
 
-    fn cancel_inner(&mut self, key: &str, owner: &str, now: Millis) -> Result<(), LockError> {
+    fn cancel_inner(&mut self, key: &str, owner: &str, now: Instant) -> Result<(), LockError> {
         self.limits.check_key(key)?;
         self.limits.check_owner(owner)?;
         let now = self.advance(now);
@@ -304,7 +304,7 @@ impl LockTable {
     /// Applies every time-driven change up to `now`. Call it when the timer set for
     /// [`next_wakeup`](Self::next_wakeup) fires; calling it early, late or twice is harmless.
     /// Costs O(changes · log n), never a scan of all keys.
-    pub fn handle_timeout(&mut self, now: Millis) {
+    pub fn handle_timeout(&mut self, now: Instant) {
         self.advance(now);
     }
 
@@ -316,7 +316,7 @@ impl LockTable {
     /// returns `false` before any other call at `now`, and every call stays bounded however
     /// many leases ran out at once (after downtime, say). Run to completion, it leaves exactly
     /// the state and events of one `handle_timeout(now)`. `max_changes == 0` changes nothing.
-    pub fn handle_timeout_bounded(&mut self, now: Millis, max_changes: u32) -> bool {
+    pub fn handle_timeout_bounded(&mut self, now: Instant, max_changes: u32) -> bool {
         self.apply_due(self.clock.max(now), max_changes as usize)
     }
 
@@ -337,7 +337,7 @@ impl LockTable {
     /// each (counted as cancelled, no events), and returns how many left. A host calls it after
     /// restoring a table whose waiters belonged to a process that is gone: nobody would collect
     /// their hand-offs, and a lease granted to nobody would hold the key until it expires.
-    pub fn cancel_all_waits(&mut self, now: Millis) -> usize {
+    pub fn cancel_all_waits(&mut self, now: Instant) -> usize {
         let now = self.advance(now);
         let mut cancelled = 0;
         for slot in 0..self.slots.len() {
@@ -390,7 +390,7 @@ impl LockTable {
     /// The earliest instant at which anything changes by time alone (a lease deadline or a wait
     /// deadline), or `None` if nothing is pending. One timer for the whole table suffices.
     #[must_use]
-    pub fn next_wakeup(&self) -> Option<Millis> {
+    pub fn next_wakeup(&self) -> Option<Instant> {
         self.timers.peek().map(|t| t.at)
     }
 
@@ -410,7 +410,7 @@ impl LockTable {
     ///
     /// # Errors
     /// A key validation error.
-    pub fn inspect(&mut self, key: &str, now: Millis) -> Result<Option<KeyInfo>, LockError> {
+    pub fn inspect(&mut self, key: &str, now: Instant) -> Result<Option<KeyInfo>, LockError> {
         if let Err(e) = self.limits.check_key(key) {
             self.counters.rejected += 1;
             return Err(e);
@@ -424,7 +424,7 @@ impl LockTable {
     }
 
     /// Gauges and counters at `now`.
-    pub fn stats(&mut self, now: Millis) -> Stats {
+    pub fn stats(&mut self, now: Instant) -> Stats {
         self.advance(now);
         Stats {
             live_leases: self.index.len(),
@@ -442,7 +442,7 @@ impl LockTable {
     /// 2^53 - 1) check it, with [`Stats::last_fence`], before taking a snapshot they could not
     /// report exactly. Costs one pass over the keys.
     #[must_use]
-    pub fn latest_instant(&self) -> Millis {
+    pub fn latest_instant(&self) -> Instant {
         self.slots
             .iter()
             .flatten()
@@ -452,7 +452,7 @@ impl LockTable {
                     .into_iter()
                     .chain(r.state.waiters().map(crate::Waiter::wait_deadline))
             })
-            .fold(self.clock, Millis::max)
+            .fold(self.clock, Instant::max)
     }
 
     // ----- snapshot -----------------------------------------------------------------------
@@ -460,7 +460,7 @@ impl LockTable {
     /// Serialises the whole table at `now` (leases, waiters, fence counter, clock, remembered
     /// expiries, counters) into versioned, checksummed bytes. Undrained events are not included:
     /// drain them first. Keys are written in byte order, so equal tables give equal bytes.
-    pub fn snapshot(&mut self, now: Millis) -> Vec<u8> {
+    pub fn snapshot(&mut self, now: Instant) -> Vec<u8> {
         self.advance(now);
         // Sorted on pre-extracted byte slices: a plain slice comparison keeps the sort's many
         // inlined comparisons small (comparing `Name`s there doubled the sort's code in wasm).
@@ -526,7 +526,7 @@ impl LockTable {
 
     /// Moves the clock to `now` (never back) and applies every due change, in instant order.
     #[inline]
-    fn advance(&mut self, now: Millis) -> Millis {
+    fn advance(&mut self, now: Instant) -> Instant {
         self.clock = self.clock.max(now);
         let now = self.clock;
         // The usual case, checked without a call: no timer due and no expiry record to forget.
@@ -541,7 +541,7 @@ impl LockTable {
     /// timers in order, moving the clock to each one's instant; if that many were applied and
     /// more are due, stops there and answers `true`; otherwise moves the clock to `target`,
     /// forgets old expiry records and answers `false`.
-    fn apply_due(&mut self, target: Millis, max_changes: usize) -> bool {
+    fn apply_due(&mut self, target: Instant, max_changes: usize) -> bool {
         let mut applied = 0;
         while let Some(timer) = self.timers.peek().copied() {
             if timer.at > target {

@@ -7,14 +7,14 @@
 
 use alloc::vec::Vec;
 
-use crate::{Fence, Millis};
+use crate::{Fence, Instant};
 
 const ABSENT: u32 = u32::MAX;
 
 /// One scheduled wake-up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Timer {
-    pub(crate) at: Millis,
+    pub(crate) at: Instant,
     pub(crate) fence: Fence,
     pub(crate) slot: u32,
 }
@@ -45,7 +45,7 @@ impl TimerHeap {
     }
 
     /// Schedules `slot` at `(at, fence)`, replacing its previous timer if it had one.
-    pub(crate) fn schedule(&mut self, slot: u32, at: Millis, fence: Fence) {
+    pub(crate) fn schedule(&mut self, slot: u32, at: Instant, fence: Fence) {
         let timer = Timer { at, fence, slot };
         let index = slot as usize;
         if self.position.len() <= index {
@@ -147,10 +147,10 @@ mod tests {
     fn pops_in_order_and_reschedules() {
         let mut h = TimerHeap::default();
         for (slot, at) in [(0u32, 50u64), (1, 10), (2, 30), (3, 10), (4, 70)] {
-            h.schedule(slot, at, u64::from(slot) + 1);
+            h.schedule(slot, Instant(at), Fence(u64::from(slot) + 1));
         }
-        h.schedule(4, 5, 5); // earlier
-        h.schedule(1, 60, 2); // later
+        h.schedule(4, Instant(5), Fence(5)); // earlier
+        h.schedule(1, Instant(60), Fence(2)); // later
         h.remove(2);
         h.remove(2); // twice is harmless
         let mut order = Vec::new();
@@ -158,16 +158,24 @@ mod tests {
             order.push((t.slot, t.at));
             h.remove(t.slot);
         }
-        assert_eq!(order, [(4, 5), (3, 10), (0, 50), (1, 60)]);
+        assert_eq!(
+            order,
+            [
+                (4, Instant(5)),
+                (3, Instant(10)),
+                (0, Instant(50)),
+                (1, Instant(60))
+            ]
+        );
         assert_eq!(h.len(), 0);
     }
 
     #[test]
     fn ties_break_by_fence() {
         let mut h = TimerHeap::default();
-        h.schedule(0, 10, 9);
-        h.schedule(1, 10, 3);
-        h.schedule(2, 10, 5);
+        h.schedule(0, Instant(10), Fence(9));
+        h.schedule(1, Instant(10), Fence(3));
+        h.schedule(2, Instant(10), Fence(5));
         assert_eq!(h.peek().map(|t| t.slot), Some(1));
     }
 }

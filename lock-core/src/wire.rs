@@ -37,11 +37,11 @@
 //!
 //! ```
 //! use lock_core::wire::{self, Request, Response};
-//! use lock_core::{AcquireOutcome, Grant, LockTable};
+//! use lock_core::{AcquireOutcome, Duration, Fence, Grant, Instant, LockTable};
 //!
 //! let (mut requests, mut names) = (Vec::new(), String::new());
-//! wire::encode_request(&mut requests, &mut names, &Request::TryAcquire { key: "job", owner: "a", ttl: 100, now: 0 });
-//! wire::encode_request(&mut requests, &mut names, &Request::Release { key: "job", owner: "a", fence: 1, now: 5 });
+//! wire::encode_request(&mut requests, &mut names, &Request::TryAcquire { key: "job", owner: "a", ttl: Duration(100), now: Instant(0) });
+//! wire::encode_request(&mut requests, &mut names, &Request::Release { key: "job", owner: "a", fence: Fence(1), now: Instant(5) });
 //! assert_eq!(names, "jobajoba");
 //! let mut table = LockTable::default();
 //! let mut responses = Vec::new();
@@ -49,7 +49,7 @@
 //! assert_eq!(
 //!     wire::decode_responses(&responses).unwrap(),
 //!     [
-//!         Response::Acquire(Ok(AcquireOutcome::Acquired(Grant { fence: 1, deadline: 100 }))),
+//!         Response::Acquire(Ok(AcquireOutcome::Acquired(Grant { fence: Fence(1), deadline: Instant(100) }))),
 //!         Response::Done(Ok(())),
 //!     ]
 //! );
@@ -60,7 +60,9 @@ use alloc::vec::Vec;
 use core::fmt;
 
 pub use crate::call::{Request, Response};
-use crate::{AcquireOutcome, Corruption, Grant, LimitName, LockError, PayloadValue};
+use crate::{
+    AcquireOutcome, Corruption, Duration, Fence, Grant, Instant, LimitName, LockError, PayloadValue,
+};
 
 /// Bytes that are not a well-formed list of responses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,7 +101,7 @@ pub fn encode_request(out: &mut Vec<u8>, names: &mut String, request: &Request<'
         Request::HandleTimeout { now } => (5, now),
     };
     out.push(op);
-    put_u64(out, now);
+    put_u64(out, now.as_millis());
     let (key, owner) = match *request {
         Request::TryAcquire { key, owner, .. }
         | Request::Acquire { key, owner, .. }
@@ -111,17 +113,17 @@ pub fn encode_request(out: &mut Vec<u8>, names: &mut String, request: &Request<'
     put_name(out, names, key);
     put_name(out, names, owner);
     match *request {
-        Request::TryAcquire { ttl, .. } => put_u64(out, ttl),
+        Request::TryAcquire { ttl, .. } => put_u64(out, ttl.as_millis()),
         Request::Acquire {
             ttl, wait_deadline, ..
         } => {
-            put_u64(out, ttl);
-            put_u64(out, wait_deadline);
+            put_u64(out, ttl.as_millis());
+            put_u64(out, wait_deadline.as_millis());
         }
-        Request::Release { fence, .. } => put_u64(out, fence),
+        Request::Release { fence, .. } => put_u64(out, fence.get()),
         Request::Extend { fence, ttl, .. } => {
-            put_u64(out, fence);
-            put_u64(out, ttl);
+            put_u64(out, fence.get());
+            put_u64(out, ttl.as_millis());
         }
         Request::CancelWait { .. } | Request::HandleTimeout { .. } => {}
     }
@@ -203,7 +205,7 @@ pub fn decode_requests<'a>(
 
 fn decode_one<'a>(r: &mut Reader<'_>, names: &mut Names<'a>) -> Option<Request<'a>> {
     let op = r.u8()?;
-    let now = r.u64()?;
+    let now = Instant::from_millis(r.u64()?);
     match op {
         0..=4 => {}
         5 => return Some(Request::HandleTimeout { now }),
@@ -214,27 +216,27 @@ fn decode_one<'a>(r: &mut Reader<'_>, names: &mut Names<'a>) -> Option<Request<'
         0 => Request::TryAcquire {
             key,
             owner,
-            ttl: r.u64()?,
+            ttl: Duration::from_millis(r.u64()?),
             now,
         },
         1 => Request::Acquire {
             key,
             owner,
-            ttl: r.u64()?,
-            wait_deadline: r.u64()?,
+            ttl: Duration::from_millis(r.u64()?),
+            wait_deadline: Instant::from_millis(r.u64()?),
             now,
         },
         2 => Request::Release {
             key,
             owner,
-            fence: r.u64()?,
+            fence: Fence::new(r.u64()?),
             now,
         },
         3 => Request::Extend {
             key,
             owner,
-            fence: r.u64()?,
-            ttl: r.u64()?,
+            fence: Fence::new(r.u64()?),
+            ttl: Duration::from_millis(r.u64()?),
             now,
         },
         4 => Request::CancelWait { key, owner, now },
@@ -276,8 +278,14 @@ fn error_from_parts(index: u8, a: u64, b: u64) -> Option<LockError> {
         },
         "owner-invalid" => LockError::OwnerInvalid,
         "ttl-zero" => LockError::TtlZero,
-        "ttl-too-long" => LockError::TtlTooLong { ttl: a, max: b },
-        "deadline-overflow" => LockError::DeadlineOverflow { now: a, ttl: b },
+        "ttl-too-long" => LockError::TtlTooLong {
+            ttl: Duration::from_millis(a),
+            max: Duration::from_millis(b),
+        },
+        "deadline-overflow" => LockError::DeadlineOverflow {
+            now: Instant::from_millis(a),
+            ttl: Duration::from_millis(b),
+        },
         "table-full" => LockError::TableFull { max_keys: size(a)? },
         "queue-full" => LockError::QueueFull {
             max_waiters_per_key: size(a)?,
@@ -285,10 +293,14 @@ fn error_from_parts(index: u8, a: u64, b: u64) -> Option<LockError> {
         "too-many-waiters" => LockError::TooManyWaiters {
             max_waiters: size(a)?,
         },
-        "held" => LockError::Held { deadline: a },
+        "held" => LockError::Held {
+            deadline: Instant::from_millis(a),
+        },
         "not-owner" => LockError::NotOwner,
         "not-held" => LockError::NotHeld,
-        "expired" => LockError::Expired { deadline: a },
+        "expired" => LockError::Expired {
+            deadline: Instant::from_millis(a),
+        },
         "not-waiting" => LockError::NotWaiting,
         "invalid-limits" => LockError::InvalidLimits { limit: limit(a)? },
         "snapshot-truncated" => LockError::SnapshotTruncated,
@@ -327,8 +339,8 @@ pub fn encode_response(out: &mut Vec<u8>, response: &Response) {
         Response::Done(Ok(())) => out.push(1),
         Response::Extend(Ok(g)) => {
             out.push(2);
-            put_u64(out, g.fence);
-            put_u64(out, g.deadline);
+            put_u64(out, g.fence.get());
+            put_u64(out, g.deadline.as_millis());
         }
         Response::Timeout => out.push(3),
         Response::Acquire(Err(e)) => error(out, 4, e),
@@ -359,8 +371,8 @@ pub fn decode_responses(bytes: &[u8]) -> Result<Vec<Response>, WireError> {
                 let kind = r.u8().ok_or(fail)?;
                 let (a, b) = (r.u64().ok_or(fail)?, r.u64().ok_or(fail)?);
                 let g = Grant {
-                    fence: a,
-                    deadline: b,
+                    fence: Fence::new(a),
+                    deadline: Instant::from_millis(b),
                 };
                 let position = usize::try_from(a).map_err(|_| fail);
                 Response::Acquire(Ok(match kind {
@@ -377,8 +389,8 @@ pub fn decode_responses(bytes: &[u8]) -> Result<Vec<Response>, WireError> {
             }
             1 => Response::Done(Ok(())),
             2 => Response::Extend(Ok(Grant {
-                fence: r.u64().ok_or(fail)?,
-                deadline: r.u64().ok_or(fail)?,
+                fence: Fence::new(r.u64().ok_or(fail)?),
+                deadline: Instant::from_millis(r.u64().ok_or(fail)?),
             })),
             3 => Response::Timeout,
             4 => Response::Acquire(Err(error(&mut r)?)),
@@ -400,8 +412,8 @@ mod tests {
     #[test]
     fn every_response_round_trips() {
         let g = Grant {
-            fence: 9,
-            deadline: u64::MAX,
+            fence: Fence(9),
+            deadline: Instant(u64::MAX),
         };
         let mut responses = vec![
             Response::Acquire(Ok(AcquireOutcome::Acquired(g))),
@@ -438,35 +450,37 @@ mod tests {
             Request::TryAcquire {
                 key: "ジョブ",
                 owner: "a",
-                ttl: 1,
-                now: 2,
+                ttl: Duration(1),
+                now: Instant(2),
             },
             Request::Acquire {
                 key: "k",
                 owner: "b",
-                ttl: 3,
-                wait_deadline: 4,
-                now: 5,
+                ttl: Duration(3),
+                wait_deadline: Instant(4),
+                now: Instant(5),
             },
             Request::Release {
                 key: "k",
                 owner: "a",
-                fence: 6,
-                now: 7,
+                fence: Fence(6),
+                now: Instant(7),
             },
             Request::Extend {
                 key: "k",
                 owner: "a",
-                fence: 8,
-                ttl: 9,
-                now: 10,
+                fence: Fence(8),
+                ttl: Duration(9),
+                now: Instant(10),
             },
             Request::CancelWait {
                 key: "k",
                 owner: "b",
-                now: 11,
+                now: Instant(11),
             },
-            Request::HandleTimeout { now: u64::MAX },
+            Request::HandleTimeout {
+                now: Instant(u64::MAX),
+            },
         ];
         let (mut bytes, mut names) = (Vec::new(), String::new());
         for r in &requests {

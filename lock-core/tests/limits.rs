@@ -1,6 +1,6 @@
 //! Limits outside their ranges are refused by name, and every error message names its limit.
 
-use lock_core::{LimitName, Limits, LockError, LockTable};
+use lock_core::{Duration, LimitName, Limits, LockError, LockTable};
 
 /// A limit's name and a way to put it out of range.
 type Breakage = (&'static str, fn(&mut Limits));
@@ -13,7 +13,7 @@ fn each_limit_out_of_range_is_refused_by_name() {
             l.max_key_bytes = lock_core::MAX_NAME_BYTES + 1
         }),
         ("max_owner_bytes", |l| l.max_owner_bytes = 0),
-        ("max_ttl", |l| l.max_ttl = 0),
+        ("max_ttl", |l| l.max_ttl = Duration(0)),
         ("max_keys", |l| l.max_keys = 0),
         ("max_keys", |l| l.max_keys = usize::MAX),
         ("max_waiters_per_key", |l| l.max_waiters_per_key = 0),
@@ -38,7 +38,7 @@ fn each_limit_out_of_range_is_refused_by_name() {
 #[test]
 fn zero_expiry_memory_is_allowed() {
     let limits = Limits {
-        expired_retention: 0,
+        expired_retention: Duration(0),
         max_expired_records: 0,
         ..Limits::default()
     };
@@ -56,7 +56,13 @@ fn messages_name_the_limit_they_enforce() {
             LockError::OwnerTooLong { len: 300, max: 256 },
             "max_owner_bytes",
         ),
-        (LockError::TtlTooLong { ttl: 5, max: 4 }, "max_ttl"),
+        (
+            LockError::TtlTooLong {
+                ttl: Duration(5),
+                max: Duration(4),
+            },
+            "max_ttl",
+        ),
         (LockError::TableFull { max_keys: 3 }, "max_keys"),
         (
             LockError::QueueFull {

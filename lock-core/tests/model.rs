@@ -8,7 +8,9 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use lock_core::{AcquireOutcome, Event, EventKind, Grant, Limits, LockError, LockTable};
+use lock_core::{
+    AcquireOutcome, Duration, Event, EventKind, Fence, Grant, Instant, Limits, LockError, LockTable,
+};
 use proptest::prelude::*;
 
 const KEYS: [&str; 4] = ["k0", "k1", "k2", "k3"];
@@ -19,7 +21,7 @@ fn limits() -> Limits {
         max_keys: 3,
         max_waiters_per_key: 2,
         max_waiters: 4,
-        expired_retention: 400,
+        expired_retention: Duration(400),
         max_expired_records: 3,
         ..Limits::default()
     }
@@ -91,13 +93,13 @@ enum Ev {
 
 fn ev(e: Event) -> Ev {
     match e.kind {
-        EventKind::Expired { owner, fence } => Ev::Expired(e.key, owner, fence, e.at),
+        EventKind::Expired { owner, fence } => Ev::Expired(e.key, owner, fence.0, e.at.0),
         EventKind::Granted {
             owner,
             fence,
             deadline,
-        } => Ev::Granted(e.key, owner, fence, deadline, e.at),
-        EventKind::WaitTimedOut { owner } => Ev::TimedOut(e.key, owner, e.at),
+        } => Ev::Granted(e.key, owner, fence.0, deadline.0, e.at.0),
+        EventKind::WaitTimedOut { owner } => Ev::TimedOut(e.key, owner, e.at.0),
     }
 }
 
@@ -173,7 +175,7 @@ impl Model {
         while self
             .expired
             .front()
-            .is_some_and(|e| e.3 + limits().expired_retention <= now)
+            .is_some_and(|e| e.3 + limits().expired_retention.0 <= now)
         {
             self.expired.pop_front();
         }
@@ -218,14 +220,14 @@ impl Model {
                 },
             );
             return Ok(AcquireOutcome::Acquired(Grant {
-                fence,
-                deadline: now + ttl,
+                fence: Fence(fence),
+                deadline: Instant(now + ttl),
             }));
         };
         if k.holder.0 == owner {
             return Ok(AcquireOutcome::AlreadyHeld(Grant {
-                fence: k.holder.1,
-                deadline: k.holder.2,
+                fence: Fence(k.holder.1),
+                deadline: Instant(k.holder.2),
             }));
         }
         if let Some(i) = k.queue.iter().position(|w| w.0 == owner) {
@@ -233,7 +235,7 @@ impl Model {
         }
         if wait <= now {
             return Err(LockError::Held {
-                deadline: k.holder.2,
+                deadline: Instant(k.holder.2),
             });
         }
         if k.queue.len() >= l.max_waiters_per_key {
@@ -260,7 +262,9 @@ impl Model {
             .iter()
             .find(|e| e.0 == fence && e.1 == key && e.2 == owner)
         {
-            return LockError::Expired { deadline: e.3 };
+            return LockError::Expired {
+                deadline: Instant(e.3),
+            };
         }
         match self.keys.get(key) {
             Some(k) if k.holder.0 != owner => LockError::NotOwner,
@@ -298,8 +302,8 @@ impl Model {
         let k = self.keys.get_mut(key).unwrap();
         k.holder.2 = now + ttl;
         Ok(Grant {
-            fence,
-            deadline: now + ttl,
+            fence: Fence(fence),
+            deadline: Instant(now + ttl),
         })
     }
 
@@ -359,9 +363,9 @@ impl Observer {
     }
 
     fn granted(&mut self, key: &str, g: Grant) -> Result<(), TestCaseError> {
-        self.fence(g.fence)?;
+        self.fence(g.fence.0)?;
         prop_assert!(!self.live.contains_key(key), "two live leases on {}", key);
-        self.live.insert(key.into(), (g.fence, g.deadline));
+        self.live.insert(key.into(), (g.fence.0, g.deadline.0));
         Ok(())
     }
 
@@ -408,7 +412,13 @@ fn run(steps: Vec<(i64, Op)>) -> Result<(), TestCaseError> {
                 } else {
                     0
                 };
-                let got = table.acquire(KEYS[*key], OWNERS[*owner], *ttl, wait, now);
+                let got = table.acquire(
+                    KEYS[*key],
+                    OWNERS[*owner],
+                    Duration(*ttl),
+                    Instant(wait),
+                    Instant(now),
+                );
                 let want = model.acquire(KEYS[*key], OWNERS[*owner], *ttl, wait, now);
                 prop_assert_eq!(&got, &want);
                 let events: Vec<Ev> = table.drain_events().map(ev).collect();
@@ -417,7 +427,7 @@ fn run(steps: Vec<(i64, Op)>) -> Result<(), TestCaseError> {
                 }
                 if let Ok(AcquireOutcome::Acquired(g)) = got {
                     obs.granted(KEYS[*key], g)?;
-                    fences_by_key.insert(*key, g.fence);
+                    fences_by_key.insert(*key, g.fence.0);
                 }
                 prop_assert_eq!(events, std::mem::take(&mut model.events));
             }
@@ -427,7 +437,7 @@ fn run(steps: Vec<(i64, Op)>) -> Result<(), TestCaseError> {
                 fence_back,
             } => {
                 let fence = fence_for(*key, *fence_back, &fences_by_key);
-                let got = table.release(KEYS[*key], OWNERS[*owner], fence, now);
+                let got = table.release(KEYS[*key], OWNERS[*owner], Fence(fence), Instant(now));
                 prop_assert_eq!(&got, &model.release(KEYS[*key], OWNERS[*owner], fence, now));
                 if got.is_ok() {
                     released = Some(KEYS[*key].into());
@@ -440,7 +450,13 @@ fn run(steps: Vec<(i64, Op)>) -> Result<(), TestCaseError> {
                 ttl,
             } => {
                 let fence = fence_for(*key, *fence_back, &fences_by_key);
-                let got = table.extend(KEYS[*key], OWNERS[*owner], fence, *ttl, now);
+                let got = table.extend(
+                    KEYS[*key],
+                    OWNERS[*owner],
+                    Fence(fence),
+                    Duration(*ttl),
+                    Instant(now),
+                );
                 prop_assert_eq!(
                     &got,
                     &model.extend(KEYS[*key], OWNERS[*owner], fence, *ttl, now)
@@ -451,19 +467,20 @@ fn run(steps: Vec<(i64, Op)>) -> Result<(), TestCaseError> {
                         obs.event(e, model.clock)?;
                     }
                     prop_assert_eq!(events, std::mem::take(&mut model.events));
-                    obs.live.insert(KEYS[*key].into(), (g.fence, g.deadline));
+                    obs.live
+                        .insert(KEYS[*key].into(), (g.fence.0, g.deadline.0));
                 }
             }
             Op::Cancel { key, owner } => {
-                let got = table.cancel_wait(KEYS[*key], OWNERS[*owner], now);
+                let got = table.cancel_wait(KEYS[*key], OWNERS[*owner], Instant(now));
                 prop_assert_eq!(&got, &model.cancel(KEYS[*key], OWNERS[*owner], now));
             }
             Op::Timeout => {
-                table.handle_timeout(now);
+                table.handle_timeout(Instant(now));
                 model.advance(now);
             }
             Op::RoundTrip => {
-                let bytes = table.snapshot(now);
+                let bytes = table.snapshot(Instant(now));
                 model.advance(now);
                 let events: Vec<Ev> = table.drain_events().map(ev).collect();
                 for e in &events {
@@ -472,7 +489,7 @@ fn run(steps: Vec<(i64, Op)>) -> Result<(), TestCaseError> {
                 prop_assert_eq!(events, std::mem::take(&mut model.events));
                 let mut restored = LockTable::from_snapshot(limits(), 0, &bytes).unwrap();
                 prop_assert_eq!(
-                    restored.snapshot(model.clock),
+                    restored.snapshot(Instant(model.clock)),
                     bytes,
                     "restored table differs"
                 );
@@ -496,18 +513,19 @@ fn run(steps: Vec<(i64, Op)>) -> Result<(), TestCaseError> {
         }
         prop_assert_eq!(events, std::mem::take(&mut model.events));
         obs.settled(model.clock)?;
-        let stats = table.stats(now);
-        prop_assert_eq!(stats.clock, model.clock);
+        let stats = table.stats(Instant(now));
+        prop_assert_eq!(stats.clock, Instant(model.clock));
         prop_assert_eq!(stats.live_leases, model.keys.len());
         prop_assert_eq!(stats.waiters, model.waiters());
-        prop_assert_eq!(stats.last_fence, model.last_fence);
+        prop_assert_eq!(stats.last_fence, Fence(model.last_fence));
         prop_assert_eq!(stats.expired_records, model.expired.len());
-        prop_assert_eq!(table.next_wakeup(), model.next_wakeup());
+        prop_assert_eq!(table.next_wakeup(), model.next_wakeup().map(Instant));
         for key in KEYS {
-            let info = table.inspect(key, now).unwrap();
+            let info = table.inspect(key, Instant(now)).unwrap();
             let want = model.keys.get(key);
             prop_assert_eq!(
-                info.as_ref().map(|i| (i.holder.fence, i.holder.deadline)),
+                info.as_ref()
+                    .map(|i| (i.holder.fence.0, i.holder.deadline.0)),
                 want.map(|k| (k.holder.1, k.holder.2))
             );
             let queue: Vec<String> = info

@@ -3,14 +3,16 @@
 //! that does nothing), measured in one run; each figure is the median of five timings, taken
 //! interleaved across the workloads. Benchmarks, not tests: nothing asserts on time.
 
-use std::time::{Duration, Instant};
+use std::time::{Duration as WallDuration, Instant as WallInstant};
 
 use wasmtime::component::{Component, Linker, TypedFunc};
 use wasmtime::{Engine, Store};
 
 use host_wasmtime::component::sandbox_engine;
 use host_wasmtime::{Batch, ComponentTable, LockComponent, LockHost, ManualClock, SandboxLimits};
-use lock_core::{AcquireOutcome, Call, LockBackend, Reply, Request, Response};
+use lock_core::{
+    AcquireOutcome, Call, Duration, Fence, Instant, LockBackend, Reply, Request, Response,
+};
 
 /// A component exporting `probe(key: string, owner: string, ttl: u64, now: u64) -> u64` that does
 /// nothing: the cost of crossing the boundary with the arguments of `try-acquire`.
@@ -117,7 +119,7 @@ fn measure(mut workloads: Vec<Workload<'_>>) -> Vec<Measurement> {
     let mut samples = vec![Vec::with_capacity(REPEATS); workloads.len()];
     for _ in 0..REPEATS {
         for (w, samples) in workloads.iter_mut().zip(&mut samples) {
-            let start = Instant::now();
+            let start = WallInstant::now();
             (w.run)();
             samples.push(start.elapsed().as_nanos() as f64 / w.ops as f64);
         }
@@ -146,7 +148,7 @@ fn component_table(held: Option<&str>) -> ComponentTable {
         .instantiate(&lock_core::Limits::default(), 0, SandboxLimits::default())
         .expect("instantiates");
     if let Some(key) = held {
-        let _ = table.try_acquire(key, "someone", 60_000, 0);
+        let _ = table.try_acquire(key, "someone", Duration(60_000), Instant(0));
     }
     table
 }
@@ -178,11 +180,11 @@ where
         move || {
             for i in 0..pairs as usize {
                 let key = &keys[i & 1023];
-                let (owner, now) = (OWNER, 1);
+                let (owner, now) = (OWNER, Instant(1));
                 let acquire = Request::TryAcquire {
                     key,
                     owner,
-                    ttl: TTL,
+                    ttl: Duration(TTL),
                     now,
                 };
                 let reply = call(&mut table, Call::Request(acquire));
@@ -220,8 +222,8 @@ where
                 let request = Request::TryAcquire {
                     key: "held",
                     owner: OWNER,
-                    ttl: TTL,
-                    now: 1,
+                    ttl: Duration(TTL),
+                    now: Instant(1),
                 };
                 let reply = call(&mut table, Call::Request(request));
                 assert!(matches!(reply, Reply::Response(Response::Acquire(Err(_)))));
@@ -243,7 +245,7 @@ pub fn run(pairs: u64) -> Vec<Measurement> {
 
     // Native lock-core and the component, through the same calls.
     let mut held = lock_core::LockTable::default();
-    let _ = held.try_acquire("held", "someone", ttl, 0);
+    let _ = held.try_acquire("held", "someone", Duration(ttl), Instant(0));
     workloads.push(pair_workload(
         "native",
         lock_core::LockTable::default(),
@@ -278,8 +280,8 @@ pub fn run(pairs: u64) -> Vec<Measurement> {
                 batch.clear();
                 for j in 0..batch_pairs {
                     let key = &fresh[((round * batch_pairs + j) & 1023) as usize];
-                    batch.try_acquire(key, owner, ttl, 1);
-                    batch.release(key, owner, next_fence + j, 1);
+                    batch.try_acquire(key, owner, Duration(ttl), Instant(1));
+                    batch.release(key, owner, Fence(next_fence + j), Instant(1));
                 }
                 let responses = table.batch(&batch).unwrap();
                 assert_eq!(responses.len(), 64);
@@ -343,7 +345,11 @@ pub fn run(pairs: u64) -> Vec<Measurement> {
                         std::thread::spawn(move || {
                             for i in 0..per_thread as usize {
                                 let lease = host
-                                    .try_acquire(&keys[i & 255], "worker", Duration::from_secs(60))
+                                    .try_acquire(
+                                        &keys[i & 255],
+                                        "worker",
+                                        WallDuration::from_secs(60),
+                                    )
                                     .unwrap();
                                 lease.release().unwrap();
                             }

@@ -388,7 +388,7 @@ impl Playground {
             Field::Ttl => {
                 let ttl = whole_ms(&c.ttl, "TTL").map_err(refuse)?;
                 limits
-                    .check_ttl(ttl)
+                    .check_ttl(lock_core::Duration(ttl))
                     .map(|()| ttl)
                     .map_err(|e| refuse(e.to_string()))
             }
@@ -469,7 +469,7 @@ impl Playground {
     /// recorded `handle-timeout` step, only when something is due).
     pub fn service(&mut self) {
         let now = self.clock.now();
-        if self.table.next_wakeup().is_some_and(|at| at <= now) {
+        if self.table.next_wakeup().is_some_and(|at| at.0 <= now) {
             self.perform(&Op::HandleTimeout { now });
         }
     }
@@ -483,7 +483,7 @@ impl Playground {
     /// When the table next needs waking.
     #[must_use]
     pub fn next_wakeup(&self) -> Option<u64> {
-        self.table.next_wakeup()
+        self.table.next_wakeup().map(|at| at.0)
     }
 
     /// Runs one operation, records it, and updates the log, the history and the clients.
@@ -697,9 +697,9 @@ impl Playground {
             if let Some(info) = self.inspect(&key) {
                 self.history.entry(key).or_default().push(Segment {
                     owner: info.holder.owner,
-                    fence: info.holder.fence,
-                    start: now,
-                    deadline: info.holder.deadline,
+                    fence: info.holder.fence.0,
+                    start: now.0,
+                    deadline: info.holder.deadline.0,
                     handoff: false,
                     end: None,
                 });

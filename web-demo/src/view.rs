@@ -126,7 +126,7 @@ pub fn client_status(c: &Client, infos: &BTreeMap<String, KeyInfo>, now: u64) ->
             parts.push(format!(
                 "holds \"{key}\" (fence {}, {} left)",
                 info.holder.fence,
-                secs(info.holder.deadline.saturating_sub(now))
+                secs(info.holder.deadline.0.saturating_sub(now))
             ));
         }
         if let Some(place) = info.waiters.iter().position(|w| w.owner == c.name) {
@@ -230,7 +230,7 @@ pub fn timeline(p: &Playground, infos: &BTreeMap<String, KeyInfo>) -> String {
                     "<span class=\"holder\">{} holds it, fence {}, {} left</span>",
                     esc(&info.holder.owner),
                     info.holder.fence,
-                    secs(info.holder.deadline.saturating_sub(now))
+                    secs(info.holder.deadline.0.saturating_sub(now))
                 );
                 if !info.waiters.is_empty() {
                     html.push_str("<ol class=\"queue\" aria-label=\"wait queue\">");
@@ -238,7 +238,7 @@ pub fn timeline(p: &Playground, infos: &BTreeMap<String, KeyInfo>) -> String {
                         let _ = write!(
                             html,
                             "<li title=\"waits until {}; will hold it for {} ms\">{}</li>",
-                            secs(w.wait_deadline),
+                            secs(w.wait_deadline.0),
                             w.ttl,
                             esc(&w.owner)
                         );

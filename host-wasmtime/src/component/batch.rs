@@ -1,6 +1,7 @@
 //! [`Batch`]: many requests encoded for one boundary crossing.
 
 use lock_core::wire::Request;
+use lock_core::{Duration, Fence, Instant};
 
 /// Requests to run in one call, encoded as they are added ([`lock_core::wire`]), so the whole
 /// batch crosses the boundary as one byte list and one string.
@@ -45,7 +46,13 @@ impl Batch {
     }
 
     /// Adds `try-acquire`.
-    pub fn try_acquire(&mut self, key: &str, owner: &str, ttl: u64, now: u64) -> &mut Self {
+    pub fn try_acquire(
+        &mut self,
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+        now: Instant,
+    ) -> &mut Self {
         self.push(&Request::TryAcquire {
             key,
             owner,
@@ -58,9 +65,9 @@ impl Batch {
         &mut self,
         key: &str,
         owner: &str,
-        ttl: u64,
-        wait_deadline: u64,
-        now: u64,
+        ttl: Duration,
+        wait_deadline: Instant,
+        now: Instant,
     ) -> &mut Self {
         self.push(&Request::Acquire {
             key,
@@ -71,7 +78,7 @@ impl Batch {
         })
     }
     /// Adds `release`.
-    pub fn release(&mut self, key: &str, owner: &str, fence: u64, now: u64) -> &mut Self {
+    pub fn release(&mut self, key: &str, owner: &str, fence: Fence, now: Instant) -> &mut Self {
         self.push(&Request::Release {
             key,
             owner,
@@ -80,7 +87,14 @@ impl Batch {
         })
     }
     /// Adds `extend`.
-    pub fn extend(&mut self, key: &str, owner: &str, fence: u64, ttl: u64, now: u64) -> &mut Self {
+    pub fn extend(
+        &mut self,
+        key: &str,
+        owner: &str,
+        fence: Fence,
+        ttl: Duration,
+        now: Instant,
+    ) -> &mut Self {
         self.push(&Request::Extend {
             key,
             owner,
@@ -90,11 +104,11 @@ impl Batch {
         })
     }
     /// Adds `cancel-wait`.
-    pub fn cancel_wait(&mut self, key: &str, owner: &str, now: u64) -> &mut Self {
+    pub fn cancel_wait(&mut self, key: &str, owner: &str, now: Instant) -> &mut Self {
         self.push(&Request::CancelWait { key, owner, now })
     }
     /// Adds `handle-timeout`.
-    pub fn handle_timeout(&mut self, now: u64) -> &mut Self {
+    pub fn handle_timeout(&mut self, now: Instant) -> &mut Self {
         self.push(&Request::HandleTimeout { now })
     }
 

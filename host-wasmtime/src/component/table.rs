@@ -1,11 +1,12 @@
 //! [`ComponentTable`]: one lock table in its own component instance, speaking `lock-core`'s types.
 
 use std::fmt;
-use std::time::Duration;
+use std::time::Duration as WallDuration;
 
 use lock_core::wire::Response;
 use lock_core::{
-    AcquireOutcome, Call, Event, Grant, KeyInfo, LockBackend, LockError, Reply, Request, Stats,
+    AcquireOutcome, Call, Duration, Event, Fence, Grant, Instant, KeyInfo, LockBackend, LockError,
+    Reply, Request, Stats,
 };
 use wasmtime::component::ResourceAny;
 use wasmtime::Store;
@@ -44,7 +45,7 @@ macro_rules! forward {
         pub fn $name(&mut self, $($arg: $ty),*) -> Result<$ret, HostError> {
             self.enter()?;
             let table = self.table;
-            let result = self.bindings.expiring_lock_table().lock_table().$call(&mut self.store, table, $($arg),*);
+            let result = self.bindings.expiring_lock_table().lock_table().$call(&mut self.store, table, $(wit::Plain::plain($arg)),*);
             let answer = self.leave(result)?;
             #[allow(clippy::redundant_closure_call)]
             ($map)(answer)
@@ -81,14 +82,14 @@ impl ComponentTable {
 
     /// Changes how long each later call may run (see
     /// [`SandboxLimits::call_timeout`](super::SandboxLimits::call_timeout)).
-    pub fn set_call_timeout(&mut self, timeout: Duration) {
+    pub fn set_call_timeout(&mut self, timeout: WallDuration) {
         self.ticks = ticks_for(timeout);
     }
 
     /// A call whose work grows with the table: allowed the usual bound plus `extra`.
     fn call_with_allowance<T>(
         &mut self,
-        extra: Duration,
+        extra: WallDuration,
         call: impl FnOnce(&Lock, &mut Store<StoreState>, ResourceAny) -> wasmtime::Result<T>,
     ) -> Result<T, HostError> {
         self.enter()?;
@@ -115,41 +116,42 @@ impl ComponentTable {
     }
 
     forward!(/// [`LockTable::try_acquire`](lock_core::LockTable::try_acquire).
-        try_acquire => call_try_acquire(key: &str, owner: &str, ttl: u64, now: u64) -> Result<AcquireOutcome, LockError>,
+        try_acquire => call_try_acquire(key: &str, owner: &str, ttl: Duration, now: Instant) -> Result<AcquireOutcome, LockError>,
         |r| lock_result(r, |o| wit::outcome(&o)));
     forward!(/// [`LockTable::acquire`](lock_core::LockTable::acquire).
-        acquire => call_acquire(key: &str, owner: &str, ttl: u64, wait_deadline: u64, now: u64) -> Result<AcquireOutcome, LockError>,
+        acquire => call_acquire(key: &str, owner: &str, ttl: Duration, wait_deadline: Instant, now: Instant) -> Result<AcquireOutcome, LockError>,
         |r| lock_result(r, |o| wit::outcome(&o)));
     forward!(/// [`LockTable::release`](lock_core::LockTable::release).
-        release => call_release(key: &str, owner: &str, fence: u64, now: u64) -> Result<(), LockError>,
+        release => call_release(key: &str, owner: &str, fence: Fence, now: Instant) -> Result<(), LockError>,
         |r| lock_result(r, |()| ()));
     forward!(/// [`LockTable::extend`](lock_core::LockTable::extend).
-        extend => call_extend(key: &str, owner: &str, fence: u64, ttl: u64, now: u64) -> Result<Grant, LockError>,
+        extend => call_extend(key: &str, owner: &str, fence: Fence, ttl: Duration, now: Instant) -> Result<Grant, LockError>,
         |r| lock_result(r, |g| wit::grant(&g)));
     forward!(/// [`LockTable::cancel_wait`](lock_core::LockTable::cancel_wait).
-        cancel_wait => call_cancel_wait(key: &str, owner: &str, now: u64) -> Result<(), LockError>,
+        cancel_wait => call_cancel_wait(key: &str, owner: &str, now: Instant) -> Result<(), LockError>,
         |r| lock_result(r, |()| ()));
     forward!(/// [`LockTable::handle_timeout`](lock_core::LockTable::handle_timeout).
-        handle_timeout => call_handle_timeout(now: u64) -> (), same);
+        handle_timeout => call_handle_timeout(now: Instant) -> (), same);
     forward!(/// [`LockTable::handle_timeout_bounded`](lock_core::LockTable::handle_timeout_bounded):
         /// at most `max_changes` due changes; true if more are due.
-        handle_timeout_bounded => call_handle_timeout_bounded(now: u64, max_changes: u32) -> bool, same);
+        handle_timeout_bounded => call_handle_timeout_bounded(now: Instant, max_changes: u32) -> bool, same);
     forward!(/// [`LockTable::raise_fence_floor`](lock_core::LockTable::raise_fence_floor): every
         /// later fence is greater than `floor`.
-        raise_fence_floor => call_raise_fence_floor(floor: u64) -> (), same);
+        raise_fence_floor => call_raise_fence_floor(floor: Fence) -> (), same);
     forward!(/// [`LockTable::cancel_all_waits`](lock_core::LockTable::cancel_all_waits): drops
         /// every waiter; answers how many.
-        cancel_all_waits => call_cancel_all_waits(now: u64) -> u32, same);
+        cancel_all_waits => call_cancel_all_waits(now: Instant) -> u32, same);
     forward!(/// [`LockTable::next_wakeup`](lock_core::LockTable::next_wakeup).
-        next_wakeup => call_next_wakeup() -> Option<u64>, same);
+        next_wakeup => call_next_wakeup() -> Option<Instant>,
+        |w: Option<u64>| Ok(w.map(Instant)));
     forward!(/// Drains every pending event ([`LockTable::drain_events`](lock_core::LockTable::drain_events)).
         poll_events => call_poll_events() -> Vec<Event>,
         |events: Vec<_>| Ok(events.into_iter().map(wit::event).collect()));
     forward!(/// [`LockTable::inspect`](lock_core::LockTable::inspect).
-        inspect => call_inspect(key: &str, now: u64) -> Result<Option<KeyInfo>, LockError>,
+        inspect => call_inspect(key: &str, now: Instant) -> Result<Option<KeyInfo>, LockError>,
         |r| lock_result(r, |i: Option<_>| i.map(wit::key_info)));
     forward!(/// [`LockTable::stats`](lock_core::LockTable::stats).
-        stats => call_stats(now: u64) -> Stats, |s| Ok(wit::stats(&s)));
+        stats => call_stats(now: Instant) -> Stats, |s| Ok(wit::stats(&s)));
 
     /// [`LockTable::snapshot`](lock_core::LockTable::snapshot), allowed
     /// [`SNAPSHOT_TIME_PER_ENTRY`] per lease, waiter and remembered expiry beyond the call bound
@@ -157,7 +159,7 @@ impl ComponentTable {
     ///
     /// # Errors
     /// [`HostError`] if the component traps or trapped before.
-    pub fn snapshot(&mut self, now: u64) -> Result<Vec<u8>, HostError> {
+    pub fn snapshot(&mut self, now: Instant) -> Result<Vec<u8>, HostError> {
         let stats = self.stats(now)?;
         let entries = stats.live_leases + stats.waiters + stats.expired_records;
         let extra =
@@ -165,7 +167,7 @@ impl ComponentTable {
         self.call_with_allowance(extra, |lock, store, table| {
             lock.expiring_lock_table()
                 .lock_table()
-                .call_snapshot(store, table, now)
+                .call_snapshot(store, table, now.0)
         })
     }
 

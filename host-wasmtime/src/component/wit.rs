@@ -12,17 +12,67 @@ use exports::expiring::lock::types::{
     self, AcquireOutcome, Event, EventKind, Grant, KeyInfo, LockError, Stats,
 };
 
+/// A core value as the plain number (or the same value) the WIT contract passes.
+pub(super) trait Plain {
+    /// The WIT form.
+    type Wit;
+    /// Converts.
+    fn plain(self) -> Self::Wit;
+}
+
+impl Plain for lock_core::Instant {
+    type Wit = u64;
+    fn plain(self) -> u64 {
+        self.0
+    }
+}
+
+impl Plain for lock_core::Duration {
+    type Wit = u64;
+    fn plain(self) -> u64 {
+        self.0
+    }
+}
+
+impl Plain for lock_core::Fence {
+    type Wit = u64;
+    fn plain(self) -> u64 {
+        self.0
+    }
+}
+
+impl<'a> Plain for &'a str {
+    type Wit = &'a str;
+    fn plain(self) -> &'a str {
+        self
+    }
+}
+
+impl<'a> Plain for &'a [u8] {
+    type Wit = &'a [u8];
+    fn plain(self) -> &'a [u8] {
+        self
+    }
+}
+
+impl Plain for u32 {
+    type Wit = u32;
+    fn plain(self) -> u32 {
+        self
+    }
+}
+
 /// The core's limits in WIT terms (counts saturate at u32::MAX).
 pub(super) fn limits(l: &lock_core::Limits) -> types::Limits {
     let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
     types::Limits {
         max_key_bytes: n(l.max_key_bytes),
         max_owner_bytes: n(l.max_owner_bytes),
-        max_ttl: l.max_ttl,
+        max_ttl: l.max_ttl.0,
         max_keys: n(l.max_keys),
         max_waiters_per_key: n(l.max_waiters_per_key),
         max_waiters: n(l.max_waiters),
-        expired_retention: l.expired_retention,
+        expired_retention: l.expired_retention.0,
         max_expired_records: n(l.max_expired_records),
         max_pending_events: n(l.max_pending_events),
     }
@@ -31,8 +81,8 @@ pub(super) fn limits(l: &lock_core::Limits) -> types::Limits {
 /// The core's grant.
 pub(super) fn grant(g: &Grant) -> lock_core::Grant {
     lock_core::Grant {
-        fence: g.fence,
-        deadline: g.deadline,
+        fence: lock_core::Fence(g.fence),
+        deadline: lock_core::Instant(g.deadline),
     }
 }
 
@@ -57,12 +107,12 @@ pub(super) fn error(e: &LockError) -> Option<lock_core::LockError> {
         LockError::OwnerInvalid => E::OwnerInvalid,
         LockError::TtlZero => E::TtlZero,
         LockError::TtlTooLong(l) => E::TtlTooLong {
-            ttl: l.ttl,
-            max: l.max,
+            ttl: lock_core::Duration(l.ttl),
+            max: lock_core::Duration(l.max),
         },
         LockError::DeadlineOverflow(d) => E::DeadlineOverflow {
-            now: d.now,
-            ttl: d.ttl,
+            now: lock_core::Instant(d.now),
+            ttl: lock_core::Duration(d.ttl),
         },
         LockError::TableFull(m) => E::TableFull { max_keys: n(*m) },
         LockError::QueueFull(m) => E::QueueFull {
@@ -70,12 +120,12 @@ pub(super) fn error(e: &LockError) -> Option<lock_core::LockError> {
         },
         LockError::TooManyWaiters(m) => E::TooManyWaiters { max_waiters: n(*m) },
         LockError::Held(deadline) => E::Held {
-            deadline: *deadline,
+            deadline: lock_core::Instant(*deadline),
         },
         LockError::NotOwner => E::NotOwner,
         LockError::NotHeld => E::NotHeld,
         LockError::Expired(deadline) => E::Expired {
-            deadline: *deadline,
+            deadline: lock_core::Instant(*deadline),
         },
         LockError::NotWaiting => E::NotWaiting,
         LockError::InvalidLimits(name) => E::InvalidLimits {
@@ -116,18 +166,18 @@ pub(super) fn event(e: Event) -> lock_core::Event {
     let kind = match e.kind {
         EventKind::Expired(x) => lock_core::EventKind::Expired {
             owner: x.owner,
-            fence: x.fence,
+            fence: lock_core::Fence(x.fence),
         },
         EventKind::Granted(x) => lock_core::EventKind::Granted {
             owner: x.owner,
-            fence: x.fence,
-            deadline: x.deadline,
+            fence: lock_core::Fence(x.fence),
+            deadline: lock_core::Instant(x.deadline),
         },
         EventKind::WaitTimedOut(owner) => lock_core::EventKind::WaitTimedOut { owner },
     };
     lock_core::Event {
         key: e.key,
-        at: e.at,
+        at: lock_core::Instant(e.at),
         kind,
     }
 }
@@ -137,16 +187,16 @@ pub(super) fn key_info(i: KeyInfo) -> lock_core::KeyInfo {
     lock_core::KeyInfo {
         holder: lock_core::HolderInfo {
             owner: i.owner,
-            fence: i.fence,
-            deadline: i.deadline,
+            fence: lock_core::Fence(i.fence),
+            deadline: lock_core::Instant(i.deadline),
         },
         waiters: i
             .waiters
             .into_iter()
             .map(|w| lock_core::WaiterInfo {
                 owner: w.owner,
-                ttl: w.ttl,
-                wait_deadline: w.wait_deadline,
+                ttl: lock_core::Duration(w.ttl),
+                wait_deadline: lock_core::Instant(w.wait_deadline),
             })
             .collect(),
     }
@@ -161,8 +211,8 @@ pub(super) fn stats(s: &Stats) -> lock_core::Stats {
         waiters: n(s.waiters),
         expired_records: n(s.expired_records),
         pending_events: n(s.pending_events),
-        clock: s.clock,
-        last_fence: s.last_fence,
+        clock: lock_core::Instant(s.clock),
+        last_fence: lock_core::Fence(s.last_fence),
         acquired: s.acquired,
         handed_off: s.handed_off,
         released: s.released,

@@ -5,7 +5,7 @@
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use lock_core::{AcquireOutcome, EventKind, Limits, LockTable};
+use lock_core::{AcquireOutcome, Duration, EventKind, Fence, Instant, Limits, LockTable};
 
 #[derive(Arbitrary, Debug)]
 enum Op {
@@ -30,11 +30,11 @@ fuzz_target!(|input: Input| {
         Limits {
             max_key_bytes: 8,
             max_owner_bytes: 8,
-            max_ttl: 1000,
+            max_ttl: Duration(1000),
             max_keys: 4,
             max_waiters_per_key: 2,
             max_waiters: 3,
-            expired_retention: 100,
+            expired_retention: Duration(100),
             max_expired_records: 2,
             max_pending_events: 4,
         }
@@ -43,20 +43,20 @@ fuzz_target!(|input: Input| {
     };
     let mut table = LockTable::new(limits.clone()).unwrap();
     let mut now: u64 = 0;
-    let mut max_fence = 0;
+    let mut max_fence = Fence(0);
     for (dt, jump, op) in input.steps {
         now = if jump { now.saturating_mul(2).saturating_add(u64::from(dt)) } else { now.wrapping_add(u64::from(dt)) };
-        let request_now = if dt % 7 == 0 { now / 2 } else { now }; // sometimes backwards
+        let request_now = Instant(if dt % 7 == 0 { now / 2 } else { now }); // sometimes backwards
         let granted = match op {
-            Op::Try { key, owner, ttl } => table.try_acquire(&key, &owner, ttl, request_now).ok(),
-            Op::Acquire { key, owner, ttl, wait } => table.acquire(&key, &owner, ttl, wait, request_now).ok(),
+            Op::Try { key, owner, ttl } => table.try_acquire(&key, &owner, Duration(ttl), request_now).ok(),
+            Op::Acquire { key, owner, ttl, wait } => table.acquire(&key, &owner, Duration(ttl), Instant(wait), request_now).ok(),
             Op::Release { key, owner, fence } => {
-                let _ = table.release(&key, &owner, fence, request_now);
+                let _ = table.release(&key, &owner, Fence(fence), request_now);
                 None
             }
             Op::Extend { key, owner, fence, ttl } => {
-                if let Ok(g) = table.extend(&key, &owner, fence, ttl, request_now) {
-                    assert!(g.deadline > table.clock() || g.deadline == u64::MAX);
+                if let Ok(g) = table.extend(&key, &owner, Fence(fence), Duration(ttl), request_now) {
+                    assert!(g.deadline > table.clock() || g.deadline == Instant::MAX);
                 }
                 None
             }

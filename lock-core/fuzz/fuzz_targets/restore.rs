@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use lock_core::{Limits, LockTable};
+use lock_core::{Duration, Instant, Limits, LockTable};
 
 fn framed(body: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(body.len() + 18);
@@ -23,14 +23,14 @@ fuzz_target!(|data: &[u8]| {
     let bytes = if mode & 1 == 1 { framed(rest) } else { rest.to_vec() };
     let limits = Limits { max_keys: 64, max_waiters_per_key: 4, max_waiters: 64, ..Limits::default() };
     let mut table = LockTable::new(limits.clone()).unwrap();
-    let _ = table.try_acquire("mine", "me", 1000, 5);
-    let before = table.snapshot(5);
+    let _ = table.try_acquire("mine", "me", Duration(1000), Instant(5));
+    let before = table.snapshot(Instant(5));
     match table.restore(&bytes) {
         Ok(()) => {
             let again = table.snapshot(table.clock());
             let mut copy = LockTable::from_snapshot(limits, 0, &again).unwrap();
             assert_eq!(copy.snapshot(table.clock()), again);
         }
-        Err(_) => assert_eq!(table.snapshot(5), before, "a failed restore changed the table"),
+        Err(_) => assert_eq!(table.snapshot(Instant(5)), before, "a failed restore changed the table"),
     }
 });

@@ -16,11 +16,11 @@ pub fn limits_in(l: &Limits) -> core_::Limits {
     core_::Limits {
         max_key_bytes: l.max_key_bytes as usize,
         max_owner_bytes: l.max_owner_bytes as usize,
-        max_ttl: l.max_ttl,
+        max_ttl: core_::Duration(l.max_ttl),
         max_keys: l.max_keys as usize,
         max_waiters_per_key: l.max_waiters_per_key as usize,
         max_waiters: l.max_waiters as usize,
-        expired_retention: l.expired_retention,
+        expired_retention: core_::Duration(l.expired_retention),
         max_expired_records: l.max_expired_records as usize,
         max_pending_events: l.max_pending_events as usize,
     }
@@ -30,11 +30,11 @@ pub fn limits_out(l: &core_::Limits) -> Limits {
     Limits {
         max_key_bytes: u32_of(l.max_key_bytes),
         max_owner_bytes: u32_of(l.max_owner_bytes),
-        max_ttl: l.max_ttl,
+        max_ttl: l.max_ttl.0,
         max_keys: u32_of(l.max_keys),
         max_waiters_per_key: u32_of(l.max_waiters_per_key),
         max_waiters: u32_of(l.max_waiters),
-        expired_retention: l.expired_retention,
+        expired_retention: l.expired_retention.0,
         max_expired_records: u32_of(l.max_expired_records),
         max_pending_events: u32_of(l.max_pending_events),
     }
@@ -42,8 +42,8 @@ pub fn limits_out(l: &core_::Limits) -> Limits {
 
 pub fn grant(g: core_::Grant) -> Grant {
     Grant {
-        fence: g.fence,
-        deadline: g.deadline,
+        fence: g.fence.0,
+        deadline: g.deadline.0,
     }
 }
 
@@ -75,19 +75,23 @@ pub fn error(e: core_::LockError) -> LockError {
         }),
         E::OwnerInvalid => LockError::OwnerInvalid,
         E::TtlZero => LockError::TtlZero,
-        E::TtlTooLong { ttl, max } => LockError::TtlTooLong(TtlLimit { ttl, max }),
-        E::DeadlineOverflow { now, ttl } => {
-            LockError::DeadlineOverflow(DeadlineOverflowInfo { now, ttl })
-        }
+        E::TtlTooLong { ttl, max } => LockError::TtlTooLong(TtlLimit {
+            ttl: ttl.0,
+            max: max.0,
+        }),
+        E::DeadlineOverflow { now, ttl } => LockError::DeadlineOverflow(DeadlineOverflowInfo {
+            now: now.0,
+            ttl: ttl.0,
+        }),
         E::TableFull { max_keys } => LockError::TableFull(u32_of(max_keys)),
         E::QueueFull {
             max_waiters_per_key,
         } => LockError::QueueFull(u32_of(max_waiters_per_key)),
         E::TooManyWaiters { max_waiters } => LockError::TooManyWaiters(u32_of(max_waiters)),
-        E::Held { deadline } => LockError::Held(deadline),
+        E::Held { deadline } => LockError::Held(deadline.0),
         E::NotOwner => LockError::NotOwner,
         E::NotHeld => LockError::NotHeld,
-        E::Expired { deadline } => LockError::Expired(deadline),
+        E::Expired { deadline } => LockError::Expired(deadline.0),
         E::NotWaiting => LockError::NotWaiting,
         E::InvalidLimits { limit } => LockError::InvalidLimits(limit.as_str().into()),
         E::SnapshotTruncated => LockError::SnapshotTruncated,
@@ -105,23 +109,24 @@ pub fn error(e: core_::LockError) -> LockError {
 
 pub fn event(e: core_::Event) -> Event {
     let kind = match e.kind {
-        core_::EventKind::Expired { owner, fence } => {
-            EventKind::Expired(ExpiredEvent { owner, fence })
-        }
+        core_::EventKind::Expired { owner, fence } => EventKind::Expired(ExpiredEvent {
+            owner,
+            fence: fence.0,
+        }),
         core_::EventKind::Granted {
             owner,
             fence,
             deadline,
         } => EventKind::Granted(GrantedEvent {
             owner,
-            fence,
-            deadline,
+            fence: fence.0,
+            deadline: deadline.0,
         }),
         core_::EventKind::WaitTimedOut { owner } => EventKind::WaitTimedOut(owner),
     };
     Event {
         key: e.key,
-        at: e.at,
+        at: e.at.0,
         kind,
     }
 }
@@ -129,15 +134,15 @@ pub fn event(e: core_::Event) -> Event {
 pub fn key_info(i: core_::KeyInfo) -> KeyInfo {
     KeyInfo {
         owner: i.holder.owner,
-        fence: i.holder.fence,
-        deadline: i.holder.deadline,
+        fence: i.holder.fence.0,
+        deadline: i.holder.deadline.0,
         waiters: i
             .waiters
             .into_iter()
             .map(|w| WaiterInfo {
                 owner: w.owner,
-                ttl: w.ttl,
-                wait_deadline: w.wait_deadline,
+                ttl: w.ttl.0,
+                wait_deadline: w.wait_deadline.0,
             })
             .collect(),
     }
@@ -149,8 +154,8 @@ pub fn stats(s: &core_::Stats) -> Stats {
         waiters: s.waiters as u64,
         expired_records: s.expired_records as u64,
         pending_events: s.pending_events as u64,
-        clock: s.clock,
-        last_fence: s.last_fence,
+        clock: s.clock.0,
+        last_fence: s.last_fence.0,
         acquired: s.acquired,
         handed_off: s.handed_off,
         released: s.released,

@@ -8,6 +8,8 @@ mod convert;
 
 use std::cell::RefCell;
 
+use lock_core::{Duration, Fence, Instant};
+
 use exports::expiring::lock::table::{Guest, GuestLockTable, LockTable as LockTableHandle};
 use exports::expiring::lock::types::{
     AcquireOutcome, Event, Grant, KeyInfo, Limits, LockError, Stats,
@@ -49,7 +51,7 @@ impl GuestLockTable for Table {
         now: u64,
     ) -> Result<AcquireOutcome, LockError> {
         let mut t = self.0.borrow_mut();
-        t.try_acquire(&key, &owner, ttl, now)
+        t.try_acquire(&key, &owner, Duration(ttl), Instant(now))
             .map(convert::outcome)
             .map_err(convert::error)
     }
@@ -63,15 +65,21 @@ impl GuestLockTable for Table {
         now: u64,
     ) -> Result<AcquireOutcome, LockError> {
         let mut t = self.0.borrow_mut();
-        t.acquire(&key, &owner, ttl, wait_deadline, now)
-            .map(convert::outcome)
-            .map_err(convert::error)
+        t.acquire(
+            &key,
+            &owner,
+            Duration(ttl),
+            Instant(wait_deadline),
+            Instant(now),
+        )
+        .map(convert::outcome)
+        .map_err(convert::error)
     }
 
     fn release(&self, key: String, owner: String, fence: u64, now: u64) -> Result<(), LockError> {
         self.0
             .borrow_mut()
-            .release(&key, &owner, fence, now)
+            .release(&key, &owner, Fence(fence), Instant(now))
             .map_err(convert::error)
     }
 
@@ -84,7 +92,7 @@ impl GuestLockTable for Table {
         now: u64,
     ) -> Result<Grant, LockError> {
         let mut t = self.0.borrow_mut();
-        t.extend(&key, &owner, fence, ttl, now)
+        t.extend(&key, &owner, Fence(fence), Duration(ttl), Instant(now))
             .map(convert::grant)
             .map_err(convert::error)
     }
@@ -92,30 +100,32 @@ impl GuestLockTable for Table {
     fn cancel_wait(&self, key: String, owner: String, now: u64) -> Result<(), LockError> {
         self.0
             .borrow_mut()
-            .cancel_wait(&key, &owner, now)
+            .cancel_wait(&key, &owner, Instant(now))
             .map_err(convert::error)
     }
 
     fn handle_timeout(&self, now: u64) {
-        self.0.borrow_mut().handle_timeout(now);
+        self.0.borrow_mut().handle_timeout(Instant(now));
     }
 
     fn handle_timeout_bounded(&self, now: u64, max_changes: u32) -> bool {
-        self.0.borrow_mut().handle_timeout_bounded(now, max_changes)
+        self.0
+            .borrow_mut()
+            .handle_timeout_bounded(Instant(now), max_changes)
     }
 
     fn raise_fence_floor(&self, floor: u64) {
-        self.0.borrow_mut().raise_fence_floor(floor);
+        self.0.borrow_mut().raise_fence_floor(Fence(floor));
     }
 
     fn cancel_all_waits(&self, now: u64) -> u32 {
-        let cancelled = self.0.borrow_mut().cancel_all_waits(now);
+        let cancelled = self.0.borrow_mut().cancel_all_waits(Instant(now));
         // At most max-waiters (a u32 in the contract) can be waiting.
         u32::try_from(cancelled).unwrap_or(u32::MAX)
     }
 
     fn next_wakeup(&self) -> Option<u64> {
-        self.0.borrow().next_wakeup()
+        self.0.borrow().next_wakeup().map(Instant::as_millis)
     }
 
     fn poll_events(&self) -> Vec<Event> {
@@ -128,17 +138,17 @@ impl GuestLockTable for Table {
 
     fn inspect(&self, key: String, now: u64) -> Result<Option<KeyInfo>, LockError> {
         let mut t = self.0.borrow_mut();
-        t.inspect(&key, now)
+        t.inspect(&key, Instant(now))
             .map(|i| i.map(convert::key_info))
             .map_err(convert::error)
     }
 
     fn stats(&self, now: u64) -> Stats {
-        convert::stats(&self.0.borrow_mut().stats(now))
+        convert::stats(&self.0.borrow_mut().stats(Instant(now)))
     }
 
     fn snapshot(&self, now: u64) -> Vec<u8> {
-        self.0.borrow_mut().snapshot(now)
+        self.0.borrow_mut().snapshot(Instant(now))
     }
 
     fn restore(&self, bytes: Vec<u8>) -> Result<(), LockError> {

@@ -12,7 +12,10 @@
 
 mod json;
 
-use lock_core::{AcquireOutcome, Event, EventKind, Limits, LockError, LockTable, PayloadValue};
+use lock_core::{
+    AcquireOutcome, Duration, Event, EventKind, Fence, Instant, Limits, LockError, LockTable,
+    PayloadValue,
+};
 use wasm_bindgen::prelude::*;
 
 use json::Obj;
@@ -62,11 +65,11 @@ fn limits_fields(l: &Limits) -> [(&'static str, u64); 9] {
     [
         ("maxKeyBytes", l.max_key_bytes as u64),
         ("maxOwnerBytes", l.max_owner_bytes as u64),
-        ("maxTtl", l.max_ttl),
+        ("maxTtl", l.max_ttl.0),
         ("maxKeys", l.max_keys as u64),
         ("maxWaitersPerKey", l.max_waiters_per_key as u64),
         ("maxWaiters", l.max_waiters as u64),
-        ("expiredRetention", l.expired_retention),
+        ("expiredRetention", l.expired_retention.0),
         ("maxExpiredRecords", l.max_expired_records as u64),
         ("maxPendingEvents", l.max_pending_events as u64),
     ]
@@ -85,6 +88,33 @@ fn ms(v: f64) -> u64 {
     v as u64
 }
 
+/// A snake_case name of the core in the package's camelCase.
+fn camel(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut upper = false;
+    for c in name.chars() {
+        if c == '_' {
+            upper = true;
+        } else if upper {
+            out.push(c.to_ascii_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// An instant from JS milliseconds.
+fn at(v: f64) -> Instant {
+    Instant(ms(v))
+}
+
+/// A duration from JS milliseconds.
+fn span(v: f64) -> Duration {
+    Duration(ms(v))
+}
+
 /// A count as `usize`; counts that do not fit (wasm32 has a 32-bit `usize`) saturate, which the
 /// core's range checks then report like any other out-of-range limit.
 fn count(v: f64) -> usize {
@@ -98,11 +128,11 @@ fn limits_from(values: &[f64]) -> Limits {
     let d = Limits::default();
     l.max_key_bytes = count(get(0, d.max_key_bytes as f64));
     l.max_owner_bytes = count(get(1, d.max_owner_bytes as f64));
-    l.max_ttl = ms(get(2, d.max_ttl as f64));
+    l.max_ttl = span(get(2, d.max_ttl.0 as f64));
     l.max_keys = count(get(3, d.max_keys as f64));
     l.max_waiters_per_key = count(get(4, d.max_waiters_per_key as f64));
     l.max_waiters = count(get(5, d.max_waiters as f64));
-    l.expired_retention = ms(get(6, d.expired_retention as f64));
+    l.expired_retention = span(get(6, d.expired_retention.0 as f64));
     l.max_expired_records = count(get(7, d.max_expired_records as f64));
     l.max_pending_events = count(get(8, d.max_pending_events as f64));
     l
@@ -139,18 +169,18 @@ fn error_details(e: &LockError) -> String {
 fn event_json(e: &Event) -> String {
     let o = Obj::new().str("type", e.kind.name()).str("key", &e.key);
     match &e.kind {
-        EventKind::Expired { owner, fence } => o.str("owner", owner).num("fence", *fence),
+        EventKind::Expired { owner, fence } => o.str("owner", owner).num("fence", fence.0),
         EventKind::Granted {
             owner,
             fence,
             deadline,
         } => o
             .str("owner", owner)
-            .num("fence", *fence)
-            .num("deadline", *deadline),
+            .num("fence", fence.0)
+            .num("deadline", deadline.0),
         EventKind::WaitTimedOut { owner } => o.str("owner", owner),
     }
-    .num("at", e.at)
+    .num("at", e.at.0)
     .done()
 }
 
@@ -245,7 +275,7 @@ impl RawTable {
     /// outcome's index in `outcomeNamesJson()`; `out = [fence or position, deadline]`.
     pub fn try_acquire(&mut self, key_len: usize, owner_len: usize, ttl: f64, now: f64) -> u32 {
         let r = names(&self.input, key_len, owner_len)
-            .and_then(|(k, o)| self.table.try_acquire(k, o, ms(ttl), ms(now)));
+            .and_then(|(k, o)| self.table.try_acquire(k, o, span(ttl), at(now)));
         let r = r.map(|o| self.outcome(o));
         self.finish(r)
     }
@@ -261,7 +291,7 @@ impl RawTable {
     ) -> u32 {
         let r = names(&self.input, key_len, owner_len).and_then(|(k, o)| {
             self.table
-                .acquire(k, o, ms(ttl), ms(wait_deadline), ms(now))
+                .acquire(k, o, span(ttl), at(wait_deadline), at(now))
         });
         let r = r.map(|o| self.outcome(o));
         self.finish(r)
@@ -270,7 +300,7 @@ impl RawTable {
     /// `release`: status 0 (error) or 1.
     pub fn release(&mut self, key_len: usize, owner_len: usize, fence: f64, now: f64) -> u32 {
         let r = names(&self.input, key_len, owner_len)
-            .and_then(|(k, o)| self.table.release(k, o, ms(fence), ms(now)));
+            .and_then(|(k, o)| self.table.release(k, o, Fence(ms(fence)), at(now)));
         self.finish(r.map(|()| DONE))
     }
 
@@ -283,11 +313,13 @@ impl RawTable {
         ttl: f64,
         now: f64,
     ) -> u32 {
-        let r = names(&self.input, key_len, owner_len)
-            .and_then(|(k, o)| self.table.extend(k, o, ms(fence), ms(ttl), ms(now)));
+        let r = names(&self.input, key_len, owner_len).and_then(|(k, o)| {
+            self.table
+                .extend(k, o, Fence(ms(fence)), span(ttl), at(now))
+        });
         let r = r.map(|g| {
-            self.out[0] = g.fence as f64;
-            self.out[1] = g.deadline as f64;
+            self.out[0] = g.fence.0 as f64;
+            self.out[1] = g.deadline.0 as f64;
             DONE
         });
         self.finish(r)
@@ -296,20 +328,20 @@ impl RawTable {
     /// `cancel_wait`: status 0 (error) or 1.
     pub fn cancel_wait(&mut self, key_len: usize, owner_len: usize, now: f64) -> u32 {
         let r = names(&self.input, key_len, owner_len)
-            .and_then(|(k, o)| self.table.cancel_wait(k, o, ms(now)));
+            .and_then(|(k, o)| self.table.cancel_wait(k, o, at(now)));
         self.finish(r.map(|()| DONE))
     }
 
     /// Applies every time-driven change up to `now`; returns the number of undrained events.
     pub fn handle_timeout(&mut self, now: f64) -> u32 {
-        self.table.handle_timeout(ms(now));
+        self.table.handle_timeout(at(now));
         self.finish(Ok(DONE));
         self.out[OUT_PENDING] as u32
     }
 
     /// The next instant at which `handle_timeout` has work, or -1 if none.
     pub fn next_wakeup(&self) -> f64 {
-        self.table.next_wakeup().map_or(-1.0, |t| t as f64)
+        self.table.next_wakeup().map_or(-1.0, |t| t.0 as f64)
     }
 
     /// All undrained events, oldest first, as a JSON array.
@@ -321,20 +353,20 @@ impl RawTable {
 
     /// `inspect`: the key's holder and waiters as JSON (`null` if free); `None` on error.
     pub fn inspect_json(&mut self, key: &str, now: f64) -> Option<String> {
-        let r = self.table.inspect(key, ms(now));
+        let r = self.table.inspect(key, at(now));
         let r = r.map(|info| match info {
             None => String::from("null"),
             Some(i) => Obj::new()
                 .str("owner", &i.holder.owner)
-                .num("fence", i.holder.fence)
-                .num("deadline", i.holder.deadline)
+                .num("fence", i.holder.fence.0)
+                .num("deadline", i.holder.deadline.0)
                 .raw(
                     "waiters",
                     &json::array(i.waiters.iter().map(|w| {
                         Obj::new()
                             .str("owner", &w.owner)
-                            .num("ttl", w.ttl)
-                            .num("waitDeadline", w.wait_deadline)
+                            .num("ttl", w.ttl.0)
+                            .num("waitDeadline", w.wait_deadline.0)
                             .done()
                     })),
                 )
@@ -354,31 +386,19 @@ impl RawTable {
 
     /// `stats` as JSON (camelCase fields).
     pub fn stats_json(&mut self, now: f64) -> String {
-        let s = self.table.stats(ms(now));
+        let s = self.table.stats(at(now));
         self.finish(Ok(DONE));
-        Obj::new()
-            .num("liveLeases", s.live_leases as u64)
-            .num("waiters", s.waiters as u64)
-            .num("expiredRecords", s.expired_records as u64)
-            .num("pendingEvents", s.pending_events as u64)
-            .num("clock", s.clock)
-            .num("lastFence", s.last_fence)
-            .num("acquired", s.acquired)
-            .num("handedOff", s.handed_off)
-            .num("released", s.released)
-            .num("extended", s.extended)
-            .num("expired", s.expired)
-            .num("queued", s.queued)
-            .num("waitTimedOut", s.wait_timed_out)
-            .num("cancelled", s.cancelled)
-            .num("rejected", s.rejected)
-            .num("eventsDropped", s.events_dropped)
-            .done()
+        // Every field of the core's one list, in camelCase.
+        let mut o = Obj::new();
+        for (field, value) in lock_core::Stats::FIELDS.iter().zip(s.values()) {
+            o = o.num(&camel(field), value);
+        }
+        o.done()
     }
 
     /// The table's snapshot bytes at `now`.
     pub fn snapshot(&mut self, now: f64) -> Vec<u8> {
-        let bytes = self.table.snapshot(ms(now));
+        let bytes = self.table.snapshot(at(now));
         self.finish(Ok(DONE));
         bytes
     }
@@ -389,7 +409,9 @@ impl RawTable {
         // the same rounded fence): check the snapshot before it replaces anything. A corrupt
         // one falls through to `restore`, which names what is wrong.
         if let Ok(mut decoded) = LockTable::from_snapshot(self.table.limits().clone(), 0, bytes) {
-            if decoded.latest_instant() > MAX_SAFE || decoded.stats(0).last_fence >= MAX_SAFE {
+            if decoded.latest_instant() > Instant(MAX_SAFE)
+                || decoded.stats(Instant::ZERO).last_fence >= Fence(MAX_SAFE)
+            {
                 return UNREPRESENTABLE;
             }
         }
