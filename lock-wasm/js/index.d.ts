@@ -239,6 +239,10 @@ export declare class Lease {
   extend(ttl?: Millis): Millis;
   /** Releases the lease: `true` if this call released it, `false` if it was already released or lost. */
   release(): boolean;
+  /** `using lease = ...`: releases when the scope ends (TypeScript 5.2+, lib `esnext.disposable`). */
+  [Symbol.dispose](): void;
+  /** `await using lease = ...`: releases when the scope ends. */
+  [Symbol.asyncDispose](): Promise<void>;
 }
 
 /** Options of `new Locks()`. */
@@ -281,4 +285,8 @@ export declare class Locks {
   stats(): Stats;
   /** Stops the timer, rejects pending acquires, frees the table. */
   close(): void;
+  /** `using locks = new Locks()`: closes when the scope ends. */
+  [Symbol.dispose](): void;
+  /** `await using locks = new Locks()`: closes when the scope ends. */
+  [Symbol.asyncDispose](): Promise<void>;
 }

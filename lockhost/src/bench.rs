@@ -9,7 +9,10 @@ use wasmtime::component::{Component, Linker, TypedFunc};
 use wasmtime::{Engine, Store};
 
 use host_wasmtime::component::sandbox_engine;
-use host_wasmtime::{Batch, ComponentTable, LockComponent, LockHost, ManualClock, SandboxLimits};
+use host_wasmtime::{
+    Batch, CacheOutcome, ComponentCache, ComponentTable, LockComponent, LockHost, ManualClock,
+    SandboxLimits, LOCK_COMPONENT,
+};
 use lock_core::{
     AcquireOutcome, Call, Duration, Fence, Instant, LockBackend, Reply, Request, Response,
 };
@@ -417,6 +420,102 @@ pub fn report(results: &[Measurement]) {
         "batch pair / native pair:            {:6.1}x",
         ratio(get("component: batch"), get("native: try-acquire"))
     );
+}
+
+/// One start-up path, timed.
+#[derive(Clone, Debug)]
+pub struct Startup {
+    /// What was timed.
+    pub name: &'static str,
+    /// Median of [`REPEATS`] runs, in milliseconds.
+    pub ms: f64,
+}
+
+/// The median wall time of `REPEATS` runs of `run`, in milliseconds.
+fn median_ms(mut run: impl FnMut()) -> f64 {
+    let mut samples: Vec<f64> = (0..REPEATS)
+        .map(|_| {
+            let start = WallInstant::now();
+            run();
+            start.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    samples.sort_by(f64::total_cmp);
+    samples[REPEATS / 2]
+}
+
+/// How long a host takes to start: compiling the component, loading it from a warm cache
+/// (what a new process does once the cache holds it), and a host over a component the process
+/// already holds (every host after the first).
+///
+/// # Panics
+/// If the component cannot be loaded (a broken build).
+#[must_use]
+pub fn startup() -> Vec<Startup> {
+    let dir = std::env::temp_dir().join(format!("lockhost-bench-cache-{}", std::process::id()));
+    let cache = ComponentCache::Dir(dir.clone());
+    let load = |cache: &ComponentCache| {
+        LockComponent::from_bytes_cached(LOCK_COMPONENT, cache).expect("the component loads")
+    };
+    let (_, first) = load(&cache);
+    assert_eq!(first, CacheOutcome::Miss, "a fresh cache directory");
+    let compile = median_ms(|| drop(load(&ComponentCache::Off)));
+    let warm = median_ms(|| {
+        let (_, outcome) = load(&cache);
+        assert_eq!(outcome, CacheOutcome::Hit);
+    });
+    let (component, _) = load(&cache);
+    let host = || {
+        LockHost::builder()
+            .component(component.clone())
+            .clock(ManualClock::at(0))
+            .build()
+            .expect("host")
+    };
+    let shared = median_ms(|| drop(host()));
+    let process = median_ms(|| {
+        let (component, _) = load(&cache);
+        drop(
+            LockHost::builder()
+                .component(component)
+                .clock(ManualClock::at(0))
+                .build()
+                .expect("host"),
+        );
+    });
+    let _ = std::fs::remove_dir_all(dir);
+    vec![
+        Startup {
+            name: "compile the component (no cache)",
+            ms: compile,
+        },
+        Startup {
+            name: "load the compiled component from a warm cache",
+            ms: warm,
+        },
+        Startup {
+            name: "new process: warm cache load + LockHost::build",
+            ms: process,
+        },
+        Startup {
+            name: "LockHost::build over the process's loaded component",
+            ms: shared,
+        },
+    ]
+}
+
+/// Prints the start-up times and the ratio the cache buys.
+pub fn report_startup(results: &[Startup]) {
+    println!("{:<58} {:>12}", "start-up", "ms");
+    for s in results {
+        println!("{:<58} {:>12.2}", s.name, s.ms);
+    }
+    if let [compile, warm, ..] = results {
+        println!(
+            "compile / warm cache load:           {:6.1}x",
+            compile.ms / warm.ms
+        );
+    }
 }
 
 #[cfg(test)]

@@ -39,7 +39,9 @@ const BENCH_HELP: &str = "usage: lockhost bench [PAIRS]
 Measures PAIRS (default 200000) acquire+release pairs and contended acquires natively and through
 the component, a batch call of 64 requests, the boundary floor (an exported call with the same
 argument shapes that does nothing), and the host API with 1, 2 and 8 threads; prints ns/op, ops/s
-and ratios. Build in release mode (cargo run --release) for meaningful numbers.";
+and ratios. Then start-up: compiling the component, loading it from a warm compiled-component
+cache, and building a LockHost (in a new process, and over a component the process holds).
+Build in release mode (cargo run --release) for meaningful numbers.";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -99,6 +101,8 @@ fn bench(pairs: u64) -> ExitCode {
     }
     let results = bench::run(pairs);
     bench::report(&results);
+    println!();
+    bench::report_startup(&bench::startup());
     ExitCode::SUCCESS
 }
 

@@ -451,3 +451,26 @@ describe('issue 10: every acquire outcome has an answer on every Locks call', ()
     assert.deepEqual(declared, LockTable.errorCodes());
   });
 });
+
+describe('issue 10: explicit resource management', () => {
+  it('disposing a lease releases it (once), and disposing Locks closes it', async () => {
+    const { time, locks } = setup();
+    const a = locks.tryAcquire('k', { owner: 'a', ttl: 100 });
+    const waiting = locks.acquire('k', { owner: 'b', ttl: 10 });
+    a[Symbol.dispose]();
+    assert.equal(a.held, false);
+    const b = await waiting;
+    assert.equal(b.owner, 'b');
+    a[Symbol.dispose](); // idempotent: never touches the next holder
+    assert.equal(locks.inspect('k').owner, 'b');
+    await b[Symbol.asyncDispose]();
+    assert.equal(locks.inspect('k'), null);
+    locks.tryAcquire('k', { owner: 'd', ttl: 10 });
+    const pending = locks.acquire('k', { owner: 'c', ttl: 10 });
+    locks[Symbol.dispose]();
+    await assert.rejects(pending, /closed/);
+    assert.throws(() => locks.tryAcquire('k', { ttl: 10 }), /closed/);
+    await locks[Symbol.asyncDispose](); // closing twice is harmless
+    void time;
+  });
+});

@@ -61,7 +61,7 @@ it('runs the README quickstart from the installed tarball', () => {
 it('type-checks an example against the installed declarations', () => {
   copyFileSync(join(root, 'tests/js/types/example.ts'), join(project, 'example.ts'));
   const tsc = join(root, 'node_modules/typescript/bin/tsc');
-  const args = ['--noEmit', '--strict', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022', '--lib', 'es2022,dom', 'example.ts'];
+  const args = ['--noEmit', '--strict', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022', '--lib', 'es2022,esnext.disposable,dom', 'example.ts'];
   execFileSync('node', [tsc, ...args], { cwd: project, encoding: 'utf8' });
   // and a misuse is caught, so the check is not vacuous
   writeFileSync(join(project, 'bad.ts'), "import { LockTable } from 'expiring-lock';\nnew LockTable().tryAcquire('k', 'a', 10n, 0);\n");

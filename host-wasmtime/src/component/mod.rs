@@ -10,6 +10,7 @@
 //! because a trap may have stopped the guest half-way through a change.
 
 mod batch;
+mod cache;
 mod sandbox;
 mod table;
 mod wit;
@@ -22,6 +23,7 @@ use wasmtime::component::{Component, Linker};
 use wasmtime::{Engine, Store, StoreLimits, StoreLimitsBuilder};
 
 pub use batch::Batch;
+pub use cache::{CacheOutcome, ComponentCache, CACHE_DIR_ENV};
 pub use sandbox::{
     sandbox_engine, SandboxLimits, EPOCH_TICK, RESTORE_TIME_PER_BYTE, SNAPSHOT_TIME_PER_ENTRY,
 };
@@ -83,15 +85,40 @@ pub struct StoreState {
 }
 
 impl LockComponent {
-    /// The embedded component ([`LOCK_COMPONENT`]), compiled once per process and shared.
+    /// The embedded component ([`LOCK_COMPONENT`]), compiled once per process and shared by
+    /// every host of the process; the compiled code is kept in [`ComponentCache::from_env`]
+    /// (`EXPIRING_LOCK_CACHE_DIR`, else the user's cache directory), so a later process loads
+    /// it instead of compiling.
     ///
     /// # Errors
     /// [`HostError::Load`] if wasmtime cannot compile it.
     pub fn embedded() -> Result<Self, HostError> {
         static COMPILED: OnceLock<Result<LockComponent, HostError>> = OnceLock::new();
         COMPILED
-            .get_or_init(|| Self::from_bytes(LOCK_COMPONENT))
+            .get_or_init(|| {
+                Self::from_bytes_cached(LOCK_COMPONENT, &ComponentCache::from_env())
+                    .map(|(component, _)| component)
+            })
             .clone()
+    }
+
+    /// Compiles a component, or loads its compiled code from `cache` (and stores it there after
+    /// compiling); says which happened.
+    ///
+    /// # Errors
+    /// [`HostError::Load`] if wasmtime cannot compile it.
+    pub fn from_bytes_cached(
+        bytes: &[u8],
+        cache: &ComponentCache,
+    ) -> Result<(Self, CacheOutcome), HostError> {
+        let engine = sandbox_engine()?;
+        let (component, outcome) = cache.load_or_compile(&engine, bytes).map_err(load)?;
+        let component = LockComponent {
+            linker: Linker::new(&engine),
+            engine,
+            component,
+        };
+        Ok((component, outcome))
     }
 
     /// Compiles a component from a file (e.g. a build of the same WIT world from elsewhere).
@@ -109,13 +136,7 @@ impl LockComponent {
     /// # Errors
     /// [`HostError::Load`] if wasmtime cannot compile it.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, HostError> {
-        let engine = sandbox_engine()?;
-        let component = Component::new(&engine, bytes).map_err(load)?;
-        Ok(LockComponent {
-            linker: Linker::new(&engine),
-            engine,
-            component,
-        })
+        Self::from_bytes_cached(bytes, &ComponentCache::Off).map(|(component, _)| component)
     }
 
     /// The names of everything the component imports (empty for the lock component).

@@ -196,6 +196,16 @@ export class Locks {
    * Stops the timer, rejects every pending acquire and frees the table. Leases of this instance
    * become inert (their release does nothing).
    */
+  /** `using locks = new Locks()`: closed when the scope ends. */
+  [Symbol.dispose]() {
+    this.close();
+  }
+
+  /** `await using locks = new Locks()`: closed when the scope ends. */
+  async [Symbol.asyncDispose]() {
+    this.close();
+  }
+
   close() {
     if (this.#closed) return;
     this.#closed = true;
@@ -469,6 +479,16 @@ export class Lease {
   release() {
     if (this.#state !== 'held') return false;
     return this.#locks._release(this);
+  }
+
+  /** `using lease = locks.tryAcquire(...)`: released when the scope ends (idempotent). */
+  [Symbol.dispose]() {
+    this.release();
+  }
+
+  /** `await using lease = await locks.acquire(...)`: released when the scope ends. */
+  async [Symbol.asyncDispose]() {
+    this.release();
   }
 
   /** @internal */

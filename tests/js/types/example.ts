@@ -39,3 +39,12 @@ async function main(): Promise<string> {
   return String(n + m + locks.stats().liveLeases);
 }
 void main();
+
+// Explicit resource management: a lease is released, a Locks closed, when its scope ends.
+async function scoped(): Promise<number> {
+  await using locks = new Locks();
+  using maybe = locks.tryAcquire('scoped', { ttl: 10 }); // `using` accepts null
+  await using waited = await locks.acquire('other', { ttl: 10 });
+  return (maybe?.fence ?? 0) + waited.fence;
+}
+void scoped();
