@@ -128,6 +128,17 @@ describe('playground', () => {
     assert.equal(await page.locator('#log-body li').count(), lines, 'nothing reached the table');
     await page.fill('input[data-client="2"][data-field="ttl"]', '3000');
     assert.equal(await page.textContent('#error-2-ttl'), '');
+    // A key with a lone surrogate is refused at the field, never turned into U+FFFD.
+    await page.evaluate(() => {
+      const input = document.querySelector('input[data-client="2"][data-field="key"]');
+      input.value = 'job\ud800';
+      input.dispatchEvent(new Event('input', { bubbles: true }));
+    });
+    assert.equal(await page.textContent('#error-2-key'), 'the key contains a lone surrogate and cannot be encoded as UTF-8');
+    await page.click('button[data-client="2"][data-action="extend"]');
+    assert.equal(await page.locator('#log-body li').count(), lines, 'nothing reached the table');
+    await page.fill('input[data-client="2"][data-field="key"]', 'job:nightly-report');
+    assert.equal(await page.textContent('#error-2-key'), '');
     // Step the paused virtual clock to the deadline: 500 ms, then 500 ms.
     await page.selectOption('#step-size', '500');
     await page.click('#clock-step');

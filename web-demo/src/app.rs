@@ -36,7 +36,13 @@ pub struct Client {
     pub wait: String,
     /// The fence of each lease it holds (or last held), by key.
     pub fences: BTreeMap<String, u64>,
+    /// Fields whose text has a lone surrogate: refused, never converted lossily (two different
+    /// keys would otherwise become the same key).
+    pub unencodable: Vec<Field>,
 }
+
+/// The refusal of a field whose text cannot be UTF-8 (the npm package's words).
+pub const UNENCODABLE: &str = "contains a lone surrogate and cannot be encoded as UTF-8";
 
 /// A client's input field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -313,6 +319,7 @@ impl Playground {
             ttl: "3000".into(),
             wait: "5000".into(),
             fences: BTreeMap::new(),
+            unencodable: Vec::new(),
         });
     }
 
@@ -348,7 +355,15 @@ impl Playground {
     ///
     /// # Errors
     /// A [`FieldError`] in plain words (the core's own message for keys and TTLs).
-    pub fn set_field(&mut self, id: u32, field: Field, value: &str) -> Result<(), FieldError> {
+    ///
+    /// `None` is text the page could not convert without loss (a lone surrogate): the field is
+    /// refused until it is edited to valid text.
+    pub fn set_field(
+        &mut self,
+        id: u32,
+        field: Field,
+        value: Option<&str>,
+    ) -> Result<(), FieldError> {
         let c = self
             .clients
             .iter_mut()
@@ -358,6 +373,11 @@ impl Playground {
                 field,
                 message: "no such client".into(),
             })?;
+        c.unencodable.retain(|f| *f != field);
+        let Some(value) = value else {
+            c.unencodable.push(field);
+            return self.check_field(id, field).map(|_| ());
+        };
         match field {
             Field::Key => c.key = value.to_owned(),
             Field::Ttl => c.ttl = value.to_owned(),
@@ -379,6 +399,9 @@ impl Playground {
         let c = self
             .client(id)
             .ok_or_else(|| refuse("no such client".into()))?;
+        if c.unencodable.contains(&field) {
+            return Err(refuse(format!("the {} {UNENCODABLE}", field.name())));
+        }
         let limits = self.table.limits();
         match field {
             Field::Key => limits
@@ -862,7 +885,7 @@ mod tests {
 
     fn acquire_handoff_expire() -> Playground {
         let mut p = Playground::new();
-        p.set_field(1, Field::Ttl, "1000").unwrap();
+        p.set_field(1, Field::Ttl, Some("1000")).unwrap();
         p.act(1, Action::TryAcquire).unwrap();
         p.act(2, Action::Acquire).unwrap();
         p.act(2, Action::TryAcquire).unwrap(); // already waiting
@@ -935,17 +958,24 @@ mod tests {
     #[test]
     fn bad_fields_are_refused_before_the_table() {
         let mut p = Playground::new();
-        let e = p.set_field(1, Field::Ttl, "1.5").unwrap_err();
+        let e = p.set_field(1, Field::Ttl, Some("1.5")).unwrap_err();
         assert_eq!(e.message, "TTL must be a whole number of milliseconds");
         assert_eq!(
-            p.set_field(1, Field::Ttl, "0").unwrap_err().message,
+            p.set_field(1, Field::Ttl, Some("0")).unwrap_err().message,
             "ttl is 0 ms; a lease must last at least 1 ms"
         );
         assert_eq!(
-            p.set_field(1, Field::Key, "").unwrap_err().message,
+            p.set_field(1, Field::Key, Some("")).unwrap_err().message,
             "key is empty"
         );
         assert!(p.act(1, Action::TryAcquire).is_err());
+        // A key with a lone surrogate is refused, not converted (it would collide with U+FFFD).
+        p.set_field(1, Field::Ttl, Some("1000")).unwrap();
+        let e = p.set_field(1, Field::Key, None).unwrap_err();
+        assert_eq!(e.message, format!("the key {UNENCODABLE}"));
+        assert!(p.act(1, Action::TryAcquire).is_err());
+        p.set_field(1, Field::Key, Some("job")).unwrap();
+        p.set_field(1, Field::Ttl, Some("0")).unwrap_err();
         assert_eq!(p.recorded_steps(), 0);
         assert!(p.log.is_empty());
     }

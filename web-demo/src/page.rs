@@ -205,7 +205,14 @@ impl Page {
         ) else {
             return;
         };
-        let message = match self.model.set_field(id, field, &input.value()) {
+        // Read the text as JS has it: a lone surrogate would become U+FFFD in a Rust String.
+        let raw = js_sys::Reflect::get(input, &"value".into())
+            .ok()
+            .and_then(|v| v.dyn_into::<js_sys::JsString>().ok());
+        let text = raw
+            .filter(js_sys::JsString::is_valid_utf16)
+            .map(String::from);
+        let message = match self.model.set_field(id, field, text.as_deref()) {
             Ok(()) => String::new(),
             Err(e) => e.message,
         };

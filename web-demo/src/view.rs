@@ -290,7 +290,8 @@ mod tests {
     #[test]
     fn the_timeline_shows_holder_fence_queue_handoff_and_expiry() {
         let mut p = Playground::new();
-        p.set_field(1, crate::app::Field::Ttl, "1000").unwrap();
+        p.set_field(1, crate::app::Field::Ttl, Some("1000"))
+            .unwrap();
         p.act(1, Action::TryAcquire).unwrap();
         p.act(2, Action::Acquire).unwrap();
         let infos = key_infos(&mut p);
