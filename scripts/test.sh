@@ -28,9 +28,8 @@ cargo run -q -p lock-core --example timeline >/dev/null
 cargo run -q -p host-wasmtime --example job_plugins
 cargo run -q -p lockhost -- demo >/dev/null
 cargo run -q -p lockhost -- bench 2000 >/dev/null
-echo "== npm package and playground builds"
-scripts/build-npm.sh
-scripts/build-web.sh
+echo "== release artifacts (component checked against the shipped copy, crates packaged and verified from their packages, npm tarball, playground, checksums)"
+scripts/release.sh
 echo "== Node: vectors (npm package, jco component), Locks API, package install + types; Chromium: playground, npm browser entry"
 npm test
 echo "== JS benchmark smoke run"

@@ -24,7 +24,8 @@ fn build_guests(workspace: &Path, guests: &[(&str, &str, &str)]) {
             .args(["rustc", "-p", package, "--target", "wasm32-unknown-unknown"])
             .args(["--profile", "wasm", "--crate-type", "cdylib", "--target-dir"])
             .arg(&guest_target)
-            .env_remove("CARGO_ENCODED_RUSTFLAGS")
+            // The same bytes wherever the registry is: paths in panic locations are remapped.
+            .env("CARGO_ENCODED_RUSTFLAGS", remap_flags())
             .env_remove("RUSTFLAGS")
             .env_remove("CARGO_BUILD_TARGET")
             .status()
@@ -43,6 +44,23 @@ fn build_guests(workspace: &Path, guests: &[(&str, &str, &str)]) {
         std::fs::write(out_dir.join(format!("{component}.component.wasm")), &bytes).unwrap();
         std::fs::write(target_root.join(format!("{component}.component.wasm")), &bytes).unwrap();
     }
+}
+
+/// Rustc flags that remove the machine's paths from the guest's bytes (panic locations name
+/// source files): the registry under `CARGO_HOME`, and the workspace, become fixed prefixes.
+fn remap_flags() -> String {
+    let cargo_home = std::env::var("CARGO_HOME").map(PathBuf::from).unwrap_or_else(|_| {
+        PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cargo")
+    });
+    let workspace = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default())
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    format!(
+        "--remap-path-prefix={}=/cargo\x1f--remap-path-prefix={}=/workspace",
+        cargo_home.display(),
+        workspace.display()
+    )
 }
 
 /// Asks cargo to rerun the build script when any of these workspace paths changes.

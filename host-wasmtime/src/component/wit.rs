@@ -3,7 +3,7 @@
 //! `convert.rs`). Nothing outside `component` sees a WIT type.
 
 wasmtime::component::bindgen!({
-    path: "../wit",
+    path: "wit",
     world: "lock",
     additional_derives: [PartialEq, Eq, Clone],
 });

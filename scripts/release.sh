@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Builds every release artifact into one folder, target/release-artifacts/:
+#   lock.component.wasm         the lock component (imports nothing), as host-wasmtime ships it
+#   wit/                        the WIT package `expiring:lock` the component implements
+#   expiring-lock-<v>.tgz       the npm package (npm pack)
+#   playground/                 the browser playground as a static site (serve the folder)
+#   lock-core-<v>.crate, host-wasmtime-<v>.crate   the Rust crates (cargo package, verified)
+#   SHA256SUMS                  a checksum of every file above (sha256sum -c SHA256SUMS)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh
+out=target/release-artifacts
+rm -rf "$out"
+mkdir -p "$out"
+
+echo "== component (fresh build, checked against the copy host-wasmtime ships)"
+cargo build -q -p host-wasmtime
+if ! cmp -s target/lock.component.wasm host-wasmtime/component/lock.component.wasm; then
+  echo "host-wasmtime/component/lock.component.wasm is stale: run scripts/ship-component.sh" >&2
+  exit 1
+fi
+cp host-wasmtime/component/lock.component.wasm "$out/"
+cp -r wit "$out/wit"
+
+echo "== crates"
+cargo package -q -p lock-core -p host-wasmtime --allow-dirty 2>/dev/null
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+cp "target/package/lock-core-$version.crate" "target/package/host-wasmtime-$version.crate" "$out/"
+
+echo "== npm package"
+./scripts/build-npm.sh >/dev/null
+(cd lock-wasm/js && npm pack --silent --pack-destination "../../$out" >/dev/null)
+
+echo "== playground"
+./scripts/build-web.sh >/dev/null
+cp -r web-demo/dist "$out/playground"
+
+(cd "$out" && find . -type f ! -name SHA256SUMS | sed 's#^\./##' | LC_ALL=C sort | xargs sha256sum > SHA256SUMS)
+echo "release artifacts in $out:"
+(cd "$out" && ls -1 && sha256sum --quiet -c SHA256SUMS && echo "checksums verified ($(wc -l <SHA256SUMS) files)")
