@@ -52,7 +52,7 @@ const UNREPRESENTABLE = 100;
 // Views of the engine's memory. Growing a WebAssembly memory detaches its old buffer (the views
 // then have length 0), which is cheaper to test on every call than comparing buffers.
 let view = new Float64Array(0);
-let bytes = new Uint8Array(0);
+let byteView = new Uint8Array(0);
 
 /** The engine memory as f64. */
 function f64() {
@@ -62,8 +62,8 @@ function f64() {
 
 /** The engine memory as bytes. */
 function u8() {
-  if (bytes.length === 0) bytes = new Uint8Array(memory().buffer);
-  return bytes;
+  if (byteView.length === 0) byteView = new Uint8Array(memory().buffer);
+  return byteView;
 }
 
 const encoder = new TextEncoder();
