@@ -35,6 +35,7 @@ it('ships only the whitelisted files', () => {
     'src/browser.js',
     'src/engine.js',
     'src/errors.js',
+    'src/internal.js',
     'src/locks.js',
     'src/node.js',
     'src/table.js',

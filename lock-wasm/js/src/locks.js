@@ -3,6 +3,7 @@
 // the core's, reported through its outcomes and events.
 
 import { ALREADY_WAITING, LockError, WAIT_TIMED_OUT, ms, text } from './errors.js';
+import { ENDED, EXTEND, LOSE, RELEASE, RENEW_AT, TRY_ACQUIRE_OR_NULL } from './internal.js';
 import { LockTable } from './table.js';
 
 const KEEP_ALIVE_FRACTION = 3; // renew when a third of the TTL is left
@@ -84,7 +85,7 @@ export class Locks {
     const who = this.#owner(owner);
     let outcome;
     try {
-      outcome = this.#table._tryAcquireOrNull(key, who, ttl, this.now());
+      outcome = this.#table[TRY_ACQUIRE_OR_NULL](key, who, ttl, this.now());
     } finally {
       this.#afterCall();
     }
@@ -220,8 +221,7 @@ export class Locks {
 
   // ----- lease bookkeeping (called by Lease) -----
 
-  /** @internal */
-  _release(lease) {
+  [RELEASE](lease) {
     if (this.#closed) return false;
     let failure = null;
     try {
@@ -237,8 +237,7 @@ export class Locks {
     return false;
   }
 
-  /** @internal */
-  _extend(lease, ttl) {
+  [EXTEND](lease, ttl) {
     this.#open();
     let grant;
     try {
@@ -261,7 +260,7 @@ export class Locks {
     if (!lease.held || !['expired', 'not-held', 'not-owner'].includes(error.code)) return;
     this.#forget(lease);
     if (error.code === 'expired') {
-      lease._lose({ key: lease.key, owner: lease.owner, fence: lease.fence, at: error.details.deadline });
+      lease[LOSE]({ key: lease.key, owner: lease.owner, fence: lease.fence, at: error.details.deadline });
     }
   }
 
@@ -277,7 +276,7 @@ export class Locks {
   #forget(lease) {
     this.#leases.delete(lease.fence);
     this.#keepAlive.delete(lease);
-    lease._ended();
+    lease[ENDED]();
   }
 
   #dropWaiter(waiter) {
@@ -321,7 +320,7 @@ export class Locks {
       const lease = this.#leases.get(event.fence);
       if (lease !== undefined) {
         this.#forget(lease);
-        lease._lose(event);
+        lease[LOSE](event);
       }
       return;
     }
@@ -349,7 +348,7 @@ export class Locks {
     if (this.#closed) return;
     const now = this.now();
     for (const lease of [...this.#keepAlive]) {
-      if (lease.renewAt <= now) {
+      if (lease[RENEW_AT] <= now) {
         try {
           lease.extend();
         } catch (error) {
@@ -366,7 +365,7 @@ export class Locks {
   #schedule() {
     let next = this.#table.nextWakeup();
     for (const lease of this.#keepAlive) {
-      if (next === null || lease.renewAt < next) next = lease.renewAt;
+      if (next === null || lease[RENEW_AT] < next) next = lease[RENEW_AT];
     }
     this.#arm(next);
   }
@@ -413,7 +412,7 @@ export class Lease {
   #lostPromise = null;
   #controller = null;
 
-  /** @internal */
+  /** Leases are made by `Locks`, not by users (the declarations have no public constructor). */
   constructor(locks, key, owner, fence, deadline, ttl, onLost) {
     this.#locks = locks;
     this.key = key;
@@ -456,8 +455,8 @@ export class Lease {
     return this.#controller.signal;
   }
 
-  /** When keep-alive renews this lease. @internal */
-  get renewAt() {
+  /** When keep-alive renews this lease. */
+  get [RENEW_AT]() {
     return this.deadline - Math.ceil(this.#ttl / KEEP_ALIVE_FRACTION);
   }
 
@@ -466,7 +465,7 @@ export class Lease {
    * deadline. A lease that already ran out throws LockError `expired`.
    */
   extend(ttl = this.#ttl) {
-    const grant = this.#locks._extend(this, ms('ttl', ttl));
+    const grant = this.#locks[EXTEND](this, ms('ttl', ttl));
     this.#ttl = ttl;
     this.deadline = grant.deadline;
     return this.deadline;
@@ -478,7 +477,7 @@ export class Lease {
    */
   release() {
     if (this.#state !== 'held') return false;
-    return this.#locks._release(this);
+    return this.#locks[RELEASE](this);
   }
 
   /** `using lease = locks.tryAcquire(...)`: released when the scope ends (idempotent). */
@@ -491,13 +490,11 @@ export class Lease {
     this.release();
   }
 
-  /** @internal */
-  _ended() {
+  [ENDED]() {
     if (this.#state === 'held') this.#state = 'released';
   }
 
-  /** @internal */
-  _lose(event) {
+  [LOSE](event) {
     this.#state = 'lost';
     this.#lostInfo = Object.freeze({ key: event.key, owner: event.owner, fence: event.fence, at: event.at });
     if (this.#resolveLost !== null) this.#resolveLost(this.#lostInfo);

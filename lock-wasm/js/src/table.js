@@ -5,6 +5,7 @@
 
 import { RawTable, defaultLimitsJson, errorCodesJson, outcomeNamesJson } from '../engine/lock_wasm.js';
 import { memory } from './engine.js';
+import { TRY_ACQUIRE_OR_NULL } from './internal.js';
 import { LockError, deadlineOf, describe, ms, text } from './errors.js';
 
 // ----- names and limits, from the engine ------------------------------------------------------
@@ -184,8 +185,8 @@ export class LockTable {
     return this.#acquireOutcome(raw.try_acquire(KEY_OWNER[0], KEY_OWNER[1], ttl, now));
   }
 
-  /** tryAcquire that answers `null` instead of throwing `held` (no Error to build). @internal */
-  _tryAcquireOrNull(key, owner, ttl, now) {
+  /** tryAcquire that answers `null` instead of throwing `held` (no Error to build). */
+  [TRY_ACQUIRE_OR_NULL](key, owner, ttl, now) {
     ms('ttl', ttl);
     ms('now', now);
     deadlineOf(now, ttl);

@@ -1,0 +1,94 @@
+// The hand-written TypeScript declarations (lock-wasm/js/index.d.ts) cannot drift from the code:
+// every value the package exports is declared and every declared value exists; every public
+// class declares exactly its runtime members (methods, getters, statics, instance fields and
+// the disposal symbols), and no internal is a name on a public class. Parsed with the TypeScript
+// compiler API, compared with the loaded package.
+import { it } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import ts from 'typescript';
+import * as pkg from '../../lock-wasm/js/src/node.js';
+
+const dts = readFileSync(new URL('../../lock-wasm/js/index.d.ts', import.meta.url), 'utf8');
+const source = ts.createSourceFile('index.d.ts', dts, ts.ScriptTarget.Latest, true);
+
+const isExported = (node) => node.modifiers?.some((m) => m.kind === ts.SyntaxKind.ExportKeyword);
+const isStatic = (node) => node.modifiers?.some((m) => m.kind === ts.SyntaxKind.StaticKeyword);
+const isPrivate = (node) => node.modifiers?.some((m) => m.kind === ts.SyntaxKind.PrivateKeyword);
+
+function memberName(member) {
+  const name = member.name;
+  if (ts.isComputedPropertyName(name)) return name.expression.getText(source); // Symbol.dispose
+  return name.getText(source);
+}
+
+/** Declared values (classes, consts) and each class's members. */
+function declared() {
+  const values = new Set();
+  const classes = new Map();
+  for (const statement of source.statements) {
+    if (!isExported(statement)) continue;
+    if (ts.isClassDeclaration(statement)) {
+      const name = statement.name.text;
+      values.add(name);
+      const members = { instance: new Set(), statics: new Set() };
+      for (const member of statement.members) {
+        if (ts.isConstructorDeclaration(member) || isPrivate(member)) continue;
+        (isStatic(member) ? members.statics : members.instance).add(memberName(member));
+      }
+      classes.set(name, members);
+    } else if (ts.isVariableStatement(statement)) {
+      for (const d of statement.declarationList.declarations) values.add(d.name.text);
+    } else if (ts.isFunctionDeclaration(statement)) {
+      values.add(statement.name.text);
+    }
+  }
+  return { values, classes };
+}
+
+/** A class's runtime members: prototype chain up to the base (Error for LockError), statics. */
+function runtime(Class, instance) {
+  const instanceNames = new Set();
+  for (let proto = Class.prototype; proto && proto !== Object.prototype && proto !== Error.prototype; proto = Object.getPrototypeOf(proto)) {
+    for (const name of Object.getOwnPropertyNames(proto)) if (name !== 'constructor') instanceNames.add(name);
+    for (const sym of Object.getOwnPropertySymbols(proto)) {
+      if (sym === Symbol.dispose) instanceNames.add('Symbol.dispose');
+      else if (sym === Symbol.asyncDispose) instanceNames.add('Symbol.asyncDispose');
+      else instanceNames.add(`internal ${String(sym)}`);
+    }
+  }
+  for (const name of Object.keys(instance)) instanceNames.add(name);
+  const statics = new Set(Object.getOwnPropertyNames(Class).filter((n) => !['length', 'name', 'prototype'].includes(n)));
+  return { instanceNames, statics };
+}
+
+function instances() {
+  const locks = new pkg.Locks();
+  const lease = locks.tryAcquire('k', { ttl: 10 });
+  const table = new pkg.LockTable();
+  const error = new pkg.LockError('held', 'message', {});
+  const result = { Locks: locks, Lease: lease, LockTable: table, LockError: error };
+  return [result, () => (lease.release(), locks.close(), table.free())];
+}
+
+it('every exported value is declared, and every declared value is exported', () => {
+  const { values } = declared();
+  assert.deepEqual([...values].sort(), Object.keys(pkg).sort());
+});
+
+it('every public class declares exactly its runtime members, and no internal has a name', () => {
+  const { classes } = declared();
+  const [objects, done] = instances();
+  try {
+    for (const [name, members] of classes) {
+      const { instanceNames, statics } = runtime(pkg[name], objects[name]);
+      const publicNames = [...instanceNames].filter((n) => !n.startsWith('internal '));
+      if (name === 'LockError') publicNames.push('name', 'code', 'details'); // own fields, also declared
+      assert.deepEqual([...new Set(publicNames)].sort(), [...members.instance].sort(), `${name} members`);
+      assert.deepEqual([...statics].sort(), [...members.statics].sort(), `${name} statics`);
+      assert.deepEqual(publicNames.filter((n) => n.startsWith('_')), [], `${name} exposes internals by name`);
+    }
+  } finally {
+    done();
+  }
+});
