@@ -7,7 +7,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use crate::clock::{Clock, MonotonicClock};
-use crate::host::{slice_for, Inner, PersistErrorHook, Persistence, Recovery, State};
+use crate::host::Recovery;
+use crate::inner::{slice_for, Inner, PersistErrorHook, Persistence, State};
 use crate::persist::{self, Reservation, CLOCK_BLOCK, FENCE_BLOCK};
 use crate::timer::{self, Shutdown};
 use crate::{ComponentTable, Error, HostError, LockComponent, LockHost, SandboxLimits};

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::host::{run_callbacks, schedule_keepalive, span, Callbacks};
+use crate::inner::{run_callbacks, schedule_keepalive, span, Callbacks};
 use crate::{Error, LockHost};
 use lock_core::{Fence, Instant, LockError};
 

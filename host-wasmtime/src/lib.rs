@@ -21,8 +21,10 @@ pub mod clock;
 pub mod component;
 mod error;
 mod host;
+mod inner;
 mod lease;
 mod persist;
+mod reserve;
 mod timer;
 
 pub use builder::LockHostBuilder;

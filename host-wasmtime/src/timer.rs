@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::host::{run_callbacks, Inner};
+use crate::inner::{run_callbacks, Inner};
 use lock_core::Instant;
 
 /// Stops the timer thread and saves the table when the last [`LockHost`](crate::LockHost)

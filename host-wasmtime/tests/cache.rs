@@ -74,6 +74,9 @@ fn a_miss_stores_the_entry_and_the_next_load_is_a_hit() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A change to an entry's bytes.
+type Damage = Box<dyn Fn(&mut Vec<u8>)>;
+
 #[test]
 fn a_damaged_entry_is_refused_and_replaced() {
     let dir = temp_dir("damaged");
@@ -81,12 +84,15 @@ fn a_damaged_entry_is_refused_and_replaced() {
     assert_eq!(load(&cache), CacheOutcome::Miss);
     let path = entry(&cache);
     let len = std::fs::metadata(&path).unwrap().len() as usize;
-    let damages: Vec<(&str, Box<dyn Fn(&mut Vec<u8>)>)> = vec![
+    let damages: Vec<(&str, Damage)> = vec![
         (
             "a flipped bit in the code",
             Box::new(move |b| b[len / 2] ^= 1),
         ),
-        ("the last byte cut off", Box::new(|b| drop(b.pop()))),
+        (
+            "the last byte cut off",
+            Box::new(|b| b.truncate(b.len() - 1)),
+        ),
         ("cut to its header", Box::new(|b| b.truncate(24))),
         ("empty", Box::new(Vec::clear)),
         ("a byte appended", Box::new(|b| b.push(0))),
