@@ -1,0 +1,173 @@
+//! The log in plain words: what each operation did and what each event means, for people
+//! learning how expiring locks behave.
+
+use lock_conformance::native::core_error;
+use lock_conformance::{Answer, Op, Outcome};
+
+use super::{secs, End, Playground, Segment};
+
+/// What kind of thing a log line reports (the page colours them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LineKind {
+    /// A lease was granted directly.
+    Grant,
+    /// A waiter was handed the lock.
+    Handoff,
+    /// A lease was released.
+    Release,
+    /// A lease expired: its holder lost the lock.
+    Lost,
+    /// A client started waiting.
+    Wait,
+    /// A waiter gave up (timeout or cancel).
+    Timeout,
+    /// The table refused a request.
+    Refused,
+    /// Anything else (extend, already held, imports).
+    Info,
+    /// A replayed step matched its expectation.
+    ReplayOk,
+    /// A replayed step did not.
+    ReplayFail,
+}
+
+impl LineKind {
+    /// CSS class of the line.
+    #[must_use]
+    pub fn class(self) -> &'static str {
+        match self {
+            LineKind::Grant => "grant",
+            LineKind::Handoff => "handoff",
+            LineKind::Release => "release",
+            LineKind::Lost => "lost",
+            LineKind::Wait => "wait",
+            LineKind::Timeout => "timeout",
+            LineKind::Refused => "refused",
+            LineKind::Info => "info",
+            LineKind::ReplayOk => "replay-ok",
+            LineKind::ReplayFail => "replay-fail",
+        }
+    }
+}
+
+/// One line of the event log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogLine {
+    /// When it happened (ms on the playground clock).
+    pub at: u64,
+    /// What kind of thing.
+    pub kind: LineKind,
+    /// In plain words.
+    pub text: String,
+}
+
+impl Playground {
+    pub(super) fn describe(&mut self, op: &Op, answer: &Answer) {
+        if let (Op::Restore { .. }, Answer::Result(Ok(_))) = (op, answer) {
+            self.rebuild_history();
+            self.note(
+                LineKind::Info,
+                "the table was restored from a snapshot".into(),
+            );
+            return;
+        }
+        // Only a client's requests are told in the log (inspect, stats... have no owner).
+        let (Some(key), Some(owner)) = (op.key(), op.owner()) else {
+            return;
+        };
+        let verb = match op {
+            Op::TryAcquire { .. } | Op::Acquire { .. } => "acquire",
+            Op::CancelWait { .. } => "stop waiting for",
+            other => other.name(),
+        };
+        let now = op.now().unwrap_or(self.clock.now());
+        let Answer::Result(result) = answer else {
+            return;
+        };
+        match result {
+            Ok(Outcome::Acquired { fence, deadline }) => {
+                self.history
+                    .entry(key.to_owned())
+                    .or_default()
+                    .push(Segment {
+                        owner: owner.to_owned(),
+                        fence: *fence,
+                        start: now,
+                        deadline: *deadline,
+                        handoff: false,
+                        end: None,
+                    });
+                if let Some(c) = self.client_mut(owner) {
+                    c.fences.insert(key.to_owned(), *fence);
+                }
+                self.note(
+                    LineKind::Grant,
+                    format!(
+                        "{owner} acquired \"{key}\": fence {fence}, until {}",
+                        secs(*deadline)
+                    ),
+                );
+            }
+            Ok(Outcome::AlreadyHeld { fence, deadline }) => self.note(
+                LineKind::Info,
+                format!(
+                    "{owner} already holds \"{key}\" (fence {fence}, until {})",
+                    secs(*deadline)
+                ),
+            ),
+            Ok(Outcome::Queued { position }) => {
+                let until = match op {
+                    Op::Acquire { wait_deadline, .. } => {
+                        format!(", gives up at {}", secs(*wait_deadline))
+                    }
+                    _ => String::new(),
+                };
+                self.note(
+                    LineKind::Wait,
+                    format!("{owner} waits for \"{key}\" in place {position}{until}"),
+                );
+            }
+            Ok(Outcome::AlreadyWaiting { position }) => self.note(
+                LineKind::Info,
+                format!("{owner} is already waiting for \"{key}\" (place {position})"),
+            ),
+            Ok(Outcome::Released) => {
+                if let Op::Release { fence, .. } = op {
+                    if let Some(s) = self.open_segment(key, *fence) {
+                        s.end = Some((now, End::Released));
+                    }
+                }
+                if let Some(c) = self.client_mut(owner) {
+                    c.fences.remove(key);
+                }
+                self.note(LineKind::Release, format!("{owner} released \"{key}\""));
+            }
+            Ok(Outcome::Extended { fence, deadline }) => {
+                if let Some(s) = self.open_segment(key, *fence) {
+                    s.deadline = *deadline;
+                }
+                self.note(
+                    LineKind::Info,
+                    format!("{owner} extended \"{key}\" to {}", secs(*deadline)),
+                );
+            }
+            Ok(Outcome::Cancelled) => self.note(
+                LineKind::Timeout,
+                format!("{owner} stopped waiting for \"{key}\""),
+            ),
+            Ok(Outcome::Restored) => {}
+            Err(e) => {
+                let why = core_error(e).map_or_else(|| format!("{e:?}"), |e| e.to_string());
+                self.note(
+                    LineKind::Refused,
+                    format!("{owner} could not {verb} \"{key}\": {why}"),
+                );
+            }
+        }
+    }
+
+    pub(super) fn note(&mut self, kind: LineKind, text: String) {
+        let at = self.clock.now();
+        self.log.push(LogLine { at, kind, text });
+    }
+}
