@@ -153,96 +153,80 @@ pub struct Stats {
     pub events_dropped: u64,
 }
 
-impl Stats {
-    /// Every field name (snake_case), in declaration order: the one list the bindings and the
-    /// vectors spell the stats from (JS as camelCase, WIT as kebab-case).
-    pub const FIELDS: [&'static str; 16] = [
-        "live_leases",
-        "waiters",
-        "expired_records",
-        "pending_events",
-        "clock",
-        "last_fence",
-        "acquired",
-        "handed_off",
-        "released",
-        "extended",
-        "expired",
-        "queued",
-        "wait_timed_out",
-        "cancelled",
-        "rejected",
-        "events_dropped",
-    ];
+/// A stats field's value as the `u64` that bindings and vectors carry.
+trait StatValue: Copy {
+    fn to_u64(self) -> u64;
+    fn from_u64(v: u64) -> Self;
+}
 
-    /// Every field's value, in the order of [`Stats::FIELDS`] (gauges widened to `u64`).
-    #[must_use]
-    pub fn values(&self) -> [u64; 16] {
-        let Stats {
-            live_leases,
-            waiters,
-            expired_records,
-            pending_events,
-            clock,
-            last_fence,
-            acquired,
-            handed_off,
-            released,
-            extended,
-            expired,
-            queued,
-            wait_timed_out,
-            cancelled,
-            rejected,
-            events_dropped,
-        } = *self;
-        let gauge = |n: usize| n as u64;
-        [
-            gauge(live_leases),
-            gauge(waiters),
-            gauge(expired_records),
-            gauge(pending_events),
-            clock.as_millis(),
-            last_fence.get(),
-            acquired,
-            handed_off,
-            released,
-            extended,
-            expired,
-            queued,
-            wait_timed_out,
-            cancelled,
-            rejected,
-            events_dropped,
-        ]
+impl StatValue for u64 {
+    fn to_u64(self) -> u64 {
+        self
     }
+    fn from_u64(v: u64) -> Self {
+        v
+    }
+}
 
-    /// Stats from values in the order of [`Stats::FIELDS`] (the inverse of [`Stats::values`];
-    /// gauges saturate at `usize::MAX` on 32-bit targets).
-    #[must_use]
-    pub fn from_values(v: [u64; 16]) -> Self {
-        let gauge = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
-        let [live_leases, waiters, expired_records, pending_events, clock, last_fence, acquired, handed_off, released, extended, expired, queued, wait_timed_out, cancelled, rejected, events_dropped] =
-            v;
-        Stats {
-            live_leases: gauge(live_leases),
-            waiters: gauge(waiters),
-            expired_records: gauge(expired_records),
-            pending_events: gauge(pending_events),
-            clock: Instant::from_millis(clock),
-            last_fence: Fence::new(last_fence),
-            acquired,
-            handed_off,
-            released,
-            extended,
-            expired,
-            queued,
-            wait_timed_out,
-            cancelled,
-            rejected,
-            events_dropped,
+/// Gauges saturate at `usize::MAX` on 32-bit targets.
+impl StatValue for usize {
+    fn to_u64(self) -> u64 {
+        self as u64
+    }
+    fn from_u64(v: u64) -> Self {
+        usize::try_from(v).unwrap_or(usize::MAX)
+    }
+}
+
+impl StatValue for Instant {
+    fn to_u64(self) -> u64 {
+        self.0
+    }
+    fn from_u64(v: u64) -> Self {
+        Instant(v)
+    }
+}
+
+impl StatValue for Fence {
+    fn to_u64(self) -> u64 {
+        self.0
+    }
+    fn from_u64(v: u64) -> Self {
+        Fence(v)
+    }
+}
+
+/// `FIELDS`, `values` and `from_values` from one list of the fields, in declaration order (the
+/// struct is the only other list: `from_values` does not compile if they differ).
+macro_rules! stats_fields {
+    ($($field:ident)*) => {
+        impl Stats {
+            /// Every field name (snake_case), in declaration order: the one list the bindings
+            /// and the vectors spell the stats from (JS as camelCase, WIT as kebab-case).
+            pub const FIELDS: [&'static str; 16] = [$(stringify!($field)),*];
+
+            /// Every field's value, in the order of [`Stats::FIELDS`] (gauges widened to `u64`).
+            #[must_use]
+            pub fn values(&self) -> [u64; 16] {
+                [$(StatValue::to_u64(self.$field)),*]
+            }
+
+            /// Stats from values in the order of [`Stats::FIELDS`] (the inverse of
+            /// [`Stats::values`]; gauges saturate at `usize::MAX` on 32-bit targets).
+            #[must_use]
+            pub fn from_values(values: [u64; 16]) -> Self {
+                let [$($field),*] = values;
+                Stats {
+                    $($field: StatValue::from_u64($field)),*
+                }
+            }
         }
-    }
+    };
+}
+
+stats_fields! {
+    live_leases waiters expired_records pending_events clock last_fence acquired handed_off
+    released extended expired queued wait_timed_out cancelled rejected events_dropped
 }
 
 #[cfg(test)]

@@ -88,23 +88,6 @@ fn ms(v: f64) -> u64 {
     v as u64
 }
 
-/// A snake_case name of the core in the package's camelCase.
-fn camel(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    let mut upper = false;
-    for c in name.chars() {
-        if c == '_' {
-            upper = true;
-        } else if upper {
-            out.push(c.to_ascii_uppercase());
-            upper = false;
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 /// An instant from JS milliseconds.
 fn at(v: f64) -> Instant {
     Instant(ms(v))
@@ -391,7 +374,7 @@ impl RawTable {
         // Every field of the core's one list, in camelCase.
         let mut o = Obj::new();
         for (field, value) in lock_core::Stats::FIELDS.iter().zip(s.values()) {
-            o = o.num(&camel(field), value);
+            o = o.num(&json::camel(field), value);
         }
         o.done()
     }
