@@ -92,3 +92,40 @@ it('every public class declares exactly its runtime members, and no internal has
     done();
   }
 });
+
+/** The member names of a declared interface, in order. */
+function interfaceMembers(name) {
+  const node = source.statements.find((st) => ts.isInterfaceDeclaration(st) && st.name.text === name);
+  assert.ok(node, `interface ${name} is declared`);
+  return node.members.map((m) => m.name.getText(source));
+}
+
+it('the record types list exactly the fields the engine reports', () => {
+  const table = new pkg.LockTable({}, {});
+  try {
+    assert.deepEqual(interfaceMembers('Limits'), Object.keys(pkg.LockTable.defaultLimits()));
+    assert.deepEqual(interfaceMembers('Stats'), Object.keys(table.stats(0)));
+    table.tryAcquire('k', 'a', 100, 0);
+    table.acquire('k', 'w', 50, 1_000, 0);
+    const info = table.inspect('k', 0);
+    assert.deepEqual(interfaceMembers('KeyInfo').sort(), Object.keys(info).sort());
+    assert.deepEqual(interfaceMembers('WaiterInfo').sort(), Object.keys(info.waiters[0]).sort());
+  } finally {
+    table.free();
+  }
+});
+
+it('the error code and outcome unions list exactly the core codes and outcome types', () => {
+  const union = (name) => {
+    const node = source.statements.find((st) => ts.isTypeAliasDeclaration(st) && st.name.text === name);
+    assert.ok(node, `type ${name} is declared`);
+    return node.type.types.map((t) => t.literal.text);
+  };
+  assert.deepEqual(union('LockErrorCode'), pkg.LockTable.errorCodes());
+  const outcomeTypes = ['Granted', 'Queued'].flatMap((name) => {
+    const node = source.statements.find((st) => ts.isInterfaceDeclaration(st) && st.name.text === name);
+    const type = node.members.find((m) => m.name.getText(source) === 'type').type;
+    return ts.isUnionTypeNode(type) ? type.types.map((t) => t.literal.text) : [type.literal.text];
+  });
+  assert.deepEqual(outcomeTypes.sort(), pkg.LockTable.outcomeTypes().sort());
+});
