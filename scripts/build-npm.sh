@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Builds the npm package's engine: lock-wasm (feature `js`) for wasm32-unknown-unknown, then
 # wasm-bindgen (ES module glue, `--target web`) into lock-wasm/js/engine/. The package's own
-# JS (lock-wasm/js/src) and types (lock-wasm/js/index.d.ts) are checked in.
+# JS (lock-wasm/js/src) and types (lock-wasm/js/index.d.ts) are checked in; the engine's own
+# declarations (engine/lock_wasm.d.ts) are generated for type-checking the JS, not shipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 cargo rustc -q -p lock-wasm --no-default-features --features js \
   --target wasm32-unknown-unknown --profile wasm-js --crate-type cdylib
 rm -rf lock-wasm/js/engine
-wasm-bindgen --target web --no-typescript --out-dir lock-wasm/js/engine --out-name lock_wasm \
+wasm-bindgen --target web --out-dir lock-wasm/js/engine --out-name lock_wasm \
   target/wasm32-unknown-unknown/wasm-js/lock_wasm.wasm
 cp LICENSE-MIT LICENSE-APACHE lock-wasm/js/ # the package ships the licences its `license` field names
 wasm=lock-wasm/js/engine/lock_wasm_bg.wasm

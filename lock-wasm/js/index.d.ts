@@ -150,8 +150,12 @@ export declare class LockTable {
   static errorCodes(): LockErrorCode[];
   /** This table's limits. */
   readonly limits: Limits;
-  /** Takes `key` for `ttl` ms if free; throws `held` (with `details.deadline`) otherwise. */
-  tryAcquire(key: string, owner: string, ttl: Millis, now: Millis): Granted;
+  /**
+   * Takes `key` for `ttl` ms if free (`acquired`, or `already-held` by this owner); throws `held`
+   * (with `details.deadline`) otherwise. Never queues: an owner already waiting for the key gets
+   * `already-waiting` with its place.
+   */
+  tryAcquire(key: string, owner: string, ttl: Millis, now: Millis): AcquireOutcome;
   /** Takes `key`, or queues `owner` until the absolute instant `waitDeadline`. */
   acquire(key: string, owner: string, ttl: Millis, waitDeadline: Millis, now: Millis): AcquireOutcome;
   /** Ends the lease; the first waiter is handed the lock (a `granted` event). */

@@ -5,7 +5,9 @@
 // compiler API, compared with the loaded package.
 import { it } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
 import * as pkg from '../../lock-wasm/js/src/node.js';
 
@@ -128,4 +130,20 @@ it('the error code and outcome unions list exactly the core codes and outcome ty
     return ts.isUnionTypeNode(type) ? type.types.map((t) => t.literal.text) : [type.literal.text];
   });
   assert.deepEqual(outcomeTypes.sort(), pkg.LockTable.outcomeTypes().sort());
+});
+
+it('the implementation type-checks against the declarations (its JSDoc refers to them)', () => {
+  // tests/js/types/impl-check.ts requires each implementation class to be assignable to its
+  // declaration; --checkJs checks the JS bodies against their JSDoc, which names the declared
+  // types (LocksOptions, AcquireOutcome, LostInfo, ...). A return shape, a member or an option
+  // that drifts fails to compile.
+  const root = new URL('../../', import.meta.url);
+  const tsc = fileURLToPath(new URL('node_modules/typescript/bin/tsc', root));
+  const args = ['--noEmit', '--allowJs', '--checkJs', '--strict', '--noImplicitAny', 'false', '--module', 'nodenext',
+    '--moduleResolution', 'nodenext', '--target', 'es2022', '--lib', 'es2024,esnext.disposable,dom', 'tests/js/types/impl-check.ts'];
+  try {
+    execFileSync('node', [tsc, ...args], { cwd: fileURLToPath(root), encoding: 'utf8', stdio: 'pipe' });
+  } catch (error) {
+    assert.fail(`the implementation does not match index.d.ts:\n${error.stdout}${error.stderr}`);
+  }
 });

@@ -12,9 +12,11 @@ export const ALREADY_WAITING = 'already-waiting';
 
 /** A lock error: `code` is the WIT contract's kebab-case name (`held`, `not-owner`, ...). */
 export class LockError extends Error {
+  /** @type {'LockError'} */
+  name = 'LockError';
+
   constructor(code, message, details = {}) {
     super(message);
-    this.name = 'LockError';
     this.code = code;
     this.details = details;
   }

@@ -24,8 +24,11 @@ let instances = 0;
 export class Locks {
   #table;
   #clock;
+  /** @type {(callback: () => void, delay: number) => unknown} */
   #setTimeout;
+  /** @type {(handle: any) => void} */
   #clearTimeout;
+  /** @type {unknown} */
   #timer = null;
   #timerAt = Infinity;
   #syncQueued = false;
@@ -37,11 +40,8 @@ export class Locks {
   #closed = false;
 
   /**
-   * @param {object} [options]
-   * @param {object} [options.limits] limits of the table
-   * @param {() => number} [options.now] the clock (integer ms, monotonic); default `performance.now()`
-   * @param {Function} [options.setTimeout] timer functions (tests inject fakes)
-   * @param {Function} [options.clearTimeout]
+   * @param {import('../index.d.ts').LocksOptions} [options] limits and seed of the table; the clock (integer ms,
+   *   monotonic; default `performance.now()`); timer functions (tests inject fakes)
    */
   constructor(options = {}) {
     this.#table = new LockTable(options.limits ?? {}, { seed: options.seed ?? 0 });
@@ -101,6 +101,8 @@ export class Locks {
    * Whether an acquire outcome is a lease (`acquired`, `already-held`) rather than a place in the
    * queue (`queued`, `already-waiting`). Every outcome of the core is named here, so a new one is
    * an error, not a Lease with an undefined fence.
+   * @param {import('../index.d.ts').AcquireOutcome} outcome
+   * @returns {outcome is import('../index.d.ts').Granted}
    */
   #granted(outcome) {
     switch (outcome.type) {
@@ -111,7 +113,7 @@ export class Locks {
       case 'already-waiting':
         return false;
       default:
-        throw new Error(`unknown acquire outcome ${JSON.stringify(outcome.type)} from the engine`);
+        throw new Error(`unknown acquire outcome ${JSON.stringify(/** @type {{type: string}} */ (outcome).type)} from the engine`);
     }
   }
 
@@ -147,11 +149,13 @@ export class Locks {
       const id = `${key}\u0000${who}`;
       const existing = this.#waiters.get(id);
       if (existing !== undefined) return existing.promise;
-      let settle;
+      /** @type {{resolve: (lease: Lease) => void, reject: (error: unknown) => void}} */
+      const settle = { resolve: () => {}, reject: () => {} };
       const promise = new Promise((resolve, reject) => {
-        settle = { resolve, reject };
+        settle.resolve = resolve;
+        settle.reject = reject;
       });
-      const waiter = { promise, ttl, keepAlive, onLost, signal, onAbort: null, ...settle };
+      const waiter = { promise, ttl, keepAlive, onLost, signal, onAbort: /** @type {(() => void) | null} */ (null), ...settle };
       if (signal !== undefined) {
         waiter.onAbort = () => this.#abortWait(key, who, id, signal.reason);
         signal.addEventListener('abort', waiter.onAbort, { once: true });
@@ -407,9 +411,13 @@ export class Lease {
   #ttl;
   #state = 'held'; // held | released | lost
   #onLost;
+  /** @type {Readonly<import('../index.d.ts').LostInfo> | null} */
   #lostInfo = null;
+  /** @type {((info: import('../index.d.ts').LostInfo) => void) | null} */
   #resolveLost = null;
+  /** @type {Promise<import('../index.d.ts').LostInfo> | null} */
   #lostPromise = null;
+  /** @type {AbortController | null} */
   #controller = null;
 
   /** Leases are made by `Locks`, not by users (the declarations have no public constructor). */

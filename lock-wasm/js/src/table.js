@@ -96,6 +96,7 @@ function encodeSlow(name, value, mem, at) {
  * caller owns), so the same calls give the same answers on every runtime.
  */
 export class LockTable {
+  /** @type {RawTable | undefined} */
   #raw;
   #out;
   #in; // address of the engine's input buffer
@@ -165,17 +166,25 @@ export class LockTable {
     return this.#raw;
   }
 
+  /**
+   * The outcome the engine left in the output buffer for `status`.
+   * @returns {import('../index.d.ts').AcquireOutcome}
+   */
   #acquireOutcome(status) {
     if (status === FAILED) throw toError(this.#raw);
     const out = f64();
     const type = names()[status - FIRST_OUTCOME];
     const first = out[this.#out];
-    return status < FIRST_OUTCOME + 2 ? { type, fence: first, deadline: out[this.#out + 1] } : { type, position: first };
+    return status < FIRST_OUTCOME + 2
+      ? /** @type {import('../index.d.ts').Granted} */ ({ type, fence: first, deadline: out[this.#out + 1] })
+      : /** @type {import('../index.d.ts').Queued} */ ({ type, position: first });
   }
 
   /**
    * Takes `key` for `owner` for `ttl` ms if it is free. Returns `{type: 'acquired' | 'already-held',
-   * fence, deadline}`; throws a LockError (`held` with `details.deadline`, or a validation error).
+   * fence, deadline}`, or `{type: 'already-waiting', position}` if `owner` already waits for it;
+   * throws a LockError (`held` with `details.deadline`, or a validation error).
+   * @returns {import('../index.d.ts').AcquireOutcome}
    */
   tryAcquire(key, owner, ttl, now) {
     ms('ttl', ttl);

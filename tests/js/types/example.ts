@@ -3,7 +3,9 @@
 import { Locks, LockTable, LockError, WAIT_TIMED_OUT, type Lease, type LockEvent, type Granted } from 'expiring-lock';
 
 const table = new LockTable({ maxKeys: 10 }, { seed: 7 });
-const granted: Granted = table.tryAcquire('k', 'a', 100, 0);
+const tried = table.tryAcquire('k', 'a', 100, 0);
+if (!('fence' in tried)) throw new Error(`${tried.type} at ${tried.position}`); // already waiting
+const granted: Granted = tried;
 const outcome = table.acquire('k', 'b', 100, 1_000, 1);
 if (outcome.type === 'queued') {
   const position: number = outcome.position;
