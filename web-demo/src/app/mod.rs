@@ -445,9 +445,17 @@ mod tests {
                 "client-2 could not release \"job:nightly-report\": key is held by another owner",
                 "client-1 lost \"job:nightly-report\": its lease (fence 1) expired at 1.000 s",
                 "client-2 was handed \"job:nightly-report\" from the queue: fence 2, until 4.000 s",
-                "client-1 could not release \"job:nightly-report\": key is held by another owner",
+                // The lesson: the late holder is told its lease expired (it kept its fence).
+                "client-1 could not release \"job:nightly-report\": lease expired at 1000 ms; the lock was lost before this call",
             ]
         );
+        assert!(p.client(1).unwrap().fences.is_empty(), "told, it forgets the fence");
+        let exported = p.export();
+        let late = exported
+            .lines()
+            .rfind(|l| l.contains("\"op\":\"release\"") && l.contains("client-1"))
+            .unwrap();
+        assert!(late.contains("\"fence\":1") && late.contains("\"expired\""), "{late}");
         let h = &p.history["job:nightly-report"];
         assert_eq!(h[0].end, Some((1000, End::Expired)));
         assert!(h[1].handoff && h[1].end.is_none() && h[1].deadline == 4000);

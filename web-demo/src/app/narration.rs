@@ -2,7 +2,7 @@
 //! learning how expiring locks behave.
 
 use lock_conformance::native::core_error;
-use lock_conformance::{Answer, Op, Outcome};
+use lock_conformance::{Answer, ErrorCase, Op, Outcome};
 
 use super::{secs, End, Playground, Segment};
 
@@ -157,6 +157,17 @@ impl Playground {
             ),
             Ok(Outcome::Restored) => {}
             Err(e) => {
+                if matches!(op, Op::Release { .. } | Op::Extend { .. })
+                    && matches!(
+                        e,
+                        ErrorCase::Expired { .. } | ErrorCase::NotHeld | ErrorCase::NotOwner
+                    )
+                {
+                    // Now the client knows its lease is over: it forgets the fence.
+                    if let Some(c) = self.client_mut(owner) {
+                        c.fences.remove(key);
+                    }
+                }
                 let why = core_error(e).map_or_else(|| format!("{e:?}"), |e| e.to_string());
                 self.note(
                     LineKind::Refused,

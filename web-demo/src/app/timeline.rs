@@ -51,11 +51,8 @@ impl Playground {
                 if let Some(s) = self.open_segment(key, *fence) {
                     s.end = Some((*at, End::Expired));
                 }
-                if let Some(c) = self.client_mut(owner) {
-                    if c.fences.get(key) == Some(fence) {
-                        c.fences.remove(key);
-                    }
-                }
+                // The client keeps its fence: like a real holder that was paused, it does not
+                // know yet, and its next release or extend hears the core's `expired`.
                 self.log.push(LogLine {
                     at: *at,
                     kind: LineKind::Lost,
