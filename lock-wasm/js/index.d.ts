@@ -35,6 +35,8 @@ export type LockErrorCode =
 export declare const WAIT_TIMED_OUT: 'wait-timed-out';
 /** The code `Locks.tryAcquire` throws when this owner already waits for the key in a pending `acquire`. */
 export declare const ALREADY_WAITING: 'already-waiting';
+/** The code of the error of a call on a closed `Locks`, and of the acquires pending when it closed. */
+export declare const CLOSED: 'closed';
 
 /**
  * A refused lock request. `code` is the core's error name (or `wait-timed-out` from
@@ -45,8 +47,10 @@ export declare const ALREADY_WAITING: 'already-waiting';
  */
 export declare class LockError extends Error {
   readonly name: 'LockError';
-  readonly code: LockErrorCode | typeof WAIT_TIMED_OUT | typeof ALREADY_WAITING;
+  readonly code: LockErrorCode | typeof WAIT_TIMED_OUT | typeof ALREADY_WAITING | typeof CLOSED;
   readonly details: Record<string, number | string>;
+  /** `withLock` whose lease was lost: the value its callback returned (its error is `cause`). */
+  readonly result?: unknown;
 }
 
 /** Limits of a table; every field is optional when passed in (the core's default is used). */
@@ -280,7 +284,10 @@ export declare class Locks {
   tryAcquire(key: string, options: LeaseOptions): Lease | null;
   /** Takes `key`, waiting in its FIFO queue until handed over (or timeout / abort). */
   acquire(key: string, options: AcquireOptions): Promise<Lease>;
-  /** Runs `callback` holding `key`; releases when it settles. */
+  /**
+   * Runs `callback` holding `key`; releases when it settles. Rejects with a LockError `expired`
+   * if the lease was lost before the callback settled (its value as `result`, its error as `cause`).
+   */
   withLock<T>(key: string, options: WithLockOptions & { ifAvailable: true }, callback: (lease: Lease | null) => T | Promise<T>): Promise<T>;
   withLock<T>(key: string, options: WithLockOptions, callback: (lease: Lease) => T | Promise<T>): Promise<T>;
   /** The holder and queue of `key` now. */

@@ -35,7 +35,8 @@ function declared() {
       values.add(name);
       const members = { instance: new Set(), statics: new Set() };
       for (const member of statement.members) {
-        if (ts.isConstructorDeclaration(member) || isPrivate(member)) continue;
+        // Optional members (`result?`) exist only on some instances: not compared.
+        if (ts.isConstructorDeclaration(member) || isPrivate(member) || member.questionToken) continue;
         (isStatic(member) ? members.statics : members.instance).add(memberName(member));
       }
       classes.set(name, members);

@@ -1,7 +1,7 @@
 // The high-level API (Locks, Lease, withLock) on a virtual clock: every instant is exact.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { ALREADY_WAITING, Locks, LockError, LockTable, WAIT_TIMED_OUT } from '../../lock-wasm/js/src/node.js';
+import { ALREADY_WAITING, CLOSED, Locks, LockError, LockTable, WAIT_TIMED_OUT } from '../../lock-wasm/js/src/node.js';
 import { FakeTime, settle } from './lib/fake-time.js';
 
 function setup(limits) {
@@ -190,8 +190,44 @@ describe('withLock', () => {
       signal = lease.signal;
       return new Promise((resolve) => signal.addEventListener('abort', () => resolve(signal.reason.code)));
     });
+    const outcome = run.then(() => null, (e) => e);
     await time.advance(50);
-    assert.equal(await run, 'expired');
+    // The callback settled after the loss: withLock says so (issue 11), carrying its value.
+    const e = await outcome;
+    assert.ok(e instanceof LockError && e.code === 'expired' && e.result === 'expired', String(e));
+  });
+
+  it('rejects with expired when the lease was lost before the callback settled (issue 11)', async () => {
+    const { time, locks } = setup();
+    let finish;
+    const slow = locks.withLock('k', { ttl: 100 }, () => new Promise((resolve) => (finish = resolve)));
+    await settle();
+    await time.advance(150); // the callback outlives its TTL
+    finish('written');
+    const error = await slow.then(() => assert.fail('resolved'), (e) => e);
+    assert.ok(error instanceof LockError, String(error));
+    assert.equal(error.code, 'expired');
+    assert.deepEqual(error.details, { deadline: 100 });
+    assert.equal(error.result, 'written');
+    assert.match(error.message, /expired at 100 ms, before the withLock callback settled/);
+    // A callback that fails after the loss: its error is the cause.
+    let fail;
+    const failing = locks.withLock('j', { ttl: 10 }, () => new Promise((_, reject) => (fail = reject)));
+    await settle();
+    await time.advance(20);
+    const boom = new Error('boom');
+    fail(boom);
+    const lost = await failing.then(() => assert.fail('resolved'), (e) => e);
+    assert.equal(lost.code, 'expired');
+    assert.equal(lost.cause, boom);
+    // In time, nothing changes: the value, or the callback's own error.
+    assert.equal(await locks.withLock('k', { ttl: 100 }, () => 7), 7);
+  });
+
+  it('says the options come first when called as withLock(key, callback) (issue 11)', async () => {
+    const { locks } = setup();
+    await assert.rejects(locks.withLock('k', () => 1), /options \(at least \{ ttl \}\) come before the callback/);
+    await assert.rejects(locks.withLock('k', { ttl: 1 }), /needs a callback as its third argument, got undefined/);
   });
 
   it('with ifAvailable gives null instead of waiting', async () => {
@@ -265,6 +301,58 @@ describe('on the real clock', () => {
     });
     assert.equal(stdout.trim(), 'done');
     assert.equal(code, 0);
+  });
+
+  it('a forgotten lease does not hold the process, a pending acquire does (issue 11)', async () => {
+    const { execFile } = await import('node:child_process');
+    const entry = new URL('../../lock-wasm/js/src/node.js', import.meta.url).href;
+    const run = (script) =>
+      new Promise((resolve) => {
+        const started = Date.now();
+        execFile(process.execPath, ['--input-type=module', '-e', script], { timeout: 20_000 }, (error, out) =>
+          resolve({ code: error ? (error.killed ? 'killed' : error.code) : 0, stdout: out.trim(), ms: Date.now() - started }),
+        );
+      });
+    // A one-hour lease, never released, with keep-alive: the process still ends at once.
+    const forgotten = await run(`
+      import { Locks } from '${entry}';
+      const locks = new Locks();
+      locks.tryAcquire('k', { ttl: 3_600_000, keepAlive: true });
+      console.log('left');
+    `);
+    assert.deepEqual([forgotten.code, forgotten.stdout], [0, 'left']);
+    assert.ok(forgotten.ms < 10_000, `took ${forgotten.ms} ms`);
+    // A waiter whose hand-off comes from the timer (the holder's 300 ms deadline) is served:
+    // the timer held the process while the acquire was pending.
+    const waiting = await run(`
+      import { Locks } from '${entry}';
+      const locks = new Locks();
+      locks.tryAcquire('k', { ttl: 300 });
+      const lease = await locks.acquire('k', { ttl: 10 });
+      console.log('handed fence', lease.fence);
+    `);
+    assert.deepEqual([waiting.code, waiting.stdout], [0, 'handed fence 2']);
+  });
+});
+
+describe('issue 11: options and messages', () => {
+  it('refuses unknown option names, naming them and the known ones', async () => {
+    const { locks } = setup();
+    assert.throws(() => locks.tryAcquire('k', { ttl: 10, steal: true }), (e) => e instanceof TypeError && /unknown option "steal" for tryAcquire; known: ttl, owner, keepAlive, onLost/.test(e.message));
+    await assert.rejects(locks.acquire('k', { ttl: 10, timout: 10 }), (e) => e instanceof TypeError && /unknown option "timout" for acquire; known: .*timeout, signal/.test(e.message));
+    await assert.rejects(locks.withLock('k', { ttl: 10, mode: 'shared' }, () => 1), /unknown option "mode" for withLock/);
+    await assert.rejects(locks.withLock('k', { ttl: 10, ifAvailable: true, timeout: 5 }, () => 1), /ifAvailable does not wait/);
+    assert.throws(() => new Locks({ limit: {} }), /unknown option "limit" for new Locks\(\); known: limits, seed/);
+    assert.equal(locks.inspect('k'), null, 'nothing was taken');
+  });
+
+  it('close rejects pending acquires with a LockError closed', async () => {
+    const { locks } = setup();
+    locks.tryAcquire('k', { owner: 'a', ttl: 100 });
+    const pending = locks.acquire('k', { owner: 'b', ttl: 10 });
+    locks.close();
+    await assert.rejects(pending, (e) => e instanceof LockError && e.code === CLOSED);
+    assert.throws(() => locks.tryAcquire('k', { ttl: 10 }), (e) => e instanceof LockError && e.code === CLOSED);
   });
 });
 

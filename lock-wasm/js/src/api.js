@@ -2,6 +2,6 @@
 // Locks / Lease (the same table on the real clock, with waiting, keep-alive and lost-lock
 // notification). Every outcome and error is decided by lock-core inside the engine.
 
-export { ALREADY_WAITING, LockError, WAIT_TIMED_OUT } from './errors.js';
+export { ALREADY_WAITING, CLOSED, LockError, WAIT_TIMED_OUT } from './errors.js';
 export { LockTable } from './table.js';
 export { Lease, Locks } from './locks.js';

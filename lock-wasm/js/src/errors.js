@@ -10,15 +10,26 @@ export const WAIT_TIMED_OUT = 'wait-timed-out';
  */
 export const ALREADY_WAITING = 'already-waiting';
 
+/** The code of the error of a call on a closed `Locks`, and of the acquires pending when it closed. */
+export const CLOSED = 'closed';
+
 /** A lock error: `code` is the WIT contract's kebab-case name (`held`, `not-owner`, ...). */
 export class LockError extends Error {
   /** @type {'LockError'} */
   name = 'LockError';
 
-  constructor(code, message, details = {}) {
-    super(message);
+  /**
+   * @param {import('../index.d.ts').LockError['code']} code
+   * @param {string} message
+   * @param {Record<string, number | string>} [details]
+   * @param {{cause?: unknown, result?: unknown}} [extra] the error that caused it (`cause`), or
+   *   the value a callback returned before the lease turned out lost (`result`)
+   */
+  constructor(code, message, details = {}, extra = {}) {
+    super(message, 'cause' in extra ? { cause: extra.cause } : undefined);
     this.code = code;
     this.details = details;
+    if ('result' in extra) this.result = extra.result;
   }
 }
 

@@ -2,7 +2,7 @@
 // lost-lock notification and one timer for the whole table. Bookkeeping only: every decision is
 // the core's, reported through its outcomes and events.
 
-import { ALREADY_WAITING, LockError, WAIT_TIMED_OUT, ms, text } from './errors.js';
+import { ALREADY_WAITING, CLOSED, LockError, WAIT_TIMED_OUT, ms, text } from './errors.js';
 import { ENDED, EXTEND, LOSE, RELEASE, RENEW_AT, TRY_ACQUIRE_OR_NULL } from './internal.js';
 import { LockTable } from './table.js';
 
@@ -10,6 +10,26 @@ const KEEP_ALIVE_FRACTION = 3; // renew when a third of the TTL is left
 const FOREVER = Number.MAX_SAFE_INTEGER;
 /** The longest delay `setTimeout` honours (ms). */
 const MAX_TIMER_DELAY = 2 ** 31 - 1;
+
+/** The options each call knows; any other name is a TypeError (a typo must not be ignored). */
+const LEASE_OPTIONS = ['ttl', 'owner', 'keepAlive', 'onLost'];
+const ACQUIRE_OPTIONS = [...LEASE_OPTIONS, 'timeout', 'signal'];
+const WITH_LOCK_OPTIONS = [...ACQUIRE_OPTIONS, 'ifAvailable'];
+const LOCKS_OPTIONS = ['limits', 'seed', 'now', 'setTimeout', 'clearTimeout'];
+
+/** The error of a call on (or pending across) a closed Locks. */
+function closedError() {
+  return new LockError(CLOSED, 'this Locks was closed');
+}
+
+/** Refuses option names `call` does not know, naming them and the known ones. */
+function knownOptions(call, options, known) {
+  const unknown = Object.keys(options).filter((name) => !known.includes(name));
+  if (unknown.length > 0) {
+    const list = unknown.map((name) => JSON.stringify(name)).join(', ');
+    throw new TypeError(`unknown option${unknown.length > 1 ? 's' : ''} ${list} for ${call}; known: ${known.join(', ')}`);
+  }
+}
 
 function realNow() {
   return Math.floor(performance.now());
@@ -44,6 +64,8 @@ export class Locks {
    *   monotonic; default `performance.now()`); timer functions (tests inject fakes)
    */
   constructor(options = {}) {
+    if (options === null || typeof options !== 'object') throw new TypeError('new Locks(options): options must be an object');
+    knownOptions('new Locks()', options, LOCKS_OPTIONS);
     this.#table = new LockTable(options.limits ?? {}, { seed: options.seed ?? 0 });
     this.#clock = options.now ?? realNow;
     this.#setTimeout = options.setTimeout ?? globalThis.setTimeout.bind(globalThis);
@@ -71,7 +93,7 @@ export class Locks {
   }
 
   #open() {
-    if (this.#closed) throw new Error('this Locks was closed');
+    if (this.#closed) throw closedError();
   }
 
   /**
@@ -81,7 +103,7 @@ export class Locks {
    */
   tryAcquire(key, options) {
     this.#open();
-    const { ttl, owner, keepAlive, onLost } = leaseOptions(options);
+    const { ttl, owner, keepAlive, onLost } = leaseOptions('tryAcquire', options, LEASE_OPTIONS);
     const who = this.#owner(owner);
     let outcome;
     try {
@@ -128,7 +150,7 @@ export class Locks {
   acquire(key, options) {
     try {
       this.#open();
-      const { ttl, owner, keepAlive, onLost } = leaseOptions(options);
+      const { ttl, owner, keepAlive, onLost } = leaseOptions('acquire', options, ACQUIRE_OPTIONS);
       const { timeout, signal } = options;
       if (signal !== undefined && !(signal instanceof AbortSignal)) {
         throw new TypeError('signal must be an AbortSignal');
@@ -161,6 +183,7 @@ export class Locks {
         signal.addEventListener('abort', waiter.onAbort, { once: true });
       }
       this.#waiters.set(id, waiter);
+      this.#refTimer();
       return promise;
     } catch (error) {
       return Promise.reject(error);
@@ -171,16 +194,48 @@ export class Locks {
    * Runs `callback(lease)` while holding `key` and releases it when the callback settles (the Web
    * Locks idiom). `lease.signal` aborts if the lease is lost. With `ifAvailable: true` it does not
    * wait: the callback gets `null` when the key is held.
+   *
+   * If the lease was lost before the callback settled (it outlived its TTL), the call rejects
+   * with a LockError `expired` (as Rust's `with_lock` does): the work may have overlapped the next
+   * holder's. The callback's value is on the error as `result`, its error as `cause`.
    */
   async withLock(key, options, callback) {
-    if (typeof callback !== 'function') throw new TypeError('withLock needs a callback');
-    const lease = options?.ifAvailable ? this.tryAcquire(key, options) : await this.acquire(key, options);
-    if (lease === null) return callback(null);
-    try {
-      return await callback(lease);
-    } finally {
-      lease.release();
+    if (typeof callback !== 'function') {
+      throw new TypeError(
+        typeof options === 'function'
+          ? 'withLock(key, options, callback): the options (at least { ttl }) come before the callback'
+          : `withLock needs a callback as its third argument, got ${typeof callback}`,
+      );
     }
+    if (options === null || typeof options !== 'object') {
+      throw new TypeError('withLock(key, options, callback): options must be an object with at least { ttl }');
+    }
+    knownOptions('withLock', options, WITH_LOCK_OPTIONS);
+    const { ifAvailable, ...rest } = options;
+    if (ifAvailable && (rest.timeout !== undefined || rest.signal !== undefined)) {
+      throw new TypeError('withLock with ifAvailable does not wait: timeout and signal do not apply');
+    }
+    const lease = ifAvailable ? this.tryAcquire(key, rest) : await this.acquire(key, rest);
+    if (lease === null) return callback(null);
+    /** @type {{cause?: unknown, result?: unknown}} */
+    let settled;
+    try {
+      settled = { result: await callback(lease) };
+    } catch (error) {
+      settled = { cause: error };
+    }
+    lease.release();
+    if (lease.isLost) {
+      const at = lease.deadline;
+      throw new LockError(
+        'expired',
+        `lease on ${JSON.stringify(key)} (fence ${lease.fence}) expired at ${at} ms, before the withLock callback settled; its work may have overlapped the next holder's`,
+        { deadline: at },
+        settled,
+      );
+    }
+    if ('cause' in settled) throw settled.cause;
+    return settled.result;
   }
 
   /** The holder and waiters of `key` now (`null` if free). */
@@ -215,7 +270,7 @@ export class Locks {
     if (this.#closed) return;
     this.#closed = true;
     this.#arm(null);
-    const error = new Error('this Locks was closed');
+    const error = closedError();
     for (const waiter of this.#waiters.values()) this.#dropWaiter(waiter).reject(error);
     this.#waiters.clear();
     this.#keepAlive.clear();
@@ -285,7 +340,20 @@ export class Locks {
 
   #dropWaiter(waiter) {
     if (waiter.onAbort !== null) waiter.signal.removeEventListener('abort', waiter.onAbort);
+    this.#refTimer();
     return waiter;
+  }
+
+  /**
+   * In Node, the one timer keeps the process alive only while an acquire is pending (its
+   * hand-off depends on the timer); leases alone never do, so a forgotten lease cannot hold a
+   * process for its whole TTL. (Browsers have no such notion; their timers are plain numbers.)
+   */
+  #refTimer() {
+    const timer = /** @type {{ref?: () => void, unref?: () => void} | null} */ (this.#timer);
+    if (timer === null || typeof timer !== 'object' || typeof timer.unref !== 'function') return;
+    if (this.#waiters.size > 0) timer.ref?.();
+    else timer.unref();
   }
 
   #abortWait(key, owner, id, reason) {
@@ -390,13 +458,15 @@ export class Locks {
     const delay = Math.min(MAX_TIMER_DELAY, Math.max(0, at - this.now()));
     this.#timerAt = this.now() + delay;
     this.#timer = this.#setTimeout(() => this.#tick(), delay);
+    this.#refTimer();
   }
 }
 
-function leaseOptions(options) {
+function leaseOptions(call, options, known) {
   if (options === null || typeof options !== 'object') {
-    throw new TypeError('options must be an object with at least { ttl }');
+    throw new TypeError(`${call}(key, options): options must be an object with at least { ttl }`);
   }
+  knownOptions(call, options, known);
   const { ttl, owner, keepAlive = false, onLost } = options;
   ms('ttl', ttl);
   if (onLost !== undefined && typeof onLost !== 'function') throw new TypeError('onLost must be a function');
