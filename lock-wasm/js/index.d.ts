@@ -280,8 +280,12 @@ export declare class Locks {
   readonly table: LockTable;
   /** The clock reading this instance uses. */
   now(): Millis;
-  /** Takes `key` now if it is free, or answers `null`. */
-  tryAcquire(key: string, options: LeaseOptions): Lease | null;
+  /**
+   * Takes `key` now if it is free, or answers `null`; with `retryAt: true`, `{ retryAt }` (the
+   * holder's deadline: the earliest instant a retry can succeed) instead of `null`.
+   */
+  tryAcquire(key: string, options: LeaseOptions & { retryAt: true }): Lease | { retryAt: Millis };
+  tryAcquire(key: string, options: LeaseOptions & { retryAt?: false }): Lease | null;
   /** Takes `key`, waiting in its FIFO queue until handed over (or timeout / abort). */
   acquire(key: string, options: AcquireOptions): Promise<Lease>;
   /**

@@ -1,7 +1,7 @@
 // The high-level API (Locks, Lease, withLock) on a virtual clock: every instant is exact.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { ALREADY_WAITING, CLOSED, Locks, LockError, LockTable, WAIT_TIMED_OUT } from '../../lock-wasm/js/src/node.js';
+import { ALREADY_WAITING, CLOSED, Lease, Locks, LockError, LockTable, WAIT_TIMED_OUT } from '../../lock-wasm/js/src/node.js';
 import { FakeTime, settle } from './lib/fake-time.js';
 
 function setup(limits) {
@@ -336,6 +336,19 @@ describe('on the real clock', () => {
 });
 
 describe('issue 11: options and messages', () => {
+  it('tryAcquire with retryAt answers the holder deadline instead of null', async () => {
+    const { time, locks } = setup();
+    const a = locks.tryAcquire('k', { owner: 'a', ttl: 100 });
+    await time.advance(30);
+    assert.equal(locks.tryAcquire('k', { owner: 'b', ttl: 10 }), null, 'the fast path is unchanged');
+    assert.deepEqual(locks.tryAcquire('k', { owner: 'b', ttl: 10, retryAt: true }), { retryAt: 100 });
+    a.extend(200);
+    assert.deepEqual(locks.tryAcquire('k', { owner: 'b', ttl: 10, retryAt: true }), { retryAt: 230 });
+    await time.advance(200);
+    const b = locks.tryAcquire('k', { owner: 'b', ttl: 10, retryAt: true });
+    assert.ok(b instanceof Lease, 'at the deadline a retry succeeds');
+  });
+
   it('refuses unknown option names, naming them and the known ones', async () => {
     const { locks } = setup();
     assert.throws(() => locks.tryAcquire('k', { ttl: 10, steal: true }), (e) => e instanceof TypeError && /unknown option "steal" for tryAcquire; known: ttl, owner, keepAlive, onLost/.test(e.message));

@@ -13,6 +13,7 @@ const MAX_TIMER_DELAY = 2 ** 31 - 1;
 
 /** The options each call knows; any other name is a TypeError (a typo must not be ignored). */
 const LEASE_OPTIONS = ['ttl', 'owner', 'keepAlive', 'onLost'];
+const TRY_OPTIONS = [...LEASE_OPTIONS, 'retryAt'];
 const ACQUIRE_OPTIONS = [...LEASE_OPTIONS, 'timeout', 'signal'];
 const WITH_LOCK_OPTIONS = [...ACQUIRE_OPTIONS, 'ifAvailable'];
 const LOCKS_OPTIONS = ['limits', 'seed', 'now', 'setTimeout', 'clearTimeout'];
@@ -97,21 +98,38 @@ export class Locks {
   }
 
   /**
-   * Takes `key` now if it is free: a Lease, or `null` when another owner holds it.
+   * Takes `key` now if it is free: a Lease, or `null` when another owner holds it. With
+   * `retryAt: true` a held key answers `{ retryAt }` instead: the holder's deadline, the earliest
+   * instant a retry can succeed (the core computed it; `null` skips reading it).
+   * @overload
    * @param {string} key
-   * @param {{ttl: number, owner?: string, keepAlive?: boolean, onLost?: Function}} options
+   * @param {import('../index.d.ts').LeaseOptions & {retryAt: true}} options
+   * @returns {Lease | {retryAt: number}}
+   */
+  /**
+   * @overload
+   * @param {string} key
+   * @param {import('../index.d.ts').LeaseOptions & {retryAt?: false}} options
+   * @returns {Lease | null}
+   */
+  /**
+   * @param {string} key
+   * @param {import('../index.d.ts').LeaseOptions & {retryAt?: boolean}} options
+   * @returns {Lease | {retryAt: number} | null}
    */
   tryAcquire(key, options) {
     this.#open();
-    const { ttl, owner, keepAlive, onLost } = leaseOptions('tryAcquire', options, LEASE_OPTIONS);
+    const { ttl, owner, keepAlive, onLost } = leaseOptions('tryAcquire', options, TRY_OPTIONS);
+    const retryAt = options.retryAt === true;
     const who = this.#owner(owner);
     let outcome;
     try {
-      outcome = this.#table[TRY_ACQUIRE_OR_NULL](key, who, ttl, this.now());
+      outcome = this.#table[TRY_ACQUIRE_OR_NULL](key, who, ttl, this.now(), retryAt);
     } finally {
       this.#afterCall();
     }
     if (outcome === null) return null;
+    if (typeof outcome === 'number') return { retryAt: outcome };
     if (this.#granted(outcome)) return this.#lease(key, who, ttl, outcome, keepAlive, onLost);
     // Only `already-waiting`: try_acquire never queues, but this owner has an acquire pending.
     throw new LockError(ALREADY_WAITING, `owner ${JSON.stringify(who)} is already waiting for ${JSON.stringify(key)} in a pending acquire`, {
@@ -198,6 +216,9 @@ export class Locks {
    * If the lease was lost before the callback settled (it outlived its TTL), the call rejects
    * with a LockError `expired` (as Rust's `with_lock` does): the work may have overlapped the next
    * holder's. The callback's value is on the error as `result`, its error as `cause`.
+   * @param {string} key
+   * @param {import('../index.d.ts').WithLockOptions} options
+   * @param {(lease: any) => unknown} callback
    */
   async withLock(key, options, callback) {
     if (typeof callback !== 'function') {
@@ -215,7 +236,7 @@ export class Locks {
     if (ifAvailable && (rest.timeout !== undefined || rest.signal !== undefined)) {
       throw new TypeError('withLock with ifAvailable does not wait: timeout and signal do not apply');
     }
-    const lease = ifAvailable ? this.tryAcquire(key, rest) : await this.acquire(key, rest);
+    const lease = ifAvailable ? this.tryAcquire(key, { ...rest, retryAt: false }) : await this.acquire(key, rest);
     if (lease === null) return callback(null);
     /** @type {{cause?: unknown, result?: unknown}} */
     let settled;

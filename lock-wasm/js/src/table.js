@@ -195,13 +195,23 @@ export class LockTable {
   }
 
   /** tryAcquire that answers `null` instead of throwing `held` (no Error to build). */
-  [TRY_ACQUIRE_OR_NULL](key, owner, ttl, now) {
+  /**
+   * @param {string} key
+   * @param {string} owner
+   * @param {number} ttl
+   * @param {number} now
+   * @param {boolean} [deadline] answer the holder's deadline (a number) instead of `null`
+   * @returns {import('../index.d.ts').AcquireOutcome | number | null}
+   */
+  [TRY_ACQUIRE_OR_NULL](key, owner, ttl, now, deadline = false) {
     ms('ttl', ttl);
     ms('now', now);
     deadlineOf(now, ttl);
     const raw = this.#names(key, owner);
     const status = raw.try_acquire(KEY_OWNER[0], KEY_OWNER[1], ttl, now);
-    if (status === FAILED && errorCodes()[f64()[this.#out + 2]] === 'held') return null;
+    if (status === FAILED && errorCodes()[f64()[this.#out + 2]] === 'held') {
+      return deadline ? JSON.parse(raw.error_details()).deadline : null;
+    }
     return this.#acquireOutcome(status);
   }
 
