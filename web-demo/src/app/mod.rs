@@ -449,13 +449,19 @@ mod tests {
                 "client-1 could not release \"job:nightly-report\": lease expired at 1000 ms; the lock was lost before this call",
             ]
         );
-        assert!(p.client(1).unwrap().fences.is_empty(), "told, it forgets the fence");
+        assert!(
+            p.client(1).unwrap().fences.is_empty(),
+            "told, it forgets the fence"
+        );
         let exported = p.export();
         let late = exported
             .lines()
             .rfind(|l| l.contains("\"op\":\"release\"") && l.contains("client-1"))
             .unwrap();
-        assert!(late.contains("\"fence\":1") && late.contains("\"expired\""), "{late}");
+        assert!(
+            late.contains("\"fence\":1") && late.contains("\"expired\""),
+            "{late}"
+        );
         let h = &p.history["job:nightly-report"];
         assert_eq!(h[0].end, Some((1000, End::Expired)));
         assert!(h[1].handoff && h[1].end.is_none() && h[1].deadline == 4000);
