@@ -198,6 +198,33 @@ describe('playground', () => {
     await page.close();
   });
 
+  it('teaches fencing: a frozen holder is told expired and its stale write is refused (issue 11)', async () => {
+    const { page, problems } = await openPage('index.html');
+    await page.waitForSelector('body[data-ready="true"]');
+    const storage = () => page.textContent('#storage-body');
+    assert.match(await storage(), /Nothing written yet/);
+    // client-1 holds the key for 1 s and writes; client-2 waits for it.
+    await page.fill('input[data-client="1"][data-field="ttl"]', '1000');
+    await page.click('button[data-client="1"][data-action="try-acquire"]');
+    await page.click('button[data-client="1"][data-action="write"]');
+    await page.click('button[data-client="2"][data-action="acquire"]');
+    // client-1 freezes past its deadline: the virtual clock steps 1 s, client-2 is handed the lock.
+    await page.selectOption('#step-size', '1000');
+    await page.click('#clock-step');
+    await page.waitForFunction(() => document.querySelector('#timeline-body').textContent.includes('client-2 holds it, fence 2'));
+    await page.click('button[data-client="2"][data-action="write"]');
+    // client-1 wakes: its write with fence 1 is refused, and its release hears "expired".
+    await page.click('button[data-client="1"][data-action="write"]');
+    await page.click('button[data-client="1"][data-action="release"]');
+    assert.match(await storage(), /client-1 wrote "job:nightly-report" with fence 1: refused: older than fence 2/);
+    assert.match(await storage(), /newest fence 2/);
+    const log = await page.textContent('#log-body');
+    assert.match(log, /the storage refused client-1's write to "job:nightly-report": fence 1 is older than fence 2/);
+    assert.match(log, /client-1 could not release "job:nightly-report": lease expired at 1000 ms/);
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+
   it('runs the virtual clock at the chosen speed and follows real time in real mode', async () => {
     const { page, problems } = await openPage('index.html');
     await page.waitForSelector('body[data-ready="true"]');

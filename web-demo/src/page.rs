@@ -30,6 +30,7 @@ struct Page {
     rendered_clients: Option<(usize, Vec<u32>)>,
     /// Length and last line of the log last rendered (the length alone repeats across sessions).
     rendered_log: Option<(usize, Option<LogLine>)>,
+    rendered_storage: Option<usize>,
     /// The timeline HTML last written (a paused clock renders the same HTML every frame).
     rendered_timeline: String,
     replay_playing: bool,
@@ -119,6 +120,7 @@ pub fn start() -> Result<(), JsValue> {
         last_real: real_now(),
         rendered_clients: None,
         rendered_log: None,
+        rendered_storage: None,
         rendered_timeline: String::new(),
         replay_playing: false,
         last_replay: 0.0,
@@ -339,6 +341,11 @@ impl Page {
         if self.rendered_log != log {
             set_html(&doc, "log-body", &view::log(&self.model, LOG_LINES));
             self.rendered_log = log;
+        }
+        let writes = Some(self.model.storage.writes.len());
+        if self.rendered_storage != writes {
+            set_html(&doc, "storage-body", &view::storage(&self.model, LOG_LINES));
+            self.rendered_storage = writes;
         }
         set_text(
             &doc,

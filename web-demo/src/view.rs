@@ -99,6 +99,7 @@ fn client_card(html: &mut String, c: &Client) {
         ("release", "Release"),
         ("extend", "Extend"),
         ("cancel-wait", "Cancel wait"),
+        ("write", "Write to storage"),
     ] {
         let _ = write!(
             html,
@@ -250,6 +251,48 @@ pub fn timeline(p: &Playground, infos: &BTreeMap<String, KeyInfo>) -> String {
         }
         html.push_str("</div></div>");
     }
+    html
+}
+
+/// The protected storage: per key, the newest fencing token it accepted, and the latest writes
+/// (newest first, at most `limit`), each accepted or refused as stale.
+#[must_use]
+pub fn storage(p: &Playground, limit: usize) -> String {
+    let s = &p.storage;
+    if s.writes.is_empty() {
+        return "<p class=\"muted\">Nothing written yet. A client that holds a key can write to \
+                the storage with its fencing token; the storage refuses a token older than one it \
+                has accepted.</p>"
+            .into();
+    }
+    let mut html = String::from("<ul class=\"newest\">");
+    for (key, fence) in s.keys() {
+        let _ = write!(
+            html,
+            "<li>\"{}\": newest fence <strong>{fence}</strong></li>",
+            esc(key)
+        );
+    }
+    html.push_str("</ul><ol class=\"writes\" reversed>");
+    for w in s.writes.iter().rev().take(limit) {
+        let (class, verdict) = if w.accepted {
+            ("accepted", "accepted".to_owned())
+        } else {
+            (
+                "refused",
+                format!("refused: older than fence {}", w.newest_before),
+            )
+        };
+        let _ = write!(
+            html,
+            "<li class=\"{class}\"><time>{}</time> {} wrote \"{}\" with fence {}: {verdict}</li>",
+            secs(w.at),
+            esc(&w.owner),
+            esc(&w.key),
+            w.fence
+        );
+    }
+    html.push_str("</ol>");
     html
 }
 

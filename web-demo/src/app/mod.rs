@@ -20,10 +20,12 @@ use crate::clock::Clock;
 
 mod narration;
 mod replay;
+mod storage;
 mod timeline;
 
 pub use narration::{LineKind, LogLine};
 pub use replay::Replay;
+pub use storage::{Storage, StorageWrite};
 pub use timeline::{End, Segment};
 
 /// Keys offered in every client's key list (any other key can be typed).
@@ -99,6 +101,8 @@ pub enum Action {
     Extend,
     /// Leave the key's wait queue.
     CancelWait,
+    /// Write to the protected storage with its fence for the key (not a lock operation).
+    Write,
 }
 
 impl Action {
@@ -111,6 +115,7 @@ impl Action {
             "release" => Some(Action::Release),
             "extend" => Some(Action::Extend),
             "cancel-wait" => Some(Action::CancelWait),
+            "write" => Some(Action::Write),
             _ => None,
         }
     }
@@ -145,6 +150,8 @@ pub struct Playground {
     recorded: Vec<Value>,
     /// The imported file being replayed, if any.
     pub replay: Option<Replay>,
+    /// The protected resource clients write to with their fencing tokens.
+    pub storage: Storage,
 }
 
 /// `12.345 s`: how the playground writes instants and durations.
@@ -175,6 +182,7 @@ impl Playground {
             log: Vec::new(),
             recorded: Vec::new(),
             replay: None,
+            storage: Storage::default(),
         };
         p.add_client();
         p.add_client();
@@ -310,7 +318,8 @@ impl Playground {
         })?;
         key_ok?;
         let (key, owner) = (c.key.clone(), c.name.clone());
-        let fence = c.fences.get(&key).copied().unwrap_or(0);
+        let held = c.fences.get(&key).copied();
+        let fence = held.unwrap_or(0);
         let now = self.clock.now();
         let op = match action {
             Action::TryAcquire => Op::TryAcquire {
@@ -344,6 +353,20 @@ impl Playground {
                 ttl: self.check_field(id, Field::Ttl)?,
             },
             Action::CancelWait => Op::CancelWait { now, key, owner },
+            // Not a lock operation: the storage checks the token the client holds.
+            Action::Write => {
+                let Some(fence) = held else {
+                    return Err(FieldError {
+                        client: id,
+                        field: Field::Key,
+                        message: format!(
+                            "{owner} has no fencing token for \"{key}\": acquire it first"
+                        ),
+                    });
+                };
+                self.write_storage(&key, &owner, fence);
+                return Ok(());
+            }
         };
         if let Some(key) = op.key() {
             if !self.keys.iter().any(|k| k == key) {
@@ -430,6 +453,49 @@ mod tests {
         p.step(1);
         p.act(1, Action::Release).unwrap(); // too late: expired
         p
+    }
+
+    #[test]
+    fn the_storage_refuses_a_frozen_holder_that_wakes_after_the_next_holder_wrote() {
+        let mut p = Playground::new();
+        assert_eq!(
+            p.act(1, Action::Write).unwrap_err().message,
+            "client-1 has no fencing token for \"job:nightly-report\": acquire it first"
+        );
+        p.set_field(1, Field::Ttl, Some("1000")).unwrap();
+        p.act(1, Action::TryAcquire).unwrap();
+        p.act(1, Action::Write).unwrap();
+        p.act(2, Action::Acquire).unwrap();
+        p.step(1000); // client-1 is frozen past its deadline; client-2 is handed the lock
+        p.act(2, Action::Write).unwrap();
+        p.act(1, Action::Write).unwrap(); // client-1 wakes and writes with its old fence
+        let verdicts: Vec<(&str, u64, bool)> = p
+            .storage
+            .writes
+            .iter()
+            .map(|w| (w.owner.as_str(), w.fence, w.accepted))
+            .collect();
+        assert_eq!(
+            verdicts,
+            [
+                ("client-1", 1, true),
+                ("client-2", 2, true),
+                ("client-1", 1, false)
+            ]
+        );
+        assert_eq!(p.storage.newest("job:nightly-report"), 2);
+        let last = p.log.last().unwrap();
+        assert_eq!(last.kind, LineKind::Refused);
+        assert!(
+            last.text.contains("fence 1 is older than fence 2"),
+            "{}",
+            last.text
+        );
+        assert_eq!(
+            p.recorded_steps(),
+            3,
+            "writes are not lock operations: not recorded"
+        );
     }
 
     #[test]

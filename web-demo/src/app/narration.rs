@@ -23,6 +23,8 @@ pub enum LineKind {
     Timeout,
     /// The table refused a request.
     Refused,
+    /// The protected storage accepted a write.
+    Write,
     /// Anything else (extend, already held, imports).
     Info,
     /// A replayed step matched its expectation.
@@ -43,6 +45,7 @@ impl LineKind {
             LineKind::Wait => "wait",
             LineKind::Timeout => "timeout",
             LineKind::Refused => "refused",
+            LineKind::Write => "write",
             LineKind::Info => "info",
             LineKind::ReplayOk => "replay-ok",
             LineKind::ReplayFail => "replay-fail",

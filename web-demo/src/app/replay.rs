@@ -84,6 +84,7 @@ impl Playground {
         self.history.clear();
         self.log.clear();
         self.recorded.clear();
+        self.storage = super::Storage::default();
         self.keys = PRESET_KEYS.iter().map(|k| (*k).to_owned()).collect();
         Ok(())
     }
