@@ -174,6 +174,7 @@ impl Page {
             "replay-next" => {
                 self.replay_playing = false;
                 self.model.replay_step();
+                self.rendered_clients = None; // the cards show the replayed step's fields
             }
             "replay-play" => {
                 self.replay_playing = !self.replay_playing;
@@ -281,6 +282,7 @@ impl Page {
             if self.model.replay_step().is_none() {
                 self.replay_playing = false;
             }
+            self.rendered_clients = None; // the cards show the replayed step's fields
         }
         self.render();
     }

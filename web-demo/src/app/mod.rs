@@ -556,6 +556,14 @@ mod tests {
         while let Some(ok) = p.replay_step() {
             assert!(ok, "{:?}", p.log.last());
             steps += 1;
+            if steps == 1 {
+                // The card of the replayed step's client shows its fields (issue 11).
+                let c = &p.clients[0];
+                assert_eq!(
+                    (c.key.as_str(), c.ttl.as_str()),
+                    ("job:nightly-report", "1000")
+                );
+            }
         }
         assert_eq!(steps, 6);
         assert_eq!(p.replay.as_ref().unwrap().failed, 0);

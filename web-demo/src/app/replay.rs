@@ -157,6 +157,30 @@ impl Playground {
                 self.next_client += 1;
                 self.push_client(id, owner.to_owned());
             }
+            // The card shows what the replayed step used: its key, TTL and wait.
+            let (ttl, wait) = match &op {
+                Op::TryAcquire { ttl, .. } | Op::Extend { ttl, .. } => (Some(*ttl), None),
+                Op::Acquire {
+                    ttl,
+                    wait_deadline,
+                    now,
+                    ..
+                } => (Some(*ttl), Some(wait_deadline.saturating_sub(*now))),
+                _ => (None, None),
+            };
+            let key = op.key().map(str::to_owned);
+            if let Some(c) = self.client_mut(owner) {
+                if let Some(key) = key {
+                    c.key = key;
+                }
+                if let Some(ttl) = ttl {
+                    c.ttl = ttl.to_string();
+                }
+                if let Some(wait) = wait {
+                    c.wait = wait.to_string();
+                }
+                c.unencodable.clear();
+            }
         }
         if let Some(key) = op.key() {
             if !self.keys.iter().any(|k| k == key) {
