@@ -248,6 +248,39 @@ describe('playground', () => {
     await page.close();
   });
 
+  it('shares the session as a link that opens it for replay, and refuses a damaged one (issue 11)', async () => {
+    const { page, problems } = await openPage('index.html');
+    await page.waitForSelector('body[data-ready="true"]');
+    await page.fill('input[data-client="1"][data-field="ttl"]', '1000');
+    await page.click('button[data-client="1"][data-action="try-acquire"]');
+    await page.click('button[data-client="2"][data-action="acquire"]');
+    await page.selectOption('#step-size', '1000');
+    await page.click('#clock-step');
+    await page.click('button[data-client="1"][data-action="release"]');
+    await page.click('#share');
+    const link = await page.inputValue('#share-link');
+    assert.match(link, /#s=[A-Za-z0-9_-]+$/);
+    assert.equal(new URL(link).pathname, new URL(page.url()).pathname);
+    assert.deepEqual(problems, []);
+    await page.close();
+    // The link alone opens the session for replay; every step replays as recorded.
+    const opened = await openPage(`index.html${new URL(link).hash}`);
+    await opened.page.waitForSelector('body[data-ready="true"]');
+    await opened.page.waitForFunction(() => document.querySelector('#replay').dataset.state === 'loaded');
+    assert.match(await opened.page.textContent('#log-body'), /imported "playground session" from shared link: 4 steps to replay/);
+    await opened.page.click('#replay-play');
+    await opened.page.waitForFunction(() => document.querySelector('#replay').dataset.state === 'finished', null, { timeout: 20_000 });
+    assert.equal(await opened.page.getAttribute('#replay', 'data-failed'), '0');
+    assert.match(await opened.page.textContent('#log-body'), /client-1 could not release "job:nightly-report": lease expired/);
+    assert.deepEqual(opened.problems, []);
+    await opened.page.close();
+    const damaged = await openPage(`index.html${new URL(link).hash.slice(0, 40)}`);
+    await damaged.page.waitForSelector('body[data-ready="true"]');
+    assert.match(await damaged.page.textContent('#import-error'), /damaged/);
+    assert.deepEqual(damaged.problems, []);
+    await damaged.page.close();
+  });
+
   it('imports a vector file and replays it step by step, every step as expected', async () => {
     const { page, problems } = await openPage('index.html');
     await page.waitForSelector('body[data-ready="true"]');

@@ -139,6 +139,7 @@ pub fn start() -> Result<(), JsValue> {
         p.on_select(select);
     })?;
     Interval::new(FRAME_MS, || with_page(Page::frame)).forget();
+    with_page(Page::open_link);
     with_page(Page::render);
     Ok(())
 }
@@ -171,6 +172,7 @@ impl Page {
                 self.model.step(ms);
             }
             "export" => self.download(),
+            "share" => self.share(),
             "replay-next" => {
                 self.replay_playing = false;
                 self.model.replay_step();
@@ -371,6 +373,50 @@ impl Page {
                 );
             }
             None => set_text(&doc, "replay-status", "No scenario imported."),
+        }
+    }
+
+    /// Opens the scenario a shared link carries (`#s=...`), if any, for replay.
+    fn open_link(&mut self) {
+        let Some(hash) = web_sys::window().and_then(|w| w.location().hash().ok()) else {
+            return;
+        };
+        let fragment = hash.strip_prefix('#').unwrap_or(&hash);
+        if fragment.is_empty() {
+            return;
+        }
+        match self.model.open_fragment(fragment) {
+            Ok(()) => self.rendered_clients = None,
+            Err(e) => show_error(&self.doc, "import-error", &e),
+        }
+    }
+
+    /// Puts this session's scenario in the address (no reload, no history entry) and shows the
+    /// link to copy.
+    fn share(&self) {
+        let fragment = self.model.share_fragment();
+        let Some(window) = web_sys::window() else {
+            return;
+        };
+        let shown = (|| -> Result<String, JsValue> {
+            window.history()?.replace_state_with_url(
+                &JsValue::NULL,
+                "",
+                Some(&format!("#{fragment}")),
+            )?;
+            window.location().href()
+        })();
+        match shown {
+            Ok(url) => {
+                if let Some(input) = by_id(&self.doc, "share-link")
+                    .and_then(|e| e.dyn_into::<HtmlInputElement>().ok())
+                {
+                    input.set_value(&url);
+                    input.set_hidden(false);
+                    input.select();
+                }
+            }
+            Err(_) => show_error(&self.doc, "import-error", "the browser refused the link"),
         }
     }
 

@@ -20,11 +20,13 @@ use crate::clock::Clock;
 
 mod narration;
 mod replay;
+mod share;
 mod storage;
 mod timeline;
 
 pub use narration::{LineKind, LogLine};
 pub use replay::Replay;
+pub use share::{FRAGMENT_PREFIX, MAX_SHARED_BYTES};
 pub use storage::{Storage, StorageWrite};
 pub use timeline::{End, Segment};
 
