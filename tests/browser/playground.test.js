@@ -163,9 +163,28 @@ describe('playground', () => {
     assert.match(exported, /"granted"/);
     execFileSync('cargo', ['run', '-q', '-p', 'lock-conformance', '--bin', 'lock-vectors', '--', file], { cwd: root, stdio: 'pipe' });
 
-    // The narrow layout renders too.
-    await page.setViewportSize({ width: 420, height: 900 });
+    // The narrow layout (400 px): the timeline comes before the client cards, so it is
+    // reachable without scrolling past every client, and no control is wider than the screen.
+    await page.setViewportSize({ width: 400, height: 800 });
+    const top = async (selector) => (await page.locator(selector).boundingBox()).y;
+    assert.ok((await top('#timeline')) < (await top('#clients')), 'timeline before clients');
+    assert.ok((await top('#storage')) < (await top('#clients')), 'storage before clients');
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    assert.ok(overflow <= 0, `the page is ${overflow} px wider than the screen`);
     await page.screenshot({ path: join(artifacts, 'playground-narrow.png'), fullPage: true });
+    // Every control shows keyboard focus, and has a name for screen readers.
+    await page.focus('button[data-client="1"][data-action="extend"]');
+    await page.keyboard.press('Tab'); // keyboard navigation: the focus must show
+    const focused = await page.evaluate(() => [document.activeElement.dataset.action, getComputedStyle(document.activeElement).outlineStyle]);
+    assert.equal(focused[0], 'cancel-wait');
+    assert.notEqual(focused[1], 'none', 'visible focus');
+    const unnamed = await page.evaluate(() =>
+      [...document.querySelectorAll('button, input, select')]
+        .filter((el) => !el.hidden && el.type !== 'hidden')
+        .filter((el) => !(el.getAttribute('aria-label') || el.labels?.length || el.textContent.trim()))
+        .map((el) => el.outerHTML.slice(0, 80)),
+    );
+    assert.deepEqual(unnamed, []);
     assert.deepEqual(problems, []);
     await page.close();
   });
