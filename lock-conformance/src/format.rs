@@ -461,6 +461,8 @@ pub struct Step {
     pub expect: Expectation,
     /// The events it must produce (drained after the step), oldest first.
     pub events: Vec<EventCase>,
+    /// The step's prose, if the file gives one (runners ignore it; the playground shows it).
+    pub note: Option<String>,
 }
 
 /// The value of a required field, noting it as used.
@@ -606,6 +608,7 @@ impl RawStep {
             op,
             expect,
             events: self.events.clone(),
+            note: self.note.clone(),
         })
     }
 }

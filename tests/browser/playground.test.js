@@ -300,6 +300,33 @@ describe('playground', () => {
     await damaged.page.close();
   });
 
+  it('guides a first visit: the tour, dismissed for good, and a guided scenario explained step by step (issue 11)', async () => {
+    const { page, problems } = await openPage('index.html');
+    await page.waitForSelector('body[data-ready="true"]');
+    await page.evaluate(() => localStorage.clear());
+    await page.reload();
+    await page.waitForSelector('body[data-ready="true"]');
+    assert.equal(await page.isVisible('#tour'), true, 'the tour shows on a first visit');
+    await page.click('#tour-dismiss');
+    assert.equal(await page.isVisible('#tour'), false);
+    await page.reload();
+    await page.waitForSelector('body[data-ready="true"]');
+    assert.equal(await page.isVisible('#tour'), false, 'and stays dismissed');
+    // The guided scenario of the frozen holder, step by step, each step explained.
+    const names = await page.$$eval('#guide-select option', (options) => options.map((o) => o.textContent));
+    assert.deepEqual(names.slice(1), ['contention and FIFO hand-off', 'a frozen holder loses its lock', 'keep-alive', 'a waiter gives up']);
+    await page.selectOption('#guide-select', '1');
+    await page.waitForFunction(() => document.querySelector('#replay').dataset.state === 'loaded');
+    assert.match(await page.textContent('#log-body'), /alice stops \(a long GC pause, a stopped VM\) past her deadline/);
+    for (let i = 0; i < 4; i += 1) await page.click('#replay-next');
+    assert.match(await page.textContent('#log-body'), /step 4: alice wakes and releases with fence 1: expired/);
+    await page.click('#replay-next');
+    assert.equal(await page.getAttribute('#replay', 'data-state'), 'finished');
+    assert.equal(await page.getAttribute('#replay', 'data-failed'), '0');
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+
   it('imports a vector file and replays it step by step, every step as expected', async () => {
     const { page, problems } = await openPage('index.html');
     await page.waitForSelector('body[data-ready="true"]');

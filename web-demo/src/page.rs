@@ -10,7 +10,7 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use web_sys::{Document, Element, HtmlElement, HtmlInputElement, HtmlSelectElement};
 
-use crate::app::{Action, Field, LogLine, Playground};
+use crate::app::{Action, Field, LogLine, Playground, GUIDES};
 use crate::clock::Mode;
 use crate::view;
 
@@ -105,6 +105,14 @@ fn listen<T: JsCast>(
     Ok(())
 }
 
+/// Where the page remembers that the first-visit tour was dismissed.
+const TOUR_KEY: &str = "expiring-lock-playground-tour";
+
+/// The page's local storage, if the browser allows it.
+fn local_storage() -> Option<web_sys::Storage> {
+    web_sys::window()?.local_storage().ok().flatten()
+}
+
 /// Starts the playground if the page has one (`#playground`).
 #[wasm_bindgen(start)]
 pub fn start() -> Result<(), JsValue> {
@@ -140,6 +148,7 @@ pub fn start() -> Result<(), JsValue> {
     })?;
     Interval::new(FRAME_MS, || with_page(Page::frame)).forget();
     with_page(Page::open_link);
+    with_page(Page::show_guides_and_tour);
     with_page(Page::render);
     Ok(())
 }
@@ -172,6 +181,14 @@ impl Page {
                 self.model.step(ms);
             }
             "export" => self.download(),
+            "tour-dismiss" => {
+                if let Some(storage) = local_storage() {
+                    let _ = storage.set_item(TOUR_KEY, "dismissed");
+                }
+                if let Some(tour) = by_id(&self.doc, "tour") {
+                    let _ = tour.set_attribute("hidden", "");
+                }
+            }
             "share" => self.share(),
             "replay-next" => {
                 self.replay_playing = false;
@@ -258,6 +275,22 @@ impl Page {
             "clock-speed" => {
                 if let Ok(speed) = value.parse::<f64>() {
                     self.model.clock.set_speed(speed);
+                }
+            }
+            "guide-select" => {
+                if let Ok(i) = value.parse::<usize>() {
+                    if self.import("guided scenarios", GUIDES).is_ok() {
+                        if let Err(e) = self.model.choose_scenario(i) {
+                            show_error(&self.doc, "import-error", &e);
+                        }
+                        if let Some(select) = by_id(&self.doc, "scenario-select")
+                            .and_then(|e| e.dyn_into::<HtmlSelectElement>().ok())
+                        {
+                            select.set_value(&value);
+                        }
+                    }
+                    self.rendered_clients = None;
+                    self.replay_playing = false;
                 }
             }
             "scenario-select" => {
@@ -373,6 +406,26 @@ impl Page {
                 );
             }
             None => set_text(&doc, "replay-status", "No scenario imported."),
+        }
+    }
+
+    /// Fills the guided-scenario list, and shows the first-visit tour unless it was dismissed.
+    fn show_guides_and_tour(&mut self) {
+        let options: String = Playground::guide_names()
+            .iter()
+            .enumerate()
+            .map(|(i, n)| format!("<option value=\"{i}\">{}</option>", view::esc(n)))
+            .collect();
+        if let Some(select) = by_id(&self.doc, "guide-select") {
+            let _ = select.insert_adjacent_html("beforeend", &options);
+        }
+        let dismissed = local_storage()
+            .and_then(|s| s.get_item(TOUR_KEY).ok().flatten())
+            .is_some();
+        if !dismissed {
+            if let Some(tour) = by_id(&self.doc, "tour") {
+                let _ = tour.remove_attribute("hidden");
+            }
         }
     }
 

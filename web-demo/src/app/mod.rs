@@ -18,12 +18,14 @@ use serde_json::Value;
 
 use crate::clock::Clock;
 
+mod guides;
 mod narration;
 mod replay;
 mod share;
 mod storage;
 mod timeline;
 
+pub use guides::GUIDES;
 pub use narration::{LineKind, LogLine};
 pub use replay::Replay;
 pub use share::{FRAGMENT_PREFIX, MAX_SHARED_BYTES};

@@ -25,6 +25,8 @@ pub enum LineKind {
     Refused,
     /// The protected storage accepted a write.
     Write,
+    /// A guided scenario's explanation of a step.
+    Guide,
     /// Anything else (extend, already held, imports).
     Info,
     /// A replayed step matched its expectation.
@@ -46,6 +48,7 @@ impl LineKind {
             LineKind::Timeout => "timeout",
             LineKind::Refused => "refused",
             LineKind::Write => "write",
+            LineKind::Guide => "guide",
             LineKind::Info => "info",
             LineKind::ReplayOk => "replay-ok",
             LineKind::ReplayFail => "replay-fail",

@@ -135,6 +135,9 @@ impl Playground {
                 scenario.steps.len()
             ),
         );
+        if let Some(description) = scenario.description {
+            self.note(LineKind::Guide, description);
+        }
         Ok(())
     }
 
@@ -211,6 +214,9 @@ impl Playground {
             replay.failed += 1;
         }
         let name = op.name();
+        if let Some(note) = step.note {
+            self.note(LineKind::Guide, format!("step {number}: {note}"));
+        }
         match problem {
             None => self.note(
                 LineKind::ReplayOk,
