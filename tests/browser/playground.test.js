@@ -327,6 +327,28 @@ describe('playground', () => {
     await page.close();
   });
 
+  it('pans and zooms the timeline over the whole session, following the clock by default (issue 11)', async () => {
+    const { page, problems } = await openPage('index.html');
+    await page.waitForSelector('body[data-ready="true"]');
+    await page.fill('input[data-client="1"][data-field="ttl"]', '1000');
+    await page.click('button[data-client="1"][data-action="try-acquire"]');
+    await page.selectOption('#step-size', '5000');
+    for (let i = 0; i < 3; i += 1) await page.click('#clock-step'); // now 15 s: the lease (0-1 s) scrolled out
+    const firstLease = () => page.locator('#timeline-body .seg[data-fence="1"]').count();
+    assert.equal(await firstLease(), 0);
+    assert.match(await page.textContent('#timeline-window'), /5\.000 s to 25\.000 s \(following the clock/);
+    await page.click('button[data-action="pan-back"]');
+    await page.click('button[data-action="pan-back"]');
+    assert.equal(await firstLease(), 1, 'panned back to the start');
+    assert.match(await page.textContent('#timeline-window'), /0\.000 s to 20\.000 s \(panned/);
+    await page.click('button[data-action="follow-now"]');
+    assert.equal(await firstLease(), 0);
+    await page.click('button[data-action="zoom-out"]');
+    assert.equal(await firstLease(), 1, 'zoomed out to 40 s: the whole session');
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+
   it('imports a vector file and replays it step by step, every step as expected', async () => {
     const { page, problems } = await openPage('index.html');
     await page.waitForSelector('body[data-ready="true"]');

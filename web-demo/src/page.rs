@@ -181,6 +181,11 @@ impl Page {
                 self.model.step(ms);
             }
             "export" => self.download(),
+            "pan-back" => self.model.view.pan(true, self.model.clock.now()),
+            "pan-forward" => self.model.view.pan(false, self.model.clock.now()),
+            "follow-now" => self.model.view.follow(),
+            "zoom-in" => self.model.view.zoom_in(),
+            "zoom-out" => self.model.view.zoom_out(),
             "tour-dismiss" => {
                 if let Some(storage) = local_storage() {
                     let _ = storage.set_item(TOUR_KEY, "dismissed");
@@ -369,6 +374,7 @@ impl Page {
                 &view::client_status(c, &infos, now),
             );
         }
+        set_text(&doc, "timeline-window", &view::timeline_window(&self.model));
         let timeline = view::timeline(&self.model, &infos);
         if timeline != self.rendered_timeline {
             set_html(&doc, "timeline-body", &timeline);

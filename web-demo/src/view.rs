@@ -8,11 +8,6 @@ use lock_core::KeyInfo;
 
 use crate::app::{secs, Client, End, Playground};
 
-/// The timeline shows this much past...
-pub const WINDOW_PAST_MS: u64 = 10_000;
-/// ...and this much future.
-pub const WINDOW_FUTURE_MS: u64 = 10_000;
-
 /// Text safe to put in HTML content or a quoted attribute.
 #[must_use]
 pub fn esc(text: &str) -> String {
@@ -150,8 +145,8 @@ fn pct(t: u64, from: u64, span: u64) -> f64 {
 #[must_use]
 pub fn timeline(p: &Playground, infos: &BTreeMap<String, KeyInfo>) -> String {
     let now = p.clock.now();
-    let from = now.saturating_sub(WINDOW_PAST_MS);
-    let span = now - from + WINDOW_FUTURE_MS;
+    let (from, span) = p.view.window(now);
+    let to = from + span;
     let mut html = String::new();
     let mut keys: Vec<&String> = p.history.keys().collect();
     for k in infos.keys() {
@@ -174,7 +169,7 @@ pub fn timeline(p: &Playground, infos: &BTreeMap<String, KeyInfo>) -> String {
         );
         for s in p.history.get(key).map(Vec::as_slice).unwrap_or_default() {
             let end = s.end.map_or(s.deadline, |(at, _)| at);
-            if end < from {
+            if end < from || s.start > to {
                 continue;
             }
             let left = pct(s.start, from, span);
@@ -200,7 +195,7 @@ pub fn timeline(p: &Playground, infos: &BTreeMap<String, KeyInfo>) -> String {
                     Some((_, End::Expired)) => ", expired",
                 },
             );
-            if s.handoff && s.start >= from {
+            if s.handoff && s.start >= from && s.start <= to {
                 let _ = write!(
                     html,
                     "<div class=\"mark handoff-mark\" style=\"left:{left:.3}%\" \
@@ -209,7 +204,7 @@ pub fn timeline(p: &Playground, infos: &BTreeMap<String, KeyInfo>) -> String {
                     secs(s.start)
                 );
             }
-            if let Some((at, End::Expired)) = s.end {
+            if let Some((at, End::Expired)) = s.end.filter(|(at, _)| (from..=to).contains(at)) {
                 let _ = write!(
                     html,
                     "<div class=\"mark expiry-mark\" style=\"left:{:.3}%\" \
@@ -220,10 +215,13 @@ pub fn timeline(p: &Playground, infos: &BTreeMap<String, KeyInfo>) -> String {
                 );
             }
         }
-        let _ = write!(
-            html,
-            "<div class=\"now-line\" style=\"left:{now_pct:.3}%\"></div></div><div class=\"key-state\">"
-        );
+        if (from..=to).contains(&now) {
+            let _ = write!(
+                html,
+                "<div class=\"now-line\" style=\"left:{now_pct:.3}%\"></div>"
+            );
+        }
+        html.push_str("</div><div class=\"key-state\">");
         match infos.get(key) {
             Some(info) => {
                 let _ = write!(
@@ -252,6 +250,19 @@ pub fn timeline(p: &Playground, infos: &BTreeMap<String, KeyInfo>) -> String {
         html.push_str("</div></div>");
     }
     html
+}
+
+/// What the timeline shows, in words: its window and whether it follows the clock.
+#[must_use]
+pub fn timeline_window(p: &Playground) -> String {
+    let now = p.clock.now();
+    let (from, span) = p.view.window(now);
+    let how = if p.view.pinned_end.is_some() {
+        "panned; Now follows the clock again"
+    } else {
+        "following the clock; the vertical line is now"
+    };
+    format!("{} to {} ({how})", secs(from), secs(from + span))
 }
 
 /// The protected storage: per key, the newest fencing token it accepted, and the latest writes

@@ -30,7 +30,7 @@ pub use narration::{LineKind, LogLine};
 pub use replay::Replay;
 pub use share::{FRAGMENT_PREFIX, MAX_SHARED_BYTES};
 pub use storage::{Storage, StorageWrite};
-pub use timeline::{End, Segment};
+pub use timeline::{End, Segment, TimelineView};
 
 /// Keys offered in every client's key list (any other key can be typed).
 pub const PRESET_KEYS: [&str; 3] = ["job:nightly-report", "db:migrations", "cache:rebuild"];
@@ -156,6 +156,8 @@ pub struct Playground {
     pub replay: Option<Replay>,
     /// The protected resource clients write to with their fencing tokens.
     pub storage: Storage,
+    /// The part of the session the timeline shows.
+    pub view: TimelineView,
 }
 
 /// `12.345 s`: how the playground writes instants and durations.
@@ -187,6 +189,7 @@ impl Playground {
             recorded: Vec::new(),
             replay: None,
             storage: Storage::default(),
+            view: TimelineView::default(),
         };
         p.add_client();
         p.add_client();

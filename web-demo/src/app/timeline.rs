@@ -31,6 +31,68 @@ pub struct Segment {
     pub end: Option<(u64, End)>,
 }
 
+/// The part of the session the timeline shows: a span of time that follows the clock (now in
+/// the middle) or stays where the user panned it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimelineView {
+    /// How much time the timeline spans, in ms.
+    pub span: u64,
+    /// `None`: follow the clock; `Some(end)`: the window ends at `end` (panned).
+    pub pinned_end: Option<u64>,
+}
+
+impl TimelineView {
+    /// The narrowest span (zoomed in).
+    pub const MIN_SPAN: u64 = 1_000;
+    /// The widest span (zoomed out).
+    pub const MAX_SPAN: u64 = 600_000;
+
+    /// The window `(from, span)` at `now`, never before the session's start.
+    #[must_use]
+    pub fn window(&self, now: u64) -> (u64, u64) {
+        let end = self.pinned_end.unwrap_or(now + self.span / 2);
+        (end.saturating_sub(self.span), self.span)
+    }
+
+    /// Zooms in (halves the span, around the same end when panned).
+    pub fn zoom_in(&mut self) {
+        self.span = (self.span / 2).max(Self::MIN_SPAN);
+    }
+
+    /// Zooms out (doubles the span).
+    pub fn zoom_out(&mut self) {
+        self.span = (self.span * 2).min(Self::MAX_SPAN);
+    }
+
+    /// Moves the window by half a span back (`back`) or forward, and stops following the clock;
+    /// forward past now follows the clock again.
+    pub fn pan(&mut self, back: bool, now: u64) {
+        let end = self.window(now).0 + self.span;
+        let step = self.span / 2;
+        let end = if back {
+            end.saturating_sub(step).max(self.span)
+        } else {
+            end + step
+        };
+        self.pinned_end = (end < now + self.span / 2).then_some(end);
+    }
+
+    /// Follows the clock again.
+    pub fn follow(&mut self) {
+        self.pinned_end = None;
+    }
+}
+
+impl Default for TimelineView {
+    /// The last 10 s and the next 10 s, following the clock.
+    fn default() -> Self {
+        TimelineView {
+            span: 20_000,
+            pinned_end: None,
+        }
+    }
+}
+
 impl Playground {
     pub(super) fn open_segment(&mut self, key: &str, fence: u64) -> Option<&mut Segment> {
         self.history
@@ -119,5 +181,51 @@ impl Playground {
                 });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod view_tests {
+    use super::TimelineView;
+
+    #[test]
+    fn the_window_follows_the_clock_until_panned_and_zooms_within_bounds() {
+        let mut v = TimelineView::default();
+        assert_eq!(v.window(30_000), (20_000, 20_000), "now in the middle");
+        assert_eq!(v.window(3_000), (0, 20_000), "never before the start");
+        v.pan(true, 30_000);
+        assert_eq!(v.window(30_000), (10_000, 20_000), "half a span back");
+        assert_eq!(
+            v.window(90_000),
+            (10_000, 20_000),
+            "pinned: the clock moves on"
+        );
+        v.pan(true, 90_000);
+        v.pan(true, 90_000);
+        assert_eq!(
+            v.window(90_000),
+            (0, 20_000),
+            "the session's start is the limit"
+        );
+        v.zoom_in();
+        assert_eq!(v.window(90_000).1, 10_000);
+        for _ in 0..10 {
+            v.zoom_in();
+        }
+        assert_eq!(v.span, TimelineView::MIN_SPAN);
+        for _ in 0..20 {
+            v.zoom_out();
+        }
+        assert_eq!(v.span, TimelineView::MAX_SPAN);
+        v.follow();
+        assert_eq!(v.pinned_end, None);
+        let mut v = TimelineView::default();
+        v.pan(true, 30_000);
+        v.pan(false, 30_000);
+        v.pan(false, 30_000);
+        assert_eq!(
+            v.pinned_end, None,
+            "panning forward past now follows the clock again"
+        );
     }
 }
