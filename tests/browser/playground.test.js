@@ -118,6 +118,7 @@ describe('playground', () => {
     await page.click('button[data-client="2"][data-action="acquire"]');
     await page.waitForFunction(() => document.querySelector('#timeline-body').textContent.includes('client-1 holds it, fence 1'));
     assert.match(await page.textContent('#timeline-body .queue'), /client-2/);
+    assert.equal(await page.locator('#timeline-body .wait-seg.waiting').count(), 1, 'the wait is drawn as its own bar');
     assert.match(await log(), /client-2 waits for "job:nightly-report" in place 1/);
     // A bad TTL is refused at the field, before the table.
     await page.fill('input[data-client="2"][data-field="ttl"]', '12.5');
@@ -147,6 +148,7 @@ describe('playground', () => {
     await page.click('#clock-step');
     assert.equal(await page.textContent('#clock-now'), '1.000 s');
     await page.waitForFunction(() => document.querySelector('#timeline-body').textContent.includes('client-2 holds it, fence 2'));
+    assert.equal(await page.locator('#timeline-body .wait-seg.granted').count(), 1, 'the wait ended in a hand-off');
     const text = await log();
     assert.match(text, /1\.000 s client-1 lost "job:nightly-report": its lease \(fence 1\) expired at 1\.000 s/);
     assert.match(text, /1\.000 s client-2 was handed "job:nightly-report" from the queue: fence 2, until 4\.000 s/);

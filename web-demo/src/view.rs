@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use lock_core::KeyInfo;
 
-use crate::app::{secs, Client, End, Playground};
+use crate::app::{secs, Client, End, Playground, WaitEnd, WaitSegment};
 
 /// Text safe to put in HTML content or a quoted attribute.
 #[must_use]
@@ -221,7 +221,9 @@ pub fn timeline(p: &Playground, infos: &BTreeMap<String, KeyInfo>) -> String {
                 "<div class=\"now-line\" style=\"left:{now_pct:.3}%\"></div>"
             );
         }
-        html.push_str("</div><div class=\"key-state\">");
+        html.push_str("</div>");
+        html.push_str(&wait_track(p, key, from, span, now));
+        html.push_str("<div class=\"key-state\">");
         match infos.get(key) {
             Some(info) => {
                 let _ = write!(
@@ -249,6 +251,49 @@ pub fn timeline(p: &Playground, infos: &BTreeMap<String, KeyInfo>) -> String {
         }
         html.push_str("</div></div>");
     }
+    html
+}
+
+/// The waits on `key` that overlap the window, as thin bars in their own lane under the key's
+/// track (so they never cover a lease bar or a mark); empty if there are none.
+fn wait_track(p: &Playground, key: &str, from: u64, span: u64, now: u64) -> String {
+    let to = from + span;
+    let waits: Vec<&WaitSegment> = p
+        .waits
+        .get(key)
+        .map(|ws| {
+            ws.iter()
+                .filter(|w| w.start <= to && w.end.map_or(now, |(at, _)| at) >= from)
+                .collect()
+        })
+        .unwrap_or_default();
+    if waits.is_empty() {
+        return String::new();
+    }
+    let mut html = String::from("<div class=\"wait-track\" aria-label=\"waits\">");
+    for (lane, w) in waits.iter().enumerate() {
+        let end = w.end.map_or(now, |(at, _)| at);
+        let left = pct(w.start, from, span);
+        let width = (pct(end, from, span) - left).max(0.4);
+        let (class, how) = match w.end {
+            None => (
+                "waiting",
+                format!("waiting, gives up at {}", secs(w.wait_deadline)),
+            ),
+            Some((at, WaitEnd::Granted)) => ("granted", format!("handed the lock at {}", secs(at))),
+            Some((at, WaitEnd::TimedOut)) => ("timed-out", format!("gave up at {}", secs(at))),
+            Some((at, WaitEnd::Cancelled)) => ("cancelled", format!("cancelled at {}", secs(at))),
+        };
+        let _ = write!(
+            html,
+            "<div class=\"wait-seg {class}\" style=\"left:{left:.3}%;width:{width:.3}%;top:{top}px\" \
+             title=\"{o} waited from {start}: {how}\"></div>",
+            top = 1 + (lane % 3) * 4,
+            o = esc(&w.owner),
+            start = secs(w.start),
+        );
+    }
+    html.push_str("</div>");
     html
 }
 

@@ -30,7 +30,7 @@ pub use narration::{LineKind, LogLine};
 pub use replay::Replay;
 pub use share::{FRAGMENT_PREFIX, MAX_SHARED_BYTES};
 pub use storage::{Storage, StorageWrite};
-pub use timeline::{End, Segment, TimelineView};
+pub use timeline::{End, Segment, TimelineView, WaitEnd, WaitSegment};
 
 /// Keys offered in every client's key list (any other key can be typed).
 pub const PRESET_KEYS: [&str; 3] = ["job:nightly-report", "db:migrations", "cache:rebuild"];
@@ -149,6 +149,8 @@ pub struct Playground {
     pub keys: Vec<String>,
     /// Lease history per key.
     pub history: BTreeMap<String, Vec<Segment>>,
+    /// Wait history per key.
+    pub waits: BTreeMap<String, Vec<WaitSegment>>,
     /// The event log, oldest first.
     pub log: Vec<LogLine>,
     recorded: Vec<Value>,
@@ -185,6 +187,7 @@ impl Playground {
             next_client: 1,
             keys: PRESET_KEYS.iter().map(|k| (*k).to_owned()).collect(),
             history: BTreeMap::new(),
+            waits: BTreeMap::new(),
             log: Vec::new(),
             recorded: Vec::new(),
             replay: None,
@@ -503,6 +506,28 @@ mod tests {
             3,
             "writes are not lock operations: not recorded"
         );
+    }
+
+    #[test]
+    fn waits_are_remembered_with_how_they_ended() {
+        let p = acquire_handoff_expire();
+        let waits = &p.waits["job:nightly-report"];
+        assert_eq!(waits.len(), 1);
+        assert_eq!((waits[0].owner.as_str(), waits[0].start), ("client-2", 0));
+        assert_eq!(waits[0].end, Some((1000, WaitEnd::Granted)));
+        let mut p = Playground::new();
+        p.act(1, Action::TryAcquire).unwrap();
+        p.act(2, Action::Acquire).unwrap();
+        p.step(100);
+        p.act(2, Action::CancelWait).unwrap();
+        assert_eq!(
+            p.waits["job:nightly-report"][0].end,
+            Some((100, WaitEnd::Cancelled))
+        );
+        let infos = crate::view::key_infos(&mut p);
+        let html = crate::view::timeline(&p, &infos);
+        assert!(html.contains("wait-seg cancelled"), "{html}");
+        assert!(html.contains("client-2 waited from 0.000 s: cancelled at 0.100 s"));
     }
 
     #[test]

@@ -122,6 +122,17 @@ impl Playground {
                 ),
             ),
             Ok(Outcome::Queued { position }) => {
+                if let Op::Acquire { wait_deadline, .. } = op {
+                    self.waits
+                        .entry(key.to_owned())
+                        .or_default()
+                        .push(super::WaitSegment {
+                            owner: owner.to_owned(),
+                            start: now,
+                            wait_deadline: *wait_deadline,
+                            end: None,
+                        });
+                }
                 let until = match op {
                     Op::Acquire { wait_deadline, .. } => {
                         format!(", gives up at {}", secs(*wait_deadline))
@@ -157,10 +168,13 @@ impl Playground {
                     format!("{owner} extended \"{key}\" to {}", secs(*deadline)),
                 );
             }
-            Ok(Outcome::Cancelled) => self.note(
-                LineKind::Timeout,
-                format!("{owner} stopped waiting for \"{key}\""),
-            ),
+            Ok(Outcome::Cancelled) => {
+                self.end_wait(key, owner, now, super::WaitEnd::Cancelled);
+                self.note(
+                    LineKind::Timeout,
+                    format!("{owner} stopped waiting for \"{key}\""),
+                );
+            }
             Ok(Outcome::Restored) => {}
             Err(e) => {
                 if matches!(op, Op::Release { .. } | Op::Extend { .. })

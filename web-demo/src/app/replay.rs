@@ -82,6 +82,7 @@ impl Playground {
         self.clock.reset();
         self.clients.clear();
         self.history.clear();
+        self.waits.clear();
         self.log.clear();
         self.recorded.clear();
         self.storage = super::Storage::default();

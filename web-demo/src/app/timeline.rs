@@ -31,6 +31,30 @@ pub struct Segment {
     pub end: Option<(u64, End)>,
 }
 
+/// How a wait ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitEnd {
+    /// The waiter was handed the lock.
+    Granted,
+    /// Its wait deadline passed.
+    TimedOut,
+    /// It cancelled its wait.
+    Cancelled,
+}
+
+/// One wait in a key's queue (a thin bar under the key's track).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WaitSegment {
+    /// Who waited.
+    pub owner: String,
+    /// When it started waiting.
+    pub start: u64,
+    /// When it would have given up.
+    pub wait_deadline: u64,
+    /// When and how the wait ended, once it has.
+    pub end: Option<(u64, WaitEnd)>,
+}
+
 /// The part of the session the timeline shows: a span of time that follows the clock (now in
 /// the middle) or stays where the user panned it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,6 +118,17 @@ impl Default for TimelineView {
 }
 
 impl Playground {
+    /// Ends `owner`'s open wait on `key` at `at`.
+    pub(super) fn end_wait(&mut self, key: &str, owner: &str, at: u64, how: WaitEnd) {
+        if let Some(w) = self.waits.get_mut(key).and_then(|ws| {
+            ws.iter_mut()
+                .rev()
+                .find(|w| w.owner == owner && w.end.is_none())
+        }) {
+            w.end = Some((at, how));
+        }
+    }
+
     pub(super) fn open_segment(&mut self, key: &str, fence: u64) -> Option<&mut Segment> {
         self.history
             .get_mut(key)?
@@ -142,6 +177,7 @@ impl Playground {
                 if let Some(c) = self.client_mut(owner) {
                     c.fences.insert(key.clone(), *fence);
                 }
+                self.end_wait(key, owner, *at, WaitEnd::Granted);
                 self.log.push(LogLine {
                     at: *at,
                     kind: LineKind::Handoff,
@@ -151,11 +187,14 @@ impl Playground {
                     ),
                 });
             }
-            EventCase::WaitTimedOut { key, owner, at } => self.log.push(LogLine {
-                at: *at,
-                kind: LineKind::Timeout,
-                text: format!("{owner} gave up waiting for \"{key}\" at {}", secs(*at)),
-            }),
+            EventCase::WaitTimedOut { key, owner, at } => {
+                self.end_wait(key, owner, *at, WaitEnd::TimedOut);
+                self.log.push(LogLine {
+                    at: *at,
+                    kind: LineKind::Timeout,
+                    text: format!("{owner} gave up waiting for \"{key}\" at {}", secs(*at)),
+                });
+            }
         }
     }
 
@@ -168,9 +207,23 @@ impl Playground {
             .chain(self.keys.clone())
             .collect();
         self.history.clear();
+        self.waits.clear();
         let now = self.table.clock();
         for key in keys {
             if let Some(info) = self.inspect(&key) {
+                let waits: Vec<WaitSegment> = info
+                    .waiters
+                    .iter()
+                    .map(|w| WaitSegment {
+                        owner: w.owner.clone(),
+                        start: now.0,
+                        wait_deadline: w.wait_deadline.0,
+                        end: None,
+                    })
+                    .collect();
+                if !waits.is_empty() {
+                    self.waits.insert(key.clone(), waits);
+                }
                 self.history.entry(key).or_default().push(Segment {
                     owner: info.holder.owner,
                     fence: info.holder.fence.0,
