@@ -39,8 +39,11 @@ fn build_guests(workspace: &Path, guests: &[(&str, &str, &str)]) {
     }
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());
     for (_, module, component) in guests {
-        let bytes =
+        let mut bytes =
             componentize(&guest_target.join(format!("wasm32-unknown-unknown/wasm/{module}.wasm")));
+        if *component == "lock" {
+            bytes = with_contract_docs(bytes, &workspace.join("wit"));
+        }
         std::fs::write(out_dir.join(format!("{component}.component.wasm")), &bytes).unwrap();
         std::fs::write(target_root.join(format!("{component}.component.wasm")), &bytes).unwrap();
     }
@@ -61,6 +64,67 @@ fn remap_flags() -> String {
         cargo_home.display(),
         workspace.display()
     )
+}
+
+/// The component with the WIT contract's documentation embedded, so a plugin host author who
+/// has only the `.wasm` reads it: `wasm-tools component wit lock.component.wasm` prints it above
+/// the component's world. The component model's `package-docs` section documents only the
+/// component's own (root) package, not the interfaces it exports from `expiring:lock`, so the
+/// contract's files, doc comments included, are the root world's documentation.
+#[allow(dead_code)] // lockhost's build script shares this file but embeds no lock component
+fn with_contract_docs(mut component: Vec<u8>, wit_dir: &Path) -> Vec<u8> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(wit_dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", wit_dir.display()))
+        .map(|entry| entry.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "wit"))
+        .collect();
+    files.sort();
+    let mut docs = String::from(
+        "This component implements the WIT package expiring:lock (an expiring, owner-checked, \
+         fenced lock table; it imports nothing). Its contract, documentation included:\n",
+    );
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let name = file.file_name().unwrap().to_string_lossy();
+        docs.push_str(&format!("\n```wit\n// {name}\n{}```\n", text));
+    }
+    let mut source = String::from("package root:component;\n\n");
+    for line in docs.lines() {
+        source.push_str("/// ");
+        source.push_str(line);
+        source.push('\n');
+    }
+    source.push_str("world root {}\n");
+    let mut resolve = wit_parser::Resolve::default();
+    let package = resolve
+        .push_str("root.wit", &source)
+        .expect("the contract's docs form a WIT document");
+    let data = wit_parser::PackageMetadata::extract(&resolve, package)
+        .encode()
+        .expect("package docs encode");
+    // A custom section (id 0): its name, then the data; valid anywhere in a component.
+    let name = wit_parser::PackageMetadata::SECTION_NAME;
+    let mut payload = Vec::new();
+    leb128(name.len(), &mut payload);
+    payload.extend_from_slice(name.as_bytes());
+    payload.extend_from_slice(&data);
+    component.push(0);
+    leb128(payload.len(), &mut component);
+    component.extend_from_slice(&payload);
+    component
+}
+
+#[allow(dead_code)]
+fn leb128(mut value: usize, out: &mut Vec<u8>) {
+    loop {
+        let byte = (value & 0x7f) as u8;
+        value >>= 7;
+        if value == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
 }
 
 /// Asks cargo to rerun the build script when any of these workspace paths changes.
