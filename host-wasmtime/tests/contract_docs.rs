@@ -11,10 +11,14 @@ fn the_component_shows_its_contract_with_its_docs() {
     printer.print(resolve, decoded.package(), &[]).unwrap();
     let printed = printer.output.to_string();
     for file in ["table.wit", "types.wit"] {
-        let source = std::fs::read_to_string(format!("{}/wit/{file}", env!("CARGO_MANIFEST_DIR")))
-            .unwrap();
+        let source =
+            std::fs::read_to_string(format!("{}/wit/{file}", env!("CARGO_MANIFEST_DIR"))).unwrap();
         // Every doc comment of the contract is in the component's documentation.
-        for doc in source.lines().map(str::trim).filter(|l| l.starts_with("///")) {
+        for doc in source
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.starts_with("///"))
+        {
             let text = doc.trim_start_matches('/').trim();
             assert!(
                 printed.contains(text),
@@ -22,6 +26,9 @@ fn the_component_shows_its_contract_with_its_docs() {
             );
         }
     }
-    assert!(printed.contains("export expiring:lock/table@0.1.0;"), "{printed}");
+    assert!(
+        printed.contains("export expiring:lock/table@0.1.0;"),
+        "{printed}"
+    );
     assert!(printed.contains("it imports nothing"));
 }

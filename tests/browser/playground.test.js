@@ -241,7 +241,7 @@ describe('playground', () => {
     assert.match(await storage(), /newest fence 2/);
     const log = await page.textContent('#log-body');
     assert.match(log, /the storage refused client-1's write to "job:nightly-report": fence 1 is older than fence 2/);
-    assert.match(log, /client-1 could not release "job:nightly-report": lease expired at 1000 ms/);
+    assert.match(log, /client-1 could not release "job:nightly-report": lease expired at 1\.000 s/);
     assert.deepEqual(problems, []);
     await page.close();
   });

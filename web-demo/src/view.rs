@@ -238,9 +238,9 @@ pub fn timeline(p: &Playground, infos: &BTreeMap<String, KeyInfo>) -> String {
                     for w in &info.waiters {
                         let _ = write!(
                             html,
-                            "<li title=\"waits until {}; will hold it for {} ms\">{}</li>",
+                            "<li title=\"waits until {}; will hold it for {}\">{}</li>",
                             secs(w.wait_deadline.0),
-                            w.ttl,
+                            secs(w.ttl.0),
                             esc(&w.owner)
                         );
                     }

@@ -544,7 +544,7 @@ mod tests {
                 "client-1 lost \"job:nightly-report\": its lease (fence 1) expired at 1.000 s",
                 "client-2 was handed \"job:nightly-report\" from the queue: fence 2, until 4.000 s",
                 // The lesson: the late holder is told its lease expired (it kept its fence).
-                "client-1 could not release \"job:nightly-report\": lease expired at 1000 ms; the lock was lost before this call",
+                "client-1 could not release \"job:nightly-report\": lease expired at 1.000 s; the lock was lost before this call",
             ]
         );
         assert!(

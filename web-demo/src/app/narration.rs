@@ -189,6 +189,13 @@ impl Playground {
                     }
                 }
                 let why = core_error(e).map_or_else(|| format!("{e:?}"), |e| e.to_string());
+                // The core's words, with its instant in the page's one unit (seconds).
+                let why = match e {
+                    ErrorCase::Held { deadline } | ErrorCase::Expired { deadline } => {
+                        why.replace(&format!("{deadline} ms"), &secs(*deadline))
+                    }
+                    _ => why,
+                };
                 self.note(
                     LineKind::Refused,
                     format!("{owner} could not {verb} \"{key}\": {why}"),
