@@ -173,6 +173,12 @@ describe('playground', () => {
     assert.ok((await top('#storage')) < (await top('#clients')), 'storage before clients');
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     assert.ok(overflow <= 0, `the page is ${overflow} px wider than the screen`);
+    const cut = await page.evaluate(() =>
+      [...document.querySelectorAll('.key-name, .client header strong, label, button')]
+        .filter((el) => el.offsetParent !== null && el.scrollWidth > el.clientWidth + 1)
+        .map((el) => el.textContent.trim()),
+    );
+    assert.deepEqual(cut, [], 'labels are not cut');
     await page.screenshot({ path: join(artifacts, 'playground-narrow.png'), fullPage: true });
     // Every control shows keyboard focus, and has a name for screen readers.
     await page.focus('button[data-client="1"][data-action="extend"]');
