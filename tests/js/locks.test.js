@@ -209,7 +209,7 @@ describe('withLock', () => {
     assert.equal(error.code, 'expired');
     assert.deepEqual(error.details, { deadline: 100 });
     assert.equal(error.result, 'written');
-    assert.match(error.message, /expired at 100 ms, before the withLock callback settled/);
+    assert.match(error.message, /^lease expired at 100 ms; the lock was lost before this call \(the withLock callback settled after the loss/);
     // A callback that fails after the loss: its error is the cause.
     let fail;
     const failing = locks.withLock('j', { ttl: 10 }, () => new Promise((_, reject) => (fail = reject)));

@@ -12,11 +12,11 @@ const FOREVER = Number.MAX_SAFE_INTEGER;
 const MAX_TIMER_DELAY = 2 ** 31 - 1;
 
 /** The options each call knows; any other name is a TypeError (a typo must not be ignored). */
-const LEASE_OPTIONS = ['ttl', 'owner', 'keepAlive', 'onLost'];
-const TRY_OPTIONS = [...LEASE_OPTIONS, 'retryAt'];
-const ACQUIRE_OPTIONS = [...LEASE_OPTIONS, 'timeout', 'signal'];
-const WITH_LOCK_OPTIONS = [...ACQUIRE_OPTIONS, 'ifAvailable'];
-const LOCKS_OPTIONS = ['limits', 'seed', 'now', 'setTimeout', 'clearTimeout'];
+const LEASE_OPTIONS = new Set(['ttl', 'owner', 'keepAlive', 'onLost']);
+const TRY_OPTIONS = new Set([...LEASE_OPTIONS, 'retryAt']);
+const ACQUIRE_OPTIONS = new Set([...LEASE_OPTIONS, 'timeout', 'signal']);
+const WITH_LOCK_OPTIONS = new Set([...ACQUIRE_OPTIONS, 'ifAvailable']);
+const LOCKS_OPTIONS = new Set(['limits', 'seed', 'now', 'setTimeout', 'clearTimeout']);
 
 /** The error of a call on (or pending across) a closed Locks. */
 function closedError() {
@@ -25,11 +25,15 @@ function closedError() {
 
 /** Refuses option names `call` does not know, naming them and the known ones. */
 function knownOptions(call, options, known) {
-  const unknown = Object.keys(options).filter((name) => !known.includes(name));
-  if (unknown.length > 0) {
-    const list = unknown.map((name) => JSON.stringify(name)).join(', ');
-    throw new TypeError(`unknown option${unknown.length > 1 ? 's' : ''} ${list} for ${call}; known: ${known.join(', ')}`);
+  // Allocation-free when every name is known: this runs on every tryAcquire.
+  let allKnown = true;
+  for (const name in options) {
+    if (Object.hasOwn(options, name) && !known.has(name)) allKnown = false;
   }
+  if (allKnown) return;
+  const unknown = Object.keys(options).filter((name) => !known.has(name));
+  const list = unknown.map((name) => JSON.stringify(name)).join(', ');
+  throw new TypeError(`unknown option${unknown.length > 1 ? 's' : ''} ${list} for ${call}; known: ${[...known].join(', ')}`);
 }
 
 function realNow() {
@@ -214,8 +218,9 @@ export class Locks {
    * wait: the callback gets `null` when the key is held.
    *
    * If the lease was lost before the callback settled (it outlived its TTL), the call rejects
-   * with a LockError `expired` (as Rust's `with_lock` does): the work may have overlapped the next
-   * holder's. The callback's value is on the error as `result`, its error as `cause`.
+   * with the core's answer to the late release, a LockError `expired` (as Rust's `with_lock`
+   * does): the work may have overlapped the next holder's. The callback's value is on the error
+   * as `result`, its error as `cause`.
    * @param {string} key
    * @param {import('../index.d.ts').WithLockOptions} options
    * @param {(lease: any) => unknown} callback
@@ -245,15 +250,27 @@ export class Locks {
     } catch (error) {
       settled = { cause: error };
     }
-    lease.release();
+    if (!lease.isLost) lease.release();
     if (lease.isLost) {
-      const at = lease.deadline;
-      throw new LockError(
-        'expired',
-        `lease on ${JSON.stringify(key)} (fence ${lease.fence}) expired at ${at} ms, before the withLock callback settled; its work may have overlapped the next holder's`,
-        { deadline: at },
-        settled,
-      );
+      // The core's own answer to the late release (`expired`, or `not-held` once the expiry is
+      // forgotten), as Rust's with_lock returns it; the callback's outcome rides on it.
+      let refusal = null;
+      try {
+        this.#table.release(lease.key, lease.owner, lease.fence, this.now());
+      } catch (error) {
+        if (!(error instanceof LockError)) throw error;
+        refusal = error;
+      } finally {
+        this.#afterCall();
+      }
+      if (refusal !== null) {
+        throw new LockError(
+          refusal.code,
+          `${refusal.message} (the withLock callback settled after the loss; its work may have overlapped the next holder's)`,
+          refusal.details,
+          settled,
+        );
+      }
     }
     if ('cause' in settled) throw settled.cause;
     return settled.result;
