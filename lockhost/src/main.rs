@@ -7,9 +7,7 @@ use std::time::{Duration, Instant};
 
 use host_wasmtime::{Error, LockComponent, LockHost};
 use lock_conformance::run_paths;
-
-mod bench;
-mod vectors;
+use lockhost::{bench, vectors};
 
 const USAGE: &str = "lockhost: expiring locks as a WebAssembly component, run by wasmtime
 

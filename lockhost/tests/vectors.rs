@@ -2,16 +2,9 @@
 
 use std::path::Path;
 
-use host_wasmtime::{ComponentTable, LockComponent, SandboxLimits};
-use lock_conformance::{load_file, run_loaded, vector_files, BackendDriver, Report};
-
-fn component_driver(component: LockComponent) -> BackendDriver<ComponentTable> {
-    BackendDriver::new(move |limits| {
-        component
-            .instantiate(limits, 0, SandboxLimits::default())
-            .map_err(|e| e.to_string())
-    })
-}
+use host_wasmtime::LockComponent;
+use lock_conformance::{load_file, run_loaded, vector_files, Report};
+use lockhost::vectors::component_driver;
 
 #[test]
 fn all_vectors_pass_through_the_component() {
