@@ -427,7 +427,7 @@ pub fn report(results: &[Measurement]) {
 pub struct Startup {
     /// What was timed.
     pub name: &'static str,
-    /// Median of [`REPEATS`] runs, in milliseconds.
+    /// Median of five runs, in milliseconds.
     pub ms: f64,
 }
 

@@ -1,5 +1,5 @@
 //! The pieces of the `lockhost` CLI, as a library so its tests drive them too: the benchmark
-//! workloads and start-up timings ([`bench`]), and the vector driver over the component
+//! workloads and start-up timings ([`mod@bench`]), and the vector driver over the component
 //! ([`vectors`]). Not a public API of the project: plugin hosts use `host-wasmtime`.
 
 pub mod bench;
