@@ -2,7 +2,7 @@
 // transpiled by jco and run in Node. Every scenario runs, u64 values included (BigInt).
 import { before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { loadVectorFiles, runScenario } from './lib/vectors.js';
+import { loadAllVectorFiles, runScenario } from './lib/vectors.js';
 import { JcoDriver, loadComponent } from './lib/driver-jco.js';
 
 let module;
@@ -10,7 +10,7 @@ before(async () => {
   module = await loadComponent();
 });
 
-for (const { name, file } of loadVectorFiles()) {
+for (const { name, file } of loadAllVectorFiles()) {
   describe(`component via jco: ${name}`, () => {
     for (const scenario of file.scenarios) {
       it(scenario.name, () => {

@@ -1,7 +1,7 @@
 // The shared conformance vectors against the npm package (the same files as native and wasmtime).
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { loadVectorFiles, runScenario } from './lib/vectors.js';
+import { loadAllVectorFiles, runScenario } from './lib/vectors.js';
 import { NpmDriver } from './lib/driver-npm.js';
 
 // Scenarios that need instants or TTLs past 2^53 - 1 ms: a JS number cannot carry them, so the
@@ -12,7 +12,7 @@ const BEYOND_JS_NUMBERS = new Set([
   'limits.json / a ttl of u64::MAX is refused, not wrapped',
 ]);
 
-for (const { name, file } of loadVectorFiles()) {
+for (const { name, file } of loadAllVectorFiles()) {
   describe(`npm package: ${name}`, () => {
     for (const scenario of file.scenarios) {
       const label = `${name} / ${scenario.name}`;

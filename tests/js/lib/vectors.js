@@ -8,6 +8,8 @@ import { isDeepStrictEqual } from 'node:util';
 import { join } from 'node:path';
 
 export const VECTOR_DIR = new URL('../../vectors/', import.meta.url);
+/** The playground's guided scenarios: vector files too, run by every runner. */
+export const GUIDE_DIR = new URL('../../../web-demo/guides/', import.meta.url);
 
 /** JSON.parse, with every integer literal as a BigInt (JSON numbers would round past 2^53). */
 export function parseExact(text) {
@@ -44,6 +46,11 @@ export function loadVectorFiles(dir = VECTOR_DIR) {
     .filter((name) => name.endsWith('.json'))
     .sort()
     .map((name) => ({ name, file: parseExact(readFileSync(join(dir.pathname ?? dir, name), 'utf8')) }));
+}
+
+/** The shared vectors and the guided scenarios, as `{name, file}`. */
+export function loadAllVectorFiles() {
+  return [...loadVectorFiles(VECTOR_DIR), ...loadVectorFiles(GUIDE_DIR).map(({ name, file }) => ({ name: `guides/${name}`, file }))];
 }
 
 /** Every value of a JSON-ish tree with numbers as BigInt (so 5 and 5n compare equal). */
