@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use lock_conformance::format::LimitsSpec;
 use lock_conformance::native::run_on;
-use lock_conformance::{record, Answer, EventCase, Op};
+use lock_conformance::{record, Answer, ErrorCase, EventCase, Op, Outcome};
 use lock_core::{KeyInfo, LockTable};
 use serde_json::Value;
 
@@ -429,11 +429,45 @@ impl Playground {
             .map(lock_conformance::native::event)
             .collect();
         self.recorded.push(record::step(op, &answer, &events));
+        self.remember_fences(op, &answer, &events);
         self.describe(op, &answer);
         for e in &events {
             self.apply_event(e);
         }
         (answer, events)
+    }
+
+    /// The one place a client's fences change: it learns a fence when granted (directly or by
+    /// hand-off), and forgets it once it releases or is told its lease is over. An expiry alone
+    /// does not make it forget: like a paused process, it learns at its next release or extend.
+    fn remember_fences(&mut self, op: &Op, answer: &Answer, events: &[EventCase]) {
+        if let (Some(key), Some(owner)) = (op.key(), op.owner()) {
+            let (key, owner) = (key.to_owned(), owner.to_owned());
+            let learned = match answer {
+                Answer::Result(Ok(Outcome::Acquired { fence, .. })) => Some(Some(*fence)),
+                Answer::Result(Ok(Outcome::Released)) => Some(None),
+                Answer::Result(Err(
+                    ErrorCase::Expired { .. } | ErrorCase::NotHeld | ErrorCase::NotOwner,
+                )) if matches!(op, Op::Release { .. } | Op::Extend { .. }) => Some(None),
+                _ => None,
+            };
+            if let (Some(learned), Some(c)) = (learned, self.client_mut(&owner)) {
+                match learned {
+                    Some(fence) => c.fences.insert(key, fence),
+                    None => c.fences.remove(&key),
+                };
+            }
+        }
+        for e in events {
+            if let EventCase::Granted {
+                key, owner, fence, ..
+            } = e
+            {
+                if let Some(c) = self.client_mut(owner) {
+                    c.fences.insert(key.clone(), *fence);
+                }
+            }
+        }
     }
 
     fn client_mut(&mut self, owner: &str) -> Option<&mut Client> {

@@ -103,9 +103,6 @@ impl Playground {
                         handoff: false,
                         end: None,
                     });
-                if let Some(c) = self.client_mut(owner) {
-                    c.fences.insert(key.to_owned(), *fence);
-                }
                 self.note(
                     LineKind::Grant,
                     format!(
@@ -154,9 +151,6 @@ impl Playground {
                         s.end = Some((now, End::Released));
                     }
                 }
-                if let Some(c) = self.client_mut(owner) {
-                    c.fences.remove(key);
-                }
                 self.note(LineKind::Release, format!("{owner} released \"{key}\""));
             }
             Ok(Outcome::Extended { fence, deadline }) => {
@@ -177,17 +171,6 @@ impl Playground {
             }
             Ok(Outcome::Restored) => {}
             Err(e) => {
-                if matches!(op, Op::Release { .. } | Op::Extend { .. })
-                    && matches!(
-                        e,
-                        ErrorCase::Expired { .. } | ErrorCase::NotHeld | ErrorCase::NotOwner
-                    )
-                {
-                    // Now the client knows its lease is over: it forgets the fence.
-                    if let Some(c) = self.client_mut(owner) {
-                        c.fences.remove(key);
-                    }
-                }
                 let why = core_error(e).map_or_else(|| format!("{e:?}"), |e| e.to_string());
                 // The core's words, with its instant in the page's one unit (seconds).
                 let why = match e {

@@ -174,9 +174,6 @@ impl Playground {
                     handoff: true,
                     end: None,
                 });
-                if let Some(c) = self.client_mut(owner) {
-                    c.fences.insert(key.clone(), *fence);
-                }
                 self.end_wait(key, owner, *at, WaitEnd::Granted);
                 self.log.push(LogLine {
                     at: *at,
