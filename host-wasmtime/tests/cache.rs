@@ -1,7 +1,7 @@
 //! The compiled-component cache: a hit loads code that behaves as a fresh compilation, and an
 //! entry that is missing, cut short, corrupted, or from another engine configuration is never
-//! used: it is compiled again and replaced. Concurrent processes (threads here) share a
-//! directory safely, and a cache that cannot be written only costs time.
+//! used: it is compiled again and replaced. Concurrent threads and processes (some killed
+//! mid-write) share a directory safely, and a cache that cannot be written only costs time.
 
 use std::path::{Path, PathBuf};
 
@@ -179,4 +179,65 @@ fn a_cache_that_cannot_be_written_only_costs_time() {
     assert_eq!(load(&cache), CacheOutcome::Miss);
     assert_eq!(load(&cache), CacheOutcome::Miss);
     let _ = std::fs::remove_file(file);
+}
+
+/// Set in the child processes of the next test: the cache directory to load through.
+const CACHE_CHILD_ENV: &str = "LOCK_CACHE_CHILD";
+
+/// The child's work (only when spawned by the parent test): load through the shared cache,
+/// prove the component works, say how it was obtained.
+#[test]
+#[ignore = "run as a child process by processes_racing_on_one_directory_share_it_safely"]
+fn cache_child() {
+    let Ok(dir) = std::env::var(CACHE_CHILD_ENV) else {
+        return;
+    };
+    let outcome = load(&ComponentCache::Dir(PathBuf::from(dir)));
+    println!("outcome {outcome:?}");
+}
+
+#[test]
+fn processes_racing_on_one_directory_share_it_safely() {
+    // Several processes load through one empty directory at once, and some are killed while
+    // they compile or write: the survivors and every later process get a working component, and
+    // no half-written entry is ever loaded (a torn one would be refused and replaced, not run).
+    let dir = temp_dir("processes");
+    let exe = std::env::current_exe().unwrap();
+    let spawn = || {
+        std::process::Command::new(&exe)
+            .args([
+                "cache_child",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CACHE_CHILD_ENV, &dir)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    for round in 0..3u64 {
+        let mut children: Vec<_> = (0..4).map(|_| spawn()).collect();
+        // Kill one child after a varying delay: before, during or after its write.
+        std::thread::sleep(std::time::Duration::from_millis(50 + 150 * round));
+        let _ = children[0].kill();
+        for (i, child) in children.into_iter().enumerate() {
+            let out = child.wait_with_output().unwrap();
+            if i > 0 {
+                let text = String::from_utf8_lossy(&out.stdout);
+                assert!(
+                    out.status.success(),
+                    "child {i} of round {round} failed: {text}"
+                );
+                assert!(
+                    text.contains("outcome Hit") || text.contains("outcome Miss"),
+                    "child {i} of round {round}: {text}"
+                );
+            }
+        }
+    }
+    assert_eq!(load(&ComponentCache::Dir(dir.clone())), CacheOutcome::Hit);
+    let _ = std::fs::remove_dir_all(dir);
 }
