@@ -229,6 +229,13 @@ impl KeyState {
         Ok(KeyState { lease, queue })
     }
 
+    /// Rewrites the lease's fence (a store record settles its provisional fences this way).
+    pub(crate) fn map_fence(&mut self, f: impl Fn(Fence) -> Fence) {
+        if let Some(lease) = self.lease.as_mut() {
+            lease.fence = f(lease.fence);
+        }
+    }
+
     /// The live lease, if any (as of the last transition).
     #[must_use]
     pub fn lease(&self) -> Option<&Lease> {

@@ -17,6 +17,8 @@
 //! # Layers
 //! - [`KeyState`]: one key's lease and wait queue. A pure transition function with no knowledge of
 //!   other keys, usable on records kept in an external store.
+//! - [`KeyRecord`]: one key as a shared store keeps it (its state, clock and expired leases,
+//!   encoded as checksummed bytes), with provisional fences the store settles when it writes.
 //! - [`LockTable`]: many keys, a hash index, an indexed min-heap of deadlines (expiry costs
 //!   O(expired · log n)), a fence counter, an event queue, limits, counters and snapshots.
 //!
@@ -56,6 +58,7 @@ mod key_state;
 mod limits;
 mod names;
 mod outcome;
+pub mod record;
 
 mod crc32;
 
@@ -76,5 +79,6 @@ pub use key_state::{
 pub use limits::{Limits, MAX_NAME_BYTES};
 pub use names::{Corruption, LimitName};
 pub use outcome::{AcquireOutcome, Grant, HolderInfo, KeyInfo, Stats, WaiterInfo};
+pub use record::{KeyRecord, Step};
 pub use table::LockTable;
 pub use time::{Duration, Fence, Instant};

@@ -73,30 +73,27 @@ fn stats_from(c: [u64; 10]) -> Stats {
     Stats::from_values(values)
 }
 
-struct Writer(Vec<u8>);
+pub(crate) struct Writer(pub(crate) Vec<u8>);
 
 impl Writer {
-    fn u32(&mut self, v: u32) {
+    pub(crate) fn u32(&mut self, v: u32) {
         self.0.extend_from_slice(&v.to_le_bytes());
     }
-    fn u64(&mut self, v: u64) {
+    pub(crate) fn u64(&mut self, v: u64) {
         self.0.extend_from_slice(&v.to_le_bytes());
     }
-    fn len(&mut self, n: usize) {
+    pub(crate) fn len(&mut self, n: usize) {
         // Every count and length is bounded by limits far below u32::MAX.
         self.u32(u32::try_from(n).unwrap_or(u32::MAX));
     }
-    fn str(&mut self, s: &str) {
+    pub(crate) fn str(&mut self, s: &str) {
         self.len(s.len());
         self.0.extend_from_slice(s.as_bytes());
     }
 }
 
 pub(crate) fn encode(s: &SnapshotRef<'_>) -> Vec<u8> {
-    let mut w = Writer(Vec::with_capacity(HEADER + 96 + s.keys.len() * 48));
-    w.0.extend_from_slice(&MAGIC);
-    w.0.extend_from_slice(&VERSION.to_le_bytes());
-    w.u32(0); // body length, patched below
+    let mut w = start_frame(&MAGIC, VERSION, 96 + s.keys.len() * 48);
     w.u64(s.clock.as_millis());
     w.u64(s.last_fence.get());
     for c in counters_of(s.counters) {
@@ -125,24 +122,19 @@ pub(crate) fn encode(s: &SnapshotRef<'_>) -> Vec<u8> {
         w.str(record.owner.as_str());
         w.u64(record.deadline.as_millis());
     }
-    let body_len = w.0.len() - HEADER;
-    let body_len = u32::try_from(body_len).unwrap_or(u32::MAX).to_le_bytes();
-    w.0[10..14].copy_from_slice(&body_len);
-    let crc = crc32(&w.0);
-    w.u32(crc);
-    w.0
+    close_frame(w)
 }
 
-const fn corrupt(reason: Corruption) -> LockError {
+pub(crate) const fn corrupt(reason: Corruption) -> LockError {
     LockError::SnapshotCorrupt { reason }
 }
 
-struct Reader<'a> {
-    rest: &'a [u8],
+pub(crate) struct Reader<'a> {
+    pub(crate) rest: &'a [u8],
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], LockError> {
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], LockError> {
         if self.rest.len() < n {
             return Err(corrupt(Corruption::BodyEndsEarly));
         }
@@ -150,35 +142,35 @@ impl<'a> Reader<'a> {
         self.rest = tail;
         Ok(head)
     }
-    fn u32(&mut self) -> Result<u32, LockError> {
+    pub(crate) fn u32(&mut self) -> Result<u32, LockError> {
         let mut b = [0u8; 4];
         b.copy_from_slice(self.take(4)?);
         Ok(u32::from_le_bytes(b))
     }
-    fn u64(&mut self) -> Result<u64, LockError> {
+    pub(crate) fn u64(&mut self) -> Result<u64, LockError> {
         let mut b = [0u8; 8];
         b.copy_from_slice(self.take(8)?);
         Ok(u64::from_le_bytes(b))
     }
-    fn instant(&mut self) -> Result<Instant, LockError> {
+    pub(crate) fn instant(&mut self) -> Result<Instant, LockError> {
         self.u64().map(Instant::from_millis)
     }
-    fn duration(&mut self) -> Result<Duration, LockError> {
+    pub(crate) fn duration(&mut self) -> Result<Duration, LockError> {
         self.u64().map(Duration::from_millis)
     }
-    fn fence(&mut self) -> Result<Fence, LockError> {
+    pub(crate) fn fence(&mut self) -> Result<Fence, LockError> {
         self.u64().map(Fence::new)
     }
     /// A count of items that each take at least `min_item_bytes`, refused if the rest cannot hold
     /// them (so a forged count never makes us allocate).
-    fn count(&mut self, min_item_bytes: usize) -> Result<usize, LockError> {
+    pub(crate) fn count(&mut self, min_item_bytes: usize) -> Result<usize, LockError> {
         let n = self.u32()? as usize;
         if n.saturating_mul(min_item_bytes) > self.rest.len() {
             return Err(corrupt(Corruption::CountTooLarge));
         }
         Ok(n)
     }
-    fn str(&mut self) -> Result<&'a str, LockError> {
+    pub(crate) fn str(&mut self) -> Result<&'a str, LockError> {
         let n = self.u32()? as usize;
         core::str::from_utf8(self.take(n)?).map_err(|_| corrupt(Corruption::NotUtf8))
     }
@@ -186,7 +178,7 @@ impl<'a> Reader<'a> {
 
 /// Maps a key/owner/TTL validation error to a snapshot error: too long means the snapshot was
 /// written under larger limits; empty or invalid means corruption.
-fn against_limits(result: Result<(), LockError>) -> Result<(), LockError> {
+pub(crate) fn against_limits(result: Result<(), LockError>) -> Result<(), LockError> {
     match result {
         Ok(()) => Ok(()),
         Err(LockError::KeyTooLong { .. }) => Err(LockError::SnapshotExceedsLimits {
@@ -207,24 +199,59 @@ fn against_limits(result: Result<(), LockError>) -> Result<(), LockError> {
 }
 
 pub(crate) fn decode(bytes: &[u8], limits: &Limits) -> Result<Decoded, LockError> {
-    if bytes.len() < MAGIC.len() {
-        return Err(if MAGIC.starts_with(bytes) {
+    let mut r = Reader {
+        rest: open_frame(bytes, &MAGIC, VERSION)?,
+    };
+    let decoded = decode_body(&mut r, limits)?;
+    if !r.rest.is_empty() {
+        return Err(corrupt(Corruption::BodyTooLong));
+    }
+    Ok(decoded)
+}
+
+/// Starts a frame: `magic`, `version`, a body length to be patched by [`close_frame`].
+pub(crate) fn start_frame(magic: &[u8; 8], version: u16, capacity: usize) -> Writer {
+    let mut w = Writer(Vec::with_capacity(HEADER + capacity + TRAILER));
+    w.0.extend_from_slice(magic);
+    w.0.extend_from_slice(&version.to_le_bytes());
+    w.u32(0);
+    w
+}
+
+/// Ends a frame started by [`start_frame`]: patches the body length, appends the CRC.
+pub(crate) fn close_frame(mut w: Writer) -> Vec<u8> {
+    let body_len = w.0.len() - HEADER;
+    let body_len = u32::try_from(body_len).unwrap_or(u32::MAX).to_le_bytes();
+    w.0[10..14].copy_from_slice(&body_len);
+    let crc = crc32(&w.0);
+    w.u32(crc);
+    w.0
+}
+
+/// Checks a frame (magic, version, length, checksum) and returns its body.
+pub(crate) fn open_frame<'a>(
+    bytes: &'a [u8],
+    magic: &[u8; 8],
+    expected_version: u16,
+) -> Result<&'a [u8], LockError> {
+    if bytes.len() < magic.len() {
+        return Err(if magic.starts_with(bytes) {
             LockError::SnapshotTruncated
         } else {
             LockError::SnapshotBadMagic
         });
     }
-    if bytes[..8] != MAGIC {
+    if bytes[..8] != *magic {
         return Err(LockError::SnapshotBadMagic);
     }
     if bytes.len() < HEADER {
         return Err(LockError::SnapshotTruncated);
     }
     let version = u16::from_le_bytes([bytes[8], bytes[9]]);
-    if version != VERSION {
+    if version != expected_version {
         return Err(LockError::SnapshotVersion {
             found: version,
-            supported: VERSION,
+            supported: expected_version,
         });
     }
     let body_len = u32::from_le_bytes([bytes[10], bytes[11], bytes[12], bytes[13]]) as usize;
@@ -239,14 +266,7 @@ pub(crate) fn decode(bytes: &[u8], limits: &Limits) -> Result<Decoded, LockError
     if crc32(framed) != u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]) {
         return Err(LockError::SnapshotChecksum);
     }
-    let mut r = Reader {
-        rest: &framed[HEADER..],
-    };
-    let decoded = decode_body(&mut r, limits)?;
-    if !r.rest.is_empty() {
-        return Err(corrupt(Corruption::BodyTooLong));
-    }
-    Ok(decoded)
+    Ok(&framed[HEADER..])
 }
 
 fn decode_body(r: &mut Reader<'_>, limits: &Limits) -> Result<Decoded, LockError> {

@@ -1,0 +1,516 @@
+//! One key kept in a shared store: [`KeyRecord`], its transitions and its byte format.
+//!
+//! A store (Redis, PostgreSQL, MariaDB, SQLite, another process's memory) keeps one record per
+//! key and knows nothing of what is in it. A client reads the record and the store's time, runs
+//! one transition here, and writes the record back only if nobody wrote it in between
+//! (compare-and-set on a version the store keeps next to the bytes). The rules are the
+//! [`KeyState`] rules the in-process [`LockTable`](crate::LockTable) runs, plus what the table
+//! keeps for the key: a per-key clock (time never runs backwards for a key) and the key's
+//! recently expired leases (so a late release answers [`LockError::Expired`]).
+//!
+//! # Fences
+//! A transition cannot know the namespace's next fencing token: another key may take one between
+//! the read and the write. So a transition that grants names its new tokens *provisionally*
+//! ([`Step::fresh_fences`] of them, numbered from [`PROVISIONAL_BASE`]). The store allocates that
+//! many real tokens from its counter in the same atomic step as the write, keeps them next to the
+//! bytes, and returns them; [`KeyRecord::decode`] and [`Step::settle`] replace the provisional
+//! names with them. The store never looks inside the bytes.
+//!
+//! # Byte format (version 1, little-endian)
+//! ```text
+//! magic "LOCKKREC", version u16 = 1, body_len u32, body, crc32 u32 (of everything before)
+//! body: clock u64,
+//!       has_lease u8 (0 or 1), [owner str, fence u64, deadline u64],
+//!       waiter_count u32, per waiter: owner str, ttl u64, wait_deadline u64,
+//!       expired_count u32, per expired lease, oldest first: owner str, fence u64, deadline u64
+//! str = u32 byte length + UTF-8 bytes; a fence >= 2^62 is provisional (see above)
+//! ```
+//! Decoding is strict: a bad frame, a broken invariant or a provisional fence the store did not
+//! allocate is a [`LockError`] (the snapshot errors), never a silently reset key.
+//!
+//! ```
+//! use lock_core::{Duration, Fence, Instant, KeyRecord, Limits, Request, Response, AcquireOutcome, Grant};
+//!
+//! let limits = Limits::default();
+//! let mut record = KeyRecord::new();
+//! let request = Request::TryAcquire { key: "job", owner: "a", ttl: Duration(100), now: Instant(0) };
+//! let mut step = record.handle(request, &limits);
+//! assert!(step.changed);
+//! assert_eq!(step.fresh_fences, 1);
+//! let bytes = record.encode(); // written with compare-and-set; the store allocates fence 7
+//! step.settle(&[Fence(7)]);
+//! assert_eq!(step.reply, Response::Acquire(Ok(AcquireOutcome::Acquired(Grant {
+//!     fence: Fence(7), deadline: Instant(100) }))));
+//! // The next reader decodes the bytes with the fences the store kept next to them.
+//! let again = KeyRecord::decode(&bytes, &[Fence(7)], &limits)?;
+//! assert_eq!(again.state().lease().map(|l| l.fence()), Some(Fence(7)));
+//! # Ok::<(), lock_core::LockError>(())
+//! ```
+
+use alloc::vec::Vec;
+
+use crate::key_state::{ExpiredLeases, FenceSource, KeyState, Lease, QueueRoom, Waiter};
+use crate::snapshot::{against_limits, close_frame, corrupt, open_frame, start_frame, Reader};
+use crate::stored_name::Name;
+use crate::{
+    AcquireOutcome, Corruption, Duration, EventKind, Fence, Grant, Instant, KeyEvent, KeyInfo,
+    LimitName, Limits, LockError, Request, Response,
+};
+
+/// The magic bytes that open every key record.
+pub const RECORD_MAGIC: [u8; 8] = *b"LOCKKREC";
+/// The record format version this build writes and reads.
+pub const RECORD_VERSION: u16 = 1;
+/// Provisional fences are `PROVISIONAL_BASE + i` for the `i`-th fresh token of a transition.
+/// Real tokens of a store stay below 2^53, so the two ranges never meet.
+pub const PROVISIONAL_BASE: u64 = 1 << 62;
+
+/// A lease of this key that ran out, remembered for `expired_retention`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct ExpiredLease {
+    owner: Name,
+    fence: Fence,
+    deadline: Instant,
+}
+
+/// One key as a store keeps it: its [`KeyState`], its clock and its recently expired leases.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct KeyRecord {
+    clock: Instant,
+    state: KeyState,
+    expired: Vec<ExpiredLease>,
+}
+
+/// The result of one transition of a [`KeyRecord`].
+#[must_use]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Step<R> {
+    /// The answer (with provisional fences until [`settle`](Step::settle)).
+    pub reply: R,
+    /// Time-driven events and hand-offs of this key, oldest first.
+    pub events: Vec<KeyEvent>,
+    /// The record changed: the answer holds only once the new record is written with
+    /// compare-and-set. `false` means nothing needs writing (refusals, reads, repeats).
+    pub changed: bool,
+    /// How many fresh fencing tokens the write must allocate, in order.
+    pub fresh_fences: usize,
+}
+
+/// Answers provisional fences `PROVISIONAL_BASE + i` with fresh token `i`.
+#[derive(Default)]
+struct Provisional {
+    issued: u64,
+}
+
+impl FenceSource for Provisional {
+    fn next_fence(&mut self) -> Fence {
+        self.issued += 1;
+        Fence(PROVISIONAL_BASE + self.issued - 1)
+    }
+}
+
+/// The real token for `fence`: itself if it is not provisional, else the store's fresh token
+/// (`None` if the store did not allocate that many).
+fn settled(fence: Fence, fresh: &[Fence]) -> Option<Fence> {
+    match fence.0.checked_sub(PROVISIONAL_BASE) {
+        None => Some(fence),
+        Some(i) => usize::try_from(i).ok().and_then(|i| fresh.get(i)).copied(),
+    }
+}
+
+fn settle_or_keep(fence: &mut Fence, fresh: &[Fence]) {
+    if let Some(real) = settled(*fence, fresh) {
+        *fence = real;
+    }
+}
+
+fn settle_grant(grant: &mut Grant, fresh: &[Fence]) {
+    settle_or_keep(&mut grant.fence, fresh);
+}
+
+fn settle_events(events: &mut [KeyEvent], fresh: &[Fence]) {
+    for event in events {
+        match &mut event.kind {
+            EventKind::Granted { fence, .. } | EventKind::Expired { fence, .. } => {
+                settle_or_keep(fence, fresh);
+            }
+            EventKind::WaitTimedOut { .. } => {}
+        }
+    }
+}
+
+impl Step<Response> {
+    /// Replaces provisional fences in the answer and events with the store's fresh tokens.
+    pub fn settle(&mut self, fresh: &[Fence]) {
+        match &mut self.reply {
+            Response::Acquire(Ok(AcquireOutcome::Acquired(g) | AcquireOutcome::AlreadyHeld(g)))
+            | Response::Extend(Ok(g)) => settle_grant(g, fresh),
+            _ => {}
+        }
+        settle_events(&mut self.events, fresh);
+    }
+}
+
+impl Step<Result<Option<KeyInfo>, LockError>> {
+    /// Replaces provisional fences in the answer and events with the store's fresh tokens.
+    pub fn settle(&mut self, fresh: &[Fence]) {
+        if let Ok(Some(info)) = &mut self.reply {
+            settle_or_keep(&mut info.holder.fence, fresh);
+        }
+        settle_events(&mut self.events, fresh);
+    }
+}
+
+/// The key's own expired leases as [`ExpiredLeases`].
+struct History<'a>(&'a [ExpiredLease]);
+
+impl ExpiredLeases for History<'_> {
+    fn expired_at(&self, owner: &str, fence: Fence) -> Option<Instant> {
+        (self.0.iter())
+            .find(|e| e.fence == fence && e.owner.is(owner))
+            .map(|e| e.deadline)
+    }
+}
+
+impl KeyRecord {
+    /// A key nobody has used: free, clock 0, nothing remembered.
+    #[must_use]
+    pub fn new() -> Self {
+        KeyRecord::default()
+    }
+
+    /// The latest `now` applied to this key.
+    #[must_use]
+    pub fn clock(&self) -> Instant {
+        self.clock
+    }
+
+    /// The key's lease and waiters.
+    #[must_use]
+    pub fn state(&self) -> &KeyState {
+        &self.state
+    }
+
+    /// True when the record holds nothing: no lease and no remembered expiry. A store may
+    /// delete it (absent and empty records behave the same).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.state.is_free() && self.expired.is_empty()
+    }
+
+    /// When the record will hold nothing by time alone, if nobody touches it: `None` while a
+    /// lease is held; else the end of the last expired lease's retention (the clock if none).
+    /// A store may garbage-collect the record from then on.
+    #[must_use]
+    pub fn forget_at(&self, limits: &Limits) -> Option<Instant> {
+        if !self.state.is_free() {
+            return None;
+        }
+        let last = self.expired.iter().map(|e| e.deadline).max();
+        Some(last.map_or(self.clock, |d| {
+            d.saturating_add(limits.expired_retention).max(self.clock)
+        }))
+    }
+
+    /// The earliest instant at which this key changes by time alone (see
+    /// [`KeyState::next_deadline`]).
+    #[must_use]
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.state.next_deadline()
+    }
+
+    /// Runs one request on this key (its `key` field is validated, not looked up: the record is
+    /// the key's). [`Request::HandleTimeout`] applies time alone, as a table's timer would for this
+    /// key. Validation errors change nothing.
+    pub fn handle(&mut self, request: Request<'_>, limits: &Limits) -> Step<Response> {
+        if let Err(e) = validate(&request, limits) {
+            return Step {
+                reply: refusal(&request, e),
+                events: Vec::new(),
+                changed: false,
+                fresh_fences: 0,
+            };
+        }
+        let now = match request {
+            Request::TryAcquire { now, .. }
+            | Request::Acquire { now, .. }
+            | Request::Release { now, .. }
+            | Request::Extend { now, .. }
+            | Request::CancelWait { now, .. }
+            | Request::HandleTimeout { now } => now,
+        };
+        let mut fences = Provisional::default();
+        let (now, mut events, mut changed) = self.advance(now, limits, &mut fences);
+        let room = QueueRoom {
+            max_waiters_per_key: limits.max_waiters_per_key,
+            max_waiters: limits.max_waiters,
+            waiters_in_table: self.state.waiter_count(),
+        };
+        let history = History(&self.expired);
+        let reply = match request {
+            Request::TryAcquire { owner, ttl, .. } => {
+                let t = (self.state).acquire(owner, ttl, Instant::ZERO, now, room, &mut fences);
+                changed |= matches!(t.outcome, Ok(AcquireOutcome::Acquired(_)));
+                events.extend(t.events);
+                Response::Acquire(t.outcome)
+            }
+            Request::Acquire {
+                owner,
+                ttl,
+                wait_deadline,
+                ..
+            } => {
+                let t = (self.state).acquire(owner, ttl, wait_deadline, now, room, &mut fences);
+                changed |= matches!(
+                    t.outcome,
+                    Ok(AcquireOutcome::Acquired(_) | AcquireOutcome::Queued { .. })
+                );
+                events.extend(t.events);
+                Response::Acquire(t.outcome)
+            }
+            Request::Release { owner, fence, .. } => {
+                let t = self.state.release(owner, fence, now, &history, &mut fences);
+                changed |= t.outcome.is_ok();
+                events.extend(t.events);
+                Response::Done(t.outcome)
+            }
+            Request::Extend {
+                owner, fence, ttl, ..
+            } => {
+                let t = (self.state).extend(owner, fence, ttl, now, &history, &mut fences);
+                changed |= t.outcome.is_ok();
+                events.extend(t.events);
+                Response::Extend(t.outcome)
+            }
+            Request::CancelWait { owner, .. } => {
+                let t = self.state.cancel_wait(owner, now, &mut fences);
+                changed |= t.outcome.is_ok();
+                events.extend(t.events);
+                Response::Done(t.outcome)
+            }
+            Request::HandleTimeout { .. } => Response::Timeout,
+        };
+        Step {
+            reply,
+            events,
+            changed,
+            fresh_fences: fences.issued as usize,
+        }
+    }
+
+    /// The key's holder and waiters at `now`, or `None` if it is free. Applies time up to `now`
+    /// first (which may change the record: an expiry, a hand-off).
+    pub fn inspect(
+        &mut self,
+        key: &str,
+        now: Instant,
+        limits: &Limits,
+    ) -> Step<Result<Option<KeyInfo>, LockError>> {
+        if let Err(e) = limits.check_key(key) {
+            return Step {
+                reply: Err(e),
+                events: Vec::new(),
+                changed: false,
+                fresh_fences: 0,
+            };
+        }
+        let mut fences = Provisional::default();
+        let (_, events, changed) = self.advance(now, limits, &mut fences);
+        Step {
+            reply: Ok(self.state.info()),
+            events,
+            changed,
+            fresh_fences: fences.issued as usize,
+        }
+    }
+
+    /// Moves the clock to `now` (never back), applies time-driven changes, remembers expired
+    /// leases and forgets old ones. Returns the clock, the events and whether the key changed.
+    /// Forgetting alone is not a change worth a write: any later reader forgets them too.
+    fn advance(
+        &mut self,
+        now: Instant,
+        limits: &Limits,
+        fences: &mut Provisional,
+    ) -> (Instant, Vec<KeyEvent>, bool) {
+        let now = self.clock.max(now);
+        self.clock = now;
+        let events = self.state.advance(now, fences);
+        for event in &events {
+            if let EventKind::Expired { owner, fence } = &event.kind {
+                if limits.max_expired_records > 0 && !limits.expired_retention.is_zero() {
+                    self.expired.push(ExpiredLease {
+                        owner: Name::new(owner),
+                        fence: *fence,
+                        deadline: event.at,
+                    });
+                }
+            }
+        }
+        let cap = limits.max_expired_records;
+        if self.expired.len() > cap {
+            self.expired.drain(..self.expired.len() - cap);
+        }
+        let retention = limits.expired_retention;
+        self.expired
+            .retain(|e| e.deadline.saturating_add(retention) > now);
+        let changed = !events.is_empty();
+        (now, events, changed)
+    }
+
+    /// Replaces provisional fences in the record with the store's fresh tokens, once the write
+    /// that allocated them succeeded (so a cached record holds real tokens).
+    pub fn settle(&mut self, fresh: &[Fence]) {
+        self.state.map_fence(|f| settled(f, fresh).unwrap_or(f));
+        for e in &mut self.expired {
+            settle_or_keep(&mut e.fence, fresh);
+        }
+    }
+
+    /// The record's bytes (see the module docs). Provisional fences are written as they are.
+    #[must_use]
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = start_frame(&RECORD_MAGIC, RECORD_VERSION, 64);
+        w.u64(self.clock.0);
+        match self.state.lease() {
+            Some(lease) => {
+                w.0.push(1);
+                w.str(lease.owner());
+                w.u64(lease.fence().0);
+                w.u64(lease.deadline().0);
+            }
+            None => w.0.push(0),
+        }
+        w.len(self.state.waiter_count());
+        for waiter in self.state.waiters() {
+            w.str(waiter.owner());
+            w.u64(waiter.ttl().0);
+            w.u64(waiter.wait_deadline().0);
+        }
+        w.len(self.expired.len());
+        for e in &self.expired {
+            w.str(e.owner.as_str());
+            w.u64(e.fence.0);
+            w.u64(e.deadline.0);
+        }
+        close_frame(w)
+    }
+
+    /// Reads a record written by [`encode`](Self::encode), with `fresh`, the tokens the store
+    /// allocated for its provisional fences.
+    ///
+    /// # Errors
+    /// The snapshot errors: [`LockError::SnapshotBadMagic`], `SnapshotVersion`,
+    /// `SnapshotTruncated`, `SnapshotChecksum`, `SnapshotCorrupt` (a broken invariant, or a
+    /// provisional fence the store did not allocate), `SnapshotExceedsLimits` (written under
+    /// larger limits).
+    pub fn decode(bytes: &[u8], fresh: &[Fence], limits: &Limits) -> Result<Self, LockError> {
+        let mut r = Reader {
+            rest: open_frame(bytes, &RECORD_MAGIC, RECORD_VERSION)?,
+        };
+        let record = decode_body(&mut r, fresh, limits)?;
+        if !r.rest.is_empty() {
+            return Err(corrupt(Corruption::BodyTooLong));
+        }
+        Ok(record)
+    }
+}
+
+fn real_fence(fence: Fence, fresh: &[Fence], bad: Corruption) -> Result<Fence, LockError> {
+    match settled(fence, fresh) {
+        Some(f) if f != Fence::ZERO && f.0 < PROVISIONAL_BASE => Ok(f),
+        _ => Err(corrupt(bad)),
+    }
+}
+
+fn decode_body(
+    r: &mut Reader<'_>,
+    fresh: &[Fence],
+    limits: &Limits,
+) -> Result<KeyRecord, LockError> {
+    let clock = r.instant()?;
+    let lease = match r.take(1)?[0] {
+        0 => None,
+        1 => {
+            let owner = r.str()?;
+            against_limits(limits.check_owner(owner))?;
+            let fence = real_fence(r.fence()?, fresh, Corruption::LeaseFenceNotIssued)?;
+            Some(Lease::new(owner, fence, r.instant()?))
+        }
+        _ => return Err(corrupt(Corruption::BodyEndsEarly)),
+    };
+    let waiter_count = r.count(4 + 1 + 8 + 8)?;
+    if waiter_count > limits.max_waiters_per_key {
+        return Err(LockError::SnapshotExceedsLimits {
+            limit: LimitName::MaxWaitersPerKey,
+        });
+    }
+    let mut waiters = Vec::with_capacity(waiter_count);
+    for _ in 0..waiter_count {
+        let owner = r.str()?;
+        against_limits(limits.check_owner(owner))?;
+        let ttl: Duration = r.duration()?;
+        against_limits(limits.check_ttl(ttl))?;
+        waiters.push(Waiter::new(owner, ttl, r.instant()?));
+    }
+    let live_fence = lease.as_ref().map(Lease::fence);
+    let state = KeyState::from_parts(lease, waiters, clock).map_err(corrupt)?;
+    let expired_count = r.count(4 + 1 + 8 + 8)?;
+    let mut expired: Vec<ExpiredLease> = Vec::with_capacity(expired_count);
+    for _ in 0..expired_count {
+        let owner = r.str()?;
+        against_limits(limits.check_owner(owner))?;
+        let fence = real_fence(r.fence()?, fresh, Corruption::ExpiredFenceInvalid)?;
+        let deadline = r.instant()?;
+        if Some(fence) == live_fence || expired.iter().any(|e| e.fence == fence) {
+            return Err(corrupt(Corruption::ExpiredShareFence));
+        }
+        if deadline > clock || expired.last().is_some_and(|p| p.deadline > deadline) {
+            return Err(corrupt(Corruption::ExpiredOutOfOrder));
+        }
+        expired.push(ExpiredLease {
+            owner: Name::new(owner),
+            fence,
+            deadline,
+        });
+    }
+    Ok(KeyRecord {
+        clock,
+        state,
+        expired,
+    })
+}
+
+/// Checks a request's names and TTL as the table does, before anything changes.
+fn validate(request: &Request<'_>, limits: &Limits) -> Result<(), LockError> {
+    match *request {
+        Request::TryAcquire {
+            key, owner, ttl, ..
+        }
+        | Request::Acquire {
+            key, owner, ttl, ..
+        }
+        | Request::Extend {
+            key, owner, ttl, ..
+        } => {
+            limits.check_key(key)?;
+            limits.check_owner(owner)?;
+            limits.check_ttl(ttl)
+        }
+        Request::Release { key, owner, .. } | Request::CancelWait { key, owner, .. } => {
+            limits.check_key(key)?;
+            limits.check_owner(owner)
+        }
+        Request::HandleTimeout { .. } => Ok(()),
+    }
+}
+
+/// The refusal of `request` with `error`, in the request's response shape.
+fn refusal(request: &Request<'_>, error: LockError) -> Response {
+    match request {
+        Request::TryAcquire { .. } | Request::Acquire { .. } => Response::Acquire(Err(error)),
+        Request::Release { .. } | Request::CancelWait { .. } => Response::Done(Err(error)),
+        Request::Extend { .. } => Response::Extend(Err(error)),
+        Request::HandleTimeout { .. } => Response::Timeout,
+    }
+}

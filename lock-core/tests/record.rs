@@ -1,0 +1,280 @@
+//! `KeyRecord` against `LockTable`: random operation sequences (time sometimes going backwards)
+//! run on one table and on per-key records kept as bytes, the way a shared store keeps them.
+//! Every record is decoded from its stored bytes before each step and written back only when the
+//! step says it changed; fresh fences come from one namespace counter, allocated at the write,
+//! and reach the record only through `decode`'s fresh-fence list. Replies and events must be
+//! identical, and a step that says "unchanged" must really leave the record unchanged.
+//!
+//! The one thing the records cannot do by themselves is the table's single timer: the table
+//! applies every key's due changes before any call. The harness plays that timer, as a store's
+//! waiters do in production, by sweeping due keys in the table's order (deadline, then fence).
+
+use std::collections::BTreeMap;
+
+use lock_core::{
+    Call, Duration, Event, Fence, Instant, KeyEvent, KeyRecord, Limits, LockTable, Reply, Request,
+    Response,
+};
+use proptest::prelude::*;
+
+const KEYS: [&str; 3] = ["k0", "k1", "k2"];
+const OWNERS: [&str; 3] = ["o0", "o1", "o2"];
+
+fn limits() -> Limits {
+    Limits {
+        max_waiters_per_key: 2,
+        expired_retention: Duration(300),
+        ..Limits::default()
+    }
+}
+
+/// Stored bytes per key, the fences allocated at their last write, and the namespace counter.
+#[derive(Default)]
+struct Store {
+    records: BTreeMap<String, (Vec<u8>, Vec<Fence>)>,
+    counter: u64,
+    clock: Instant,
+    events: Vec<Event>,
+}
+
+impl Store {
+    fn load(&self, key: &str) -> KeyRecord {
+        match self.records.get(key) {
+            Some((bytes, fresh)) => KeyRecord::decode(bytes, fresh, &limits()).expect("decodes"),
+            None => KeyRecord::new(),
+        }
+    }
+
+    /// One transition of `key`: read, decide, write back if changed (allocating its fences).
+    fn run(&mut self, key: &str, request: Request<'_>) -> Response {
+        let mut record = self.load(key);
+        let before = record.clone();
+        let mut step = record.handle(request, &limits());
+        if step.changed {
+            self.write(key, &record, step.fresh_fences, |fresh| step.settle(fresh));
+        } else {
+            assert_eq!(step.fresh_fences, 0, "an unchanged record allocated fences");
+            assert!(step.events.is_empty(), "events from an unchanged record");
+            assert_eq!(
+                record.state(),
+                before.state(),
+                "unchanged step changed the state"
+            );
+        }
+        self.absorb(key, step.events);
+        step.reply
+    }
+
+    fn write(&mut self, key: &str, record: &KeyRecord, n: usize, settle: impl FnOnce(&[Fence])) {
+        let fresh: Vec<Fence> = (1..=n as u64).map(|i| Fence(self.counter + i)).collect();
+        self.counter += n as u64;
+        settle(&fresh);
+        if record.is_empty() {
+            self.records.remove(key);
+        } else {
+            self.records
+                .insert(key.to_owned(), (record.encode(), fresh));
+        }
+    }
+
+    fn absorb(&mut self, key: &str, events: Vec<KeyEvent>) {
+        self.events.extend(events.into_iter().map(|e| Event {
+            key: key.to_owned(),
+            at: e.at,
+            kind: e.kind,
+        }));
+    }
+
+    /// The table's timer: every due key, in (deadline, lease fence) order, at its own instant.
+    fn sweep(&mut self, now: Instant) {
+        loop {
+            let due = (self.records.keys())
+                .filter_map(|k| {
+                    let r = self.load(k);
+                    let at = r.next_deadline().filter(|&at| at <= now)?;
+                    Some((at, r.state().lease().map(|l| l.fence()), k.clone()))
+                })
+                .min();
+            let Some((at, _, key)) = due else { break };
+            let _ = self.run(&key, Request::HandleTimeout { now: at });
+        }
+    }
+
+    fn call(&mut self, request: Request<'_>) -> Response {
+        let now = match request {
+            Request::TryAcquire { now, .. }
+            | Request::Acquire { now, .. }
+            | Request::Release { now, .. }
+            | Request::Extend { now, .. }
+            | Request::CancelWait { now, .. }
+            | Request::HandleTimeout { now } => now,
+        };
+        self.clock = self.clock.max(now);
+        let now = self.clock;
+        self.sweep(now);
+        match request {
+            Request::HandleTimeout { .. } => Response::Timeout,
+            Request::TryAcquire { key, .. }
+            | Request::Acquire { key, .. }
+            | Request::Release { key, .. }
+            | Request::Extend { key, .. }
+            | Request::CancelWait { key, .. } => self.run(key, with_now(request, now)),
+        }
+    }
+}
+
+fn with_now(request: Request<'_>, clock: Instant) -> Request<'_> {
+    let mut r = request;
+    match &mut r {
+        Request::TryAcquire { now, .. }
+        | Request::Acquire { now, .. }
+        | Request::Release { now, .. }
+        | Request::Extend { now, .. }
+        | Request::CancelWait { now, .. }
+        | Request::HandleTimeout { now } => *now = clock,
+    }
+    r
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Try(usize, usize, u64),
+    Acquire(usize, usize, u64, u64),
+    Release(usize, usize, u64),
+    Extend(usize, usize, u64, u64),
+    Cancel(usize, usize),
+    Timeout,
+    Inspect(usize),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let k = 0..KEYS.len();
+    let o = 0..OWNERS.len();
+    prop_oneof![
+        3 => (k.clone(), o.clone(), 1..200u64).prop_map(|(k, o, t)| Op::Try(k, o, t)),
+        3 => (k.clone(), o.clone(), 1..200u64, 0..400u64).prop_map(|(k, o, t, w)| Op::Acquire(k, o, t, w)),
+        3 => (k.clone(), o.clone(), 0..3u64).prop_map(|(k, o, b)| Op::Release(k, o, b)),
+        2 => (k.clone(), o.clone(), 0..3u64, 1..200u64).prop_map(|(k, o, b, t)| Op::Extend(k, o, b, t)),
+        1 => (k.clone(), o).prop_map(|(k, o)| Op::Cancel(k, o)),
+        2 => Just(Op::Timeout),
+        1 => k.prop_map(Op::Inspect),
+    ]
+}
+
+fn run(steps: Vec<(i64, Op)>) -> Result<(), TestCaseError> {
+    let mut table = LockTable::new(limits()).unwrap();
+    let mut store = Store::default();
+    let mut now: i64 = 0;
+    for (i, (dt, op)) in steps.into_iter().enumerate() {
+        now = (now + dt).max(0);
+        let t = Instant(now as u64);
+        let last = Fence(table.stats(Instant::ZERO).last_fence.0);
+        let fence = |back: u64| Fence(last.0.saturating_sub(back));
+        let request = match op {
+            Op::Try(k, o, ttl) => Request::TryAcquire {
+                key: KEYS[k],
+                owner: OWNERS[o],
+                ttl: Duration(ttl),
+                now: t,
+            },
+            Op::Acquire(k, o, ttl, wait) => Request::Acquire {
+                key: KEYS[k],
+                owner: OWNERS[o],
+                ttl: Duration(ttl),
+                wait_deadline: Instant(now as u64 + wait),
+                now: t,
+            },
+            Op::Release(k, o, back) => Request::Release {
+                key: KEYS[k],
+                owner: OWNERS[o],
+                fence: fence(back),
+                now: t,
+            },
+            Op::Extend(k, o, back, ttl) => Request::Extend {
+                key: KEYS[k],
+                owner: OWNERS[o],
+                fence: fence(back),
+                ttl: Duration(ttl),
+                now: t,
+            },
+            Op::Cancel(k, o) => Request::CancelWait {
+                key: KEYS[k],
+                owner: OWNERS[o],
+                now: t,
+            },
+            Op::Timeout => Request::HandleTimeout { now: t },
+            Op::Inspect(k) => {
+                let expected = table.call(Call::Inspect {
+                    key: KEYS[k],
+                    now: t,
+                });
+                store.call(Request::HandleTimeout { now: t });
+                let clock = store.clock;
+                let mut record = store.load(KEYS[k]);
+                let step = record.inspect(KEYS[k], clock, &limits());
+                prop_assert!(!step.changed, "step {i}: swept record changed on inspect");
+                prop_assert_eq!(Reply::Inspect(step.reply), expected, "step {}", i);
+                compare_events(&mut table, &mut store, i)?;
+                continue;
+            }
+        };
+        let expected = table.handle(request);
+        let got = store.call(request);
+        prop_assert_eq!(got, expected, "step {}: {:?}", i, request);
+        compare_events(&mut table, &mut store, i)?;
+    }
+    Ok(())
+}
+
+fn compare_events(table: &mut LockTable, store: &mut Store, i: usize) -> Result<(), TestCaseError> {
+    let expected: Vec<Event> = table.drain_events().collect();
+    let got = std::mem::take(&mut store.events);
+    prop_assert_eq!(got, expected, "events after step {}", i);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    #[test]
+    fn records_answer_as_the_table(steps in prop::collection::vec(
+        (prop_oneof![6 => 0..120i64, 2 => Just(0i64), 1 => -80..0i64], op()), 1..60)) {
+        run(steps)?;
+    }
+}
+
+#[test]
+fn provisional_fences_are_settled_by_decode_and_refused_without_them() {
+    let limits = Limits::default();
+    let mut record = KeyRecord::new();
+    let acquire = |owner, now| Request::Acquire {
+        key: "job",
+        owner,
+        ttl: Duration(100),
+        wait_deadline: Instant(1_000),
+        now: Instant(now),
+    };
+    let step = record.handle(acquire("a", 0), &limits);
+    assert_eq!(step.fresh_fences, 1);
+    let bytes = record.encode();
+    // Without the store's fence the provisional one cannot be read back.
+    assert!(matches!(
+        KeyRecord::decode(&bytes, &[], &limits),
+        Err(lock_core::LockError::SnapshotCorrupt { .. })
+    ));
+    let read = KeyRecord::decode(&bytes, &[Fence(41)], &limits).unwrap();
+    assert_eq!(read.state().lease().unwrap().fence(), Fence(41));
+    // Settling in memory gives the same record as decoding with the fences.
+    record.settle(&[Fence(41)]);
+    assert_eq!(record, read);
+    // Corrupt bytes are an error, never a fresh key.
+    for i in 0..bytes.len() {
+        let mut bad = bytes.clone();
+        bad[i] ^= 0x20;
+        assert!(
+            KeyRecord::decode(&bad, &[Fence(41)], &limits).is_err(),
+            "byte {i}"
+        );
+    }
+    assert!(KeyRecord::decode(&bytes[..bytes.len() - 1], &[Fence(41)], &limits).is_err());
+}
