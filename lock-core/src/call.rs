@@ -29,7 +29,8 @@ use alloc::vec::Vec;
 use core::convert::Infallible;
 
 use crate::{
-    AcquireOutcome, Duration, Event, Fence, Grant, Instant, KeyInfo, LockError, LockTable, Stats,
+    AcquireOutcome, Duration, Event, Fence, Grant, Instant, KeyInfo, Limits, LockError, LockTable,
+    Stats,
 };
 
 /// A request that changes the table (the operations a [`wire`](crate::wire) batch may hold),
@@ -98,6 +99,77 @@ pub enum Request<'a> {
         /// The instant.
         now: Instant,
     },
+}
+
+impl Request<'_> {
+    /// Checks the request's key, owner and TTL against `limits`, in the order the table does,
+    /// before anything changes: the first error is the request's answer.
+    ///
+    /// # Errors
+    /// The key, owner or TTL validation error.
+    pub fn validate(&self, limits: &Limits) -> Result<(), LockError> {
+        match *self {
+            Request::TryAcquire {
+                key, owner, ttl, ..
+            }
+            | Request::Acquire {
+                key, owner, ttl, ..
+            }
+            | Request::Extend {
+                key, owner, ttl, ..
+            } => {
+                limits.check_key(key)?;
+                limits.check_owner(owner)?;
+                limits.check_ttl(ttl)
+            }
+            Request::Release { key, owner, .. } | Request::CancelWait { key, owner, .. } => {
+                limits.check_key(key)?;
+                limits.check_owner(owner)
+            }
+            Request::HandleTimeout { .. } => Ok(()),
+        }
+    }
+
+    /// The request's `now`.
+    #[must_use]
+    pub fn now(&self) -> Instant {
+        match *self {
+            Request::TryAcquire { now, .. }
+            | Request::Acquire { now, .. }
+            | Request::Release { now, .. }
+            | Request::Extend { now, .. }
+            | Request::CancelWait { now, .. }
+            | Request::HandleTimeout { now } => now,
+        }
+    }
+
+    /// The same request at another instant.
+    #[must_use]
+    pub fn at(self, instant: Instant) -> Self {
+        let mut r = self;
+        match &mut r {
+            Request::TryAcquire { now, .. }
+            | Request::Acquire { now, .. }
+            | Request::Release { now, .. }
+            | Request::Extend { now, .. }
+            | Request::CancelWait { now, .. }
+            | Request::HandleTimeout { now } => *now = instant,
+        }
+        r
+    }
+
+    /// The key it changes (`None` for [`Request::HandleTimeout`], which concerns every key).
+    #[must_use]
+    pub fn key(&self) -> Option<&str> {
+        match *self {
+            Request::TryAcquire { key, .. }
+            | Request::Acquire { key, .. }
+            | Request::Release { key, .. }
+            | Request::Extend { key, .. }
+            | Request::CancelWait { key, .. } => Some(key),
+            Request::HandleTimeout { .. } => None,
+        }
+    }
 }
 
 /// The answer to one [`Request`].

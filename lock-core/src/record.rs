@@ -212,6 +212,16 @@ impl KeyRecord {
         }))
     }
 
+    /// How many expired leases of this key are still remembered at `now`.
+    #[must_use]
+    pub fn remembered_expiries(&self, now: Instant, limits: &Limits) -> usize {
+        let retention = limits.expired_retention;
+        (self.expired.iter())
+            .filter(|e| e.deadline.saturating_add(retention) > now)
+            .count()
+            .min(limits.max_expired_records)
+    }
+
     /// The earliest instant at which this key changes by time alone (see
     /// [`KeyState::next_deadline`]).
     #[must_use]
@@ -223,7 +233,7 @@ impl KeyRecord {
     /// the key's). [`Request::HandleTimeout`] applies time alone, as a table's timer would for this
     /// key. Validation errors change nothing.
     pub fn handle(&mut self, request: Request<'_>, limits: &Limits) -> Step<Response> {
-        if let Err(e) = validate(&request, limits) {
+        if let Err(e) = request.validate(limits) {
             return Step {
                 reply: refusal(&request, e),
                 events: Vec::new(),
@@ -231,14 +241,7 @@ impl KeyRecord {
                 fresh_fences: 0,
             };
         }
-        let now = match request {
-            Request::TryAcquire { now, .. }
-            | Request::Acquire { now, .. }
-            | Request::Release { now, .. }
-            | Request::Extend { now, .. }
-            | Request::CancelWait { now, .. }
-            | Request::HandleTimeout { now } => now,
-        };
+        let now = request.now();
         let mut fences = Provisional::default();
         let (now, mut events, mut changed) = self.advance(now, limits, &mut fences);
         let room = QueueRoom {
@@ -479,30 +482,6 @@ fn decode_body(
         state,
         expired,
     })
-}
-
-/// Checks a request's names and TTL as the table does, before anything changes.
-fn validate(request: &Request<'_>, limits: &Limits) -> Result<(), LockError> {
-    match *request {
-        Request::TryAcquire {
-            key, owner, ttl, ..
-        }
-        | Request::Acquire {
-            key, owner, ttl, ..
-        }
-        | Request::Extend {
-            key, owner, ttl, ..
-        } => {
-            limits.check_key(key)?;
-            limits.check_owner(owner)?;
-            limits.check_ttl(ttl)
-        }
-        Request::Release { key, owner, .. } | Request::CancelWait { key, owner, .. } => {
-            limits.check_key(key)?;
-            limits.check_owner(owner)
-        }
-        Request::HandleTimeout { .. } => Ok(()),
-    }
 }
 
 /// The refusal of `request` with `error`, in the request's response shape.

@@ -1,0 +1,36 @@
+//! Expiring locks shared by many processes and machines: the semantics of `lock-core`, decided
+//! by `lock-core`, over a store every replica reaches (Redis, PostgreSQL, MariaDB/MySQL, a SQLite
+//! file, or this process's memory).
+//!
+//! # How it works
+//! A store keeps one record per key (a [`lock_core::KeyRecord`]: lease, FIFO waiters, a per-key
+//! clock, recently expired leases) as opaque bytes next to a version. A client reads the record
+//! and the store's time, runs the transition in `lock-core`, and writes back with
+//! compare-and-set; on a conflict it decides again from the record the conflict returned. The
+//! store allocates fencing tokens from one counter per namespace in the same atomic step. The
+//! store side has no lock rules: see `docs/stores.md` in the repository.
+//!
+//! # Layers
+//! - [`Store`]: read, compare-and-set, list, clear; one implementation per store.
+//! - [`Engine`]: the decision loop (cached records, retries, ambiguous results).
+//! - [`StoreTable`]: a namespace seen as one lock table with the caller's clock (the vectors).
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod engine;
+mod memory;
+#[cfg(feature = "sqlite")]
+mod sqlite;
+mod store;
+mod table;
+
+pub use engine::{Decided, Engine, TimeSource, MAX_ATTEMPTS};
+pub use memory::MemoryStore;
+#[cfg(feature = "sqlite")]
+pub use sqlite::SqliteStore;
+pub use store::{
+    check_namespace, fences_from_text, fences_to_text, instant_to_sql, new_version, system_now,
+    version_from_sql, version_to_sql, Read, Store, StoreError, Stored, Write, Written, MAX_FENCE,
+};
+pub use table::{StoreTable, TableFault};

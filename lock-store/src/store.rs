@@ -1,0 +1,317 @@
+//! What every store implements: read a key's record with the store's time, and compare-and-set
+//! it while allocating fencing tokens. No lock rule lives here or in any store.
+
+use std::fmt;
+
+use lock_core::{Fence, Instant, LockError};
+
+/// A record as a store keeps it: opaque bytes (a [`lock_core::KeyRecord`]), the version a
+/// compare-and-set checks, and the fencing tokens allocated at its last write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stored {
+    /// Changes at every write (a random non-zero number chosen by the writer).
+    pub version: u64,
+    /// The encoded record.
+    pub bytes: Vec<u8>,
+    /// The tokens the store allocated at the write that stored these bytes, in order.
+    pub fences: Vec<Fence>,
+}
+
+/// One read: the key's record (if any) and the store's clock at the read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Read {
+    /// The record, `None` if the key has none.
+    pub record: Option<Stored>,
+    /// The store's time, milliseconds since the Unix epoch.
+    pub now: Instant,
+}
+
+/// A compare-and-set: replace the record whose version is `expected` (0: no record) by `bytes`
+/// (`None`: delete it) with version `version`, allocating `fresh_fences` tokens from the
+/// namespace's counter in the same atomic step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Write<'a> {
+    /// The version the writer decided on; 0 if it saw no record.
+    pub expected: u64,
+    /// The new version (non-zero, never reused).
+    pub version: u64,
+    /// The new record, or `None` to delete it.
+    pub bytes: Option<&'a [u8]>,
+    /// How many fresh fencing tokens to allocate (0 for a deletion).
+    pub fresh_fences: usize,
+    /// The decision assumed the store's time had reached this instant; a store whose clock is
+    /// behind it refuses the write as a conflict (a client never decides ahead of the store).
+    /// `None` in test mode, where the caller supplies time.
+    pub not_before: Option<Instant>,
+    /// When the store may drop the record by itself (a free record whose memory ran out), in
+    /// the store's time; `None` to keep it.
+    pub forget_at: Option<Instant>,
+}
+
+/// What a compare-and-set did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Written {
+    /// The record was replaced; these are the fresh tokens, in order.
+    Done {
+        /// The allocated tokens.
+        fences: Vec<Fence>,
+    },
+    /// Someone else wrote first (or the store's clock was behind `not_before`): nothing changed,
+    /// and this is the record now, read in the same step.
+    Conflict(Read),
+}
+
+/// A store of key records for one namespace.
+///
+/// Implementations translate and store; they never decide an outcome. Every call has a time
+/// bound; a call that fails after the request may have reached the server is reported as
+/// [`StoreError::Lost`], and the caller resolves it by reading again.
+pub trait Store: Send {
+    /// What this store is, for messages: `redis://127.0.0.1:6379 namespace "jobs"`.
+    fn describe(&self) -> String;
+
+    /// The key's record and the store's time.
+    ///
+    /// # Errors
+    /// A [`StoreError`] naming what failed.
+    fn read(&mut self, key: &str) -> Result<Read, StoreError>;
+
+    /// One compare-and-set (see [`Write`]).
+    ///
+    /// # Errors
+    /// A [`StoreError`]; after [`StoreError::Lost`] the write may or may not have happened.
+    fn write(&mut self, key: &str, write: &Write<'_>) -> Result<Written, StoreError>;
+
+    /// Every key of the namespace that has a record, in byte order.
+    ///
+    /// # Errors
+    /// A [`StoreError`].
+    fn keys(&mut self) -> Result<Vec<String>, StoreError>;
+
+    /// The last fencing token the namespace's counter issued (0 if none).
+    ///
+    /// # Errors
+    /// A [`StoreError`].
+    fn last_fence(&mut self) -> Result<Fence, StoreError>;
+
+    /// Removes every record and the fence counter of this namespace (tests, and operators
+    /// retiring a namespace). Never touches anything outside the namespace.
+    ///
+    /// # Errors
+    /// A [`StoreError`].
+    fn clear(&mut self) -> Result<(), StoreError>;
+}
+
+impl<S: Store + ?Sized> Store for Box<S> {
+    fn describe(&self) -> String {
+        (**self).describe()
+    }
+    fn read(&mut self, key: &str) -> Result<Read, StoreError> {
+        (**self).read(key)
+    }
+    fn write(&mut self, key: &str, write: &Write<'_>) -> Result<Written, StoreError> {
+        (**self).write(key, write)
+    }
+    fn keys(&mut self) -> Result<Vec<String>, StoreError> {
+        (**self).keys()
+    }
+    fn last_fence(&mut self) -> Result<Fence, StoreError> {
+        (**self).last_fence()
+    }
+    fn clear(&mut self) -> Result<(), StoreError> {
+        (**self).clear()
+    }
+}
+
+/// Why a store call failed. Lock refusals are never errors here: they are answers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The URL cannot be used: unknown scheme, missing part, bad parameter.
+    Url {
+        /// The URL as given (without password).
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The URL names a store this build was compiled without.
+    NotCompiled {
+        /// The scheme (`redis`, `postgres`, `mysql`, `sqlite`).
+        scheme: String,
+        /// The cargo feature that adds it.
+        feature: &'static str,
+    },
+    /// A namespace name that is not 1-40 of `a-z`, `0-9`, `_`, starting with a letter.
+    Namespace {
+        /// The name given.
+        name: String,
+    },
+    /// The server could not be reached or refused the connection.
+    Connect {
+        /// The store.
+        store: String,
+        /// The server's or the OS's words.
+        reason: String,
+    },
+    /// The connection failed during a call (dropped, timed out): a write may or may not have
+    /// happened. The client re-reads to find out, then reconnects.
+    Lost {
+        /// The store.
+        store: String,
+        /// What happened.
+        reason: String,
+    },
+    /// The namespace's tables, scripts or schema are not ours, not the version this build
+    /// writes, or cannot be created (permissions).
+    Schema {
+        /// The store.
+        store: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A stored record does not decode: it is reported, never reset.
+    Corrupt {
+        /// The key.
+        key: String,
+        /// The decoder's error.
+        error: LockError,
+    },
+    /// Other writers kept winning the compare-and-set.
+    Contention {
+        /// The key.
+        key: String,
+        /// How many attempts were made.
+        attempts: u32,
+    },
+    /// A fencing token would reach 2^53 (JavaScript numbers): the namespace is used up.
+    FencesExhausted {
+        /// The store.
+        store: String,
+    },
+    /// Any other error the server answered.
+    Server {
+        /// The store.
+        store: String,
+        /// The server's words.
+        reason: String,
+    },
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreError::Url { url, reason } => write!(f, "bad store URL \"{url}\": {reason}"),
+            StoreError::NotCompiled { scheme, feature } => write!(
+                f,
+                "this build has no {scheme} store (enable the lock-store feature \"{feature}\")"
+            ),
+            StoreError::Namespace { name } => write!(
+                f,
+                "bad namespace \"{name}\": use 1-40 of a-z, 0-9 and _, starting with a letter"
+            ),
+            StoreError::Connect { store, reason } => {
+                write!(f, "cannot connect to {store}: {reason}")
+            }
+            StoreError::Lost { store, reason } => {
+                write!(f, "lost the connection to {store}: {reason}")
+            }
+            StoreError::Schema { store, reason } => write!(f, "{store}: {reason}"),
+            StoreError::Corrupt { key, error } => {
+                write!(f, "the record of key \"{key}\" is corrupt: {error}")
+            }
+            StoreError::Contention { key, attempts } => write!(
+                f,
+                "key \"{key}\": other writers won {attempts} compare-and-set attempts in a row"
+            ),
+            StoreError::FencesExhausted { store } => {
+                write!(f, "{store}: the fencing-token counter reached 2^53")
+            }
+            StoreError::Server { store, reason } => write!(f, "{store}: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// Highest fencing token a store issues: JavaScript numbers are exact up to here.
+pub const MAX_FENCE: u64 = (1 << 53) - 1;
+
+/// Checks a namespace name: 1-40 of `a-z`, `0-9`, `_`, starting with a letter (safe as a SQL
+/// identifier part and a Redis key prefix).
+///
+/// # Errors
+/// [`StoreError::Namespace`].
+pub fn check_namespace(name: &str) -> Result<(), StoreError> {
+    let ok = (1..=40).contains(&name.len())
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::Namespace {
+            name: name.to_owned(),
+        })
+    }
+}
+
+/// A random non-zero version number (the OS-seeded hasher keys of the standard library).
+#[must_use]
+pub fn new_version() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(0x9e37_79b9_7f4a_7c15);
+    h.finish().max(1)
+}
+
+/// Milliseconds since the Unix epoch on this machine (the time of the SQLite and memory stores,
+/// whose clients all share this machine's clock).
+#[must_use]
+pub fn system_now() -> Instant {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    Instant(ms)
+}
+
+/// Fencing tokens as the text some stores keep next to a record: decimals joined by commas.
+#[must_use]
+pub fn fences_to_text(fences: &[Fence]) -> String {
+    let parts: Vec<String> = fences.iter().map(|f| f.0.to_string()).collect();
+    parts.join(",")
+}
+
+/// Reads [`fences_to_text`]'s text; `None` if it is not that (a damaged or foreign value).
+#[must_use]
+pub fn fences_from_text(text: &str) -> Option<Vec<Fence>> {
+    if text.is_empty() {
+        return Some(Vec::new());
+    }
+    text.split(',')
+        .map(|p| {
+            p.parse::<u64>()
+                .ok()
+                .filter(|&f| f > 0 && f <= MAX_FENCE)
+                .map(Fence)
+        })
+        .collect()
+}
+
+/// A stored version as the signed 64-bit integer SQL stores keep (the same bits).
+#[must_use]
+pub fn version_to_sql(version: u64) -> i64 {
+    i64::from_ne_bytes(version.to_ne_bytes())
+}
+
+/// The version back from [`version_to_sql`].
+#[must_use]
+pub fn version_from_sql(version: i64) -> u64 {
+    u64::from_ne_bytes(version.to_ne_bytes())
+}
+
+/// Clamps an instant to the signed milliseconds SQL and Lua keep (far beyond any real clock).
+#[must_use]
+pub fn instant_to_sql(at: Instant) -> i64 {
+    i64::try_from(at.0).unwrap_or(i64::MAX)
+}

@@ -1,0 +1,222 @@
+//! [`StoreTable`]: a store seen as one lock table, driven by the caller's clock, so the shared
+//! conformance vectors (and any generic table driver) run unchanged over every store.
+//!
+//! A store has no table-wide timer: each key changes lazily, when someone next touches it
+//! (in production, a waiter's own timer at the key's next deadline). A table applies every key's
+//! due changes before each call. `StoreTable` plays that timer: before each call it sweeps the
+//! namespace's due keys, one wake-up at a time in the table's order (instant, then the lease's
+//! fence), each a `handle-timeout` of that key at its own instant through the store. The calls
+//! themselves are the same compare-and-set transitions a replica runs.
+//!
+//! Statistics are the table view's own: gauges from a scan of the namespace and the store's
+//! fence counter, counters of what this table's calls did. What a store cannot have is refused
+//! with [`TableFault::Unsupported`]: snapshots and restores of a whole table.
+
+use std::fmt;
+
+use std::collections::VecDeque;
+
+use lock_core::{
+    AcquireOutcome, Call, Event, EventKind, Instant, KeyEvent, Limits, LockBackend, LockError,
+    Reply, Request, Response, Stats,
+};
+
+use crate::engine::{Decided, Engine, TimeSource};
+use crate::store::{Store, StoreError};
+
+/// Why a [`StoreTable`] call failed (not a lock refusal: those are replies).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TableFault {
+    /// The store failed.
+    Store(StoreError),
+    /// A table-wide operation a store does not have (`snapshot`, `restore`).
+    Unsupported(&'static str),
+}
+
+impl fmt::Display for TableFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TableFault::Store(e) => e.fmt(f),
+            TableFault::Unsupported(op) => write!(f, "a shared store has no table-wide {op}"),
+        }
+    }
+}
+
+impl std::error::Error for TableFault {}
+
+impl From<StoreError> for TableFault {
+    fn from(e: StoreError) -> Self {
+        TableFault::Store(e)
+    }
+}
+
+/// A store's namespace as one lock table with the caller's clock.
+pub struct StoreTable<S> {
+    engine: Engine<S>,
+    clock: Instant,
+    events: VecDeque<Event>,
+    counters: Stats,
+}
+
+impl<S: Store> StoreTable<S> {
+    /// A table over `store`'s namespace, checking requests against `limits`, with the
+    /// caller's clock.
+    ///
+    /// # Errors
+    /// [`LockError`] if a limit is out of range.
+    pub fn new(store: S, limits: Limits) -> Result<Self, LockError> {
+        Ok(StoreTable {
+            engine: Engine::new(store, limits, TimeSource::Caller)?,
+            clock: Instant::ZERO,
+            events: VecDeque::new(),
+            counters: Stats::default(),
+        })
+    }
+
+    /// The engine (to reach the store, or set stale mode).
+    pub fn engine_mut(&mut self) -> &mut Engine<S> {
+        &mut self.engine
+    }
+
+    /// Queues a call's events (bounded as a table bounds them) and counts them.
+    fn absorb<R>(&mut self, key: &str, decided: Decided<R>) -> R {
+        for KeyEvent { at, kind } in decided.events {
+            let c = &mut self.counters;
+            match kind {
+                EventKind::Expired { .. } => c.expired += 1,
+                EventKind::Granted { .. } => c.handed_off += 1,
+                EventKind::WaitTimedOut { .. } => c.wait_timed_out += 1,
+            }
+            if self.events.len() >= self.engine.limits().max_pending_events {
+                self.events.pop_front();
+                self.counters.events_dropped += 1;
+            }
+            self.events.push_back(Event {
+                key: key.to_owned(),
+                at,
+                kind,
+            });
+        }
+        decided.reply
+    }
+
+    /// Counts an answer as a table counts it.
+    fn count(&mut self, response: &Response) {
+        let c = &mut self.counters;
+        match response {
+            Response::Acquire(Ok(AcquireOutcome::Acquired(_))) => c.acquired += 1,
+            Response::Acquire(Ok(AcquireOutcome::Queued { .. })) => c.queued += 1,
+            Response::Acquire(Ok(_)) | Response::Timeout | Response::Malformed => {}
+            Response::Acquire(Err(_)) | Response::Done(Err(_)) | Response::Extend(Err(_)) => {
+                c.rejected += 1;
+            }
+            Response::Extend(Ok(_)) => c.extended += 1,
+            Response::Done(Ok(())) => {}
+        }
+    }
+
+    /// Gauges from a scan of the namespace at the table's clock, and the counters.
+    fn stats(&mut self, now: Instant) -> Result<Stats, StoreError> {
+        let now = self.advance(now)?;
+        let limits = self.engine.limits().clone();
+        let mut stats = Stats {
+            pending_events: self.events.len(),
+            clock: now,
+            last_fence: self.engine.store_mut().last_fence()?,
+            ..self.counters
+        };
+        for key in self.engine.store_mut().keys()? {
+            let record = self.engine.peek(&key)?;
+            stats.live_leases += usize::from(record.state().lease().is_some());
+            stats.waiters += record.state().waiter_count();
+            stats.expired_records += record.remembered_expiries(now, &limits);
+        }
+        Ok(stats)
+    }
+
+    /// The namespace's key wake-ups, each `(instant, lease fence, key)`.
+    fn wakeups(&mut self) -> Result<Vec<(Instant, Option<lock_core::Fence>, String)>, StoreError> {
+        let keys = self.engine.store_mut().keys()?;
+        let mut due = Vec::new();
+        for key in keys {
+            let record = self.engine.peek(&key)?;
+            if let Some(at) = record.next_deadline() {
+                due.push((at, record.state().lease().map(|l| l.fence()), key));
+            }
+        }
+        Ok(due)
+    }
+
+    /// Applies every key's due changes up to `now`, in the table's order.
+    fn sweep(&mut self, now: Instant) -> Result<(), StoreError> {
+        loop {
+            let next = self.wakeups()?.into_iter().filter(|w| w.0 <= now).min();
+            let Some((at, _, key)) = next else {
+                return Ok(());
+            };
+            let decided = self
+                .engine
+                .request(&key, at, |at| Request::HandleTimeout { now: at })?;
+            self.absorb(&key, decided);
+        }
+    }
+
+    fn advance(&mut self, now: Instant) -> Result<Instant, StoreError> {
+        self.clock = self.clock.max(now);
+        let now = self.clock;
+        self.sweep(now)?;
+        Ok(now)
+    }
+
+    fn request(&mut self, request: Request<'_>) -> Result<Response, StoreError> {
+        let Some(key) = request.key() else {
+            self.advance(request.now())?;
+            return Ok(Response::Timeout);
+        };
+        // A refused request changes nothing, not even the clock (as in a table).
+        if request.validate(self.engine.limits()).is_ok() {
+            self.advance(request.now())?;
+        }
+        let now = self.clock;
+        let decided = self.engine.request(key, now, |now| request.at(now))?;
+        let response = self.absorb(key, decided);
+        self.count(&response);
+        if let (Request::Release { .. }, Response::Done(Ok(()))) = (request, &response) {
+            self.counters.released += 1;
+        }
+        if let (Request::CancelWait { .. }, Response::Done(Ok(()))) = (request, &response) {
+            self.counters.cancelled += 1;
+        }
+        Ok(response)
+    }
+}
+
+impl<S: Store> LockBackend for StoreTable<S> {
+    type Fault = TableFault;
+
+    fn call(&mut self, call: Call<'_>) -> Result<Reply, TableFault> {
+        match call {
+            Call::Request(request) => Ok(Reply::Response(self.request(request)?)),
+            Call::Inspect { key, now } => {
+                if self.engine.limits().check_key(key).is_ok() {
+                    self.advance(now)?;
+                } else {
+                    self.counters.rejected += 1;
+                }
+                let decided = self.engine.inspect(key, self.clock)?;
+                Ok(Reply::Inspect(self.absorb(key, decided)))
+            }
+            Call::NextWakeup => {
+                let next = self.wakeups()?.into_iter().map(|w| w.0).min();
+                Ok(Reply::Wakeup(next))
+            }
+            Call::Stats { now } => Ok(Reply::Stats(self.stats(now)?)),
+            Call::Snapshot { .. } => Err(TableFault::Unsupported("snapshot")),
+            Call::Restore { .. } => Err(TableFault::Unsupported("restore")),
+        }
+    }
+
+    fn drain_events(&mut self) -> Result<Vec<Event>, TableFault> {
+        Ok(self.events.drain(..).collect())
+    }
+}

@@ -1,0 +1,110 @@
+//! Shared by the store test files: the vector harness, its list of table-wide scenarios a store
+//! cannot have, and where the servers are.
+#![allow(dead_code)]
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use lock_conformance::{load_file, run_loaded, vector_files, BackendDriver, Report};
+use lock_store::{Store, StoreTable};
+
+/// Every vector file: the shared suite and the playground's guided scenarios.
+pub fn vector_paths() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut files = vector_files(&root.join("tests/vectors")).unwrap();
+    files.push(root.join("web-demo/guides/guides.json"));
+    files
+}
+
+/// The scenarios that test what only a single in-process table has, for every store. Each is
+/// replaced by a store test of the nearest meaning, named here.
+pub const TABLE_ONLY: &[(&str, &str, &str)] = &[
+    ("fencing.json", "restoring an older snapshot never reissues a fence",
+     "whole-table snapshots; replaced by store_semantics::a_new_client_sees_the_leases_and_continues_the_fences"),
+    ("limits.json", "a full table refuses new keys but not existing ones",
+     "max_keys: a namespace has no key count; replaced by store_semantics::free_keys_leave_no_record"),
+    ("limits.json", "expired leases never count against max_keys, even before the expiry is reported",
+     "max_keys, as above"),
+    ("release.json", "at most max_expired_records expiries are remembered, oldest forgotten first",
+     "the bound is per key in a store; replaced by store_semantics::expired_memory_is_bounded_per_key"),
+    ("snapshot.json", "snapshot bytes follow the documented format exactly", "whole-table snapshots"),
+    ("snapshot.json", "restoring pinned bytes into a fresh table gives the same table", "whole-table snapshots"),
+    ("snapshot.json", "snapshot then restore in place changes nothing observable", "whole-table snapshots"),
+    ("snapshot.json", "a snapshot taken late includes the changes up to its now", "whole-table snapshots"),
+    ("snapshot.json", "restoring an older snapshot keeps the later clock and applies what ended meanwhile", "whole-table snapshots"),
+    ("snapshot.json", "a restored fence counter continues where it was", "whole-table snapshots"),
+    ("snapshot.json", "truncated, foreign and damaged bytes are refused and change nothing",
+     "whole-table snapshots; replaced by store_semantics::a_corrupt_record_is_a_typed_error"),
+    ("snapshot.json", "inconsistent contents behind a valid checksum are refused", "whole-table snapshots"),
+    ("snapshot.json", "a snapshot over this table's limits is refused", "whole-table snapshots"),
+    ("waiting.json", "the table-wide waiter limit refuses with too-many-waiters",
+     "max_waiters counts one key's queue in a store; replaced by store_semantics::max_waiters_bounds_each_queue"),
+];
+
+/// Runs every vector scenario on a fresh (cleared) namespace of `open()`, with the caller's
+/// clock; `stale` starts every call from an outdated record. Panics unless exactly the
+/// [`TABLE_ONLY`] scenarios fail (an unexpected pass is an error too: the list must stay true).
+pub fn check_vectors<S: Store + 'static>(
+    label: &str,
+    open: impl FnMut() -> S + 'static,
+    stale: bool,
+) {
+    let report = run_vectors(open, stale);
+    let failed: BTreeSet<(String, String)> = (report.failures.iter())
+        .map(|f| (f.file.clone(), f.scenario.clone()))
+        .collect();
+    let listed: BTreeSet<(String, String)> = (TABLE_ONLY.iter())
+        .map(|(f, s, _)| ((*f).to_owned(), (*s).to_owned()))
+        .collect();
+    let unexpected: Vec<_> = report
+        .failures
+        .iter()
+        .filter(|f| !listed.contains(&(f.file.clone(), f.scenario.clone())))
+        .map(ToString::to_string)
+        .collect();
+    let passing_listed: Vec<_> = listed.difference(&failed).collect();
+    assert!(
+        report.scenarios >= 100,
+        "{label}: only {} scenarios ran",
+        report.scenarios
+    );
+    assert!(
+        unexpected.is_empty(),
+        "{label}: {}\n{report}",
+        unexpected.join("\n")
+    );
+    assert!(
+        passing_listed.is_empty(),
+        "{label}: listed as table-only but passed: {passing_listed:?}"
+    );
+    println!(
+        "{label}: {} scenarios, {} steps; {} table-only scenarios refused as listed",
+        report.scenarios,
+        report.steps,
+        failed.len()
+    );
+}
+
+fn run_vectors<S: Store + 'static>(mut open: impl FnMut() -> S + 'static, stale: bool) -> Report {
+    let mut driver = BackendDriver::new(move |limits| {
+        let mut store = open();
+        store.clear().map_err(|e| e.to_string())?;
+        let mut table = StoreTable::new(store, limits.clone()).map_err(|e| e.to_string())?;
+        table.engine_mut().set_stale(stale);
+        Ok(table)
+    });
+    let mut total = Report::default();
+    for path in vector_paths() {
+        total.merge(run_loaded(&mut driver, &load_file(&path).unwrap()));
+    }
+    total
+}
+
+/// A namespace no other test run uses: the prefix, the process id and a random part.
+pub fn unique_namespace(prefix: &str) -> String {
+    format!(
+        "{prefix}_{}_{:x}",
+        std::process::id(),
+        lock_store::new_version() & 0xff_ffff
+    )
+}
