@@ -20,13 +20,18 @@
 
 mod engine;
 mod memory;
+#[cfg(feature = "redis")]
+mod redis;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod store;
 mod table;
+pub mod url;
 
 pub use engine::{Decided, Engine, TimeSource, MAX_ATTEMPTS};
 pub use memory::MemoryStore;
+#[cfg(feature = "redis")]
+pub use redis::RedisStore;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 pub use store::{

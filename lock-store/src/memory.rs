@@ -134,4 +134,8 @@ impl Store for MemoryStore {
         space.counters.remove(&ns);
         Ok(())
     }
+
+    fn uninstall(&mut self) -> Result<(), StoreError> {
+        self.clear()
+    }
 }

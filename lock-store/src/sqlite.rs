@@ -307,4 +307,15 @@ impl Store for SqliteStore {
             self.fail(&e)
         })
     }
+
+    fn uninstall(&mut self) -> Result<(), StoreError> {
+        self.clear()?;
+        (self.conn)
+            .execute(
+                "DELETE FROM expiring_lock_meta WHERE namespace = ?1",
+                [&self.namespace],
+            )
+            .map_err(|e| self.fail(&e))?;
+        Ok(())
+    }
 }

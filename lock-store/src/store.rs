@@ -100,6 +100,13 @@ pub trait Store: Send {
     /// # Errors
     /// A [`StoreError`].
     fn clear(&mut self) -> Result<(), StoreError>;
+
+    /// Removes the namespace entirely: its records, counter, tables, scripts and format marker.
+    /// The store is unusable afterwards (open it again to reinstall).
+    ///
+    /// # Errors
+    /// A [`StoreError`].
+    fn uninstall(&mut self) -> Result<(), StoreError>;
 }
 
 impl<S: Store + ?Sized> Store for Box<S> {
@@ -120,6 +127,9 @@ impl<S: Store + ?Sized> Store for Box<S> {
     }
     fn clear(&mut self) -> Result<(), StoreError> {
         (**self).clear()
+    }
+    fn uninstall(&mut self) -> Result<(), StoreError> {
+        (**self).uninstall()
     }
 }
 

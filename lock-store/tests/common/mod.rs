@@ -108,3 +108,29 @@ pub fn unique_namespace(prefix: &str) -> String {
         lock_store::new_version() & 0xff_ffff
     )
 }
+
+/// The test servers' URLs: from the environment, defaulting to the local services.
+pub fn redis_url() -> String {
+    std::env::var("LOCK_STORE_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+/// PostgreSQL's test URL.
+pub fn postgres_url() -> String {
+    std::env::var("LOCK_STORE_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+/// MariaDB's test URL.
+pub fn mysql_url() -> String {
+    std::env::var("LOCK_STORE_MYSQL_URL")
+        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".into())
+}
+
+/// Removes a namespace this run created when dropped (even if the test failed).
+pub struct Cleanup<F: FnMut()>(pub F);
+
+impl<F: FnMut()> Drop for Cleanup<F> {
+    fn drop(&mut self) {
+        (self.0)();
+    }
+}

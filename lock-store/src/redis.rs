@@ -1,0 +1,442 @@
+//! The Redis store. A namespace's keys share one hash tag (`{el:<namespace>}`), so a namespace
+//! lives on one node of a cluster: one authority per namespace. Each record is a hash
+//! (`v` version, `r` record bytes, `f` fences); the counter is a string. Reads are one pipeline
+//! (`TIME` + `HMGET`); the compare-and-set is one Lua script that compares the version, allocates
+//! tokens with `INCRBY` and writes, or returns the current record and the server's time. The
+//! script has no lock rules.
+//!
+//! Redis may lose its data (many run it without persistence). A counter that is missing when a
+//! token is needed restarts at the server's time in microseconds, above every token issued
+//! before it as long as the namespace issued fewer than one token per microsecond on average and
+//! the server's clock did not step back (see `docs/stores.md`).
+
+use std::time::Duration as StdDuration;
+
+use lock_core::{Fence, Instant};
+use redis::{Client, Connection, Value};
+
+use crate::store::{
+    check_namespace, fences_from_text, instant_to_sql, Read, Store, StoreError, Stored, Write,
+    Written,
+};
+
+/// The format this build writes, kept at `{el:<ns>}:format`.
+const FORMAT: &str = "1";
+
+const CAS: &str = r"
+-- KEYS: record, counter. ARGV: expected, version, delete (0/1), bytes, fresh fences,
+-- not_before (ms, -1: none), forget_at (ms, -1: none), seed counter from time (0/1).
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local cur = redis.call('HGET', KEYS[1], 'v')
+local not_before = tonumber(ARGV[6])
+if (cur or '0') ~= ARGV[1] or (not_before >= 0 and now < not_before) then
+  local rec = redis.call('HMGET', KEYS[1], 'v', 'r', 'f')
+  return {0, t[1], t[2], rec[1], rec[2], rec[3]}
+end
+local n = tonumber(ARGV[5])
+local fences = ''
+if n > 0 then
+  if ARGV[8] == '1' and redis.call('EXISTS', KEYS[2]) == 0 then
+    redis.call('SET', KEYS[2], string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2])))
+  end
+  local last = redis.call('INCRBY', KEYS[2], n)
+  if last > 9007199254740991 then
+    return redis.error_reply('EXHAUSTED fencing tokens reached 2^53')
+  end
+  local parts = {}
+  for i = n - 1, 0, -1 do
+    parts[#parts + 1] = string.format('%d', last - i)
+  end
+  fences = table.concat(parts, ',')
+end
+if ARGV[3] == '1' then
+  redis.call('DEL', KEYS[1])
+else
+  redis.call('HSET', KEYS[1], 'v', ARGV[2], 'r', ARGV[4], 'f', fences)
+  if tonumber(ARGV[7]) >= 0 then
+    redis.call('PEXPIREAT', KEYS[1], ARGV[7])
+  else
+    redis.call('PERSIST', KEYS[1])
+  end
+end
+return {1, fences}
+";
+
+/// Records in Redis.
+pub struct RedisStore {
+    client: Client,
+    conn: Option<Connection>,
+    shown: String,
+    namespace: String,
+    timeout: StdDuration,
+    seed_from_time: bool,
+    script: redis::Script,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.describe())
+    }
+}
+
+/// A Redis string or bulk value as bytes.
+fn bytes(v: &Value) -> Option<&[u8]> {
+    match v {
+        Value::BulkString(b) => Some(b),
+        Value::SimpleString(s) => Some(s.as_bytes()),
+        _ => None,
+    }
+}
+
+fn int(v: &Value) -> Option<i64> {
+    match v {
+        Value::Int(i) => Some(*i),
+        other => std::str::from_utf8(bytes(other)?).ok()?.parse().ok(),
+    }
+}
+
+impl RedisStore {
+    /// Connects to `url` (`redis://[user:password@]host[:port][/db]`), checks (or installs) the
+    /// namespace's format marker. Every call waits at most `timeout`.
+    ///
+    /// # Errors
+    /// [`StoreError::Url`], [`StoreError::Namespace`], [`StoreError::Connect`],
+    /// [`StoreError::Schema`] (a foreign value at the namespace's format key).
+    pub fn open(url: &str, namespace: &str, timeout: StdDuration) -> Result<Self, StoreError> {
+        check_namespace(namespace)?;
+        let shown = crate::url::without_password(url);
+        let client = Client::open(url).map_err(|e| StoreError::Url {
+            url: shown.clone(),
+            reason: e.to_string(),
+        })?;
+        let mut store = RedisStore {
+            client,
+            conn: None,
+            shown,
+            namespace: namespace.to_owned(),
+            timeout,
+            seed_from_time: true,
+            script: redis::Script::new(CAS),
+        };
+        store.connect()?;
+        store.install()?;
+        Ok(store)
+    }
+
+    /// Whether a missing counter restarts at the server's time in microseconds (the default)
+    /// or at 0 (tests that expect tokens 1, 2, 3...).
+    pub fn set_seed_from_time(&mut self, seed: bool) {
+        self.seed_from_time = seed;
+    }
+
+    fn prefix(&self) -> String {
+        format!("{{el:{}}}", self.namespace)
+    }
+
+    fn record_key(&self, key: &str) -> Vec<u8> {
+        let mut k = format!("{}:k:", self.prefix()).into_bytes();
+        k.extend_from_slice(key.as_bytes());
+        k
+    }
+
+    fn counter_key(&self) -> String {
+        format!("{}:fence", self.prefix())
+    }
+
+    fn connect(&mut self) -> Result<&mut Connection, StoreError> {
+        if self.conn.is_none() {
+            let fail = |e: redis::RedisError| StoreError::Connect {
+                store: format!("{} namespace \"{}\"", self.shown, self.namespace),
+                reason: e.to_string(),
+            };
+            let conn = (self.client)
+                .get_connection_with_timeout(self.timeout)
+                .map_err(fail)?;
+            conn.set_read_timeout(Some(self.timeout)).map_err(fail)?;
+            conn.set_write_timeout(Some(self.timeout)).map_err(fail)?;
+            self.conn = Some(conn);
+        }
+        let store = self.describe();
+        match self.conn.as_mut() {
+            Some(conn) => Ok(conn),
+            None => Err(StoreError::Connect {
+                store,
+                reason: "no connection".into(),
+            }),
+        }
+    }
+
+    /// Maps a failed call: a connection problem drops the connection (the next call
+    /// reconnects) and is [`StoreError::Lost`]; anything else is the server's answer.
+    fn failed(&mut self, e: &redis::RedisError) -> StoreError {
+        if e.is_io_error()
+            || e.is_timeout()
+            || e.is_connection_dropped()
+            || e.is_connection_refusal()
+        {
+            self.conn = None;
+            return StoreError::Lost {
+                store: self.describe(),
+                reason: e.to_string(),
+            };
+        }
+        if e.to_string().contains("EXHAUSTED") {
+            return StoreError::FencesExhausted {
+                store: self.describe(),
+            };
+        }
+        StoreError::Server {
+            store: self.describe(),
+            reason: e.to_string(),
+        }
+    }
+
+    fn install(&mut self) -> Result<(), StoreError> {
+        let key = format!("{}:format", self.prefix());
+        let conn = self.connect()?;
+        let found: Result<Value, _> = redis::cmd("SET")
+            .arg(&key)
+            .arg(FORMAT)
+            .arg("NX")
+            .arg("GET")
+            .query(conn);
+        match found {
+            Ok(Value::Nil) => Ok(()),
+            Ok(v) if bytes(&v) == Some(FORMAT.as_bytes()) => Ok(()),
+            Ok(v) => Err(StoreError::Schema {
+                store: self.describe(),
+                reason: format!("{key} holds {v:?}, not this build's format {FORMAT}"),
+            }),
+            Err(e) if e.to_string().contains("WRONGTYPE") => Err(StoreError::Schema {
+                store: self.describe(),
+                reason: format!("{key} is not ours (a value of another type)"),
+            }),
+            Err(e) => Err(self.failed(&e)),
+        }
+    }
+
+    /// A record from `HMGET v r f` values; `None` if absent.
+    fn stored(
+        &self,
+        key: &str,
+        v: &Value,
+        r: &Value,
+        f: &Value,
+    ) -> Result<Option<Stored>, StoreError> {
+        if matches!(v, Value::Nil) {
+            return Ok(None);
+        }
+        let corrupt = || StoreError::Corrupt {
+            key: key.to_owned(),
+            error: lock_core::LockError::SnapshotCorrupt {
+                reason: lock_core::Corruption::BodyEndsEarly,
+            },
+        };
+        let version = std::str::from_utf8(bytes(v).ok_or_else(corrupt)?)
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+            .ok_or_else(corrupt)?;
+        let record = bytes(r).ok_or_else(corrupt)?.to_vec();
+        let fences = std::str::from_utf8(bytes(f).unwrap_or_default())
+            .ok()
+            .and_then(fences_from_text)
+            .ok_or_else(corrupt)?;
+        Ok(Some(Stored {
+            version,
+            bytes: record,
+            fences,
+        }))
+    }
+
+    fn time(&self, sec: &Value, usec: &Value) -> Result<Instant, StoreError> {
+        match (int(sec), int(usec)) {
+            (Some(s), Some(us)) if s >= 0 && us >= 0 => {
+                Ok(Instant(s as u64 * 1000 + us as u64 / 1000))
+            }
+            _ => Err(StoreError::Server {
+                store: self.describe(),
+                reason: format!("unexpected TIME reply {sec:?} {usec:?}"),
+            }),
+        }
+    }
+
+    fn unexpected(&self, what: &str, v: &Value) -> StoreError {
+        StoreError::Server {
+            store: self.describe(),
+            reason: format!("unexpected reply to {what}: {v:?}"),
+        }
+    }
+}
+
+impl Store for RedisStore {
+    fn describe(&self) -> String {
+        format!("{} namespace \"{}\"", self.shown, self.namespace)
+    }
+
+    fn read(&mut self, key: &str) -> Result<Read, StoreError> {
+        let rk = self.record_key(key);
+        let mut pipe = redis::pipe();
+        pipe.cmd("TIME")
+            .cmd("HMGET")
+            .arg(&rk)
+            .arg("v")
+            .arg("r")
+            .arg("f");
+        let conn = self.connect()?;
+        let reply: Value = match pipe.query(conn) {
+            Ok(v) => v,
+            Err(e) => return Err(self.failed(&e)),
+        };
+        match &reply {
+            Value::Array(parts) if parts.len() == 2 => match (&parts[0], &parts[1]) {
+                (Value::Array(t), Value::Array(rec)) if t.len() == 2 && rec.len() == 3 => {
+                    Ok(Read {
+                        record: self.stored(key, &rec[0], &rec[1], &rec[2])?,
+                        now: self.time(&t[0], &t[1])?,
+                    })
+                }
+                _ => Err(self.unexpected("a read", &reply)),
+            },
+            _ => Err(self.unexpected("a read", &reply)),
+        }
+    }
+
+    fn write(&mut self, key: &str, write: &Write<'_>) -> Result<Written, StoreError> {
+        let rk = self.record_key(key);
+        let ck = self.counter_key();
+        self.connect()?;
+        let Some(conn) = self.conn.as_mut() else {
+            return Err(StoreError::Connect {
+                store: self.describe(),
+                reason: "no connection".into(),
+            });
+        };
+        let mut call = self.script.key(rk);
+        call.key(ck)
+            .arg(write.expected.to_string())
+            .arg(write.version.to_string())
+            .arg(if write.bytes.is_none() { "1" } else { "0" })
+            .arg(write.bytes.unwrap_or_default())
+            .arg(write.fresh_fences)
+            .arg(write.not_before.map_or(-1, instant_to_sql))
+            .arg(write.forget_at.map_or(-1, instant_to_sql))
+            .arg(if self.seed_from_time { "1" } else { "0" });
+        let reply: Value = match call.invoke(conn) {
+            Ok(v) => v,
+            Err(e) => return Err(self.failed(&e)),
+        };
+        let Value::Array(parts) = &reply else {
+            return Err(self.unexpected("a compare-and-set", &reply));
+        };
+        match parts.as_slice() {
+            [Value::Int(1), f] => {
+                let fences = std::str::from_utf8(bytes(f).unwrap_or_default())
+                    .ok()
+                    .and_then(fences_from_text)
+                    .ok_or_else(|| self.unexpected("a compare-and-set", &reply))?;
+                Ok(Written::Done { fences })
+            }
+            [Value::Int(0), sec, usec, rest @ ..] => {
+                let nil = Value::Nil;
+                let get = |i: usize| rest.get(i).unwrap_or(&nil);
+                Ok(Written::Conflict(Read {
+                    record: self.stored(key, get(0), get(1), get(2))?,
+                    now: self.time(sec, usec)?,
+                }))
+            }
+            _ => Err(self.unexpected("a compare-and-set", &reply)),
+        }
+    }
+
+    fn keys(&mut self) -> Result<Vec<String>, StoreError> {
+        let prefix = format!("{}:k:", self.prefix());
+        let pattern = format!("{}*", glob_escape(&prefix));
+        let found = self.scan(&pattern)?;
+        let mut keys: Vec<String> = found
+            .into_iter()
+            .filter_map(|k| k.strip_prefix(prefix.as_bytes()).map(<[u8]>::to_vec))
+            .filter_map(|k| String::from_utf8(k).ok())
+            .collect();
+        keys.sort();
+        keys.dedup();
+        Ok(keys)
+    }
+
+    fn last_fence(&mut self) -> Result<Fence, StoreError> {
+        let key = self.counter_key();
+        let conn = self.connect()?;
+        match redis::cmd("GET").arg(&key).query::<Value>(conn) {
+            Ok(Value::Nil) => Ok(Fence::ZERO),
+            Ok(v) => int(&v)
+                .and_then(|i| u64::try_from(i).ok())
+                .map(Fence)
+                .ok_or_else(|| self.unexpected("GET counter", &v)),
+            Err(e) => Err(self.failed(&e)),
+        }
+    }
+
+    fn clear(&mut self) -> Result<(), StoreError> {
+        self.delete_namespace(false)
+    }
+
+    fn uninstall(&mut self) -> Result<(), StoreError> {
+        self.delete_namespace(true)
+    }
+}
+
+impl RedisStore {
+    /// Deletes every key of the namespace, the format marker too if `all`.
+    fn delete_namespace(&mut self, all: bool) -> Result<(), StoreError> {
+        let pattern = format!("{}:*", glob_escape(&self.prefix()));
+        let format_key = format!("{}:format", self.prefix()).into_bytes();
+        let keys: Vec<Vec<u8>> = (self.scan(&pattern)?)
+            .into_iter()
+            .filter(|k| all || *k != format_key)
+            .collect();
+        for chunk in keys.chunks(256) {
+            let conn = self.connect()?;
+            if let Err(e) = redis::cmd("DEL").arg(chunk).query::<Value>(conn) {
+                return Err(self.failed(&e));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every key matching `pattern`, by `SCAN` (never `KEYS`, which blocks the server).
+    fn scan(&mut self, pattern: &str) -> Result<Vec<Vec<u8>>, StoreError> {
+        let mut cursor: u64 = 0;
+        let mut found = Vec::new();
+        loop {
+            let conn = self.connect()?;
+            let reply: (u64, Vec<Vec<u8>>) = match redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .query(conn)
+            {
+                Ok(r) => r,
+                Err(e) => return Err(self.failed(&e)),
+            };
+            found.extend(reply.1);
+            cursor = reply.0;
+            if cursor == 0 {
+                return Ok(found);
+            }
+        }
+    }
+}
+
+/// `s` with Redis glob characters escaped.
+fn glob_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
