@@ -118,6 +118,18 @@ impl<S: Store> Engine<S> {
         make: impl Fn(Instant) -> Request<'r>,
     ) -> Result<Decided<Response>, StoreError> {
         let limits = self.limits.clone();
+        // Bad input is refused before the store is touched (a key the store could not even
+        // hold, such as one with a NUL, never reaches it).
+        let probe = make(at);
+        if probe.validate(&limits).is_err() {
+            let step = KeyRecord::new().handle(probe, &limits);
+            return Ok(Decided {
+                reply: step.reply,
+                events: Vec::new(),
+                now: at,
+                next_deadline: None,
+            });
+        }
         self.run(
             key,
             at,
@@ -136,6 +148,14 @@ impl<S: Store> Engine<S> {
         at: Instant,
     ) -> Result<Decided<Result<Option<KeyInfo>, LockError>>, StoreError> {
         let limits = self.limits.clone();
+        if let Err(e) = limits.check_key(key) {
+            return Ok(Decided {
+                reply: Err(e),
+                events: Vec::new(),
+                now: at,
+                next_deadline: None,
+            });
+        }
         self.run(
             key,
             at,

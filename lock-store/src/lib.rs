@@ -20,6 +20,8 @@
 
 mod engine;
 mod memory;
+#[cfg(feature = "postgres")]
+mod postgres;
 #[cfg(feature = "redis")]
 mod redis;
 #[cfg(feature = "sqlite")]
@@ -30,6 +32,8 @@ pub mod url;
 
 pub use engine::{Decided, Engine, TimeSource, MAX_ATTEMPTS};
 pub use memory::MemoryStore;
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresStore;
 #[cfg(feature = "redis")]
 pub use redis::RedisStore;
 #[cfg(feature = "sqlite")]
