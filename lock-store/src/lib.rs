@@ -20,6 +20,8 @@
 
 mod engine;
 mod memory;
+#[cfg(feature = "mysql")]
+mod mysql;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "redis")]
@@ -32,6 +34,8 @@ pub mod url;
 
 pub use engine::{Decided, Engine, TimeSource, MAX_ATTEMPTS};
 pub use memory::MemoryStore;
+#[cfg(feature = "mysql")]
+pub use mysql::MysqlStore;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
 #[cfg(feature = "redis")]

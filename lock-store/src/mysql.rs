@@ -1,0 +1,406 @@
+//! The MariaDB/MySQL store. A namespace is a set of objects named `<namespace>_...` in the URL's
+//! database: `_records` (one row per key), `_fences` (a sequence, `NOCACHE` so the last issued
+//! token is exact; MariaDB 10.3+), `_meta` (format version) and the `_cas` procedure: one
+//! transaction that compares the version, writes, takes tokens with `NEXTVAL` while the row is
+//! locked, or returns the current row, with `SYSDATE(6)`; one round trip. No lock rules in SQL.
+
+use std::time::Duration as StdDuration;
+
+use lock_core::{Fence, Instant};
+use mysql::prelude::Queryable;
+use mysql::{Conn, Opts, OptsBuilder, Row, Value};
+
+use crate::store::{
+    check_namespace, fences_from_text, instant_to_sql, Read, Store, StoreError, Stored, Write,
+    Written,
+};
+
+/// The format this build installs (in `<ns>_meta`).
+const FORMAT: &str = "1";
+
+const TABLES: &[&str] = &[
+    "CREATE TABLE IF NOT EXISTS `__NS___meta` (name VARCHAR(64) PRIMARY KEY, value VARCHAR(64) NOT NULL) ENGINE=InnoDB",
+    "INSERT IGNORE INTO `__NS___meta` VALUES ('format', '__FORMAT__')",
+    "CREATE TABLE IF NOT EXISTS `__NS___records` (
+        k VARBINARY(3072) NOT NULL PRIMARY KEY,
+        version BIGINT UNSIGNED NOT NULL,
+        record LONGBLOB NOT NULL,
+        fences TEXT NOT NULL,
+        forget_at BIGINT NULL,
+        KEY forget_at (forget_at)
+    ) ENGINE=InnoDB",
+    "CREATE SEQUENCE IF NOT EXISTS `__NS___fences` START WITH 1 MINVALUE 1 MAXVALUE 9007199254740991 INCREMENT BY 1 NOCACHE NOCYCLE",
+    "CREATE OR REPLACE PROCEDURE `__NS___cas`(
+        IN p_key VARBINARY(3072), IN p_expected BIGINT UNSIGNED, IN p_version BIGINT UNSIGNED,
+        IN p_record LONGBLOB, IN p_n INT, IN p_not_before BIGINT, IN p_forget_at BIGINT)
+    MODIFIES SQL DATA
+    BEGIN
+        DECLARE t BIGINT DEFAULT FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000);
+        DECLARE f TEXT DEFAULT '';
+        DECLARE n_rows INT DEFAULT 0;
+        DECLARE i INT DEFAULT 0;
+        DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+        START TRANSACTION;
+        IF p_not_before IS NULL OR t >= p_not_before THEN
+            IF p_expected = 0 THEN
+                INSERT IGNORE INTO `__NS___records` (k, version, record, fences, forget_at)
+                VALUES (p_key, p_version, p_record, '', p_forget_at);
+            ELSEIF p_record IS NULL THEN
+                DELETE FROM `__NS___records` WHERE k = p_key AND version = p_expected;
+            ELSE
+                UPDATE `__NS___records`
+                SET version = p_version, record = p_record, fences = '', forget_at = p_forget_at
+                WHERE k = p_key AND version = p_expected;
+            END IF;
+            SET n_rows = ROW_COUNT();
+            IF n_rows = 1 AND p_n > 0 THEN
+                WHILE i < p_n DO
+                    SET f = CONCAT(f, IF(i = 0, '', ','), NEXTVAL(`__NS___fences`));
+                    SET i = i + 1;
+                END WHILE;
+                UPDATE `__NS___records` SET fences = f WHERE k = p_key;
+            END IF;
+        END IF;
+        COMMIT;
+        IF n_rows = 1 THEN
+            SELECT 1, t, p_version, NULL, f;
+        ELSE
+            SELECT 0, t, r.version, r.record, r.fences
+            FROM (SELECT 1) AS one LEFT JOIN `__NS___records` AS r ON r.k = p_key;
+        END IF;
+    END",
+];
+
+const COLUMNS: [&str; 5] = ["fences", "forget_at", "k", "record", "version"];
+
+/// Records in MariaDB or MySQL.
+pub struct MysqlStore {
+    opts: Opts,
+    conn: Option<Conn>,
+    shown: String,
+    namespace: String,
+    writes: u32,
+}
+
+impl std::fmt::Debug for MysqlStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.describe())
+    }
+}
+
+fn reason(e: &mysql::Error) -> String {
+    e.to_string()
+}
+
+impl MysqlStore {
+    /// Connects to `url` (`mysql://user[:password]@host[:port]/database`) and installs (or
+    /// checks) the namespace's objects in that database. Every call waits at most `timeout`
+    /// (connect, read and write timeouts of the socket).
+    ///
+    /// # Errors
+    /// [`StoreError::Url`], [`StoreError::Namespace`], [`StoreError::Connect`],
+    /// [`StoreError::Schema`] (a foreign table, another format, no permission).
+    pub fn open(url: &str, namespace: &str, timeout: StdDuration) -> Result<Self, StoreError> {
+        check_namespace(namespace)?;
+        let shown = crate::url::without_password(url);
+        let opts = Opts::from_url(url).map_err(|e| StoreError::Url {
+            url: shown.clone(),
+            reason: e.to_string(),
+        })?;
+        if opts.get_db_name().is_none() {
+            return Err(StoreError::Url {
+                url: shown,
+                reason: "no database: add /DATABASE to the URL".into(),
+            });
+        }
+        let opts: Opts = OptsBuilder::from_opts(opts)
+            .prefer_socket(false)
+            .tcp_connect_timeout(Some(timeout))
+            .read_timeout(Some(timeout))
+            .write_timeout(Some(timeout))
+            .into();
+        let mut store = MysqlStore {
+            opts,
+            conn: None,
+            shown,
+            namespace: namespace.to_owned(),
+            writes: 0,
+        };
+        store.install()?;
+        Ok(store)
+    }
+
+    fn conn(&mut self) -> Result<&mut Conn, StoreError> {
+        if self.conn.is_none() {
+            let conn = Conn::new(self.opts.clone()).map_err(|e| StoreError::Connect {
+                store: format!("{} namespace \"{}\"", self.shown, self.namespace),
+                reason: reason(&e),
+            })?;
+            self.conn = Some(conn);
+        }
+        let store = self.describe();
+        self.conn.as_mut().ok_or(StoreError::Connect {
+            store,
+            reason: "no connection".into(),
+        })
+    }
+
+    /// Maps an error: a broken connection drops it (the next call reconnects) and is
+    /// [`StoreError::Lost`]; access denied is [`StoreError::Schema`].
+    fn failed(&mut self, e: &mysql::Error) -> StoreError {
+        let store = self.describe();
+        match e {
+            mysql::Error::IoError(_) | mysql::Error::DriverError(_) => {
+                self.conn = None;
+                StoreError::Lost {
+                    store,
+                    reason: reason(e),
+                }
+            }
+            mysql::Error::MySqlError(m) => match m.code {
+                // Connection killed, server shutting down, gone away, lost during query.
+                1053 | 1927 | 2006 | 2013 | 1317 => {
+                    self.conn = None;
+                    StoreError::Lost {
+                        store,
+                        reason: reason(e),
+                    }
+                }
+                1044 | 1045 | 1142 | 1143 | 1227 | 1370 => StoreError::Schema {
+                    store,
+                    reason: reason(e),
+                },
+                4084 | 4135 => StoreError::FencesExhausted { store },
+                _ => StoreError::Server {
+                    store,
+                    reason: reason(e),
+                },
+            },
+            _ => StoreError::Server {
+                store,
+                reason: reason(e),
+            },
+        }
+    }
+
+    fn sql(&self, template: &str) -> String {
+        template
+            .replace("__NS__", &self.namespace)
+            .replace("__FORMAT__", FORMAT)
+    }
+
+    fn install(&mut self) -> Result<(), StoreError> {
+        let lock = format!("expiring-locks install {}", self.namespace);
+        let statements: Vec<String> = TABLES.iter().map(|t| self.sql(t)).collect();
+        let table = format!("{}_records", self.namespace);
+        let meta = format!(
+            "SELECT value FROM `{}_meta` WHERE name = 'format'",
+            self.namespace
+        );
+        let conn = self.conn()?;
+        let result = (|| -> Result<Result<(), String>, mysql::Error> {
+            let got: Option<i64> = conn.exec_first("SELECT GET_LOCK(?, 10)", (&lock,))?;
+            if got != Some(1) {
+                return Ok(Err("timed out waiting for another installer".into()));
+            }
+            let columns: Vec<String> = conn.exec(
+                "SELECT column_name FROM information_schema.columns \
+                 WHERE table_schema = DATABASE() AND table_name = ? ORDER BY column_name",
+                (&table,),
+            )?;
+            if !columns.is_empty() && columns != COLUMNS {
+                return Ok(Err(format!(
+                    "table {table} is not ours: columns {columns:?}, expected {COLUMNS:?}"
+                )));
+            }
+            for statement in &statements {
+                conn.query_drop(statement)?;
+            }
+            let format: Option<String> = conn.query_first(&meta)?;
+            if format.as_deref() != Some(FORMAT) {
+                return Ok(Err(format!(
+                    "namespace has format {format:?}; this build reads {FORMAT}"
+                )));
+            }
+            Ok(Ok(()))
+        })();
+        if let Some(conn) = self.conn.as_mut() {
+            let _ = conn.exec_drop("SELECT RELEASE_LOCK(?)", (&lock,));
+        }
+        match result {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(reason)) => Err(StoreError::Schema {
+                store: self.describe(),
+                reason,
+            }),
+            Err(e) => match self.failed(&e) {
+                StoreError::Server { store, reason } => Err(StoreError::Schema { store, reason }),
+                other => Err(other),
+            },
+        }
+    }
+
+    /// A record from `version, record, fences` values (all NULL: none).
+    fn stored(
+        &self,
+        key: &str,
+        v: &Value,
+        r: &Value,
+        f: &Value,
+    ) -> Result<Option<Stored>, StoreError> {
+        if *v == Value::NULL {
+            return Ok(None);
+        }
+        let corrupt = || StoreError::Corrupt {
+            key: key.to_owned(),
+            error: lock_core::LockError::SnapshotCorrupt {
+                reason: lock_core::Corruption::BodyEndsEarly,
+            },
+        };
+        let version = mysql::from_value_opt::<u64>(v.clone()).map_err(|_| corrupt())?;
+        let bytes = mysql::from_value_opt::<Vec<u8>>(r.clone()).map_err(|_| corrupt())?;
+        let text = mysql::from_value_opt::<String>(f.clone()).map_err(|_| corrupt())?;
+        let fences = fences_from_text(&text).ok_or_else(corrupt)?;
+        Ok(Some(Stored {
+            version,
+            bytes,
+            fences,
+        }))
+    }
+
+    fn now(&self, v: &Value) -> Result<Instant, StoreError> {
+        mysql::from_value_opt::<i64>(v.clone())
+            .ok()
+            .and_then(|ms| u64::try_from(ms).ok())
+            .map(Instant)
+            .ok_or_else(|| StoreError::Server {
+                store: self.describe(),
+                reason: format!("unexpected server time {v:?}"),
+            })
+    }
+
+    fn read_row(&self, key: &str, row: &Row, first: usize) -> Result<Read, StoreError> {
+        let nil = Value::NULL;
+        let get = |i: usize| row.as_ref(first + i).unwrap_or(&nil);
+        Ok(Read {
+            record: self.stored(key, get(1), get(2), get(3))?,
+            now: self.now(get(0))?,
+        })
+    }
+}
+
+impl Store for MysqlStore {
+    fn describe(&self) -> String {
+        format!("{} namespace \"{}\"", self.shown, self.namespace)
+    }
+
+    fn read(&mut self, key: &str) -> Result<Read, StoreError> {
+        let sql = self.sql(
+            "SELECT FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000), r.version, r.record, r.fences \
+             FROM (SELECT 1) AS one LEFT JOIN `__NS___records` AS r ON r.k = ?",
+        );
+        let conn = self.conn()?;
+        let row: Option<Row> = match conn.exec_first(&sql, (key.as_bytes(),)) {
+            Ok(row) => row,
+            Err(e) => return Err(self.failed(&e)),
+        };
+        let row = row.ok_or_else(|| StoreError::Server {
+            store: self.describe(),
+            reason: "a read returned no row".into(),
+        })?;
+        self.read_row(key, &row, 0)
+    }
+
+    fn write(&mut self, key: &str, write: &Write<'_>) -> Result<Written, StoreError> {
+        let sql = self.sql("CALL `__NS___cas`(?, ?, ?, ?, ?, ?, ?)");
+        let params = (
+            key.as_bytes(),
+            write.expected,
+            write.version,
+            write.bytes,
+            i64::try_from(write.fresh_fences).unwrap_or(i64::MAX),
+            write.not_before.map(instant_to_sql),
+            write.forget_at.map(instant_to_sql),
+        );
+        let conn = self.conn()?;
+        let row: Option<Row> = match conn.exec_first(&sql, params) {
+            Ok(row) => row,
+            Err(e) => return Err(self.failed(&e)),
+        };
+        let row = row.ok_or_else(|| StoreError::Server {
+            store: self.describe(),
+            reason: "the compare-and-set returned no row".into(),
+        })?;
+        self.writes = self.writes.wrapping_add(1);
+        if self.writes % 64 == 0 {
+            let collect = self.sql(
+                "DELETE FROM `__NS___records` WHERE forget_at <= FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000) LIMIT 16",
+            );
+            if let Ok(conn) = self.conn() {
+                let _ = conn.query_drop(collect);
+            }
+        }
+        let done: i64 = row.get(0).unwrap_or(0);
+        if done == 1 {
+            let text: String = row.get(4).unwrap_or_default();
+            let fences = fences_from_text(&text).ok_or_else(|| StoreError::Server {
+                store: self.describe(),
+                reason: format!("unexpected fences {text:?}"),
+            })?;
+            Ok(Written::Done { fences })
+        } else {
+            Ok(Written::Conflict(self.read_row(key, &row, 1)?))
+        }
+    }
+
+    fn keys(&mut self) -> Result<Vec<String>, StoreError> {
+        let sql = self.sql("SELECT k FROM `__NS___records` ORDER BY k");
+        let conn = self.conn()?;
+        match conn.query::<Vec<u8>, _>(sql) {
+            Ok(keys) => Ok(keys
+                .into_iter()
+                .filter_map(|k| String::from_utf8(k).ok())
+                .collect()),
+            Err(e) => Err(self.failed(&e)),
+        }
+    }
+
+    fn last_fence(&mut self) -> Result<Fence, StoreError> {
+        let sql = self.sql("SELECT next_not_cached_value - 1 FROM `__NS___fences`");
+        let conn = self.conn()?;
+        match conn.query_first::<i64, _>(sql) {
+            Ok(last) => Ok(Fence(last.unwrap_or(0).max(0) as u64)),
+            Err(e) => Err(self.failed(&e)),
+        }
+    }
+
+    fn clear(&mut self) -> Result<(), StoreError> {
+        let statements = [
+            self.sql("DELETE FROM `__NS___records`"),
+            self.sql("ALTER SEQUENCE `__NS___fences` RESTART WITH 1"),
+        ];
+        let conn = self.conn()?;
+        for s in statements {
+            if let Err(e) = conn.query_drop(s) {
+                return Err(self.failed(&e));
+            }
+        }
+        Ok(())
+    }
+
+    fn uninstall(&mut self) -> Result<(), StoreError> {
+        let statements = [
+            self.sql("DROP PROCEDURE IF EXISTS `__NS___cas`"),
+            self.sql("DROP SEQUENCE IF EXISTS `__NS___fences`"),
+            self.sql("DROP TABLE IF EXISTS `__NS___records`"),
+            self.sql("DROP TABLE IF EXISTS `__NS___meta`"),
+        ];
+        let conn = self.conn()?;
+        for s in statements {
+            if let Err(e) = conn.query_drop(s) {
+                return Err(self.failed(&e));
+            }
+        }
+        Ok(())
+    }
+}
