@@ -10,7 +10,24 @@
 //! store allocates fencing tokens from one counter per namespace in the same atomic step. The
 //! store side has no lock rules: see `docs/stores.md` in the repository.
 //!
+//! # Quick start
+//! ```
+//! use std::time::Duration;
+//! use lock_store::Locks;
+//!
+//! // Every replica opens the same store and namespace ("redis://127.0.0.1:6379",
+//! // "postgres://app@db/app", "mysql://app@db/app", "sqlite:///var/lib/app/locks.db").
+//! let locks = Locks::open("memory:", "jobs")?;
+//! let lease = locks.try_acquire("nightly-report", "replica-1", Duration::from_secs(30))?;
+//! // Pass lease.fence() with every write to what the lock protects.
+//! assert!(lease.fence().0 > 0);
+//! assert!(locks.try_acquire("nightly-report", "replica-2", Duration::from_secs(30)).is_err());
+//! lease.release()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # Layers
+//! - [`Locks`] and [`Lease`]: the API for services, with the store's clock.
 //! - [`Store`]: read, compare-and-set, list, clear; one implementation per store.
 //! - [`Engine`]: the decision loop (cached records, retries, ambiguous results).
 //! - [`StoreTable`]: a namespace seen as one lock table with the caller's clock (the vectors).
@@ -19,6 +36,8 @@
 #![warn(missing_docs)]
 
 mod engine;
+mod lease;
+mod locks;
 mod memory;
 #[cfg(feature = "mysql")]
 mod mysql;
@@ -33,6 +52,8 @@ mod table;
 pub mod url;
 
 pub use engine::{Decided, Engine, TimeSource, MAX_ATTEMPTS};
+pub use lease::{Lease, LostLease};
+pub use locks::{Error, Locks};
 pub use memory::MemoryStore;
 #[cfg(feature = "mysql")]
 pub use mysql::MysqlStore;

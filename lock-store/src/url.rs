@@ -1,4 +1,98 @@
-//! Store URLs: `sqlite://PATH`, `redis://...`, `postgres://...`, `mysql://...`, `memory:`.
+//! Opening a store by URL: `sqlite://PATH`, `redis://HOST[:PORT][/DB]`,
+//! `postgres://USER@HOST[:PORT]/DB`, `mysql://USER@HOST[:PORT]/DB` (also `mariadb://`), and
+//! `memory:` (this process only).
+
+use std::time::Duration;
+
+use crate::store::{Store, StoreError};
+
+/// How long any one store call may take before it fails ([`StoreError::Lost`]).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Opens namespace `namespace` of the store at `url`, installing its schema or scripts if
+/// needed.
+///
+/// # Errors
+/// [`StoreError::Url`] for an unknown scheme or a malformed URL, [`StoreError::NotCompiled`] for
+/// a store this build lacks, or the store's own error (unreachable server, foreign schema...).
+pub fn open(url: &str, namespace: &str) -> Result<Box<dyn Store>, StoreError> {
+    open_with_timeout(url, namespace, DEFAULT_TIMEOUT)
+}
+
+/// [`open`] with another bound on each call.
+///
+/// # Errors
+/// As [`open`].
+pub fn open_with_timeout(
+    url: &str,
+    namespace: &str,
+    timeout: Duration,
+) -> Result<Box<dyn Store>, StoreError> {
+    let _ = timeout; // unused when no server store is compiled in
+    let scheme = url.split_once(':').map_or("", |(s, _)| s);
+    match scheme {
+        "memory" => Ok(Box::new(crate::MemoryStore::new(namespace)?)),
+        "sqlite" => open_sqlite(url, namespace),
+        "redis" => {
+            #[cfg(feature = "redis")]
+            return Ok(Box::new(crate::RedisStore::open(url, namespace, timeout)?));
+            #[cfg(not(feature = "redis"))]
+            return Err(not_compiled("redis", "redis"));
+        }
+        "postgres" | "postgresql" => {
+            #[cfg(feature = "postgres")]
+            return Ok(Box::new(crate::PostgresStore::open(
+                url, namespace, timeout,
+            )?));
+            #[cfg(not(feature = "postgres"))]
+            return Err(not_compiled("postgres", "postgres"));
+        }
+        "mysql" | "mariadb" => {
+            #[cfg(feature = "mysql")]
+            return Ok(Box::new(crate::MysqlStore::open(
+                &url.replacen("mariadb://", "mysql://", 1),
+                namespace,
+                timeout,
+            )?));
+            #[cfg(not(feature = "mysql"))]
+            return Err(not_compiled("mysql", "mysql"));
+        }
+        _ => Err(StoreError::Url {
+            url: without_password(url),
+            reason: "unknown scheme: use sqlite://PATH, redis://, postgres://, mysql:// or memory:"
+                .into(),
+        }),
+    }
+}
+
+#[allow(dead_code)]
+fn not_compiled(scheme: &str, feature: &'static str) -> StoreError {
+    StoreError::NotCompiled {
+        scheme: scheme.to_owned(),
+        feature,
+    }
+}
+
+fn open_sqlite(url: &str, namespace: &str) -> Result<Box<dyn Store>, StoreError> {
+    let path = url.strip_prefix("sqlite://").unwrap_or_default();
+    if path.is_empty() {
+        return Err(StoreError::Url {
+            url: url.to_owned(),
+            reason: "no file: use sqlite://PATH (sqlite:///absolute/path or sqlite://relative)"
+                .into(),
+        });
+    }
+    #[cfg(feature = "sqlite")]
+    return Ok(Box::new(crate::SqliteStore::open(
+        std::path::Path::new(path),
+        namespace,
+    )?));
+    #[cfg(not(feature = "sqlite"))]
+    {
+        let _ = namespace;
+        Err(not_compiled("sqlite", "sqlite"))
+    }
+}
 
 /// `url` with any password replaced by `***`, for messages.
 #[must_use]
@@ -13,5 +107,35 @@ pub fn without_password(url: &str) -> String {
             None => url.to_owned(),
         },
         None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_reach_messages() {
+        assert_eq!(
+            without_password("redis://u:secret@h:1/0"),
+            "redis://u:***@h:1/0"
+        );
+        assert_eq!(without_password("redis://h:1"), "redis://h:1");
+        assert_eq!(
+            without_password("postgres://a:b@h/db?x=1"),
+            "postgres://a:***@h/db?x=1"
+        );
+    }
+
+    #[test]
+    fn bad_urls_are_named() {
+        for url in ["ftp://x", "nothing", "sqlite://"] {
+            let e = open(url, "ns").err().unwrap();
+            assert!(matches!(e, StoreError::Url { .. }), "{url}: {e}");
+        }
+        assert!(matches!(
+            open("memory:", "Bad-Name"),
+            Err(StoreError::Namespace { .. })
+        ));
     }
 }

@@ -134,3 +134,24 @@ impl<F: FnMut()> Drop for Cleanup<F> {
         (self.0)();
     }
 }
+
+/// Every store this build has, as (label, URL): SQLite in a fresh file and memory always, the
+/// servers with their features.
+pub fn store_urls() -> Vec<(&'static str, String)> {
+    let dir = std::env::temp_dir().join(unique_namespace("lockstore"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut urls = vec![(
+        "sqlite",
+        format!("sqlite://{}", dir.join("locks.db").display()),
+    )];
+    if cfg!(feature = "redis") {
+        urls.push(("redis", redis_url()));
+    }
+    if cfg!(feature = "postgres") {
+        urls.push(("postgres", postgres_url()));
+    }
+    if cfg!(feature = "mysql") {
+        urls.push(("mysql", mysql_url()));
+    }
+    urls
+}

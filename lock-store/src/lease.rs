@@ -1,0 +1,367 @@
+//! [`Lease`]: what a holder keeps, its guard thread (keep-alive and the lost-lock watch) and
+//! the lost-lock callback, run exactly once.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant as LocalInstant};
+
+use lock_core::{Fence, Grant, Instant, LockError, Request, Response};
+
+use crate::locks::{millis, Error, Locks};
+
+/// What an `on_lost` callback is told.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LostLease {
+    /// The key.
+    pub key: String,
+    /// The owner that lost it.
+    pub owner: String,
+    /// The lost lease's fencing token.
+    pub fence: Fence,
+    /// Why: the store's refusal (`expired`, `not-held`, `not-owner`), or `None` when this
+    /// holder's own clock reached the lease's end without a successful extension (the store
+    /// could not be reached, or nobody extended it).
+    pub refusal: Option<LockError>,
+}
+
+type LostCallback = Box<dyn FnOnce(&LostLease) + Send>;
+
+#[derive(Default)]
+struct Guard {
+    /// The guard thread runs.
+    running: bool,
+    /// It also extends the lease (keep-alive).
+    extend: bool,
+    /// Stop it (released or dropped).
+    stop: bool,
+}
+
+/// State shared by a [`Lease`] and its guard thread.
+pub(crate) struct LeaseState {
+    key: String,
+    owner: String,
+    fence: Fence,
+    ttl: Duration,
+    /// The lease's deadline in the store's time.
+    deadline: AtomicU64,
+    /// The holder's own, earlier end of the lease: when the request that granted or last
+    /// extended it left this machine, plus the time that remained.
+    local_end: Mutex<LocalInstant>,
+    released: AtomicBool,
+    lost: AtomicBool,
+    /// Why it was lost (set before `lost`).
+    refusal: Mutex<Option<LockError>>,
+    on_lost: Mutex<Option<LostCallback>>,
+    guard: Mutex<Guard>,
+    wake: Condvar,
+}
+
+impl LeaseState {
+    pub(crate) fn new(
+        key: &str,
+        owner: &str,
+        grant: Grant,
+        ttl: Duration,
+        local_end: LocalInstant,
+    ) -> Self {
+        LeaseState {
+            key: key.to_owned(),
+            owner: owner.to_owned(),
+            fence: grant.fence,
+            ttl,
+            deadline: AtomicU64::new(grant.deadline.0),
+            local_end: Mutex::new(local_end),
+            released: AtomicBool::new(false),
+            lost: AtomicBool::new(false),
+            refusal: Mutex::new(None),
+            on_lost: Mutex::new(None),
+            guard: Mutex::new(Guard::default()),
+            wake: Condvar::new(),
+        }
+    }
+
+    fn local_end(&self) -> LocalInstant {
+        *self
+            .local_end
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn guard(&self) -> std::sync::MutexGuard<'_, Guard> {
+        self.guard.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Marks the lease lost (the first call only) and runs the callback if it is set.
+    fn lose(&self, refusal: Option<LockError>) {
+        if self.released.load(Ordering::SeqCst) {
+            return;
+        }
+        {
+            let mut why = self.refusal.lock().unwrap_or_else(PoisonError::into_inner);
+            if self.lost.load(Ordering::SeqCst) {
+                return;
+            }
+            *why = refusal;
+            self.lost.store(true, Ordering::SeqCst);
+        }
+        self.fire();
+    }
+
+    /// Runs the callback if the lease is lost and the callback is set: whoever takes it out of
+    /// its slot runs it, so it runs exactly once.
+    fn fire(&self) {
+        if !self.lost.load(Ordering::SeqCst) {
+            return;
+        }
+        let callback = self
+            .on_lost
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(callback) = callback {
+            let refusal = self
+                .refusal
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            callback(&LostLease {
+                key: self.key.clone(),
+                owner: self.owner.clone(),
+                fence: self.fence,
+                refusal,
+            });
+        }
+    }
+
+    fn stop(&self) {
+        self.guard().stop = true;
+        self.wake.notify_all();
+    }
+}
+
+/// A held lock. Dropping it releases it (errors ignored); [`release`](Self::release) reports
+/// them.
+pub struct Lease {
+    locks: Locks,
+    state: Arc<LeaseState>,
+}
+
+impl std::fmt::Debug for Lease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lease")
+            .field("key", &self.state.key)
+            .field("owner", &self.state.owner)
+            .field("fence", &self.state.fence)
+            .field("deadline", &self.deadline())
+            .finish()
+    }
+}
+
+impl Lease {
+    pub(crate) fn new(locks: Locks, state: LeaseState) -> Self {
+        Lease {
+            locks,
+            state: Arc::new(state),
+        }
+    }
+
+    /// The key.
+    #[must_use]
+    pub fn key(&self) -> &str {
+        &self.state.key
+    }
+
+    /// The owner.
+    #[must_use]
+    pub fn owner(&self) -> &str {
+        &self.state.owner
+    }
+
+    /// The fencing token: pass it with every write to the protected resource.
+    #[must_use]
+    pub fn fence(&self) -> Fence {
+        self.state.fence
+    }
+
+    /// The deadline in the store's time (milliseconds since the Unix epoch).
+    #[must_use]
+    pub fn deadline(&self) -> Instant {
+        Instant(self.state.deadline.load(Ordering::SeqCst))
+    }
+
+    /// True once the lease is known lost, or this holder's own clock passed its end: stop
+    /// working on the resource. Conservative: it turns true before the store frees the key.
+    #[must_use]
+    pub fn is_lost(&self) -> bool {
+        self.state.lost.load(Ordering::SeqCst) || LocalInstant::now() >= self.state.local_end()
+    }
+
+    /// Moves the deadline to the store's now + `ttl` (same fence).
+    ///
+    /// # Errors
+    /// [`Error::Lock`] (`expired`, `not-held`, `not-owner`: the lease is lost, and `on_lost`
+    /// runs), [`Error::Store`].
+    pub fn extend(&self, ttl: Duration) -> Result<(), Error> {
+        extend(&self.locks, &self.state, ttl)
+    }
+
+    /// Keeps the lease alive: a guard thread extends it by its TTL every third of it. If an
+    /// extension is refused, or this holder's clock reaches the lease's end without one (the
+    /// store cannot be reached), the lease is lost and `on_lost` runs.
+    pub fn keep_alive(&self) {
+        self.start_guard(true);
+    }
+
+    /// Runs `callback` once if the lease is lost (an extension refused, or its end reached on
+    /// this holder's clock without a successful extension), in the thread that found out. Not
+    /// after a release. Set at once if already lost.
+    pub fn on_lost(&self, callback: impl FnOnce(&LostLease) + Send + 'static) {
+        *self
+            .state
+            .on_lost
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(Box::new(callback));
+        if self.state.lost.load(Ordering::SeqCst) {
+            self.state.fire();
+            return;
+        }
+        self.start_guard(false);
+    }
+
+    fn start_guard(&self, keep_alive: bool) {
+        let mut guard = self.state.guard();
+        guard.extend |= keep_alive;
+        if guard.running || guard.stop {
+            drop(guard);
+            self.state.wake.notify_all();
+            return;
+        }
+        guard.running = true;
+        drop(guard);
+        let locks = self.locks.clone();
+        let state = Arc::clone(&self.state);
+        std::thread::spawn(move || guard_thread(&locks, &state));
+    }
+
+    /// Ends the lease (idempotent: a second call answers `Ok`); the first waiter, if any, is
+    /// handed the key.
+    ///
+    /// # Errors
+    /// [`Error::Lock`] with `expired` if the lease ran out first (`on_lost` runs), or another
+    /// lock refusal; [`Error::Store`] (the lease then ends at its deadline).
+    pub fn release(&self) -> Result<(), Error> {
+        self.state.stop();
+        if self.state.released.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let (key, owner, fence) = (&self.state.key, &self.state.owner, self.state.fence);
+        let decided = self.locks.request(key, |now| Request::Release {
+            key,
+            owner,
+            fence,
+            now,
+        })?;
+        match decided.reply {
+            Response::Done(Ok(())) => {
+                self.state.released.store(true, Ordering::SeqCst);
+                Ok(())
+            }
+            Response::Done(Err(e)) => {
+                self.state.lose(Some(e.clone()));
+                self.state.released.store(true, Ordering::SeqCst);
+                Err(Error::Lock(e))
+            }
+            other => Err(Error::Store(crate::StoreError::Server {
+                store: self.locks.describe(),
+                reason: format!("unexpected answer {other:?}"),
+            })),
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        let _ = self.release();
+    }
+}
+
+fn extend(locks: &Locks, state: &LeaseState, ttl: Duration) -> Result<(), Error> {
+    let (key, owner, fence) = (&state.key, &state.owner, state.fence);
+    let sent = LocalInstant::now();
+    let ttl_ms = millis(ttl);
+    let decided = locks.request(key, |now| Request::Extend {
+        key,
+        owner,
+        fence,
+        ttl: ttl_ms,
+        now,
+    })?;
+    match decided.reply {
+        Response::Extend(Ok(grant)) => {
+            state.deadline.store(grant.deadline.0, Ordering::SeqCst);
+            let remaining = Duration::from_millis(grant.deadline.0.saturating_sub(decided.now.0));
+            *state
+                .local_end
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = sent + remaining;
+            Ok(())
+        }
+        Response::Extend(Err(e)) => {
+            if matches!(
+                e,
+                LockError::Expired { .. } | LockError::NotHeld | LockError::NotOwner
+            ) {
+                state.lose(Some(e.clone()));
+            }
+            Err(Error::Lock(e))
+        }
+        other => Err(Error::Store(crate::StoreError::Server {
+            store: locks.describe(),
+            reason: format!("unexpected answer {other:?}"),
+        })),
+    }
+}
+
+/// Extends (with keep-alive) every third of the TTL, retries a failed store call sooner, and
+/// declares the lease lost when this holder's clock reaches its end.
+fn guard_thread(locks: &Locks, state: &LeaseState) {
+    let period = (state.ttl / 3).max(Duration::from_millis(1));
+    let mut next_extend = LocalInstant::now() + period;
+    loop {
+        let guard = state.guard();
+        if guard.stop {
+            return;
+        }
+        let now = LocalInstant::now();
+        let end = state.local_end();
+        let wake_at = if guard.extend {
+            next_extend.min(end)
+        } else {
+            end
+        };
+        if now < wake_at {
+            let (guard, _) = state
+                .wake
+                .wait_timeout(guard, wake_at - now)
+                .unwrap_or_else(PoisonError::into_inner);
+            drop(guard);
+            continue;
+        }
+        let extend_now = guard.extend && now >= next_extend;
+        drop(guard);
+        if now >= end {
+            state.lose(None);
+            return;
+        }
+        if extend_now {
+            match extend(locks, state, state.ttl) {
+                Ok(()) => next_extend = LocalInstant::now() + period,
+                Err(Error::Lock(_)) => return,
+                // The store did not answer: try again soon, until the lease's end.
+                Err(_) => {
+                    next_extend = LocalInstant::now() + period.min(Duration::from_millis(100));
+                }
+            }
+        }
+    }
+}

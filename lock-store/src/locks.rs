@@ -1,0 +1,330 @@
+//! [`Locks`]: the lock API for services, over any [`Store`], with the store's clock.
+//!
+//! The same shape as `host_wasmtime::LockHost`: try-acquire, acquire with a wait, a [`Lease`]
+//! with its fence and deadline, extend, keep-alive, a lost-lock callback, idempotent release
+//! (also on drop), `with_lock`, inspect. Every answer is decided by `lock-core` on the key's
+//! record; this module only waits, retries and keeps the holder's own view conservative.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant as LocalInstant};
+
+use lock_core::{
+    AcquireOutcome, EventKind, Fence, Grant, Instant, KeyInfo, Limits, LockError, Request, Response,
+};
+
+use crate::engine::{Decided, Engine, TimeSource};
+use crate::lease::{Lease, LeaseState};
+use crate::store::{Store, StoreError};
+
+/// Why a call failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Error {
+    /// The lock refused (`held`, `expired`, `not-owner`, a validation error...).
+    Lock(LockError),
+    /// The store failed (unreachable, lost connection, corrupt record...).
+    Store(StoreError),
+    /// `acquire` waited `wait` without being handed the lock.
+    WaitTimedOut,
+    /// This owner already waits for this key (in another call or process).
+    AlreadyWaiting,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Lock(e) => e.fmt(f),
+            Error::Store(e) => e.fmt(f),
+            Error::WaitTimedOut => f.write_str("wait timed out"),
+            Error::AlreadyWaiting => f.write_str("this owner already waits for this key"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<StoreError> for Error {
+    fn from(e: StoreError) -> Self {
+        Error::Store(e)
+    }
+}
+
+impl From<LockError> for Error {
+    fn from(e: LockError) -> Self {
+        Error::Lock(e)
+    }
+}
+
+pub(crate) struct Shared {
+    engine: Mutex<Engine<Box<dyn Store>>>,
+    /// The longest a waiter sleeps between two looks at its key.
+    pub(crate) poll: Duration,
+}
+
+/// Locks over one store namespace. Cheap to clone (clones share the connection); give each
+/// thread that blocks in `acquire` its own `Locks` (or a clone: calls take turns on the
+/// connection, never while sleeping).
+#[derive(Clone)]
+pub struct Locks {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl fmt::Debug for Locks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Locks")
+            .field("store", &self.describe())
+            .finish()
+    }
+}
+
+/// `std` duration as core milliseconds (saturating).
+pub(crate) fn millis(d: Duration) -> lock_core::Duration {
+    lock_core::Duration(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl Locks {
+    /// Locks over `store` with the core's default limits.
+    pub fn new(store: impl Store + 'static) -> Self {
+        match Locks::with_limits(store, Limits::default()) {
+            Ok(locks) => locks,
+            Err(_) => unreachable!("the default limits are valid"),
+        }
+    }
+
+    /// Locks over `store`, checking requests against `limits`.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidLimits`].
+    pub fn with_limits(store: impl Store + 'static, limits: Limits) -> Result<Self, LockError> {
+        let store: Box<dyn Store> = Box::new(store);
+        Ok(Locks {
+            shared: Arc::new(Shared {
+                engine: Mutex::new(Engine::new(store, limits, TimeSource::Store)?),
+                poll: Duration::from_millis(50),
+            }),
+        })
+    }
+
+    /// Opens namespace `namespace` of the store at `url` (see [`crate::url::open`]).
+    ///
+    /// # Errors
+    /// The store's [`StoreError`].
+    pub fn open(url: &str, namespace: &str) -> Result<Self, StoreError> {
+        Ok(Locks::new(crate::url::open(url, namespace)?))
+    }
+
+    /// The store and namespace, for messages (no password).
+    #[must_use]
+    pub fn describe(&self) -> String {
+        self.engine().store_mut().describe()
+    }
+
+    fn engine(&self) -> std::sync::MutexGuard<'_, Engine<Box<dyn Store>>> {
+        // The engine holds no invariant across a panic: at worst a remembered record is stale,
+        // and the next compare-and-set corrects it.
+        self.shared
+            .engine
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// One request on `key` at the store's time.
+    pub(crate) fn request<'r>(
+        &self,
+        key: &str,
+        make: impl Fn(Instant) -> Request<'r>,
+    ) -> Result<Decided<Response>, StoreError> {
+        self.engine().request(key, Instant::ZERO, make)
+    }
+
+    /// Takes `key` for `owner` for `ttl` if nobody else holds it.
+    ///
+    /// # Errors
+    /// [`Error::Lock`] with `held(deadline)` if another owner holds it (or any other lock
+    /// error), [`Error::AlreadyWaiting`], [`Error::Store`].
+    pub fn try_acquire(&self, key: &str, owner: &str, ttl: Duration) -> Result<Lease, Error> {
+        self.acquire(key, owner, ttl, Duration::ZERO)
+    }
+
+    /// Takes `key` for `owner` for `ttl`, waiting up to `wait` in the key's FIFO queue (shared
+    /// by every process on the store). A zero `wait` is [`try_acquire`](Self::try_acquire).
+    ///
+    /// The returned lease is live: a hand-off that ended before this caller saw it is never
+    /// returned (the acquire goes on with what remains of the wait).
+    ///
+    /// # Errors
+    /// [`Error::WaitTimedOut`], [`Error::AlreadyWaiting`], [`Error::Lock`], [`Error::Store`]
+    /// (after which this caller is no longer queued, if the store can still be reached).
+    pub fn acquire(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<Lease, Error> {
+        let ttl_ms = millis(ttl);
+        let wait_ms = millis(wait);
+        let mut wait_deadline: Option<Instant> = None;
+        loop {
+            let sent = LocalInstant::now();
+            let decided = self.request(key, |now| {
+                let until = wait_deadline.unwrap_or_else(|| now.saturating_add(wait_ms));
+                if until <= now {
+                    Request::TryAcquire {
+                        key,
+                        owner,
+                        ttl: ttl_ms,
+                        now,
+                    }
+                } else {
+                    Request::Acquire {
+                        key,
+                        owner,
+                        ttl: ttl_ms,
+                        wait_deadline: until,
+                        now,
+                    }
+                }
+            })?;
+            let until = *wait_deadline.get_or_insert(decided.now.saturating_add(wait_ms));
+            match decided.reply {
+                Response::Acquire(Ok(
+                    AcquireOutcome::Acquired(g) | AcquireOutcome::AlreadyHeld(g),
+                )) => {
+                    return Ok(self.lease(key, owner, ttl, g, decided.now, sent));
+                }
+                Response::Acquire(Ok(AcquireOutcome::AlreadyWaiting { .. })) => {
+                    return Err(Error::AlreadyWaiting);
+                }
+                Response::Acquire(Ok(AcquireOutcome::Queued { .. })) => {}
+                Response::Acquire(Err(e)) => return Err(Error::Lock(e)),
+                other => {
+                    return Err(Error::Store(StoreError::Server {
+                        store: self.describe(),
+                        reason: format!("unexpected answer {other:?}"),
+                    }))
+                }
+            }
+            match self.wait_in_line(key, owner, ttl, until, decided.next_deadline, decided.now) {
+                Ok(Some(lease)) => return Ok(lease),
+                Ok(None) => {}
+                Err(e) => {
+                    let _ = self.request(key, |now| Request::CancelWait { key, owner, now });
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// Waits in `key`'s queue until this owner holds it (`Some`), its hand-off ended before it
+    /// looked and time remains (`None`: ask again), or the wait is over.
+    fn wait_in_line(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+        until: Instant,
+        mut next: Option<Instant>,
+        mut now: Instant,
+    ) -> Result<Option<Lease>, Error> {
+        loop {
+            // Sleep to the key's next change (a deadline), at most `poll`: a release hands the
+            // key over in the record at once, and the next look finds it.
+            let to_next = next.map_or(u64::MAX, |t| t.0.saturating_sub(now.0));
+            let nap = self.shared.poll.min(Duration::from_millis(to_next.max(1)));
+            std::thread::sleep(nap);
+            let sent = LocalInstant::now();
+            let decided = self.engine().inspect(key, Instant::ZERO)?;
+            now = decided.now;
+            next = decided.next_deadline;
+            let info = decided.reply.map_err(Error::Lock)?;
+            if let Some(holder) = info
+                .as_ref()
+                .map(|i| &i.holder)
+                .filter(|h| h.owner == owner)
+            {
+                let grant = Grant {
+                    fence: holder.fence,
+                    deadline: holder.deadline,
+                };
+                return Ok(Some(self.lease(key, owner, ttl, grant, now, sent)));
+            }
+            let waiting = info
+                .as_ref()
+                .is_some_and(|i| i.waiters.iter().any(|w| w.owner == owner));
+            if waiting {
+                continue;
+            }
+            let timed_out = decided
+                .events
+                .iter()
+                .any(|e| matches!(&e.kind, EventKind::WaitTimedOut { owner: o } if o == owner));
+            return if timed_out || now >= until {
+                Err(Error::WaitTimedOut)
+            } else {
+                Ok(None)
+            };
+        }
+    }
+
+    fn lease(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+        grant: Grant,
+        store_now: Instant,
+        sent: LocalInstant,
+    ) -> Lease {
+        // The holder's own view is conservative: what remained at the decision, counted from
+        // when the request left this machine.
+        let remaining = Duration::from_millis(grant.deadline.0.saturating_sub(store_now.0));
+        let state = LeaseState::new(key, owner, grant, ttl, sent + remaining);
+        Lease::new(self.clone(), state)
+    }
+
+    /// Runs `work` while holding `key`, releasing when it returns.
+    ///
+    /// # Errors
+    /// The errors of [`acquire`](Self::acquire); the release's error if the lease was lost
+    /// meanwhile ([`Error::Lock`] with `expired`): the work may have overlapped another holder.
+    pub fn with_lock<R>(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+        wait: Duration,
+        work: impl FnOnce(&Lease) -> R,
+    ) -> Result<R, Error> {
+        let lease = self.acquire(key, owner, ttl, wait)?;
+        let value = work(&lease);
+        lease.release()?;
+        Ok(value)
+    }
+
+    /// The holder and queue of `key` at the store's time, `None` if free.
+    ///
+    /// # Errors
+    /// [`Error::Lock`] for an invalid key, [`Error::Store`].
+    pub fn inspect(&self, key: &str) -> Result<Option<KeyInfo>, Error> {
+        let decided = self.engine().inspect(key, Instant::ZERO)?;
+        decided.reply.map_err(Error::Lock)
+    }
+
+    /// The keys of the namespace that have a record (held, waited for, or remembering a recent
+    /// expiry), in byte order.
+    ///
+    /// # Errors
+    /// [`Error::Store`].
+    pub fn keys(&self) -> Result<Vec<String>, Error> {
+        Ok(self.engine().store_mut().keys()?)
+    }
+
+    /// The last fencing token the namespace issued.
+    ///
+    /// # Errors
+    /// [`Error::Store`].
+    pub fn last_fence(&self) -> Result<Fence, Error> {
+        Ok(self.engine().store_mut().last_fence()?)
+    }
+}

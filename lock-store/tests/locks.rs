@@ -1,0 +1,130 @@
+//! The service API over every store, with real time: grants, refusals, FIFO hand-off across
+//! clients, wait time-outs, keep-alive, the lost-lock callback (exactly once) and release.
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::LockError;
+use lock_store::{Error, Locks};
+
+const MS: Duration = Duration::from_millis(1);
+
+/// Runs `check` with two clients (own connections) on a fresh namespace of each store.
+fn on_every_store(check: impl Fn(&Locks, &Locks)) {
+    for (label, url) in common::store_urls() {
+        let ns = common::unique_namespace("locks");
+        let a = Locks::open(&url, &ns).unwrap_or_else(|e| panic!("{label}: {e}"));
+        let b = Locks::open(&url, &ns).unwrap_or_else(|e| panic!("{label}: {e}"));
+        let _cleanup = common::Cleanup(|| {
+            let _ = lock_store::url::open(&url, &ns).and_then(|mut s| s.uninstall());
+        });
+        println!("{label}");
+        check(&a, &b);
+    }
+}
+
+#[test]
+fn one_holder_and_refusals_name_the_deadline() {
+    on_every_store(|a, b| {
+        let lease = a.try_acquire("job", "a", 5000 * MS).unwrap();
+        assert!(lease.fence().0 > 0);
+        match b.try_acquire("job", "b", 5000 * MS) {
+            Err(Error::Lock(LockError::Held { deadline })) => {
+                assert_eq!(deadline, lease.deadline())
+            }
+            other => panic!("{other:?}"),
+        }
+        let info = b.inspect("job").unwrap().unwrap();
+        assert_eq!(
+            (info.holder.owner.as_str(), info.holder.fence),
+            ("a", lease.fence())
+        );
+        lease.release().unwrap();
+        lease.release().unwrap(); // idempotent
+        let next = b.try_acquire("job", "b", 5000 * MS).unwrap();
+        assert!(next.fence() > lease.fence());
+        assert!(matches!(
+            b.try_acquire("", "b", MS),
+            Err(Error::Lock(LockError::KeyEmpty))
+        ));
+    });
+}
+
+#[test]
+fn a_release_hands_the_key_to_the_first_waiter_in_another_client() {
+    on_every_store(|a, b| {
+        let lease = a.try_acquire("job", "a", 10_000 * MS).unwrap();
+        let fence = lease.fence();
+        let waiter = {
+            let b = b.clone();
+            std::thread::spawn(move || {
+                b.acquire("job", "b", 10_000 * MS, 5_000 * MS)
+                    .map(|l| l.fence())
+            })
+        };
+        // Wait until b is queued, then release.
+        while a.inspect("job").unwrap().unwrap().waiters.is_empty() {
+            std::thread::sleep(5 * MS);
+        }
+        lease.release().unwrap();
+        let got = waiter.join().unwrap().unwrap();
+        assert!(got > fence);
+    });
+}
+
+#[test]
+fn a_wait_times_out_and_leaves_the_queue() {
+    on_every_store(|a, b| {
+        let _lease = a.try_acquire("job", "a", 10_000 * MS).unwrap();
+        assert_eq!(
+            b.acquire("job", "b", 1000 * MS, 150 * MS).err(),
+            Some(Error::WaitTimedOut)
+        );
+        assert!(a.inspect("job").unwrap().unwrap().waiters.is_empty());
+    });
+}
+
+#[test]
+fn an_unreleased_lease_frees_itself_and_its_holder_is_told_once() {
+    on_every_store(|a, b| {
+        let lease = a.try_acquire("job", "a", 200 * MS).unwrap();
+        let lost = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::clone(&lost);
+        lease.on_lost(move |l| {
+            assert_eq!(l.owner, "a");
+            seen.fetch_add(1, Ordering::SeqCst);
+        });
+        // b waits and is handed the key at the deadline, not before.
+        let next = b.acquire("job", "b", 1000 * MS, 3000 * MS).unwrap();
+        assert!(next.fence() > lease.fence());
+        assert!(lease.is_lost());
+        std::thread::sleep(50 * MS);
+        assert_eq!(lost.load(Ordering::SeqCst), 1);
+        assert!(matches!(
+            lease.extend(MS * 100),
+            Err(Error::Lock(LockError::Expired { .. }))
+        ));
+        assert!(matches!(
+            lease.release(),
+            Err(Error::Lock(LockError::Expired { .. })) | Ok(())
+        ));
+        assert_eq!(lost.load(Ordering::SeqCst), 1, "on_lost ran twice");
+    });
+}
+
+#[test]
+fn keep_alive_holds_past_the_ttl() {
+    on_every_store(|a, b| {
+        let lease = a.try_acquire("job", "a", 300 * MS).unwrap();
+        lease.keep_alive();
+        std::thread::sleep(900 * MS);
+        assert!(!lease.is_lost());
+        assert!(matches!(
+            b.try_acquire("job", "b", MS * 100),
+            Err(Error::Lock(LockError::Held { .. }))
+        ));
+        lease.release().unwrap();
+    });
+}
