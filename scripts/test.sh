@@ -6,7 +6,9 @@
 # persistence, plugins); the adversarial suites (a SIGKILL crash loop, a real-clock stress test
 # with a checker, a corruption sweep of the persisted files, a million leases in release, a
 # short fuzzing run); the npm package's API, type and install tests; the playground end to end;
-# the examples; and the build of lock-core without std.
+# the examples; the shared stores (lock-store) against real Redis, PostgreSQL and MariaDB servers
+# (the local ones if they answer, else throwaway instances: scripts/services.sh); and the build of
+# lock-core without std.
 # Longer runs: LOCK_CRASH_ROUNDS=200 LOCK_STRESS_SECS=600 FUZZ_SECONDS=600 scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +16,12 @@ scripts/setup.sh --js --browser
 export PROPTEST_CASES="${PROPTEST_CASES:-1024}"
 echo "== cargo test (vectors, model-based proptest with $PROPTEST_CASES cases, loader, doctests)"
 cargo test --workspace
+echo "== shared stores (lock-store): every vector, the service API, faults and contention, against Redis, PostgreSQL and MariaDB"
+# shellcheck source=scripts/services.sh
+source scripts/services.sh
+ensure_services
+trap stop_services EXIT
+cargo test -p lock-store --features all-stores
 echo "== scale at the documented limits (release build): a million leases expiring at once, saved and restored, within the default call bound"
 cargo test --release -p host-wasmtime --test scale -- --ignored
 echo "== fuzzing lock-core (${FUZZ_SECONDS:-20} s per target; scripts/fuzz.sh 600 for longer)"
