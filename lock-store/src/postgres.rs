@@ -129,7 +129,7 @@ impl PostgresStore {
             .tcp_user_timeout(timeout)
             .keepalives(true)
             .keepalives_idle(StdDuration::from_secs(10))
-            .application_name("lock-store")
+            .application_name(&format!("lock-store:{namespace}"))
             .options(&format!(
                 "-c statement_timeout={ms} -c lock_timeout={ms} -c idle_in_transaction_session_timeout={}",
                 ms * 2

@@ -155,6 +155,13 @@ impl RedisStore {
                 .map_err(fail)?;
             conn.set_read_timeout(Some(self.timeout)).map_err(fail)?;
             conn.set_write_timeout(Some(self.timeout)).map_err(fail)?;
+            let mut conn = conn;
+            // Named, so that operators see whose connection it is (`CLIENT LIST`).
+            redis::cmd("CLIENT")
+                .arg("SETNAME")
+                .arg(format!("lock-store:{}", self.namespace))
+                .query::<()>(&mut conn)
+                .map_err(fail)?;
             self.conn = Some(conn);
         }
         let store = self.describe();

@@ -1,0 +1,509 @@
+//! Faults, per store: connections dropped by the server while a client works (Redis
+//! `CLIENT KILL`, PostgreSQL `pg_terminate_backend`, MariaDB `KILL`), corrupt records, servers
+//! restarted. Each attack checks what the docs promise: no duplicate grant, a typed error or a
+//! correct answer, clients that recover, corruption reported and never reset.
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::{
+    AcquireOutcome, Duration as Ms, Fence, Instant, Limits, LockError, Request, Response,
+};
+use lock_store::{Engine, Store, StoreError, TimeSource};
+
+/// Acquires and releases one key `pairs` times while `kill` drops the client's connection from
+/// the server side every few milliseconds. Every call answers correctly or fails with a typed
+/// connection error (then the caller retries); fences strictly increase; the key ends free.
+fn survives_dropped_connections<S: Store>(
+    label: &str,
+    store: S,
+    mut kill: impl FnMut() -> usize + Send + 'static,
+) {
+    let mut engine = Engine::new(store, Limits::default(), TimeSource::Store).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let killed = Arc::new(AtomicUsize::new(0));
+    let killer = {
+        let (stop, killed) = (Arc::clone(&stop), Arc::clone(&killed));
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(1 + lock_store::new_version() % 12));
+                killed.fetch_add(kill(), Ordering::SeqCst);
+            }
+        })
+    };
+    let ttl = Ms(60_000);
+    let mut fences: Vec<Fence> = Vec::new();
+    let mut dropped = 0;
+    let mut pairs = 0;
+    let started = std::time::Instant::now();
+    while pairs < 60
+        || (killed.load(Ordering::SeqCst) < 20 && started.elapsed() < Duration::from_secs(30))
+    {
+        pairs += 1;
+        let mut retried = false;
+        let fence = loop {
+            let answer = engine.request("k", Instant::ZERO, |now| Request::TryAcquire {
+                key: "k",
+                owner: "a",
+                ttl,
+                now,
+            });
+            match answer {
+                Ok(d) => match d.reply {
+                    Response::Acquire(Ok(AcquireOutcome::Acquired(g))) => break g.fence,
+                    // A retried acquire whose first attempt went through.
+                    Response::Acquire(Ok(AcquireOutcome::AlreadyHeld(g))) if retried => {
+                        break g.fence
+                    }
+                    other => panic!("{label}: acquire answered {other:?}"),
+                },
+                Err(StoreError::Lost { .. } | StoreError::Connect { .. }) => {
+                    dropped += 1;
+                    retried = true;
+                }
+                Err(e) => panic!("{label}: {e}"),
+            }
+        };
+        assert!(
+            fences.last().is_none_or(|&last| fence > last),
+            "{label}: fence {fence:?} after {fences:?}"
+        );
+        fences.push(fence);
+        let mut retried = false;
+        loop {
+            let answer = engine.request("k", Instant::ZERO, |now| Request::Release {
+                key: "k",
+                owner: "a",
+                fence,
+                now,
+            });
+            match answer {
+                Ok(d) => match d.reply {
+                    Response::Done(Ok(())) => break,
+                    // A retried release whose first attempt went through.
+                    Response::Done(Err(LockError::NotHeld)) if retried => break,
+                    other => panic!("{label}: release answered {other:?}"),
+                },
+                Err(StoreError::Lost { .. } | StoreError::Connect { .. }) => {
+                    dropped += 1;
+                    retried = true;
+                }
+                Err(e) => panic!("{label}: {e}"),
+            }
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    killer.join().unwrap();
+    let killed = killed.load(Ordering::SeqCst);
+    assert!(
+        killed >= 20,
+        "{label}: only {killed} connections killed in {pairs} pairs"
+    );
+    let end = loop {
+        match engine.inspect("k", Instant::ZERO) {
+            Ok(d) => break d.reply.unwrap(),
+            Err(StoreError::Lost { .. } | StoreError::Connect { .. }) => {}
+            Err(e) => panic!("{label}: {e}"),
+        }
+    };
+    assert_eq!(end, None, "{label}: the key is still held");
+    println!(
+        "{label}: {pairs} pairs, {killed} connections killed, {dropped} calls answered with a \
+         connection error (the rest resolved by re-reading), all correct"
+    );
+}
+
+/// Writes garbage as the record of a key held before the call, then checks that every call on
+/// it is [`StoreError::Corrupt`] and that the bytes are left as they were.
+fn corrupt_record_is_reported<S: Store>(
+    label: &str,
+    store: S,
+    overwrite: impl Fn(&[u8]),
+    read_raw: impl Fn() -> Vec<u8>,
+) {
+    let garbage = b"LOCKKREC\x01\x00garbage that is not a record".to_vec();
+    overwrite(&garbage);
+    let mut engine = Engine::new(store, Limits::default(), TimeSource::Store).unwrap();
+    for _ in 0..2 {
+        let answer = engine.request("job", Instant::ZERO, |now| Request::TryAcquire {
+            key: "job",
+            owner: "b",
+            ttl: Ms(1000),
+            now,
+        });
+        assert!(
+            matches!(answer, Err(StoreError::Corrupt { ref key, .. }) if key == "job"),
+            "{label}: {answer:?}"
+        );
+        let inspect = engine.inspect("job", Instant::ZERO);
+        assert!(
+            matches!(inspect, Err(StoreError::Corrupt { .. })),
+            "{label}: {inspect:?}"
+        );
+    }
+    assert_eq!(
+        read_raw(),
+        garbage,
+        "{label}: the corrupt record was changed"
+    );
+}
+
+/// Takes "job" for "a" through `store`.
+fn hold_job<S: Store>(store: S) {
+    let mut engine = Engine::new(store, Limits::default(), TimeSource::Store).unwrap();
+    let d = engine
+        .request("job", Instant::ZERO, |now| Request::TryAcquire {
+            key: "job",
+            owner: "a",
+            ttl: Ms(60_000),
+            now,
+        })
+        .unwrap();
+    assert!(matches!(
+        d.reply,
+        Response::Acquire(Ok(AcquireOutcome::Acquired(_)))
+    ));
+}
+
+#[cfg(feature = "sqlite")]
+#[test]
+fn sqlite_corrupt_record() {
+    use lock_store::SqliteStore;
+    let dir = std::env::temp_dir().join(common::unique_namespace("faults"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("locks.db");
+    hold_job(SqliteStore::open(&path, "faults").unwrap());
+    let (p1, p2) = (path.clone(), path.clone());
+    corrupt_record_is_reported(
+        "sqlite",
+        SqliteStore::open(&path, "faults").unwrap(),
+        move |bytes| {
+            rusqlite::Connection::open(&p1)
+                .unwrap()
+                .execute(
+                    "UPDATE expiring_lock_records SET record = ?1 WHERE key = 'job'",
+                    [bytes],
+                )
+                .unwrap();
+        },
+        move || {
+            rusqlite::Connection::open(&p2)
+                .unwrap()
+                .query_row(
+                    "SELECT record FROM expiring_lock_records WHERE key = 'job'",
+                    [],
+                    |r| r.get(0),
+                )
+                .unwrap()
+        },
+    );
+}
+
+#[cfg(feature = "redis")]
+mod redis_faults {
+    use super::*;
+    use lock_store::RedisStore;
+
+    fn open(ns: &str) -> RedisStore {
+        RedisStore::open(&common::redis_url(), ns, Duration::from_secs(5)).unwrap()
+    }
+
+    fn admin() -> redis::Connection {
+        redis::Client::open(common::redis_url())
+            .unwrap()
+            .get_connection()
+            .unwrap()
+    }
+
+    #[test]
+    fn redis_client_kill() {
+        let ns = common::unique_namespace("faults");
+        let _cleanup = common::Cleanup({
+            let ns = ns.clone();
+            move || open(&ns).uninstall().unwrap()
+        });
+        let name = format!("lock-store:{ns}");
+        let mut admin = admin();
+        survives_dropped_connections("redis", open(&ns), move || {
+            let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut admin).unwrap();
+            let mut killed = 0;
+            for line in list
+                .lines()
+                .filter(|l| l.contains(&format!(" name={name} ")))
+            {
+                if let Some(id) = line.split(' ').find_map(|f| f.strip_prefix("id=")) {
+                    let n: Result<i64, _> = redis::cmd("CLIENT")
+                        .arg("KILL")
+                        .arg("ID")
+                        .arg(id)
+                        .query(&mut admin);
+                    killed += n.unwrap_or(0) as usize;
+                }
+            }
+            killed
+        });
+    }
+
+    #[test]
+    fn redis_corrupt_record() {
+        let ns = common::unique_namespace("faults");
+        let _cleanup = common::Cleanup({
+            let ns = ns.clone();
+            move || open(&ns).uninstall().unwrap()
+        });
+        hold_job(open(&ns));
+        let key = format!("{{el:{ns}}}:k:job");
+        let k2 = key.clone();
+        corrupt_record_is_reported(
+            "redis",
+            open(&ns),
+            move |bytes| {
+                let _: () = redis::cmd("HSET")
+                    .arg(&key)
+                    .arg("r")
+                    .arg(bytes)
+                    .query(&mut admin())
+                    .unwrap();
+            },
+            move || {
+                redis::cmd("HGET")
+                    .arg(&k2)
+                    .arg("r")
+                    .query(&mut admin())
+                    .unwrap()
+            },
+        );
+    }
+
+    /// A throwaway Redis of this test's own, restarted without persistence: leases are gone
+    /// after the restart (as docs/stores.md says), and fences after it exceed every fence before.
+    #[test]
+    fn redis_restart_keeps_fences_increasing() {
+        let port = 16390 + (std::process::id() % 50) as u16;
+        let dir = std::env::temp_dir().join(common::unique_namespace("redis_restart"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let start = || {
+            let ok = std::process::Command::new("redis-server")
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ])
+                .args(["--daemonize", "yes", "--dir"])
+                .arg(&dir)
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "redis-server did not start");
+            let url = format!("redis://127.0.0.1:{port}");
+            for _ in 0..100 {
+                if redis::Client::open(url.as_str())
+                    .unwrap()
+                    .get_connection()
+                    .is_ok()
+                {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            panic!("redis on {port} does not answer");
+        };
+        let shutdown = || {
+            let url = format!("redis://127.0.0.1:{port}");
+            if let Ok(mut c) = redis::Client::open(url.as_str()).unwrap().get_connection() {
+                let _: Result<(), _> = redis::cmd("SHUTDOWN").arg("NOSAVE").query(&mut c);
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        let _stop = common::Cleanup(shutdown);
+        start();
+        let url = format!("redis://127.0.0.1:{port}");
+        let locks = lock_store::Locks::open(&url, "restart").unwrap();
+        let before: Vec<Fence> = (0..5)
+            .map(|i| {
+                locks
+                    .try_acquire(&format!("k{i}"), "a", Duration::from_secs(60))
+                    .unwrap()
+            })
+            .map(|l| {
+                let f = l.fence();
+                std::mem::forget(l);
+                f
+            })
+            .collect();
+        shutdown();
+        start();
+        // The same client: its connection is gone; the first call fails typed or reconnects.
+        let after = loop {
+            match locks.try_acquire("k0", "b", Duration::from_secs(60)) {
+                Ok(lease) => break lease,
+                Err(lock_store::Error::Store(
+                    StoreError::Lost { .. } | StoreError::Connect { .. },
+                )) => {}
+                Err(e) => panic!("{e}"),
+            }
+        };
+        // "k0" was held by "a" for a minute; the restart lost that lease (no persistence).
+        assert!(
+            before.iter().all(|&f| after.fence() > f),
+            "{:?} then {:?}",
+            before,
+            after.fence()
+        );
+    }
+}
+
+#[cfg(feature = "postgres")]
+mod postgres_faults {
+    use super::*;
+    use lock_store::PostgresStore;
+
+    fn open(ns: &str) -> PostgresStore {
+        PostgresStore::open(&common::postgres_url(), ns, Duration::from_secs(5)).unwrap()
+    }
+
+    fn admin() -> postgres::Client {
+        postgres::Client::connect(&common::postgres_url(), postgres::NoTls).unwrap()
+    }
+
+    #[test]
+    fn postgres_terminate_backend() {
+        let ns = common::unique_namespace("faults");
+        let _cleanup = common::Cleanup({
+            let ns = ns.clone();
+            move || open(&ns).uninstall().unwrap()
+        });
+        let name = format!("lock-store:{ns}");
+        let mut admin = admin();
+        survives_dropped_connections("postgres", open(&ns), move || {
+            admin
+                .query(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+                    &[&name],
+                )
+                .map_or(0, |rows| rows.iter().filter(|r| r.get::<_, bool>(0)).count())
+        });
+    }
+
+    #[test]
+    fn postgres_corrupt_record() {
+        let ns = common::unique_namespace("faults");
+        let _cleanup = common::Cleanup({
+            let ns = ns.clone();
+            move || open(&ns).uninstall().unwrap()
+        });
+        hold_job(open(&ns));
+        let (n1, n2) = (ns.clone(), ns.clone());
+        corrupt_record_is_reported(
+            "postgres",
+            open(&ns),
+            move |bytes| {
+                admin()
+                    .execute(
+                        &format!("UPDATE {n1}.records SET record = $1 WHERE key = 'job'"),
+                        &[&bytes],
+                    )
+                    .unwrap();
+            },
+            move || {
+                admin()
+                    .query_one(
+                        &format!("SELECT record FROM {n2}.records WHERE key = 'job'"),
+                        &[],
+                    )
+                    .unwrap()
+                    .get(0)
+            },
+        );
+    }
+}
+
+#[cfg(feature = "mysql")]
+mod mysql_faults {
+    use super::*;
+    use lock_store::MysqlStore;
+    use mysql::prelude::Queryable;
+
+    /// Each test gets its own database, so its connections can be told apart (and killed).
+    fn database(ns: &str) -> String {
+        let mut admin = admin();
+        admin
+            .query_drop(format!("CREATE DATABASE IF NOT EXISTS `{ns}`"))
+            .unwrap();
+        common::mysql_url()
+            .rsplit_once('/')
+            .map(|(base, _)| format!("{base}/{ns}"))
+            .unwrap()
+    }
+
+    fn admin() -> mysql::Conn {
+        mysql::Conn::new(mysql::Opts::from_url(&common::mysql_url()).unwrap()).unwrap()
+    }
+
+    fn drop_database(ns: &str) {
+        let _ = admin().query_drop(format!("DROP DATABASE IF EXISTS `{ns}`"));
+    }
+
+    #[test]
+    fn mariadb_kill() {
+        let ns = common::unique_namespace("faults");
+        let url = database(&ns);
+        let _cleanup = common::Cleanup({
+            let ns = ns.clone();
+            move || drop_database(&ns)
+        });
+        let store = MysqlStore::open(&url, "faults", Duration::from_secs(5)).unwrap();
+        let mut admin = admin();
+        let db = ns.clone();
+        survives_dropped_connections("mariadb", store, move || {
+            let ids: Vec<u64> = admin
+                .exec(
+                    "SELECT id FROM information_schema.processlist WHERE db = ? AND id <> CONNECTION_ID()",
+                    (&db,),
+                )
+                .unwrap_or_default();
+            ids.into_iter()
+                .filter(|id| admin.query_drop(format!("KILL {id}")).is_ok())
+                .count()
+        });
+    }
+
+    #[test]
+    fn mariadb_corrupt_record() {
+        let ns = common::unique_namespace("faults");
+        let url = database(&ns);
+        let _cleanup = common::Cleanup({
+            let ns = ns.clone();
+            move || drop_database(&ns)
+        });
+        hold_job(MysqlStore::open(&url, "faults", Duration::from_secs(5)).unwrap());
+        let (n1, n2) = (ns.clone(), ns.clone());
+        corrupt_record_is_reported(
+            "mariadb",
+            MysqlStore::open(&url, "faults", Duration::from_secs(5)).unwrap(),
+            move |bytes| {
+                admin()
+                    .exec_drop(
+                        format!("UPDATE `{n1}`.faults_records SET record = ? WHERE k = 'job'"),
+                        (bytes,),
+                    )
+                    .unwrap();
+            },
+            move || {
+                admin()
+                    .query_first(format!(
+                        "SELECT record FROM `{n2}`.faults_records WHERE k = 'job'"
+                    ))
+                    .unwrap()
+                    .unwrap()
+            },
+        );
+    }
+}
