@@ -48,6 +48,8 @@ pub(crate) struct LeaseState {
     /// extended it left this machine, plus the time that remained.
     local_end: Mutex<LocalInstant>,
     released: AtomicBool,
+    /// The store's time at which the release took effect (0 until then).
+    released_at: AtomicU64,
     lost: AtomicBool,
     /// Why it was lost (set before `lost`).
     refusal: Mutex<Option<LockError>>,
@@ -72,6 +74,7 @@ impl LeaseState {
             deadline: AtomicU64::new(grant.deadline.0),
             local_end: Mutex::new(local_end),
             released: AtomicBool::new(false),
+            released_at: AtomicU64::new(0),
             lost: AtomicBool::new(false),
             refusal: Mutex::new(None),
             on_lost: Mutex::new(None),
@@ -189,6 +192,13 @@ impl Lease {
         Instant(self.state.deadline.load(Ordering::SeqCst))
     }
 
+    /// When [`release`](Self::release) took effect, in the store's time (for audit logs).
+    #[must_use]
+    pub fn released_at(&self) -> Option<Instant> {
+        let at = self.state.released_at.load(Ordering::SeqCst);
+        (self.state.released.load(Ordering::SeqCst) && at > 0).then_some(Instant(at))
+    }
+
     /// True once the lease is known lost, or this holder's own clock passed its end: stop
     /// working on the resource. Conservative: it turns true before the store frees the key.
     #[must_use]
@@ -263,6 +273,9 @@ impl Lease {
         })?;
         match decided.reply {
             Response::Done(Ok(())) => {
+                self.state
+                    .released_at
+                    .store(decided.now.0, Ordering::SeqCst);
                 self.state.released.store(true, Ordering::SeqCst);
                 Ok(())
             }

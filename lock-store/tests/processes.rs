@@ -1,0 +1,440 @@
+//! Real processes on every store: several OS processes × threads contending on one hot key and
+//! on many keys with short TTLs (some leases expire mid-work), checked afterwards; a holder
+//! killed with SIGKILL; a waiter killed with SIGKILL.
+//!
+//! The worker processes are this test binary run again with `LOCKSTORE_WORKER` set (see
+//! [`worker`]).
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant as LocalInstant};
+
+use lock_core::LockError;
+use lock_store::{Error, Locks};
+
+const PROCESSES: usize = 3;
+const THREADS: usize = 3;
+const KEYS: usize = 4;
+const TTL_MS: u64 = 120;
+const RUN_MS: u64 = 2500;
+
+/// One grant as a worker logged it.
+#[derive(Debug, Clone)]
+struct Grant {
+    key: String,
+    owner: String,
+    fence: u64,
+    /// Store time the lease began (its deadline minus the TTL it was granted with).
+    start: u64,
+    /// Store time it ended: its release, or its deadline if it was lost.
+    end: u64,
+    /// The fenced resource accepted this holder's write.
+    accepted: bool,
+    /// The holder thought it still held the lease when it wrote.
+    live_at_write: bool,
+    /// The release succeeded (the lease was never lost).
+    released: bool,
+}
+
+/// The worker: when `LOCKSTORE_WORKER` is set, contends until its time is up and logs each
+/// grant; otherwise does nothing.
+#[test]
+fn worker() {
+    let Ok(spec) = std::env::var("LOCKSTORE_WORKER") else {
+        return;
+    };
+    let parts: Vec<&str> = spec.split('|').collect();
+    let [url, ns, log, resource, id] = parts[..] else {
+        panic!("bad worker spec {spec}");
+    };
+    let until = LocalInstant::now() + Duration::from_millis(RUN_MS);
+    let threads: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let (url, ns, resource) = (url.to_owned(), ns.to_owned(), PathBuf::from(resource));
+            let owner = format!("p{id}t{t}");
+            std::thread::spawn(move || contend(&url, &ns, &owner, &resource, until))
+        })
+        .collect();
+    let mut out = std::fs::File::create(log).unwrap();
+    for t in threads {
+        for g in t.join().unwrap() {
+            writeln!(
+                out,
+                "{} {} {} {} {} {} {} {}",
+                g.key, g.owner, g.fence, g.start, g.end, g.accepted, g.live_at_write, g.released
+            )
+            .unwrap();
+        }
+    }
+}
+
+fn contend(url: &str, ns: &str, owner: &str, resource: &Path, until: LocalInstant) -> Vec<Grant> {
+    let locks = Locks::open(url, ns).unwrap();
+    let mut grants = Vec::new();
+    let mut n = 0u64;
+    while LocalInstant::now() < until {
+        n += 1;
+        let r = lock_store::new_version();
+        let key = if r % 2 == 0 {
+            "hot".to_owned()
+        } else {
+            format!("k{}", (r >> 8) % KEYS as u64)
+        };
+        let lease = match locks.acquire(
+            &key,
+            owner,
+            Duration::from_millis(TTL_MS),
+            Duration::from_secs(8),
+        ) {
+            Ok(lease) => lease,
+            Err(e) => panic!("{owner}: acquire {key}: {e}"),
+        };
+        let start = lease.deadline().0 - TTL_MS;
+        // Work: usually well inside the TTL, one time in six past it (the lease expires mid-work).
+        let work = if n % 6 == 0 {
+            TTL_MS + 40
+        } else {
+            r % (TTL_MS / 3)
+        };
+        std::thread::sleep(Duration::from_millis(work));
+        let live_at_write = !lease.is_lost();
+        let accepted = fenced_write(resource, &key, lease.fence().0);
+        let released = lease.release().is_ok();
+        let end = lease.released_at().map_or(lease.deadline().0, |t| t.0);
+        grants.push(Grant {
+            key,
+            owner: owner.to_owned(),
+            fence: lease.fence().0,
+            start,
+            end,
+            accepted,
+            live_at_write,
+            released,
+        });
+    }
+    grants
+}
+
+/// The protected resource: a file per key holding the highest fence it accepted; a write with a
+/// lower or equal fence is refused. Writers take turns with a file lock.
+fn fenced_write(dir: &Path, key: &str, fence: u64) -> bool {
+    let path = dir.join(key);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .unwrap();
+    file.lock().unwrap();
+    let seen: u64 = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    let accepted = fence > seen;
+    if accepted {
+        std::fs::write(&path, fence.to_string()).unwrap();
+    }
+    file.unlock().unwrap();
+    accepted
+}
+
+fn read_log(path: &Path) -> Vec<Grant> {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            Grant {
+                key: f[0].into(),
+                owner: f[1].into(),
+                fence: f[2].parse().unwrap(),
+                start: f[3].parse().unwrap(),
+                end: f[4].parse().unwrap(),
+                accepted: f[5] == "true",
+                live_at_write: f[6] == "true",
+                released: f[7] == "true",
+            }
+        })
+        .collect()
+}
+
+/// Runs the workers on `url` and checks their logs.
+fn contention(label: &str, url: &str) {
+    let ns = common::unique_namespace("contention");
+    let _cleanup = common::Cleanup(|| {
+        let _ = lock_store::url::open(url, &ns).and_then(|mut s| s.uninstall());
+    });
+    let dir = std::env::temp_dir().join(&ns);
+    let resource = dir.join("resource");
+    std::fs::create_dir_all(&resource).unwrap();
+    // Install once before the workers start together.
+    drop(Locks::open(url, &ns).unwrap());
+    let me = std::env::current_exe().unwrap();
+    let children: Vec<_> = (0..PROCESSES)
+        .map(|p| {
+            let log = dir.join(format!("worker{p}.log"));
+            let spec = format!("{url}|{ns}|{}|{}|{p}", log.display(), resource.display());
+            let child = Command::new(&me)
+                .args(["--exact", "worker", "--nocapture", "--test-threads=1"])
+                .env("LOCKSTORE_WORKER", spec)
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap();
+            (child, log)
+        })
+        .collect();
+    let mut grants = Vec::new();
+    for (mut child, log) in children {
+        assert!(child.wait().unwrap().success(), "{label}: a worker failed");
+        grants.extend(read_log(&log));
+    }
+    check(label, &grants);
+}
+
+/// The checker: per key, fences strictly increase with the leases' start times and leases never
+/// overlap in the store's time; a live holder's write is never refused by the fenced resource;
+/// a refused write comes from a holder whose lease was lost; every thread got the lock.
+fn check(label: &str, grants: &[Grant]) {
+    let mut by_key: BTreeMap<&str, Vec<&Grant>> = BTreeMap::new();
+    for g in grants {
+        by_key.entry(&g.key).or_default().push(g);
+    }
+    let mut fences: Vec<u64> = grants.iter().map(|g| g.fence).collect();
+    fences.sort_unstable();
+    assert!(
+        fences.windows(2).all(|w| w[0] < w[1]),
+        "{label}: a fence was issued twice"
+    );
+    for (key, list) in &mut by_key {
+        list.sort_by_key(|g| g.fence);
+        for pair in list.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            assert!(
+                b.start >= a.end,
+                "{label}: {key}: {} (fence {}) held [{}, {}) overlaps {} (fence {}) from {}",
+                a.owner,
+                a.fence,
+                a.start,
+                a.end,
+                b.owner,
+                b.fence,
+                b.start
+            );
+        }
+    }
+    for g in grants {
+        if g.released {
+            assert!(
+                g.accepted,
+                "{label}: the resource refused live holder {g:?}"
+            );
+        }
+        if !g.accepted {
+            assert!(
+                !g.released,
+                "{label}: a refused write by a lease that was never lost: {g:?}"
+            );
+        }
+        if g.live_at_write && !g.released {
+            // The holder thought it was live, but its release found the lease gone: only
+            // possible if it ran out between the check and the release.
+            assert!(g.end >= g.start, "{label}: {g:?}");
+        }
+    }
+    let owners: std::collections::BTreeSet<&str> =
+        grants.iter().map(|g| g.owner.as_str()).collect();
+    assert_eq!(
+        owners.len(),
+        PROCESSES * THREADS,
+        "{label}: a thread never got the lock"
+    );
+    let lost = grants.iter().filter(|g| !g.released).count();
+    let refused = grants.iter().filter(|g| !g.accepted).count();
+    assert!(
+        lost > 0,
+        "{label}: no lease expired mid-work: the test did not attack expiry"
+    );
+    println!(
+        "{label}: {} grants on {} keys by {} threads in {} processes; {lost} expired mid-work, \
+         {refused} stale writes refused by the resource; no overlap, no fence twice",
+        grants.len(),
+        by_key.len(),
+        PROCESSES * THREADS,
+        PROCESSES
+    );
+}
+
+#[test]
+fn processes_contend_on_every_store() {
+    for (label, url) in common::store_urls() {
+        contention(label, &url);
+    }
+}
+
+fn lockstore() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_lockstore"))
+}
+
+/// Polls `f` until it answers `Some` (at most 10 s).
+fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = LocalInstant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A holder process killed with SIGKILL (its keep-alive dies with it): the next waiter gets the
+/// key at the lease's deadline, never before.
+#[test]
+fn a_killed_holder_frees_the_key_at_its_deadline() {
+    for (label, url) in common::store_urls() {
+        let ns = common::unique_namespace("killed");
+        let _cleanup = common::Cleanup(|| {
+            let _ = lock_store::url::open(&url, &ns).and_then(|mut s| s.uninstall());
+        });
+        let locks = Locks::open(&url, &ns).unwrap();
+        let mut holder = lockstore()
+            .args([
+                "run",
+                "--store",
+                &url,
+                "--namespace",
+                &ns,
+                "--key",
+                "job",
+                "--ttl",
+                "800ms",
+            ])
+            .args(["--owner", "victim", "--", "sleep", "2"])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        eventually("the holder", || {
+            locks
+                .inspect("job")
+                .unwrap()
+                .filter(|i| i.holder.owner == "victim")
+        });
+        std::thread::sleep(Duration::from_millis(300)); // let keep-alive extend at least once
+        holder.kill().unwrap();
+        holder.wait().unwrap();
+        let deadline = locks
+            .inspect("job")
+            .unwrap()
+            .expect("still held")
+            .holder
+            .deadline;
+        let lease = locks
+            .acquire(
+                "job",
+                "next",
+                Duration::from_secs(5),
+                Duration::from_secs(5),
+            )
+            .unwrap();
+        let start = lease.deadline().0 - 5000;
+        assert!(
+            start >= deadline.0,
+            "{label}: granted at {start}, before the deadline {}",
+            deadline.0
+        );
+        assert!(
+            start < deadline.0 + 1000,
+            "{label}: granted {} ms after the deadline",
+            start - deadline.0
+        );
+        println!(
+            "{label}: killed holder's key handed over {} ms after its deadline",
+            start - deadline.0
+        );
+    }
+}
+
+/// A waiter process killed with SIGKILL: the queue moves on. Until waiters keep their place
+/// alive (not yet: see docs/stores.md), the dead waiter is handed the key and its lease runs out
+/// after its TTL, so the queue moves on within that TTL.
+#[test]
+fn a_killed_waiter_does_not_stop_the_queue() {
+    for (label, url) in common::store_urls() {
+        let ns = common::unique_namespace("ghost");
+        let _cleanup = common::Cleanup(|| {
+            let _ = lock_store::url::open(&url, &ns).and_then(|mut s| s.uninstall());
+        });
+        let locks = Locks::open(&url, &ns).unwrap();
+        let lease = locks
+            .try_acquire("job", "holder", Duration::from_secs(30))
+            .unwrap();
+        let mut ghost = lockstore()
+            .args([
+                "run",
+                "--store",
+                &url,
+                "--namespace",
+                &ns,
+                "--key",
+                "job",
+                "--ttl",
+                "600ms",
+            ])
+            .args(["--wait", "20s", "--owner", "ghost", "--", "true"])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        eventually("the ghost in the queue", || {
+            locks
+                .inspect("job")
+                .unwrap()
+                .filter(|i| i.waiters.iter().any(|w| w.owner == "ghost"))
+        });
+        ghost.kill().unwrap();
+        ghost.wait().unwrap();
+        let next = {
+            let locks = locks.clone();
+            std::thread::spawn(move || {
+                locks.acquire(
+                    "job",
+                    "next",
+                    Duration::from_secs(5),
+                    Duration::from_secs(10),
+                )
+            })
+        };
+        eventually("next in the queue", || {
+            locks
+                .inspect("job")
+                .unwrap()
+                .filter(|i| i.waiters.iter().any(|w| w.owner == "next"))
+        });
+        lease.release().unwrap();
+        let released = lease.released_at().unwrap().0;
+        let next = next.join().unwrap().unwrap();
+        let start = next.deadline().0 - 5000;
+        assert!(
+            start >= released + 600,
+            "{label}: the dead waiter's lease was cut short"
+        );
+        assert!(
+            start < released + 600 + 1000,
+            "{label}: the queue waited {} ms",
+            start - released
+        );
+        assert!(matches!(
+            locks.try_acquire("job", "other", Duration::from_secs(1)),
+            Err(Error::Lock(LockError::Held { .. }))
+        ));
+        println!(
+            "{label}: the queue moved on {} ms after the release (the dead waiter's TTL)",
+            start - released
+        );
+    }
+}
