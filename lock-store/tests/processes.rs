@@ -78,7 +78,7 @@ fn contend(url: &str, ns: &str, owner: &str, resource: &Path, until: LocalInstan
     while LocalInstant::now() < until {
         n += 1;
         let r = lock_store::new_version();
-        let key = if r % 2 == 0 {
+        let key = if r.is_multiple_of(2) {
             "hot".to_owned()
         } else {
             format!("k{}", (r >> 8) % KEYS as u64)
@@ -94,7 +94,7 @@ fn contend(url: &str, ns: &str, owner: &str, resource: &Path, until: LocalInstan
         };
         let start = lease.deadline().0 - TTL_MS;
         // Work: usually well inside the TTL, one time in six past it (the lease expires mid-work).
-        let work = if n % 6 == 0 {
+        let work = if n.is_multiple_of(6) {
             TTL_MS + 40
         } else {
             r % (TTL_MS / 3)
