@@ -107,6 +107,19 @@ impl Locks {
 
     /// Opens namespace `namespace` of the store at `url` (see [`crate::url::open`]).
     ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use lock_store::Locks; // features = ["redis"]
+    ///
+    /// let locks = Locks::open("redis://127.0.0.1:6379", "jobs")?;
+    /// let lease = locks.acquire("nightly-report", "replica-1", Duration::from_secs(30), Duration::from_secs(10))?;
+    /// lease.keep_alive();                      // extends every 10 s while the work runs
+    /// lease.on_lost(|l| eprintln!("lost {} (fence {})", l.key, l.fence.0));
+    /// // ... write the report, passing lease.fence() to the storage that keeps it ...
+    /// lease.release()?;                        // the next waiter, in any process, is handed the key
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
     /// # Errors
     /// The store's [`StoreError`].
     pub fn open(url: &str, namespace: &str) -> Result<Self, StoreError> {
