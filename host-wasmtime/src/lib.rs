@@ -30,8 +30,8 @@ mod timer;
 pub use builder::LockHostBuilder;
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use component::{
-    Batch, CacheOutcome, ComponentCache, ComponentTable, HostError, LockComponent, SandboxLimits,
-    CACHE_DIR_ENV, LOCK_COMPONENT,
+    Batch, CacheOutcome, ComponentCache, ComponentRecords, ComponentTable, HostError,
+    LockComponent, RecordStep, SandboxLimits, CACHE_DIR_ENV, LOCK_COMPONENT,
 };
 pub use error::Error;
 pub use host::{LockHost, Recovery};

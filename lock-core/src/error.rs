@@ -116,6 +116,24 @@ pub enum LockError {
 }
 
 impl LockError {
+    /// True for the errors of [`Request::validate`](crate::Request::validate): the request
+    /// itself is bad (its key, owner or TTL), whatever state the key is in. A host that keeps
+    /// records elsewhere refuses such a request without reading the record.
+    #[must_use]
+    pub const fn is_invalid_request(&self) -> bool {
+        matches!(
+            self,
+            LockError::KeyEmpty
+                | LockError::KeyTooLong { .. }
+                | LockError::KeyInvalid
+                | LockError::OwnerEmpty
+                | LockError::OwnerTooLong { .. }
+                | LockError::OwnerInvalid
+                | LockError::TtlZero
+                | LockError::TtlTooLong { .. }
+        )
+    }
+
     /// The stable kebab-case name of this error, shared by the WIT contract, the JS package and the
     /// conformance vectors.
     ///

@@ -4,10 +4,9 @@
 use std::collections::HashMap;
 use std::time::Duration as StdDuration;
 
-use lock_core::{
-    Fence, Instant, KeyEvent, KeyInfo, KeyRecord, Limits, LockError, Request, Response, Step,
-};
+use lock_core::{Fence, Instant, KeyEvent, KeyInfo, Limits, LockError, Request, Response, Step};
 
+use crate::decider::{DecideError, Decider, Decision, Native};
 use crate::store::{new_version, Read, Store, StoreError, Write, Written};
 
 /// Where `now` comes from.
@@ -33,16 +32,17 @@ pub struct Decided<R> {
     pub next_deadline: Option<Instant>,
 }
 
-/// A record as last seen: its version, decoded, and when (store time, local clock).
+/// A record as last seen: its version, as the decider keeps it, and when (store time, local
+/// clock).
 #[derive(Clone, Debug)]
-struct Seen {
+struct Seen<R> {
     version: u64,
-    record: KeyRecord,
+    record: R,
     store_now: Instant,
     at: std::time::Instant,
 }
 
-impl Seen {
+impl<R> Seen<R> {
     /// The store's time now, never ahead of it: the store's time at the read plus what this
     /// machine's monotonic clock measured since the answer arrived.
     fn store_now(&self) -> Instant {
@@ -55,32 +55,55 @@ impl Seen {
 pub const MAX_ATTEMPTS: u32 = 32;
 
 /// Decides calls on one store, keeping the records it last saw so that an uncontended call is
-/// one compare-and-set (one round trip).
-pub struct Engine<S> {
+/// one compare-and-set (one round trip). `D` decides: the native core by default, or the lock
+/// component ([`crate::Component`], feature `component`).
+pub struct Engine<S, D: Decider = Native> {
     store: S,
+    decider: D,
     limits: Limits,
     time: TimeSource,
-    seen: HashMap<String, Seen>,
+    seen: HashMap<String, Seen<D::Record>>,
     /// Test mode: every call starts from an outdated record (see [`Engine::set_stale`]).
     stale: bool,
-    previous: HashMap<String, Seen>,
+    previous: HashMap<String, Seen<D::Record>>,
 }
 
 impl<S: Store> Engine<S> {
-    /// An engine over `store`, checking requests against `limits`.
+    /// An engine over `store` decided by the native core, checking requests against `limits`.
     ///
     /// # Errors
     /// [`LockError::InvalidLimits`] if a limit is out of range.
     pub fn new(store: S, limits: Limits, time: TimeSource) -> Result<Self, LockError> {
+        Engine::with_decider(store, Native, limits, time)
+    }
+}
+
+impl<S: Store, D: Decider> Engine<S, D> {
+    /// An engine over `store` decided by `decider`.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidLimits`] if a limit is out of range.
+    pub fn with_decider(
+        store: S,
+        decider: D,
+        limits: Limits,
+        time: TimeSource,
+    ) -> Result<Self, LockError> {
         limits.validate()?;
         Ok(Engine {
             store,
+            decider,
             limits,
             time,
             seen: HashMap::new(),
             stale: false,
             previous: HashMap::new(),
         })
+    }
+
+    /// Where time comes from.
+    pub fn time(&self) -> TimeSource {
+        self.time
     }
 
     /// The limits requests are checked against.
@@ -119,21 +142,28 @@ impl<S: Store> Engine<S> {
     ) -> Result<Decided<Response>, StoreError> {
         let limits = self.limits.clone();
         // Bad input is refused before the store is touched (a key the store could not even
-        // hold, such as one with a NUL, never reaches it).
-        let probe = make(at);
-        if probe.validate(&limits).is_err() {
-            let step = KeyRecord::new().handle(probe, &limits);
-            return Ok(Decided {
-                reply: step.reply,
-                events: Vec::new(),
-                now: at,
-                next_deadline: None,
-            });
+        // hold, such as one with a NUL, never reaches it): the decider answers it on an empty
+        // record, and the core says whether the refusal is about the request itself.
+        let empty = self.decider.empty();
+        let probe = (self.decider)
+            .handle(&empty, make(at), &limits)
+            .map_err(|e| self.decide_error(key, e))?;
+        if let Response::Acquire(Err(e)) | Response::Done(Err(e)) | Response::Extend(Err(e)) =
+            &probe.step.reply
+        {
+            if e.is_invalid_request() && !probe.step.changed {
+                return Ok(Decided {
+                    reply: probe.step.reply,
+                    events: Vec::new(),
+                    now: at,
+                    next_deadline: None,
+                });
+            }
         }
         self.run(
             key,
             at,
-            |record, now| record.handle(make(now), &limits),
+            |decider, record, now| decider.handle(record, make(now), &limits),
             Step::<Response>::settle,
         )
     }
@@ -159,33 +189,55 @@ impl<S: Store> Engine<S> {
         self.run(
             key,
             at,
-            |record, now| record.inspect(key, now, &limits),
+            |decider, record, now| decider.inspect(record, key, now, &limits),
             Step::<Result<Option<KeyInfo>, LockError>>::settle,
         )
     }
 
-    /// The key's record as stored now (a fresh read, not remembered).
+    /// The key's record as stored now (a fresh read, not remembered), decoded by the native
+    /// core.
     ///
     /// # Errors
     /// A [`StoreError`], including [`StoreError::Corrupt`].
-    pub fn peek(&mut self, key: &str) -> Result<KeyRecord, StoreError> {
-        Ok(self.read(key)?.record)
+    pub fn peek(&mut self, key: &str) -> Result<lock_core::KeyRecord, StoreError> {
+        match self.store.read(key)?.record {
+            None => Ok(lock_core::KeyRecord::new()),
+            Some(stored) => {
+                lock_core::KeyRecord::decode(&stored.bytes, &stored.fences, &self.limits).map_err(
+                    |error| StoreError::Corrupt {
+                        key: key.to_owned(),
+                        error,
+                    },
+                )
+            }
+        }
     }
 
-    fn read(&mut self, key: &str) -> Result<Seen, StoreError> {
+    fn decide_error(&self, key: &str, e: DecideError) -> StoreError {
+        match e {
+            DecideError::Corrupt(error) => StoreError::Corrupt {
+                key: key.to_owned(),
+                error,
+            },
+            DecideError::Failed(reason) => StoreError::Decider {
+                store: self.store.describe(),
+                reason,
+            },
+        }
+    }
+
+    fn read(&mut self, key: &str) -> Result<Seen<D::Record>, StoreError> {
         let read = self.store.read(key)?;
         self.seen_from(key, read)
     }
 
-    fn seen_from(&self, key: &str, read: Read) -> Result<Seen, StoreError> {
+    fn seen_from(&mut self, key: &str, read: Read) -> Result<Seen<D::Record>, StoreError> {
         let (version, record) = match read.record {
-            None => (0, KeyRecord::new()),
+            None => (0, self.decider.empty()),
             Some(stored) => {
-                let record = KeyRecord::decode(&stored.bytes, &stored.fences, &self.limits)
-                    .map_err(|error| StoreError::Corrupt {
-                        key: key.to_owned(),
-                        error,
-                    })?;
+                let record = (self.decider)
+                    .load(&stored, &self.limits)
+                    .map_err(|e| self.decide_error(key, e))?;
                 (stored.version, record)
             }
         };
@@ -198,14 +250,17 @@ impl<S: Store> Engine<S> {
     }
 
     /// The record to start from: the one last seen (an outdated one in stale mode), else a read.
-    fn start(&mut self, key: &str) -> Result<(Seen, bool), StoreError> {
+    fn start(&mut self, key: &str) -> Result<(Seen<D::Record>, bool), StoreError> {
         if self.stale {
-            let old = self.previous.get(key).cloned().unwrap_or_else(|| Seen {
-                version: 0,
-                record: KeyRecord::new(),
-                store_now: Instant::ZERO,
-                at: std::time::Instant::now(),
-            });
+            let old = match self.previous.get(key) {
+                Some(old) => old.clone(),
+                None => Seen {
+                    version: 0,
+                    record: self.decider.empty(),
+                    store_now: Instant::ZERO,
+                    at: std::time::Instant::now(),
+                },
+            };
             return Ok((old, true));
         }
         match self.seen.get(key) {
@@ -214,7 +269,7 @@ impl<S: Store> Engine<S> {
         }
     }
 
-    fn remember(&mut self, key: &str, seen: Seen) {
+    fn remember(&mut self, key: &str, seen: Seen<D::Record>) {
         if let Some(old) = self.seen.insert(key.to_owned(), seen) {
             if self.stale {
                 self.previous.insert(key.to_owned(), old);
@@ -226,7 +281,7 @@ impl<S: Store> Engine<S> {
         &mut self,
         key: &str,
         at: Instant,
-        decide: impl Fn(&mut KeyRecord, Instant) -> Step<R>,
+        decide: impl Fn(&mut D, &D::Record, Instant) -> Result<Decision<D::Record, R>, DecideError>,
         settle: fn(&mut Step<R>, &[Fence]),
     ) -> Result<Decided<R>, StoreError> {
         let (mut seen, mut from_memory) = self.start(key)?;
@@ -235,8 +290,16 @@ impl<S: Store> Engine<S> {
                 TimeSource::Caller => at,
                 TimeSource::Store => seen.store_now(),
             };
-            let mut record = seen.record.clone();
-            let mut step = decide(&mut record, now);
+            let decision = decide(&mut self.decider, &seen.record, now)
+                .map_err(|e| self.decide_error(key, e))?;
+            let Decision {
+                mut step,
+                mut after,
+                bytes,
+                clock,
+                next_deadline,
+                forget_at,
+            } = decision;
             if !step.changed {
                 if from_memory {
                     // A refusal or a read from memory may be outdated: confirm it on a fresh read.
@@ -244,29 +307,28 @@ impl<S: Store> Engine<S> {
                     from_memory = false;
                     continue;
                 }
-                let decided_at = record.clock();
-                let next_deadline = record.next_deadline();
-                self.remember(key, Seen { record, ..seen });
+                self.remember(
+                    key,
+                    Seen {
+                        record: after,
+                        ..seen
+                    },
+                );
                 return Ok(Decided {
                     reply: step.reply,
                     events: step.events,
-                    now: decided_at,
+                    now: clock,
                     next_deadline,
                 });
             }
-            let bytes = (!record.is_empty()).then(|| record.encode());
             let store_time = self.time == TimeSource::Store;
             let write = Write {
                 expected: seen.version,
                 version: new_version(),
                 bytes: bytes.as_deref(),
                 fresh_fences: step.fresh_fences,
-                not_before: store_time.then_some(record.clock()),
-                forget_at: if store_time {
-                    record.forget_at(&self.limits)
-                } else {
-                    None
-                },
+                not_before: store_time.then_some(clock),
+                forget_at: if store_time { forget_at } else { None },
             };
             let fences = match self.store.write(key, &write) {
                 Ok(Written::Done { fences }) => fences,
@@ -305,27 +367,26 @@ impl<S: Store> Engine<S> {
                 });
             }
             settle(&mut step, &fences);
-            record.settle(&fences);
-            let decided_at = record.clock();
-            let next_deadline = record.next_deadline();
+            self.decider.settle(&mut after, &fences);
             let version = if write.bytes.is_some() {
                 write.version
             } else {
                 0
             };
+            let store_now = seen.store_now();
             self.remember(
                 key,
                 Seen {
                     version,
-                    record,
-                    store_now: seen.store_now(),
+                    record: after,
+                    store_now,
                     at: std::time::Instant::now(),
                 },
             );
             return Ok(Decided {
                 reply: step.reply,
                 events: step.events,
-                now: decided_at,
+                now: clock,
                 next_deadline,
             });
         }

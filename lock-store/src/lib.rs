@@ -35,6 +35,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod decider;
 mod engine;
 mod lease;
 mod locks;
@@ -51,6 +52,9 @@ mod store;
 mod table;
 pub mod url;
 
+pub use decider::{AnyDecider, AnyRecord, DecideError, Decider, Decision, InspectReply, Native};
+#[cfg(feature = "component")]
+pub use decider::{Component, ComponentRecord};
 pub use engine::{Decided, Engine, TimeSource, MAX_ATTEMPTS};
 pub use lease::{Lease, LostLease};
 pub use locks::{Error, Locks};

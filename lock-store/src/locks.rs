@@ -13,6 +13,7 @@ use lock_core::{
     AcquireOutcome, EventKind, Fence, Grant, Instant, KeyInfo, Limits, LockError, Request, Response,
 };
 
+use crate::decider::{AnyDecider, Native};
 use crate::engine::{Decided, Engine, TimeSource};
 use crate::lease::{Lease, LeaseState};
 use crate::store::{Store, StoreError};
@@ -56,7 +57,7 @@ impl From<LockError> for Error {
 }
 
 pub(crate) struct Shared {
-    engine: Mutex<Engine<Box<dyn Store>>>,
+    engine: Mutex<Engine<Box<dyn Store>, AnyDecider>>,
     /// The longest a waiter sleeps between two looks at its key.
     pub(crate) poll: Duration,
 }
@@ -96,10 +97,40 @@ impl Locks {
     /// # Errors
     /// [`LockError::InvalidLimits`].
     pub fn with_limits(store: impl Store + 'static, limits: Limits) -> Result<Self, LockError> {
-        let store: Box<dyn Store> = Box::new(store);
+        Locks::build(Box::new(store), AnyDecider::Native(Native), limits)
+    }
+
+    /// Locks over `store` decided by the lock component (the same WebAssembly bytes as in the
+    /// browser, in Node and in a plugin host) instead of the native core.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidLimits`].
+    #[cfg(feature = "component")]
+    pub fn with_component(
+        store: impl Store + 'static,
+        component: crate::Component,
+        limits: Limits,
+    ) -> Result<Self, LockError> {
+        Locks::build(
+            Box::new(store),
+            AnyDecider::Component(Box::new(component)),
+            limits,
+        )
+    }
+
+    fn build(
+        store: Box<dyn Store>,
+        decider: AnyDecider,
+        limits: Limits,
+    ) -> Result<Self, LockError> {
         Ok(Locks {
             shared: Arc::new(Shared {
-                engine: Mutex::new(Engine::new(store, limits, TimeSource::Store)?),
+                engine: Mutex::new(Engine::with_decider(
+                    store,
+                    decider,
+                    limits,
+                    TimeSource::Store,
+                )?),
                 poll: Duration::from_millis(50),
             }),
         })
@@ -132,7 +163,7 @@ impl Locks {
         self.engine().store_mut().describe()
     }
 
-    fn engine(&self) -> std::sync::MutexGuard<'_, Engine<Box<dyn Store>>> {
+    fn engine(&self) -> std::sync::MutexGuard<'_, Engine<Box<dyn Store>, AnyDecider>> {
         // The engine holds no invariant across a panic: at worst a remembered record is stale,
         // and the next compare-and-set corrects it.
         self.shared

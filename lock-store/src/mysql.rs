@@ -332,7 +332,7 @@ impl Store for MysqlStore {
             reason: "the compare-and-set returned no row".into(),
         })?;
         self.writes = self.writes.wrapping_add(1);
-        if self.writes % 64 == 0 {
+        if self.writes.is_multiple_of(64) {
             let collect = self.sql(
                 "DELETE FROM `__NS___records` WHERE forget_at <= FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000) LIMIT 16",
             );

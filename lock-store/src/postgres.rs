@@ -366,7 +366,7 @@ impl Store for PostgresStore {
             Err(e) => return Err(self.failed(&e)),
         };
         self.writes = self.writes.wrapping_add(1);
-        if self.writes % 64 == 0 {
+        if self.writes.is_multiple_of(64) {
             let collect = format!("SELECT {}.collect(16)", self.schema);
             if let Ok(client) = self.client() {
                 let _ = client.execute(collect.as_str(), &[]);

@@ -198,6 +198,14 @@ pub enum StoreError {
         /// The store.
         store: String,
     },
+    /// The decider failed (the lock component trapped, or answered something this build does
+    /// not know); the store is untouched.
+    Decider {
+        /// The store.
+        store: String,
+        /// What happened.
+        reason: String,
+    },
     /// Any other error the server answered.
     Server {
         /// The store.
@@ -235,6 +243,9 @@ impl fmt::Display for StoreError {
             ),
             StoreError::FencesExhausted { store } => {
                 write!(f, "{store}: the fencing-token counter reached 2^53")
+            }
+            StoreError::Decider { store, reason } => {
+                write!(f, "{store}: the decider failed: {reason}")
             }
             StoreError::Server { store, reason } => write!(f, "{store}: {reason}"),
         }

@@ -21,6 +21,7 @@ use lock_core::{
     Reply, Request, Response, Stats,
 };
 
+use crate::decider::{Decider, Native};
 use crate::engine::{Decided, Engine, TimeSource};
 use crate::store::{Store, StoreError};
 
@@ -50,9 +51,10 @@ impl From<StoreError> for TableFault {
     }
 }
 
-/// A store's namespace as one lock table with the caller's clock.
-pub struct StoreTable<S> {
-    engine: Engine<S>,
+/// A store's namespace as one lock table with the caller's clock, decided by `D` (the native
+/// core by default).
+pub struct StoreTable<S, D: Decider = Native> {
+    engine: Engine<S, D>,
     clock: Instant,
     events: VecDeque<Event>,
     counters: Stats,
@@ -60,13 +62,23 @@ pub struct StoreTable<S> {
 
 impl<S: Store> StoreTable<S> {
     /// A table over `store`'s namespace, checking requests against `limits`, with the
-    /// caller's clock.
+    /// caller's clock, decided by the native core.
     ///
     /// # Errors
     /// [`LockError`] if a limit is out of range.
     pub fn new(store: S, limits: Limits) -> Result<Self, LockError> {
+        StoreTable::with_decider(store, Native, limits)
+    }
+}
+
+impl<S: Store, D: Decider> StoreTable<S, D> {
+    /// As [`StoreTable::new`], decided by `decider`.
+    ///
+    /// # Errors
+    /// [`LockError`] if a limit is out of range.
+    pub fn with_decider(store: S, decider: D, limits: Limits) -> Result<Self, LockError> {
         Ok(StoreTable {
-            engine: Engine::new(store, limits, TimeSource::Caller)?,
+            engine: Engine::with_decider(store, decider, limits, TimeSource::Caller)?,
             clock: Instant::ZERO,
             events: VecDeque::new(),
             counters: Stats::default(),
@@ -74,7 +86,7 @@ impl<S: Store> StoreTable<S> {
     }
 
     /// The engine (to reach the store, or set stale mode).
-    pub fn engine_mut(&mut self) -> &mut Engine<S> {
+    pub fn engine_mut(&mut self) -> &mut Engine<S, D> {
         &mut self.engine
     }
 
@@ -134,7 +146,9 @@ impl<S: Store> StoreTable<S> {
         Ok(stats)
     }
 
-    /// The namespace's key wake-ups, each `(instant, lease fence, key)`.
+    /// The namespace's key wake-ups, each `(instant, lease fence, key)`: the harness's timer,
+    /// read with the native core whoever decides (it only finds which key is due; the sweep's
+    /// transitions go through the decider).
     fn wakeups(&mut self) -> Result<Vec<(Instant, Option<lock_core::Fence>, String)>, StoreError> {
         let keys = self.engine.store_mut().keys()?;
         let mut due = Vec::new();
@@ -191,7 +205,7 @@ impl<S: Store> StoreTable<S> {
     }
 }
 
-impl<S: Store> LockBackend for StoreTable<S> {
+impl<S: Store, D: Decider> LockBackend for StoreTable<S, D> {
     type Fault = TableFault;
 
     fn call(&mut self, call: Call<'_>) -> Result<Reply, TableFault> {

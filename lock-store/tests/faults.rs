@@ -13,6 +13,7 @@ use lock_core::{
 };
 use lock_store::{Engine, Store, StoreError, TimeSource};
 
+#[allow(dead_code)] // used by the server stores' tests
 /// Acquires and releases one key `pairs` times while `kill` drops the client's connection from
 /// the server side every few milliseconds. Every call answers correctly or fails with a typed
 /// connection error (then the caller retries); fences strictly increase; the key ends free.

@@ -11,6 +11,7 @@
 
 mod batch;
 mod cache;
+mod records;
 mod sandbox;
 mod table;
 mod wit;
@@ -24,6 +25,7 @@ use wasmtime::{Engine, Store, StoreLimits, StoreLimitsBuilder};
 
 pub use batch::Batch;
 pub use cache::{CacheOutcome, ComponentCache, CACHE_DIR_ENV};
+pub use records::{ComponentRecords, RecordStep};
 pub use sandbox::{
     sandbox_engine, SandboxLimits, EPOCH_TICK, RESTORE_TIME_PER_BYTE, SNAPSHOT_TIME_PER_ENTRY,
 };
@@ -160,16 +162,7 @@ impl LockComponent {
         seed: u64,
         sandbox: SandboxLimits,
     ) -> Result<ComponentTable, HostError> {
-        let state = StoreState {
-            limits: StoreLimitsBuilder::new()
-                .memory_size(sandbox.memory_bytes)
-                .build(),
-        };
-        let mut store = Store::new(&self.engine, state);
-        store.limiter(|s| &mut s.limits);
-        store.set_epoch_deadline(sandbox.ticks());
-        let bindings =
-            Lock::instantiate(&mut store, &self.component, &self.linker).map_err(load)?;
+        let (mut store, bindings) = self.instance(sandbox)?;
         let created = bindings
             .expiring_lock_table()
             .lock_table()
@@ -183,6 +176,38 @@ impl LockComponent {
             store,
             bindings,
             table,
+            ticks: sandbox.ticks(),
+            poisoned: None,
+        })
+    }
+}
+
+impl LockComponent {
+    /// A new instance in its own store, bounded by `sandbox`.
+    fn instance(&self, sandbox: SandboxLimits) -> Result<(Store<StoreState>, Lock), HostError> {
+        let state = StoreState {
+            limits: StoreLimitsBuilder::new()
+                .memory_size(sandbox.memory_bytes)
+                .build(),
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|s| &mut s.limits);
+        store.set_epoch_deadline(sandbox.ticks());
+        let bindings =
+            Lock::instantiate(&mut store, &self.component, &self.linker).map_err(load)?;
+        Ok((store, bindings))
+    }
+
+    /// The component's per-key `records` interface in a new instance: what a host runs on the
+    /// records of a shared store (see `lock-store`).
+    ///
+    /// # Errors
+    /// [`HostError::Load`] if instantiation fails.
+    pub fn records(&self, sandbox: SandboxLimits) -> Result<ComponentRecords, HostError> {
+        let (store, bindings) = self.instance(sandbox)?;
+        Ok(ComponentRecords {
+            store,
+            bindings,
             ticks: sandbox.ticks(),
             poisoned: None,
         })

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use lock_conformance::{load_file, run_loaded, vector_files, BackendDriver, Report};
-use lock_store::{Store, StoreTable};
+use lock_store::{Decider, Native, Store, StoreTable};
 
 /// Every vector file: the shared suite and the playground's guided scenarios.
 pub fn vector_paths() -> Vec<PathBuf> {
@@ -49,7 +49,17 @@ pub fn check_vectors<S: Store + 'static>(
     open: impl FnMut() -> S + 'static,
     stale: bool,
 ) {
-    let report = run_vectors(open, stale);
+    check_vectors_with(label, open, || Native, stale);
+}
+
+/// [`check_vectors`] with another decider (a fresh one per scenario).
+pub fn check_vectors_with<S: Store + 'static, D: Decider + 'static>(
+    label: &str,
+    open: impl FnMut() -> S + 'static,
+    decider: impl FnMut() -> D + 'static,
+    stale: bool,
+) {
+    let report = run_vectors(open, decider, stale);
     let failed: BTreeSet<(String, String)> = (report.failures.iter())
         .map(|f| (f.file.clone(), f.scenario.clone()))
         .collect();
@@ -85,11 +95,16 @@ pub fn check_vectors<S: Store + 'static>(
     );
 }
 
-fn run_vectors<S: Store + 'static>(mut open: impl FnMut() -> S + 'static, stale: bool) -> Report {
+fn run_vectors<S: Store + 'static, D: Decider + 'static>(
+    mut open: impl FnMut() -> S + 'static,
+    mut decider: impl FnMut() -> D + 'static,
+    stale: bool,
+) -> Report {
     let mut driver = BackendDriver::new(move |limits| {
         let mut store = open();
         store.clear().map_err(|e| e.to_string())?;
-        let mut table = StoreTable::new(store, limits.clone()).map_err(|e| e.to_string())?;
+        let mut table = StoreTable::with_decider(store, decider(), limits.clone())
+            .map_err(|e| e.to_string())?;
         table.engine_mut().set_stale(stale);
         Ok(table)
     });

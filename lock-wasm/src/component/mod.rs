@@ -5,6 +5,7 @@
 // The only `unsafe` is in the bindings that `wit_bindgen::generate!` writes.
 
 mod convert;
+mod records;
 
 use std::cell::RefCell;
 

@@ -1,0 +1,509 @@
+//! The shared-store benchmark: lock-store against what users would otherwise use, side by side
+//! in one run on the same servers.
+//!
+//! ```text
+//! cargo run --release -p lock-store --features all-stores --example bench -- [SECONDS_PER_CELL]
+//! ```
+//!
+//! For each store and each of 1, 16 and 64 connections (one thread each), two workloads:
+//! *distinct* (each connection takes and releases its own key: the uncontended pair) and *hot*
+//! (every connection tries one key and releases it when it got it). Printed per cell: operations
+//! per second (a pair for distinct; an attempt for hot), p50 and p99 latency, and the ratio to
+//! each alternative measured in the same run:
+//!
+//! - Redis: redislock-style `SET key token NX PX ttl` + an owner-checked scripted `DEL`.
+//! - PostgreSQL: `pg_try_advisory_lock`/`pg_advisory_unlock` (nothing durable) and a
+//!   ShedLock-style table (`UPDATE ... WHERE lock_until <= now()`).
+//! - MariaDB: `GET_LOCK`/`RELEASE_LOCK` (nothing durable) and a ShedLock-style table.
+//!
+//! It also times the decision alone (decode, transition, encode of a record, native) per pair,
+//! as a share of lock-store's pair. Server URLs: `LOCK_STORE_REDIS_URL`,
+//! `LOCK_STORE_POSTGRES_URL`, `LOCK_STORE_MYSQL_URL` (defaults: the local servers).
+
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use lock_core::{Duration as Ms, Fence, Instant as At, KeyRecord, Limits, Request};
+use lock_store::Locks;
+use mysql::prelude::Queryable;
+
+const TTL: Duration = Duration::from_secs(30);
+const CONNECTIONS: [usize; 3] = [1, 16, 64];
+
+/// Makes connection `i`'s way to take and give back keys.
+type MakePair<'a> = dyn Fn(usize) -> Box<dyn Pair> + Sync + 'a;
+
+/// One connection's way to take and give back a key.
+trait Pair: Send {
+    /// Tries to take `key`; true if taken.
+    fn take(&mut self, key: &str) -> bool;
+    /// Gives `key` back (only called after a successful take).
+    fn give(&mut self, key: &str);
+}
+
+struct Ours {
+    locks: Locks,
+    owner: String,
+    held: Option<lock_store::Lease>,
+}
+
+impl Pair for Ours {
+    fn take(&mut self, key: &str) -> bool {
+        match self.locks.try_acquire(key, &self.owner, TTL) {
+            Ok(lease) => {
+                self.held = Some(lease);
+                true
+            }
+            Err(lock_store::Error::Lock(_)) => false,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    fn give(&mut self, _: &str) {
+        if let Some(lease) = self.held.take() {
+            lease.release().unwrap();
+        }
+    }
+}
+
+struct RedisLock {
+    conn: redis::Connection,
+    token: String,
+    release: redis::Script,
+}
+
+impl Pair for RedisLock {
+    fn take(&mut self, key: &str) -> bool {
+        let r: Option<String> = redis::cmd("SET")
+            .arg(format!("bench:redislock:{key}"))
+            .arg(&self.token)
+            .arg("NX")
+            .arg("PX")
+            .arg(TTL.as_millis() as u64)
+            .query(&mut self.conn)
+            .unwrap();
+        r.is_some()
+    }
+    fn give(&mut self, key: &str) {
+        let _: i64 = self
+            .release
+            .key(format!("bench:redislock:{key}"))
+            .arg(&self.token)
+            .invoke(&mut self.conn)
+            .unwrap();
+    }
+}
+
+struct Advisory {
+    client: postgres::Client,
+    take: postgres::Statement,
+    give: postgres::Statement,
+}
+
+impl Pair for Advisory {
+    fn take(&mut self, key: &str) -> bool {
+        self.client.query_one(&self.take, &[&key]).unwrap().get(0)
+    }
+    fn give(&mut self, key: &str) {
+        let _ = self.client.query_one(&self.give, &[&key]).unwrap();
+    }
+}
+
+struct PgTable {
+    client: postgres::Client,
+    owner: String,
+    take: postgres::Statement,
+    give: postgres::Statement,
+}
+
+impl Pair for PgTable {
+    fn take(&mut self, key: &str) -> bool {
+        self.client
+            .execute(&self.take, &[&key, &self.owner])
+            .unwrap()
+            == 1
+    }
+    fn give(&mut self, key: &str) {
+        self.client
+            .execute(&self.give, &[&key, &self.owner])
+            .unwrap();
+    }
+}
+
+struct GetLock {
+    conn: mysql::Conn,
+}
+
+impl Pair for GetLock {
+    fn take(&mut self, key: &str) -> bool {
+        let got: Option<i64> = self
+            .conn
+            .exec_first("SELECT GET_LOCK(?, 0)", (key,))
+            .unwrap();
+        got == Some(1)
+    }
+    fn give(&mut self, key: &str) {
+        let _: Option<i64> = self
+            .conn
+            .exec_first("SELECT RELEASE_LOCK(?)", (key,))
+            .unwrap();
+    }
+}
+
+struct MyTable {
+    conn: mysql::Conn,
+    owner: String,
+    table: String,
+}
+
+impl Pair for MyTable {
+    fn take(&mut self, key: &str) -> bool {
+        self.conn
+            .exec_drop(
+                format!(
+                    "UPDATE {} SET lock_until = NOW(3) + INTERVAL 30 SECOND, locked_at = NOW(3), locked_by = ? \
+                     WHERE name = ? AND lock_until <= NOW(3)",
+                    self.table
+                ),
+                (&self.owner, key),
+            )
+            .unwrap();
+        self.conn.affected_rows() == 1
+    }
+    fn give(&mut self, key: &str) {
+        self.conn
+            .exec_drop(
+                format!(
+                    "UPDATE {} SET lock_until = NOW(3) WHERE name = ? AND locked_by = ?",
+                    self.table
+                ),
+                (key, &self.owner),
+            )
+            .unwrap();
+    }
+}
+
+/// What a cell measured.
+struct Cell {
+    ops_per_s: f64,
+    p50_us: f64,
+    p99_us: f64,
+}
+
+/// Runs `connections` threads for `seconds`: distinct keys (pairs) or one hot key (attempts).
+fn measure(make: &MakePair<'_>, connections: usize, hot: bool, seconds: f64, tag: &str) -> Cell {
+    let pairs: Vec<Box<dyn Pair>> = (0..connections).map(make).collect();
+    let barrier = Arc::new(Barrier::new(connections));
+    let run_for = Duration::from_secs_f64(seconds);
+    let threads: Vec<_> = pairs
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut pair)| {
+            let barrier = Arc::clone(&barrier);
+            let key = if hot {
+                format!("{tag}hot")
+            } else {
+                format!("{tag}k{i}")
+            };
+            std::thread::spawn(move || {
+                let mut latencies = Vec::with_capacity(4096);
+                barrier.wait();
+                let start = Instant::now();
+                while start.elapsed() < run_for {
+                    let t = Instant::now();
+                    if pair.take(&key) {
+                        pair.give(&key);
+                    }
+                    latencies.push(t.elapsed());
+                }
+                latencies
+            })
+        })
+        .collect();
+    let mut all: Vec<Duration> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    all.sort_unstable();
+    let pct = |p: f64| {
+        all.get(((all.len() as f64 * p) as usize).min(all.len().saturating_sub(1)))
+            .map_or(0.0, |d| d.as_secs_f64() * 1e6)
+    };
+    Cell {
+        ops_per_s: all.len() as f64 / seconds,
+        p50_us: pct(0.50),
+        p99_us: pct(0.99),
+    }
+}
+
+fn url(var: &str, default: &str) -> String {
+    std::env::var(var).unwrap_or_else(|_| default.to_owned())
+}
+
+/// The decision alone per pair (decode, decide, encode, twice), native.
+fn decision_us() -> f64 {
+    let limits = Limits::default();
+    let rounds = 100_000u64;
+    let start = Instant::now();
+    let mut bytes = KeyRecord::new().encode();
+    let mut fence = Fence(1);
+    for i in 0..rounds {
+        let now = At(1_000_000 + i);
+        let mut r = KeyRecord::decode(&bytes, &[fence], &limits).unwrap();
+        let step = r.handle(
+            Request::TryAcquire {
+                key: "k",
+                owner: "a",
+                ttl: Ms(30_000),
+                now,
+            },
+            &limits,
+        );
+        assert!(step.changed);
+        r.settle(&[fence]);
+        bytes = r.encode();
+        let mut r = KeyRecord::decode(&bytes, &[fence], &limits).unwrap();
+        let _ = r.handle(
+            Request::Release {
+                key: "k",
+                owner: "a",
+                fence,
+                now,
+            },
+            &limits,
+        );
+        bytes = r.encode();
+        fence = Fence(fence.0 + 1);
+    }
+    start.elapsed().as_secs_f64() * 1e6 / rounds as f64
+}
+
+fn main() {
+    let seconds: f64 = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2.0);
+    let redis_url = url("LOCK_STORE_REDIS_URL", "redis://127.0.0.1:6379");
+    let pg_url = url(
+        "LOCK_STORE_POSTGRES_URL",
+        "postgres://postgres@127.0.0.1:5432/test",
+    );
+    let my_url = url("LOCK_STORE_MYSQL_URL", "mysql://root@127.0.0.1:3306/test");
+    let ns = format!("bench_{}", std::process::id());
+    let decide = decision_us();
+    println!("decision alone (native decode + transition + encode), per pair: {decide:.2} us");
+    println!(
+        "{} s per cell; ops/s counts pairs (distinct) or attempts (hot)\n",
+        seconds
+    );
+    println!("| store | workload | conns | ops/s | p50 us | p99 us | vs |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+
+    // Redis.
+    let redis_client = redis::Client::open(redis_url.as_str()).unwrap();
+    let release = redis::Script::new("if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end");
+    let ours_redis = |i: usize| -> Box<dyn Pair> {
+        Box::new(Ours {
+            locks: Locks::open(&redis_url, &ns).unwrap(),
+            owner: format!("o{i}"),
+            held: None,
+        })
+    };
+    let redislock = |i: usize| -> Box<dyn Pair> {
+        Box::new(RedisLock {
+            conn: redis_client.get_connection().unwrap(),
+            token: format!("t{i}"),
+            release: release.clone(),
+        })
+    };
+    let mut ratios = Vec::new();
+    let alternatives: Vec<(&str, &MakePair<'_>)> = vec![("redislock-style", &redislock)];
+    table(
+        "redis",
+        &ours_redis,
+        &alternatives,
+        seconds,
+        decide,
+        &mut ratios,
+    );
+
+    // PostgreSQL.
+    let mut admin = postgres::Client::connect(&pg_url, postgres::NoTls).unwrap();
+    let shed = format!("{ns}_shedlock");
+    admin
+        .batch_execute(&format!(
+            "CREATE TABLE {shed} (name text PRIMARY KEY, lock_until timestamptz NOT NULL, locked_at timestamptz NOT NULL, locked_by text NOT NULL)"
+        ))
+        .unwrap();
+    let ours_pg = |i: usize| -> Box<dyn Pair> {
+        Box::new(Ours {
+            locks: Locks::open(&pg_url, &ns).unwrap(),
+            owner: format!("o{i}"),
+            held: None,
+        })
+    };
+    let advisory = |_: usize| -> Box<dyn Pair> {
+        let mut client = postgres::Client::connect(&pg_url, postgres::NoTls).unwrap();
+        let take = client
+            .prepare("SELECT pg_try_advisory_lock(hashtext($1))")
+            .unwrap();
+        let give = client
+            .prepare("SELECT pg_advisory_unlock(hashtext($1))")
+            .unwrap();
+        Box::new(Advisory { client, take, give })
+    };
+    let pg_table = |i: usize| -> Box<dyn Pair> {
+        let mut client = postgres::Client::connect(&pg_url, postgres::NoTls).unwrap();
+        // ShedLock's PostgreSQL provider: insert the row once, then take it with an update.
+        let take = client
+            .prepare(&format!(
+                "INSERT INTO {shed} AS s (name, lock_until, locked_at, locked_by) VALUES ($1, now() + interval '30 seconds', now(), $2) \
+                 ON CONFLICT (name) DO UPDATE SET lock_until = EXCLUDED.lock_until, locked_at = EXCLUDED.locked_at, locked_by = EXCLUDED.locked_by \
+                 WHERE s.lock_until <= now()"
+            ))
+            .unwrap();
+        let give = client
+            .prepare(&format!(
+                "UPDATE {shed} SET lock_until = now() WHERE name = $1 AND locked_by = $2"
+            ))
+            .unwrap();
+        Box::new(PgTable {
+            client,
+            owner: format!("o{i}"),
+            take,
+            give,
+        })
+    };
+    let alternatives: Vec<(&str, &MakePair<'_>)> = vec![
+        ("ShedLock-style table", &pg_table),
+        ("advisory locks", &advisory),
+    ];
+    table(
+        "postgres",
+        &ours_pg,
+        &alternatives,
+        seconds,
+        decide,
+        &mut ratios,
+    );
+    admin
+        .batch_execute(&format!(
+            "DROP TABLE {shed}; DROP SCHEMA IF EXISTS {ns} CASCADE"
+        ))
+        .unwrap();
+
+    // MariaDB.
+    let opts = mysql::Opts::from_url(&my_url).unwrap();
+    let mut admin = mysql::Conn::new(opts.clone()).unwrap();
+    admin
+        .query_drop(format!(
+            "CREATE TABLE {shed} (name VARCHAR(64) PRIMARY KEY, lock_until TIMESTAMP(3) NOT NULL, locked_at TIMESTAMP(3) NOT NULL, locked_by VARCHAR(255) NOT NULL)"
+        ))
+        .unwrap();
+    for i in 0..CONNECTIONS[2] {
+        admin
+            .exec_drop(
+                format!("INSERT INTO {shed} VALUES (?, NOW(3), NOW(3), '')"),
+                (format!("myk{i}"),),
+            )
+            .unwrap();
+    }
+    admin
+        .exec_drop(
+            format!("INSERT INTO {shed} VALUES ('myhot', NOW(3), NOW(3), '')"),
+            (),
+        )
+        .unwrap();
+    let ours_my = |i: usize| -> Box<dyn Pair> {
+        Box::new(Ours {
+            locks: Locks::open(&my_url, &ns).unwrap(),
+            owner: format!("o{i}"),
+            held: None,
+        })
+    };
+    let get_lock = |_: usize| -> Box<dyn Pair> {
+        Box::new(GetLock {
+            conn: mysql::Conn::new(opts.clone()).unwrap(),
+        })
+    };
+    let my_table = |i: usize| -> Box<dyn Pair> {
+        Box::new(MyTable {
+            conn: mysql::Conn::new(opts.clone()).unwrap(),
+            owner: format!("o{i}"),
+            table: shed.clone(),
+        })
+    };
+    let alternatives: Vec<(&str, &MakePair<'_>)> =
+        vec![("ShedLock-style table", &my_table), ("GET_LOCK", &get_lock)];
+    table(
+        "mariadb",
+        &ours_my,
+        &alternatives,
+        seconds,
+        decide,
+        &mut ratios,
+    );
+    admin.query_drop(format!("DROP TABLE {shed}")).unwrap();
+    if let Ok(mut store) = lock_store::url::open(&my_url, &ns) {
+        let _ = lock_store::Store::uninstall(&mut store);
+    }
+    if let Ok(mut store) = lock_store::url::open(&redis_url, &ns) {
+        let _ = lock_store::Store::uninstall(&mut store);
+    }
+    println!();
+    for line in ratios {
+        println!("{line}");
+    }
+}
+
+/// Measures lock-store and each alternative on one store, prints the rows and collects the
+/// headline ratios.
+fn table(
+    store: &str,
+    ours: &MakePair<'_>,
+    alternatives: &[(&str, &MakePair<'_>)],
+    seconds: f64,
+    decide_us: f64,
+    ratios: &mut Vec<String>,
+) {
+    for hot in [false, true] {
+        let workload = if hot { "hot key" } else { "distinct keys" };
+        for &n in &CONNECTIONS {
+            // The key prefix differs per workload so lock-store's and the alternatives' keys
+            // never meet.
+            let tag = if store == "mariadb" { "my" } else { "" };
+            let mine = measure(ours, n, hot, seconds, tag);
+            let mut vs = Vec::new();
+            for (name, make) in alternatives {
+                let theirs = measure(*make, n, hot, seconds, tag);
+                vs.push(format!(
+                    "{name}: {:.0} ops/s, p50 {:.0} us (ours {:.2}x p50, {:.2}x ops/s)",
+                    theirs.ops_per_s,
+                    theirs.p50_us,
+                    mine.p50_us / theirs.p50_us,
+                    mine.ops_per_s / theirs.ops_per_s
+                ));
+                if !hot && (n == 1 || n == 16) {
+                    ratios.push(format!(
+                        "{store}, {n} conn, distinct keys, vs {name}: p50 {:.2}x, throughput {:.2}x",
+                        mine.p50_us / theirs.p50_us,
+                        mine.ops_per_s / theirs.ops_per_s
+                    ));
+                }
+            }
+            if !hot && n == 1 {
+                ratios.push(format!(
+                    "{store}: the decision is {:.1} % of a pair ({decide_us:.2} of {:.0} us)",
+                    100.0 * decide_us / mine.p50_us,
+                    mine.p50_us
+                ));
+            }
+            println!(
+                "| {store} | {workload} | {n} | {:.0} | {:.0} | {:.0} | {} |",
+                mine.ops_per_s,
+                mine.p50_us,
+                mine.p99_us,
+                vs.join("; ")
+            );
+        }
+    }
+}

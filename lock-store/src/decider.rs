@@ -1,0 +1,351 @@
+//! Who decides a key's transitions: the native core ([`Native`]) or the lock component in
+//! wasmtime ([`Component`], feature `component`), the same WebAssembly bytes that decide in the
+//! browser, in Node and in a plugin host. Both run `lock-core`'s `KeyRecord`; a decider only
+//! holds records between calls and reports what a transition did.
+
+use lock_core::{Fence, Instant, KeyInfo, KeyRecord, Limits, LockError, Request, Response, Step};
+
+use crate::store::Stored;
+
+/// What one transition did, and the record it leaves (provisional fences until settled).
+#[derive(Clone, Debug)]
+pub struct Decision<Rec, R> {
+    /// The answer, events, whether to write and how many tokens to allocate.
+    pub step: Step<R>,
+    /// The record after the transition, as the decider keeps it.
+    pub after: Rec,
+    /// The bytes to write (`None`: delete); only used when `step.changed`.
+    pub bytes: Option<Vec<u8>>,
+    /// The key's clock after the transition.
+    pub clock: Instant,
+    /// The key's next change by time alone.
+    pub next_deadline: Option<Instant>,
+    /// When a free record may be collected.
+    pub forget_at: Option<Instant>,
+}
+
+/// Why a decider could not decide.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DecideError {
+    /// The stored record does not decode.
+    Corrupt(LockError),
+    /// The decider itself failed (a component that trapped, or answered something unknown).
+    Failed(String),
+}
+
+/// The answer of an inspect.
+pub type InspectReply = Result<Option<KeyInfo>, LockError>;
+
+/// Runs transitions on key records.
+pub trait Decider: Send {
+    /// A key's record as this decider keeps it between calls.
+    type Record: Clone + Send;
+
+    /// The record of a key nobody used.
+    fn empty(&mut self) -> Self::Record;
+
+    /// A stored record.
+    ///
+    /// # Errors
+    /// [`DecideError::Corrupt`] if the decider decodes at once and the bytes are bad.
+    fn load(&mut self, stored: &Stored, limits: &Limits) -> Result<Self::Record, DecideError>;
+
+    /// Runs `request` on `record`.
+    ///
+    /// # Errors
+    /// [`DecideError`].
+    fn handle(
+        &mut self,
+        record: &Self::Record,
+        request: Request<'_>,
+        limits: &Limits,
+    ) -> Result<Decision<Self::Record, Response>, DecideError>;
+
+    /// Inspects `key`'s `record` at `now`.
+    ///
+    /// # Errors
+    /// [`DecideError`].
+    fn inspect(
+        &mut self,
+        record: &Self::Record,
+        key: &str,
+        now: Instant,
+        limits: &Limits,
+    ) -> Result<Decision<Self::Record, InspectReply>, DecideError>;
+
+    /// Puts the tokens the store allocated in place of the provisional ones, after the write.
+    fn settle(&mut self, record: &mut Self::Record, fresh: &[Fence]);
+}
+
+/// The native core decides.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Native;
+
+fn native_decision<R>(step: Step<R>, after: KeyRecord, limits: &Limits) -> Decision<KeyRecord, R> {
+    let bytes = (step.changed && !after.is_empty()).then(|| after.encode());
+    Decision {
+        clock: after.clock(),
+        next_deadline: after.next_deadline(),
+        forget_at: after.forget_at(limits),
+        step,
+        after,
+        bytes,
+    }
+}
+
+impl Decider for Native {
+    type Record = KeyRecord;
+
+    fn empty(&mut self) -> KeyRecord {
+        KeyRecord::new()
+    }
+
+    fn load(&mut self, stored: &Stored, limits: &Limits) -> Result<KeyRecord, DecideError> {
+        KeyRecord::decode(&stored.bytes, &stored.fences, limits).map_err(DecideError::Corrupt)
+    }
+
+    fn handle(
+        &mut self,
+        record: &KeyRecord,
+        request: Request<'_>,
+        limits: &Limits,
+    ) -> Result<Decision<KeyRecord, Response>, DecideError> {
+        let mut after = record.clone();
+        let step = after.handle(request, limits);
+        Ok(native_decision(step, after, limits))
+    }
+
+    fn inspect(
+        &mut self,
+        record: &KeyRecord,
+        key: &str,
+        now: Instant,
+        limits: &Limits,
+    ) -> Result<Decision<KeyRecord, InspectReply>, DecideError> {
+        let mut after = record.clone();
+        let step = after.inspect(key, now, limits);
+        Ok(native_decision(step, after, limits))
+    }
+
+    fn settle(&mut self, record: &mut KeyRecord, fresh: &[Fence]) {
+        record.settle(fresh);
+    }
+}
+
+#[cfg(feature = "component")]
+pub use component::{Component, ComponentRecord};
+
+#[cfg(feature = "component")]
+mod component {
+    use host_wasmtime::{ComponentRecords, HostError, LockComponent, RecordStep, SandboxLimits};
+    use lock_core::{Fence, Instant, Limits, Request, Response};
+
+    use super::{DecideError, Decider, Decision, InspectReply};
+    use crate::store::Stored;
+
+    /// The lock component decides, in its own wasmtime instance (sandboxed: memory and time
+    /// bounded per call).
+    #[derive(Debug)]
+    pub struct Component(ComponentRecords);
+
+    impl Component {
+        /// A decider running the component embedded in `host-wasmtime`.
+        ///
+        /// # Errors
+        /// [`HostError`] if it cannot be loaded or instantiated.
+        pub fn embedded() -> Result<Self, HostError> {
+            Component::new(&LockComponent::embedded()?)
+        }
+
+        /// A decider running `component` (one instance of it).
+        ///
+        /// # Errors
+        /// [`HostError`] if it cannot be instantiated.
+        pub fn new(component: &LockComponent) -> Result<Self, HostError> {
+            Ok(Component(component.records(SandboxLimits::default())?))
+        }
+    }
+
+    /// A record as the component decider keeps it: the bytes and their tokens, decoded by the
+    /// component at each call.
+    #[derive(Clone, Debug, Default, PartialEq, Eq)]
+    pub struct ComponentRecord {
+        bytes: Option<Vec<u8>>,
+        fences: Vec<Fence>,
+    }
+
+    fn decision<R>(before: &ComponentRecord, r: RecordStep<R>) -> Decision<ComponentRecord, R> {
+        let after = if r.step.changed {
+            ComponentRecord {
+                bytes: r.record.clone(),
+                fences: Vec::new(),
+            }
+        } else {
+            before.clone()
+        };
+        Decision {
+            bytes: r.record,
+            clock: r.clock,
+            next_deadline: r.next_deadline,
+            forget_at: r.forget_at,
+            step: r.step,
+            after,
+        }
+    }
+
+    fn failed(e: &HostError) -> DecideError {
+        DecideError::Failed(e.to_string())
+    }
+
+    impl Decider for Component {
+        type Record = ComponentRecord;
+
+        fn empty(&mut self) -> ComponentRecord {
+            ComponentRecord::default()
+        }
+
+        fn load(&mut self, stored: &Stored, _: &Limits) -> Result<ComponentRecord, DecideError> {
+            // Decoded (and checked) by the component at each call.
+            Ok(ComponentRecord {
+                bytes: Some(stored.bytes.clone()),
+                fences: stored.fences.clone(),
+            })
+        }
+
+        fn handle(
+            &mut self,
+            record: &ComponentRecord,
+            request: Request<'_>,
+            limits: &Limits,
+        ) -> Result<Decision<ComponentRecord, Response>, DecideError> {
+            let r = (self.0)
+                .handle(limits, record.bytes.as_deref(), &record.fences, request)
+                .map_err(|e| failed(&e))?
+                .map_err(DecideError::Corrupt)?;
+            Ok(decision(record, r))
+        }
+
+        fn inspect(
+            &mut self,
+            record: &ComponentRecord,
+            key: &str,
+            now: Instant,
+            limits: &Limits,
+        ) -> Result<Decision<ComponentRecord, InspectReply>, DecideError> {
+            let r = (self.0)
+                .inspect(limits, key, record.bytes.as_deref(), &record.fences, now)
+                .map_err(|e| failed(&e))?
+                .map_err(DecideError::Corrupt)?;
+            Ok(decision(record, r))
+        }
+
+        fn settle(&mut self, record: &mut ComponentRecord, fresh: &[Fence]) {
+            record.fences = fresh.to_vec();
+        }
+    }
+}
+
+/// Either decider, chosen at run time (what [`Locks`](crate::Locks) holds).
+#[derive(Debug)]
+pub enum AnyDecider {
+    /// The native core.
+    Native(Native),
+    /// The lock component (boxed: an instance is large).
+    #[cfg(feature = "component")]
+    Component(Box<Component>),
+}
+
+/// A record as [`AnyDecider`] keeps it.
+#[derive(Clone, Debug)]
+pub enum AnyRecord {
+    /// Kept by the native core.
+    Native(KeyRecord),
+    /// Kept for the lock component.
+    #[cfg(feature = "component")]
+    Component(ComponentRecord),
+}
+
+fn wrap<Rec, R>(d: Decision<Rec, R>, f: impl FnOnce(Rec) -> AnyRecord) -> Decision<AnyRecord, R> {
+    Decision {
+        step: d.step,
+        after: f(d.after),
+        bytes: d.bytes,
+        clock: d.clock,
+        next_deadline: d.next_deadline,
+        forget_at: d.forget_at,
+    }
+}
+
+#[cfg(feature = "component")]
+fn mismatch() -> DecideError {
+    DecideError::Failed("a record kept by the other decider".into())
+}
+
+impl Decider for AnyDecider {
+    type Record = AnyRecord;
+
+    fn empty(&mut self) -> AnyRecord {
+        match self {
+            AnyDecider::Native(d) => AnyRecord::Native(d.empty()),
+            #[cfg(feature = "component")]
+            AnyDecider::Component(d) => AnyRecord::Component(d.empty()),
+        }
+    }
+
+    fn load(&mut self, stored: &Stored, limits: &Limits) -> Result<AnyRecord, DecideError> {
+        match self {
+            AnyDecider::Native(d) => d.load(stored, limits).map(AnyRecord::Native),
+            #[cfg(feature = "component")]
+            AnyDecider::Component(d) => d.load(stored, limits).map(AnyRecord::Component),
+        }
+    }
+
+    fn handle(
+        &mut self,
+        record: &AnyRecord,
+        request: Request<'_>,
+        limits: &Limits,
+    ) -> Result<Decision<AnyRecord, Response>, DecideError> {
+        match (self, record) {
+            (AnyDecider::Native(d), AnyRecord::Native(r)) => {
+                Ok(wrap(d.handle(r, request, limits)?, AnyRecord::Native))
+            }
+            #[cfg(feature = "component")]
+            (AnyDecider::Component(d), AnyRecord::Component(r)) => {
+                Ok(wrap(d.handle(r, request, limits)?, AnyRecord::Component))
+            }
+            #[cfg(feature = "component")]
+            _ => Err(mismatch()),
+        }
+    }
+
+    fn inspect(
+        &mut self,
+        record: &AnyRecord,
+        key: &str,
+        now: Instant,
+        limits: &Limits,
+    ) -> Result<Decision<AnyRecord, InspectReply>, DecideError> {
+        match (self, record) {
+            (AnyDecider::Native(d), AnyRecord::Native(r)) => {
+                Ok(wrap(d.inspect(r, key, now, limits)?, AnyRecord::Native))
+            }
+            #[cfg(feature = "component")]
+            (AnyDecider::Component(d), AnyRecord::Component(r)) => {
+                Ok(wrap(d.inspect(r, key, now, limits)?, AnyRecord::Component))
+            }
+            #[cfg(feature = "component")]
+            _ => Err(mismatch()),
+        }
+    }
+
+    fn settle(&mut self, record: &mut AnyRecord, fresh: &[Fence]) {
+        match (self, record) {
+            (AnyDecider::Native(d), AnyRecord::Native(r)) => d.settle(r, fresh),
+            #[cfg(feature = "component")]
+            (AnyDecider::Component(d), AnyRecord::Component(r)) => d.settle(r, fresh),
+            #[cfg(feature = "component")]
+            _ => {}
+        }
+    }
+}
