@@ -132,10 +132,16 @@ impl MysqlStore {
 
     fn conn(&mut self) -> Result<&mut Conn, StoreError> {
         if self.conn.is_none() {
-            let conn = Conn::new(self.opts.clone()).map_err(|e| StoreError::Connect {
+            let mut conn = Conn::new(self.opts.clone()).map_err(|e| StoreError::Connect {
                 store: format!("{} namespace \"{}\"", self.shown, self.namespace),
                 reason: reason(&e),
             })?;
+            // Row locks only: no gap locks between writers of different keys.
+            conn.query_drop("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+                .map_err(|e| StoreError::Connect {
+                    store: format!("{} namespace \"{}\"", self.shown, self.namespace),
+                    reason: reason(&e),
+                })?;
             self.conn = Some(conn);
         }
         let store = self.describe();
@@ -325,6 +331,11 @@ impl Store for MysqlStore {
         let conn = self.conn()?;
         let row: Option<Row> = match conn.exec_first(&sql, params) {
             Ok(row) => row,
+            // A deadlock or a lock wait that timed out rolled the whole transaction back:
+            // nothing happened, as in a conflict. Decide again from the record as it is.
+            Err(mysql::Error::MySqlError(ref m)) if m.code == 1213 || m.code == 1205 => {
+                return Ok(Written::Conflict(self.read(key)?));
+            }
             Err(e) => return Err(self.failed(&e)),
         };
         let row = row.ok_or_else(|| StoreError::Server {

@@ -363,6 +363,14 @@ impl Store for PostgresStore {
         );
         let row = match result {
             Ok(row) => row,
+            // A deadlock, a serialization failure or a lock wait past `lock_timeout` aborted the
+            // statement: nothing happened, as in a conflict. Decide again from the record.
+            Err(e)
+                if e.code()
+                    .is_some_and(|c| matches!(c.code(), "40P01" | "40001" | "55P03")) =>
+            {
+                return Ok(Written::Conflict(self.read(key)?));
+            }
             Err(e) => return Err(self.failed(&e)),
         };
         self.writes = self.writes.wrapping_add(1);
