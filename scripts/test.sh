@@ -16,12 +16,14 @@ scripts/setup.sh --js --browser
 export PROPTEST_CASES="${PROPTEST_CASES:-1024}"
 echo "== cargo test (vectors, model-based proptest with $PROPTEST_CASES cases, loader, doctests)"
 cargo test --workspace
-echo "== shared stores (lock-store): every vector, the service API, faults and contention, against Redis, PostgreSQL and MariaDB"
+echo "== shared stores (lock-store): every vector (native core and component deciding), the service API, faults, bursts and contention, against Redis, PostgreSQL and MariaDB"
 # shellcheck source=scripts/services.sh
 source scripts/services.sh
 ensure_services
 trap stop_services EXIT
-cargo test -p lock-store --features all-stores
+cargo test -p lock-store --features all-stores,component
+echo "== the shared-store benchmark, smoke run (figures: cargo run --release -p lock-store --features all-stores --example bench)"
+cargo run -q -p lock-store --features all-stores --example bench -- 0.05 >/dev/null
 echo "== scale at the documented limits (release build): a million leases expiring at once, saved and restored, within the default call bound"
 cargo test --release -p host-wasmtime --test scale -- --ignored
 echo "== fuzzing lock-core (${FUZZ_SECONDS:-20} s per target; scripts/fuzz.sh 600 for longer)"

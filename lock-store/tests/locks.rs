@@ -128,3 +128,49 @@ fn keep_alive_holds_past_the_ttl() {
         lease.release().unwrap();
     });
 }
+
+/// Replicas need not decide alike: one decided by the native core and one by the lock
+/// component share a store, hand the key to each other and see the same records.
+#[cfg(feature = "component")]
+#[test]
+fn native_and_component_replicas_share_a_store() {
+    use lock_store::{Component, Locks};
+    for (label, url) in common::store_urls() {
+        let ns = common::unique_namespace("mixed");
+        let _cleanup = common::Cleanup(|| {
+            let _ = lock_store::url::open(&url, &ns).and_then(|mut s| s.uninstall());
+        });
+        let native = Locks::open(&url, &ns).unwrap();
+        let wasm = Locks::with_component(
+            lock_store::url::open(&url, &ns).unwrap(),
+            Component::embedded().unwrap(),
+            lock_core::Limits::default(),
+        )
+        .unwrap();
+        let a = native.try_acquire("job", "native", 5000 * MS).unwrap();
+        let waiter = {
+            let wasm = wasm.clone();
+            std::thread::spawn(move || wasm.acquire("job", "wasm", 5000 * MS, 5000 * MS))
+        };
+        while native.inspect("job").unwrap().unwrap().waiters.is_empty() {
+            std::thread::sleep(5 * MS);
+        }
+        a.release().unwrap();
+        let lease = waiter.join().unwrap().unwrap();
+        let b = lease.fence();
+        assert!(b > a.fence(), "{label}");
+        let seen = native.inspect("job").unwrap().unwrap();
+        assert_eq!(
+            (seen.holder.owner.as_str(), seen.holder.fence),
+            ("wasm", b),
+            "{label}"
+        );
+        lease.release().unwrap();
+        assert_eq!(native.inspect("job").unwrap(), None, "{label}");
+        assert!(matches!(
+            wasm.try_acquire("", "x", MS),
+            Err(Error::Lock(LockError::KeyEmpty))
+        ));
+        println!("{label}: native and component replicas handed the key over");
+    }
+}

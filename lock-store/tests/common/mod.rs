@@ -34,7 +34,7 @@ pub const TABLE_ONLY: &[(&str, &str, &str)] = &[
     ("snapshot.json", "restoring an older snapshot keeps the later clock and applies what ended meanwhile", "whole-table snapshots"),
     ("snapshot.json", "a restored fence counter continues where it was", "whole-table snapshots"),
     ("snapshot.json", "truncated, foreign and damaged bytes are refused and change nothing",
-     "whole-table snapshots; replaced by store_semantics::a_corrupt_record_is_a_typed_error"),
+     "whole-table snapshots; corrupt records: faults::*_corrupt_record"),
     ("snapshot.json", "inconsistent contents behind a valid checksum are refused", "whole-table snapshots"),
     ("snapshot.json", "a snapshot over this table's limits is refused", "whole-table snapshots"),
     ("waiting.json", "the table-wide waiter limit refuses with too-many-waiters",
