@@ -37,10 +37,13 @@ end
 local n = tonumber(ARGV[5])
 local fences = ''
 if n > 0 then
-  if ARGV[8] == '1' and redis.call('EXISTS', KEYS[2]) == 0 then
-    redis.call('SET', KEYS[2], string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2])))
-  end
   local last = redis.call('INCRBY', KEYS[2], n)
+  if last == n and ARGV[8] == '1' then
+    -- The counter was missing (a new namespace, or Redis lost its data): restart above every
+    -- token issued before, at the server's time in microseconds.
+    last = tonumber(t[1]) * 1000000 + tonumber(t[2]) + n
+    redis.call('SET', KEYS[2], string.format('%d', last))
+  end
   if last > 9007199254740991 then
     return redis.error_reply('EXHAUSTED fencing tokens reached 2^53')
   end

@@ -116,6 +116,77 @@ fn survives_dropped_connections<S: Store>(
     );
 }
 
+/// A waiter's connection dropped while it waits: its `acquire` answers a typed error (and it
+/// leaves the queue) or goes on and is handed the key; either way the holder's release hands the
+/// key to whoever is left, and nobody is stuck.
+#[allow(dead_code)] // used by the server stores' tests
+fn survives_a_drop_while_waiting(
+    label: &str,
+    url: &str,
+    ns: &str,
+    mut kill: impl FnMut() -> usize,
+) {
+    use lock_store::{Error, Locks};
+    let holder = Locks::open(url, ns).unwrap();
+    let waiter = Locks::open(url, ns).unwrap();
+    let retry = |f: &dyn Fn() -> Result<(), Error>| loop {
+        match f() {
+            Ok(()) => return,
+            Err(Error::Store(StoreError::Lost { .. } | StoreError::Connect { .. })) => {}
+            Err(e) => panic!("{label}: {e}"),
+        }
+    };
+    let lease = holder
+        .try_acquire("job", "holder", Duration::from_secs(30))
+        .unwrap();
+    let waiting = std::thread::spawn(move || {
+        waiter
+            .acquire("job", "w", Duration::from_secs(30), Duration::from_secs(10))
+            .map(|l| (l.fence(), l))
+    });
+    loop {
+        let info = holder.inspect("job");
+        if matches!(&info, Ok(Some(i)) if i.waiters.iter().any(|w| w.owner == "w")) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut killed = 0;
+    for _ in 0..5 {
+        killed += kill();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(killed > 0, "{label}: no connection was killed");
+    retry(&|| lease.release());
+    match waiting.join().unwrap() {
+        Ok((fence, lease)) => {
+            assert!(fence.0 > 0);
+            retry(&|| lease.release());
+            println!("{label}: the waiter rode out {killed} killed connections and got the key");
+        }
+        Err(Error::Store(StoreError::Lost { .. } | StoreError::Connect { .. })) => {
+            println!(
+                "{label}: the waiter answered a typed error after {killed} killed connections"
+            );
+        }
+        Err(e) => panic!("{label}: the waiter answered {e}"),
+    }
+    // Nobody is stuck: the key is free (or freed) and a newcomer gets it.
+    let next = loop {
+        match holder.acquire(
+            "job",
+            "next",
+            Duration::from_secs(5),
+            Duration::from_secs(35),
+        ) {
+            Ok(l) => break l,
+            Err(Error::Store(StoreError::Lost { .. } | StoreError::Connect { .. })) => {}
+            Err(e) => panic!("{label}: {e}"),
+        }
+    };
+    retry(&|| next.release());
+}
+
 /// Writes garbage as the record of a key held before the call, then checks that every call on
 /// it is [`StoreError::Corrupt`] and that the bytes are left as they were.
 fn corrupt_record_is_reported<S: Store>(
@@ -225,9 +296,24 @@ mod redis_faults {
             let ns = ns.clone();
             move || open(&ns).uninstall().unwrap()
         });
+        survives_dropped_connections("redis", open(&ns), killer(&ns));
+    }
+
+    #[test]
+    fn redis_client_kill_while_waiting() {
+        let ns = common::unique_namespace("faults");
+        let _cleanup = common::Cleanup({
+            let ns = ns.clone();
+            move || open(&ns).uninstall().unwrap()
+        });
+        survives_a_drop_while_waiting("redis", &common::redis_url(), &ns, killer(&ns));
+    }
+
+    /// Kills every connection of namespace `ns` (they are named after it).
+    fn killer(ns: &str) -> impl FnMut() -> usize + Send + 'static {
         let name = format!("lock-store:{ns}");
         let mut admin = admin();
-        survives_dropped_connections("redis", open(&ns), move || {
+        move || {
             let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut admin).unwrap();
             let mut killed = 0;
             for line in list
@@ -244,7 +330,7 @@ mod redis_faults {
                 }
             }
             killed
-        });
+        }
     }
 
     #[test]
@@ -381,16 +467,31 @@ mod postgres_faults {
             let ns = ns.clone();
             move || open(&ns).uninstall().unwrap()
         });
+        survives_dropped_connections("postgres", open(&ns), killer(&ns));
+    }
+
+    #[test]
+    fn postgres_terminate_backend_while_waiting() {
+        let ns = common::unique_namespace("faults");
+        let _cleanup = common::Cleanup({
+            let ns = ns.clone();
+            move || open(&ns).uninstall().unwrap()
+        });
+        survives_a_drop_while_waiting("postgres", &common::postgres_url(), &ns, killer(&ns));
+    }
+
+    /// Terminates every backend of namespace `ns` (its application name).
+    fn killer(ns: &str) -> impl FnMut() -> usize + Send + 'static {
         let name = format!("lock-store:{ns}");
         let mut admin = admin();
-        survives_dropped_connections("postgres", open(&ns), move || {
+        move || {
             admin
                 .query(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
                     &[&name],
                 )
                 .map_or(0, |rows| rows.iter().filter(|r| r.get::<_, bool>(0)).count())
-        });
+        }
     }
 
     #[test]
@@ -461,9 +562,25 @@ mod mysql_faults {
             move || drop_database(&ns)
         });
         let store = MysqlStore::open(&url, "faults", Duration::from_secs(5)).unwrap();
+        survives_dropped_connections("mariadb", store, killer(&ns));
+    }
+
+    #[test]
+    fn mariadb_kill_while_waiting() {
+        let ns = common::unique_namespace("faults");
+        let url = database(&ns);
+        let _cleanup = common::Cleanup({
+            let ns = ns.clone();
+            move || drop_database(&ns)
+        });
+        survives_a_drop_while_waiting("mariadb", &url, "faults", killer(&ns));
+    }
+
+    /// Kills every connection to database `db` (each test has its own).
+    fn killer(db: &str) -> impl FnMut() -> usize + Send + 'static {
+        let db = db.to_owned();
         let mut admin = admin();
-        let db = ns.clone();
-        survives_dropped_connections("mariadb", store, move || {
+        move || {
             let ids: Vec<u64> = admin
                 .exec(
                     "SELECT id FROM information_schema.processlist WHERE db = ? AND id <> CONNECTION_ID()",
@@ -473,7 +590,7 @@ mod mysql_faults {
             ids.into_iter()
                 .filter(|id| admin.query_drop(format!("KILL {id}")).is_ok())
                 .count()
-        });
+        }
     }
 
     #[test]
