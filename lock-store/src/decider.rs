@@ -1,5 +1,5 @@
 //! Who decides a key's transitions: the native core ([`Native`]) or the lock component in
-//! wasmtime ([`Component`], feature `component`), the same WebAssembly bytes that decide in the
+//! wasmtime (`Component`, feature `component`), the same WebAssembly bytes that decide in the
 //! browser, in Node and in a plugin host. Both run `lock-core`'s `KeyRecord`; a decider only
 //! holds records between calls and reports what a transition did.
 

@@ -56,7 +56,7 @@ pub const MAX_ATTEMPTS: u32 = 32;
 
 /// Decides calls on one store, keeping the records it last saw so that an uncontended call is
 /// one compare-and-set (one round trip). `D` decides: the native core by default, or the lock
-/// component ([`crate::Component`], feature `component`).
+/// component (`Component`, feature `component`).
 pub struct Engine<S, D: Decider = Native> {
     store: S,
     decider: D,
