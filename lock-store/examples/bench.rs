@@ -2,7 +2,7 @@
 //! in one run on the same servers.
 //!
 //! ```text
-//! cargo run --release -p lock-store --features all-stores --example bench -- [SECONDS_PER_CELL]
+//! cargo run --release -p lock-store --features all-stores --example bench -- [SECONDS_PER_CELL] [redis|postgres|mariadb]...
 //! ```
 //!
 //! For each store and each of 1, 16 and 64 connections (one thread each), two workloads:
@@ -282,6 +282,9 @@ fn main() {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(2.0);
+    // The stores to measure (default: all).
+    let only: Vec<String> = std::env::args().skip(2).collect();
+    let run = |store: &str| only.is_empty() || only.iter().any(|o| o == store);
     let redis_url = url("LOCK_STORE_REDIS_URL", "redis://127.0.0.1:6379");
     let pg_url = url(
         "LOCK_STORE_POSTGRES_URL",
@@ -298,156 +301,164 @@ fn main() {
     println!("| store | workload | conns | ops/s | p50 us | p99 us | vs |");
     println!("| --- | --- | --- | --- | --- | --- | --- |");
 
-    // Redis.
-    let redis_client = redis::Client::open(redis_url.as_str()).unwrap();
-    let release = redis::Script::new("if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end");
-    let ours_redis = |i: usize| -> Box<dyn Pair> {
-        Box::new(Ours {
-            locks: Locks::open(&redis_url, &ns).unwrap(),
-            owner: format!("o{i}"),
-            held: None,
-        })
-    };
-    let redislock = |i: usize| -> Box<dyn Pair> {
-        Box::new(RedisLock {
-            conn: redis_client.get_connection().unwrap(),
-            token: format!("t{i}"),
-            release: release.clone(),
-        })
-    };
     let mut ratios = Vec::new();
-    let alternatives: Vec<(&str, &MakePair<'_>)> = vec![("redislock-style", &redislock)];
-    table(
-        "redis",
-        &ours_redis,
-        &alternatives,
-        seconds,
-        decide,
-        &mut ratios,
-    );
+    // Redis.
+    if run("redis") {
+        let redis_client = redis::Client::open(redis_url.as_str()).unwrap();
+        let release = redis::Script::new("if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end");
+        let ours_redis = |i: usize| -> Box<dyn Pair> {
+            Box::new(Ours {
+                locks: Locks::open(&redis_url, &ns).unwrap(),
+                owner: format!("o{i}"),
+                held: None,
+            })
+        };
+        let redislock = |i: usize| -> Box<dyn Pair> {
+            Box::new(RedisLock {
+                conn: redis_client.get_connection().unwrap(),
+                token: format!("t{i}"),
+                release: release.clone(),
+            })
+        };
+        let alternatives: Vec<(&str, &MakePair<'_>)> = vec![("redislock-style", &redislock)];
+        table(
+            "redis",
+            &ours_redis,
+            &alternatives,
+            seconds,
+            decide,
+            &mut ratios,
+        );
+    }
 
     // PostgreSQL.
-    let mut admin = postgres::Client::connect(&pg_url, postgres::NoTls).unwrap();
     let shed = format!("{ns}_shedlock");
-    admin
+    if run("postgres") {
+        let mut admin = postgres::Client::connect(&pg_url, postgres::NoTls).unwrap();
+        admin
         .batch_execute(&format!(
             "CREATE TABLE {shed} (name text PRIMARY KEY, lock_until timestamptz NOT NULL, locked_at timestamptz NOT NULL, locked_by text NOT NULL)"
         ))
         .unwrap();
-    let ours_pg = |i: usize| -> Box<dyn Pair> {
-        Box::new(Ours {
-            locks: Locks::open(&pg_url, &ns).unwrap(),
-            owner: format!("o{i}"),
-            held: None,
-        })
-    };
-    let advisory = |_: usize| -> Box<dyn Pair> {
-        let mut client = postgres::Client::connect(&pg_url, postgres::NoTls).unwrap();
-        let take = client
-            .prepare("SELECT pg_try_advisory_lock(hashtext($1))")
-            .unwrap();
-        let give = client
-            .prepare("SELECT pg_advisory_unlock(hashtext($1))")
-            .unwrap();
-        Box::new(Advisory { client, take, give })
-    };
-    let pg_table = |i: usize| -> Box<dyn Pair> {
-        let mut client = postgres::Client::connect(&pg_url, postgres::NoTls).unwrap();
-        // ShedLock's PostgreSQL provider: insert the row once, then take it with an update.
-        let take = client
+        let ours_pg = |i: usize| -> Box<dyn Pair> {
+            Box::new(Ours {
+                locks: Locks::open(&pg_url, &ns).unwrap(),
+                owner: format!("o{i}"),
+                held: None,
+            })
+        };
+        let advisory = |_: usize| -> Box<dyn Pair> {
+            let mut client = postgres::Client::connect(&pg_url, postgres::NoTls).unwrap();
+            let take = client
+                .prepare("SELECT pg_try_advisory_lock(hashtext($1))")
+                .unwrap();
+            let give = client
+                .prepare("SELECT pg_advisory_unlock(hashtext($1))")
+                .unwrap();
+            Box::new(Advisory { client, take, give })
+        };
+        let pg_table = |i: usize| -> Box<dyn Pair> {
+            let mut client = postgres::Client::connect(&pg_url, postgres::NoTls).unwrap();
+            // ShedLock's PostgreSQL provider: insert the row once, then take it with an update.
+            let take = client
             .prepare(&format!(
                 "INSERT INTO {shed} AS s (name, lock_until, locked_at, locked_by) VALUES ($1, now() + interval '30 seconds', now(), $2) \
                  ON CONFLICT (name) DO UPDATE SET lock_until = EXCLUDED.lock_until, locked_at = EXCLUDED.locked_at, locked_by = EXCLUDED.locked_by \
                  WHERE s.lock_until <= now()"
             ))
             .unwrap();
-        let give = client
-            .prepare(&format!(
-                "UPDATE {shed} SET lock_until = now() WHERE name = $1 AND locked_by = $2"
+            let give = client
+                .prepare(&format!(
+                    "UPDATE {shed} SET lock_until = now() WHERE name = $1 AND locked_by = $2"
+                ))
+                .unwrap();
+            Box::new(PgTable {
+                client,
+                owner: format!("o{i}"),
+                take,
+                give,
+            })
+        };
+        let alternatives: Vec<(&str, &MakePair<'_>)> = vec![
+            ("ShedLock-style table", &pg_table),
+            ("advisory locks", &advisory),
+        ];
+        table(
+            "postgres",
+            &ours_pg,
+            &alternatives,
+            seconds,
+            decide,
+            &mut ratios,
+        );
+        admin
+            .batch_execute(&format!(
+                "DROP TABLE {shed}; DROP SCHEMA IF EXISTS {ns} CASCADE"
             ))
             .unwrap();
-        Box::new(PgTable {
-            client,
-            owner: format!("o{i}"),
-            take,
-            give,
-        })
-    };
-    let alternatives: Vec<(&str, &MakePair<'_>)> = vec![
-        ("ShedLock-style table", &pg_table),
-        ("advisory locks", &advisory),
-    ];
-    table(
-        "postgres",
-        &ours_pg,
-        &alternatives,
-        seconds,
-        decide,
-        &mut ratios,
-    );
-    admin
-        .batch_execute(&format!(
-            "DROP TABLE {shed}; DROP SCHEMA IF EXISTS {ns} CASCADE"
-        ))
-        .unwrap();
+    }
 
     // MariaDB.
-    let opts = mysql::Opts::from_url(&my_url).unwrap();
-    let mut admin = mysql::Conn::new(opts.clone()).unwrap();
-    admin
+    if run("mariadb") {
+        let opts = mysql::Opts::from_url(&my_url).unwrap();
+        let mut admin = mysql::Conn::new(opts.clone()).unwrap();
+        admin
         .query_drop(format!(
             "CREATE TABLE {shed} (name VARCHAR(64) PRIMARY KEY, lock_until TIMESTAMP(3) NOT NULL, locked_at TIMESTAMP(3) NOT NULL, locked_by VARCHAR(255) NOT NULL)"
         ))
         .unwrap();
-    for i in 0..CONNECTIONS[2] {
+        for i in 0..CONNECTIONS[2] {
+            admin
+                .exec_drop(
+                    format!("INSERT INTO {shed} VALUES (?, NOW(3), NOW(3), '')"),
+                    (format!("myk{i}"),),
+                )
+                .unwrap();
+        }
         admin
             .exec_drop(
-                format!("INSERT INTO {shed} VALUES (?, NOW(3), NOW(3), '')"),
-                (format!("myk{i}"),),
+                format!("INSERT INTO {shed} VALUES ('myhot', NOW(3), NOW(3), '')"),
+                (),
             )
             .unwrap();
+        let ours_my = |i: usize| -> Box<dyn Pair> {
+            Box::new(Ours {
+                locks: Locks::open(&my_url, &ns).unwrap(),
+                owner: format!("o{i}"),
+                held: None,
+            })
+        };
+        let get_lock = |_: usize| -> Box<dyn Pair> {
+            Box::new(GetLock {
+                conn: mysql::Conn::new(opts.clone()).unwrap(),
+            })
+        };
+        let my_table = |i: usize| -> Box<dyn Pair> {
+            Box::new(MyTable {
+                conn: mysql::Conn::new(opts.clone()).unwrap(),
+                owner: format!("o{i}"),
+                table: shed.clone(),
+            })
+        };
+        let alternatives: Vec<(&str, &MakePair<'_>)> =
+            vec![("ShedLock-style table", &my_table), ("GET_LOCK", &get_lock)];
+        table(
+            "mariadb",
+            &ours_my,
+            &alternatives,
+            seconds,
+            decide,
+            &mut ratios,
+        );
+        admin.query_drop(format!("DROP TABLE {shed}")).unwrap();
+        if let Ok(mut store) = lock_store::url::open(&my_url, &ns) {
+            let _ = lock_store::Store::uninstall(&mut store);
+        }
     }
-    admin
-        .exec_drop(
-            format!("INSERT INTO {shed} VALUES ('myhot', NOW(3), NOW(3), '')"),
-            (),
-        )
-        .unwrap();
-    let ours_my = |i: usize| -> Box<dyn Pair> {
-        Box::new(Ours {
-            locks: Locks::open(&my_url, &ns).unwrap(),
-            owner: format!("o{i}"),
-            held: None,
-        })
-    };
-    let get_lock = |_: usize| -> Box<dyn Pair> {
-        Box::new(GetLock {
-            conn: mysql::Conn::new(opts.clone()).unwrap(),
-        })
-    };
-    let my_table = |i: usize| -> Box<dyn Pair> {
-        Box::new(MyTable {
-            conn: mysql::Conn::new(opts.clone()).unwrap(),
-            owner: format!("o{i}"),
-            table: shed.clone(),
-        })
-    };
-    let alternatives: Vec<(&str, &MakePair<'_>)> =
-        vec![("ShedLock-style table", &my_table), ("GET_LOCK", &get_lock)];
-    table(
-        "mariadb",
-        &ours_my,
-        &alternatives,
-        seconds,
-        decide,
-        &mut ratios,
-    );
-    admin.query_drop(format!("DROP TABLE {shed}")).unwrap();
-    if let Ok(mut store) = lock_store::url::open(&my_url, &ns) {
-        let _ = lock_store::Store::uninstall(&mut store);
-    }
-    if let Ok(mut store) = lock_store::url::open(&redis_url, &ns) {
-        let _ = lock_store::Store::uninstall(&mut store);
+    if run("redis") {
+        if let Ok(mut store) = lock_store::url::open(&redis_url, &ns) {
+            let _ = lock_store::Store::uninstall(&mut store);
+        }
     }
     println!();
     for line in ratios {

@@ -46,24 +46,32 @@ DECLARE
     n_rows int := 0;
 BEGIN
     IF p_not_before IS NULL OR t >= p_not_before THEN
+        -- Tokens are taken in the statement that writes, after the writer read the version it
+        -- replaces (so after that version's own tokens): a key's tokens increase in the order of
+        -- its writes. Only a write that races another one can burn tokens (a gap, never a repeat).
         IF p_expected = 0 THEN
             INSERT INTO __NS__.records AS r (key, version, record, fences, forget_at)
-            VALUES (p_key, p_version, p_record, '{}', p_forget_at)
-            ON CONFLICT (key) DO NOTHING;
+            SELECT p_key, p_version, p_record,
+                CASE WHEN p_n > 0
+                    THEN ARRAY(SELECT nextval('__NS__.fences') FROM generate_series(1, p_n))
+                    ELSE '{}'::bigint[] END,
+                p_forget_at
+            WHERE NOT EXISTS (SELECT 1 FROM __NS__.records AS e WHERE e.key = p_key)
+            ON CONFLICT (key) DO NOTHING
+            RETURNING r.fences INTO f;
         ELSIF p_record IS NULL THEN
             DELETE FROM __NS__.records AS r WHERE r.key = p_key AND r.version = p_expected;
         ELSE
             UPDATE __NS__.records AS r
-            SET version = p_version, record = p_record, fences = '{}', forget_at = p_forget_at
-            WHERE r.key = p_key AND r.version = p_expected;
+            SET version = p_version, record = p_record, forget_at = p_forget_at,
+                fences = CASE WHEN p_n > 0
+                    THEN ARRAY(SELECT nextval('__NS__.fences') FROM generate_series(1, p_n))
+                    ELSE '{}'::bigint[] END
+            WHERE r.key = p_key AND r.version = p_expected
+            RETURNING r.fences INTO f;
         END IF;
         GET DIAGNOSTICS n_rows = ROW_COUNT;
-        -- Tokens only for a write that happened, taken while its row is locked: a key's tokens
-        -- increase in the order of its writes, and a conflict burns none.
-        IF n_rows = 1 AND p_n > 0 THEN
-            f := ARRAY(SELECT nextval('__NS__.fences') FROM generate_series(1, p_n));
-            UPDATE __NS__.records AS r SET fences = f WHERE r.key = p_key;
-        END IF;
+        f := coalesce(f, '{}');
     END IF;
     IF n_rows = 1 THEN
         RETURN QUERY SELECT true, t, p_version, NULL::bytea, f;
