@@ -16,8 +16,9 @@
 //!   ShedLock-style table (`UPDATE ... WHERE lock_until <= now()`).
 //! - MariaDB: `GET_LOCK`/`RELEASE_LOCK` (nothing durable) and a ShedLock-style table.
 //!
-//! It also times the decision alone (decode, transition, encode of a record, native) per pair,
-//! as a share of lock-store's pair. Server URLs: `LOCK_STORE_REDIS_URL`,
+//! It also times the decision alone (decode, transition, encode of a record) per pair, native
+//! and (built with `--features all-stores,component`) through the lock component, and reports
+//! the larger as a share of lock-store's pair. Server URLs: `LOCK_STORE_REDIS_URL`,
 //! `LOCK_STORE_POSTGRES_URL`, `LOCK_STORE_MYSQL_URL` (defaults: the local servers).
 
 use std::sync::{Arc, Barrier};
@@ -277,6 +278,55 @@ fn decision_us() -> f64 {
     start.elapsed().as_secs_f64() * 1e6 / rounds as f64
 }
 
+/// The decision alone per pair through the lock component (one instance call per request),
+/// when built with the `component` feature.
+#[cfg(feature = "component")]
+fn component_decision_us() -> Option<f64> {
+    use lock_store::{Component, Decider};
+    let mut c = Component::embedded().ok()?;
+    let limits = Limits::default();
+    let rounds = 20_000u64;
+    let mut record = c.empty();
+    let start = Instant::now();
+    for i in 0..rounds {
+        let now = At(1_000_000 + i);
+        let fence = Fence(i + 1);
+        let d = c
+            .handle(
+                &record,
+                Request::TryAcquire {
+                    key: "k",
+                    owner: "a",
+                    ttl: Ms(30_000),
+                    now,
+                },
+                &limits,
+            )
+            .ok()?;
+        let mut held = d.after;
+        c.settle(&mut held, &[fence]);
+        let d = c
+            .handle(
+                &held,
+                Request::Release {
+                    key: "k",
+                    owner: "a",
+                    fence,
+                    now,
+                },
+                &limits,
+            )
+            .ok()?;
+        record = d.after;
+    }
+    Some(start.elapsed().as_secs_f64() * 1e6 / rounds as f64)
+}
+
+#[cfg(not(feature = "component"))]
+fn component_decision_us() -> Option<f64> {
+    None
+}
+
 fn main() {
     let seconds: f64 = std::env::args()
         .nth(1)
@@ -294,6 +344,16 @@ fn main() {
     let ns = format!("bench_{}", std::process::id());
     let decide = decision_us();
     println!("decision alone (native decode + transition + encode), per pair: {decide:.2} us");
+    let component = component_decision_us();
+    match component {
+        Some(us) => {
+            println!("decision alone through the lock component (wasmtime), per pair: {us:.2} us")
+        }
+        None => println!(
+            "(build with --features all-stores,component to time the component's decision too)"
+        ),
+    }
+    let decide = component.unwrap_or(decide).max(decide);
     println!(
         "{} s per cell; ops/s counts pairs (distinct) or attempts (hot)\n",
         seconds
