@@ -101,39 +101,14 @@ impl Store {
     }
 
     fn call(&mut self, request: Request<'_>) -> Response {
-        let now = match request {
-            Request::TryAcquire { now, .. }
-            | Request::Acquire { now, .. }
-            | Request::Release { now, .. }
-            | Request::Extend { now, .. }
-            | Request::CancelWait { now, .. }
-            | Request::HandleTimeout { now } => now,
-        };
-        self.clock = self.clock.max(now);
+        self.clock = self.clock.max(request.now());
         let now = self.clock;
         self.sweep(now);
-        match request {
-            Request::HandleTimeout { .. } => Response::Timeout,
-            Request::TryAcquire { key, .. }
-            | Request::Acquire { key, .. }
-            | Request::Release { key, .. }
-            | Request::Extend { key, .. }
-            | Request::CancelWait { key, .. } => self.run(key, with_now(request, now)),
+        match request.key() {
+            None => Response::Timeout,
+            Some(key) => self.run(key, request.at(now)),
         }
     }
-}
-
-fn with_now(request: Request<'_>, clock: Instant) -> Request<'_> {
-    let mut r = request;
-    match &mut r {
-        Request::TryAcquire { now, .. }
-        | Request::Acquire { now, .. }
-        | Request::Release { now, .. }
-        | Request::Extend { now, .. }
-        | Request::CancelWait { now, .. }
-        | Request::HandleTimeout { now } => *now = clock,
-    }
-    r
 }
 
 #[derive(Clone, Debug)]
