@@ -156,7 +156,10 @@ impl MysqlStore {
     fn failed(&mut self, e: &mysql::Error) -> StoreError {
         let store = self.describe();
         match e {
-            mysql::Error::IoError(_) | mysql::Error::DriverError(_) => {
+            // A read or write timeout of the socket surfaces as a codec I/O error.
+            mysql::Error::IoError(_)
+            | mysql::Error::DriverError(_)
+            | mysql::Error::CodecError(_) => {
                 self.conn = None;
                 StoreError::Lost {
                     store,
