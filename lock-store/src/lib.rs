@@ -1,6 +1,6 @@
 //! Expiring locks shared by many processes and machines: the semantics of `lock-core`, decided
 //! by `lock-core`, over a store every replica reaches (Redis, PostgreSQL, MariaDB/MySQL, a SQLite
-//! file, or this process's memory).
+//! file, or this process's memory), plus a no-op store that grants everything.
 //!
 //! # How it works
 //! A store keeps one record per key (a [`lock_core::KeyRecord`]: lease, FIFO waiters, a per-key
@@ -42,6 +42,7 @@ mod locks;
 mod memory;
 #[cfg(feature = "mysql")]
 mod mysql;
+mod noop;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "redis")]
@@ -61,6 +62,7 @@ pub use locks::{Error, Locks};
 pub use memory::MemoryStore;
 #[cfg(feature = "mysql")]
 pub use mysql::MysqlStore;
+pub use noop::NoopStore;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
 #[cfg(feature = "redis")]

@@ -1,6 +1,6 @@
 //! Opening a store by URL: `sqlite://PATH`, `redis://HOST[:PORT][/DB]`,
 //! `postgres://USER@HOST[:PORT]/DB`, `mysql://USER@HOST[:PORT]/DB` (also `mariadb://`), and
-//! `memory:` (this process only).
+//! `memory:` (this process only) and `noop:` (keeps nothing: every acquire is granted).
 
 use std::time::Duration;
 
@@ -32,6 +32,7 @@ pub fn open_with_timeout(
     let scheme = url.split_once(':').map_or("", |(s, _)| s);
     match scheme {
         "memory" => Ok(Box::new(crate::MemoryStore::new(namespace)?)),
+        "noop" => Ok(Box::new(crate::NoopStore::new(namespace)?)),
         "sqlite" => open_sqlite(url, namespace),
         "redis" => {
             #[cfg(feature = "redis")]
@@ -59,7 +60,7 @@ pub fn open_with_timeout(
         }
         _ => Err(StoreError::Url {
             url: without_password(url),
-            reason: "unknown scheme: use sqlite://PATH, redis://, postgres://, mysql:// or memory:"
+            reason: "unknown scheme: use sqlite://PATH, redis://, postgres://, mysql://, memory: or noop:"
                 .into(),
         }),
     }
