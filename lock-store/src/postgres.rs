@@ -8,7 +8,12 @@
 use std::time::Duration as StdDuration;
 
 use lock_core::{Fence, Instant};
-use postgres::{Client, Config, NoTls, Row, Statement};
+use std::future::Future;
+
+use tokio::runtime::Runtime;
+use tokio::task::JoinHandle;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{Client, Config, NoTls, Row, Statement};
 
 use crate::store::{
     check_namespace, instant_to_sql, version_from_sql, version_to_sql, Read, Store, StoreError,
@@ -98,15 +103,84 @@ struct Statements {
     cas: Statement,
 }
 
+/// One live connection: the client, the task that drives its socket, its prepared statements.
+struct Conn {
+    client: Client,
+    driver: JoinHandle<()>,
+    statements: Statements,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.driver.abort();
+    }
+}
+
+/// Why a bounded call failed: the server's or the client's error, or no answer within the bound.
+enum Failure {
+    Sql(tokio_postgres::Error),
+    TimedOut(StdDuration),
+}
+
+impl From<tokio_postgres::Error> for Failure {
+    fn from(e: tokio_postgres::Error) -> Self {
+        Failure::Sql(e)
+    }
+}
+
+/// Runs the client's futures, each within the bound: a server or path that stops answering
+/// fails the call (the connection is then dropped) instead of hanging the caller.
+struct Bound {
+    runtime: Runtime,
+    timeout: StdDuration,
+}
+
+impl Bound {
+    fn run<T, E: Into<Failure>>(
+        &self,
+        call: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, Failure> {
+        match self
+            .runtime
+            .block_on(async { tokio::time::timeout(self.timeout, call).await })
+        {
+            Ok(result) => result.map_err(Into::into),
+            Err(_) => Err(Failure::TimedOut(self.timeout)),
+        }
+    }
+
+    /// A new connection (connect and startup bounded together), its driver spawned.
+    fn connect(&self, config: &Config) -> Result<(Client, JoinHandle<()>), Failure> {
+        let (client, connection) = self.run(config.connect(NoTls))?;
+        let driver = self.runtime.spawn(async move {
+            let _ = connection.await;
+        });
+        Ok((client, driver))
+    }
+}
+
+/// Runs `$call` (an expression using `$conn`, the live connection) within the bound, mapping a
+/// failure with [`PostgresStore::failed`].
+macro_rules! on_connection {
+    ($store:ident, $conn:ident => $call:expr) => {{
+        $store.connection()?;
+        let result = match &$store.conn {
+            Some($conn) => $store.bound.run($call),
+            None => unreachable_connection(),
+        };
+        result.map_err(|e| $store.failed(&e))
+    }};
+}
+
 const COLUMNS: [&str; 5] = ["fences", "forget_at", "key", "record", "version"];
 
 /// Records in PostgreSQL.
 pub struct PostgresStore {
     config: Config,
-    client: Option<(Client, Statements)>,
+    conn: Option<Conn>,
+    bound: Bound,
     shown: String,
     schema: String,
-    timeout: StdDuration,
     writes: u32,
 }
 
@@ -118,8 +192,10 @@ impl std::fmt::Debug for PostgresStore {
 
 impl PostgresStore {
     /// Connects to `url` (`postgres://user[:password]@host[:port]/database`) and installs (or
-    /// checks) schema `namespace`. Every statement is bounded by `timeout` (server side
-    /// `statement_timeout` and `lock_timeout`, plus the connect and TCP timeouts).
+    /// checks) schema `namespace`. Every call is bounded by `timeout` on this side (connect and
+    /// startup together, then each statement: past it the call fails with
+    /// [`StoreError::Lost`] or [`StoreError::Connect`] and the connection is dropped), and on
+    /// the server's side (`statement_timeout`, `lock_timeout`).
     ///
     /// # Errors
     /// [`StoreError::Url`], [`StoreError::Namespace`], [`StoreError::Connect`],
@@ -127,92 +203,117 @@ impl PostgresStore {
     pub fn open(url: &str, namespace: &str, timeout: StdDuration) -> Result<Self, StoreError> {
         check_namespace(namespace)?;
         let shown = crate::url::without_password(url);
-        let mut config: Config = url.parse().map_err(|e: postgres::Error| StoreError::Url {
-            url: shown.clone(),
-            reason: e.to_string(),
-        })?;
+        let mut config: Config =
+            url.parse()
+                .map_err(|e: tokio_postgres::Error| StoreError::Url {
+                    url: shown.clone(),
+                    reason: e.to_string(),
+                })?;
         let ms = timeout.as_millis();
         config
             .connect_timeout(timeout)
             .tcp_user_timeout(timeout)
             .keepalives(true)
             .keepalives_idle(StdDuration::from_secs(10))
-            .application_name(&format!("lock-store:{namespace}"))
-            .options(&format!(
+            .application_name(format!("lock-store:{namespace}"))
+            .options(format!(
                 "-c statement_timeout={ms} -c lock_timeout={ms} -c idle_in_transaction_session_timeout={}",
                 ms * 2
             ));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| StoreError::Connect {
+                store: format!("{shown} namespace \"{namespace}\""),
+                reason: format!("cannot start the client's runtime: {e}"),
+            })?;
         let mut store = PostgresStore {
             config,
-            client: None,
+            conn: None,
+            bound: Bound { runtime, timeout },
             shown,
             schema: namespace.to_owned(),
-            timeout,
             writes: 0,
         };
         store.install()?;
         Ok(store)
     }
 
-    fn client(&mut self) -> Result<&mut Client, StoreError> {
-        Ok(&mut self.connection()?.0)
-    }
-
-    fn connection(&mut self) -> Result<&mut (Client, Statements), StoreError> {
-        if self.client.is_none() {
-            let store = self.describe();
-            let mut client = self
-                .config
-                .connect(NoTls)
-                .map_err(|e| StoreError::Connect {
-                    store: store.clone(),
-                    reason: reason(&e),
-                })?;
+    /// The live connection, made (and its statements prepared) if there is none.
+    fn connection(&mut self) -> Result<&Conn, StoreError> {
+        if self.conn.is_none() {
+            let (client, driver) =
+                self.bound
+                    .connect(&self.config)
+                    .map_err(|e| StoreError::Connect {
+                        store: self.describe(),
+                        reason: failure_reason(&e),
+                    })?;
             let ns = &self.schema;
             let read = format!(
                 "SELECT {ns}.now_ms(), r.version, r.record, r.fences \
                  FROM (SELECT 1) AS one LEFT JOIN {ns}.records AS r ON r.key = $1"
             );
             let cas = format!("SELECT * FROM {ns}.cas($1, $2, $3, $4, $5, $6, $7)");
-            let prepared = client.prepare(&read).and_then(|read| {
-                let cas = client.prepare(&cas)?;
-                Ok(Statements { read, cas })
+            let prepared = self.bound.run(async {
+                let read = client.prepare(&read).await?;
+                let cas = client.prepare(&cas).await?;
+                Ok::<_, tokio_postgres::Error>(Statements { read, cas })
             });
             match prepared {
-                Ok(statements) => self.client = Some((client, statements)),
-                Err(e) => return Err(self.failed(&e)),
+                Ok(statements) => {
+                    self.conn = Some(Conn {
+                        client,
+                        driver,
+                        statements,
+                    });
+                }
+                Err(e) => {
+                    driver.abort();
+                    return Err(self.failed(&e));
+                }
             }
         }
         let store = self.describe();
-        self.client.as_mut().ok_or(StoreError::Connect {
+        self.conn.as_ref().ok_or(StoreError::Connect {
             store,
             reason: "no connection".into(),
         })
     }
 
-    /// Maps an error: a broken connection drops it (the next call reconnects) and is
-    /// [`StoreError::Lost`]; permissions are [`StoreError::Schema`].
-    fn failed(&mut self, e: &postgres::Error) -> StoreError {
+    /// Maps an error: a broken connection or no answer within the bound drops it (the next
+    /// call reconnects) and is [`StoreError::Lost`]; permissions are [`StoreError::Schema`].
+    fn failed(&mut self, e: &Failure) -> StoreError {
         let store = self.describe();
+        let e = match e {
+            Failure::TimedOut(_) => {
+                self.conn = None;
+                return StoreError::Lost {
+                    store,
+                    reason: failure_reason(e),
+                };
+            }
+            Failure::Sql(e) => e,
+        };
         let lost = e.is_closed()
             || e.as_db_error().is_none()
-            || self.client.as_ref().is_some_and(|c| c.0.is_closed())
+            || self.conn.as_ref().is_some_and(|c| c.client.is_closed())
             || e.code()
                 .is_some_and(|c| c.code().starts_with("08") || c.code().starts_with("57P"));
         if lost {
-            self.client = None;
+            self.conn = None;
             return StoreError::Lost {
                 store,
                 reason: reason(e),
             };
         }
-        if e.code() == Some(&postgres::error::SqlState::INSUFFICIENT_PRIVILEGE) {
+        if e.code() == Some(&SqlState::INSUFFICIENT_PRIVILEGE) {
             return StoreError::Schema {
                 store,
                 reason: reason(e),
             };
         }
-        if e.code() == Some(&postgres::error::SqlState::SEQUENCE_GENERATOR_LIMIT_EXCEEDED) {
+        if e.code() == Some(&SqlState::SEQUENCE_GENERATOR_LIMIT_EXCEEDED) {
             return StoreError::FencesExhausted { store };
         }
         StoreError::Server {
@@ -224,25 +325,29 @@ impl PostgresStore {
     fn install(&mut self) -> Result<(), StoreError> {
         let ns = self.schema.clone();
         let sql = SCHEMA.replace("__NS__", &ns).replace("__FORMAT__", FORMAT);
-        let mut client = self
-            .config
-            .connect(NoTls)
-            .map_err(|e| StoreError::Connect {
-                store: self.describe(),
-                reason: reason(&e),
-            })?;
-        let result = (|| -> Result<Result<(), String>, postgres::Error> {
-            let mut tx = client.transaction()?;
+        // Its own connection: the hot path's statements cannot be prepared before the schema
+        // exists.
+        let (mut client, driver) =
+            self.bound
+                .connect(&self.config)
+                .map_err(|e| StoreError::Connect {
+                    store: self.describe(),
+                    reason: failure_reason(&e),
+                })?;
+        let result = self.bound.run(async {
+            let tx = client.transaction().await?;
             tx.execute(
                 "SELECT pg_advisory_xact_lock(hashtext('expiring-locks install ' || $1))",
                 &[&ns],
-            )?;
+            )
+            .await?;
             let columns: Vec<String> = tx
                 .query(
                     "SELECT column_name::text FROM information_schema.columns \
                      WHERE table_schema = $1 AND table_name = 'records' ORDER BY column_name",
                     &[&ns],
-                )?
+                )
+                .await?
                 .iter()
                 .map(|r| r.get(0))
                 .collect();
@@ -251,21 +356,24 @@ impl PostgresStore {
                     "table {ns}.records is not ours: columns {columns:?}, expected {COLUMNS:?}"
                 )));
             }
-            tx.batch_execute(&sql)?;
+            tx.batch_execute(&sql).await?;
             let format: String = tx
                 .query_one(
                     &format!("SELECT value FROM {ns}.meta WHERE name = 'format'"),
                     &[],
-                )?
+                )
+                .await?
                 .get(0);
             if format != FORMAT {
                 return Ok(Err(format!(
                     "schema {ns} has format {format}; this build reads {FORMAT}"
                 )));
             }
-            tx.commit()?;
-            Ok(Ok(()))
-        })();
+            tx.commit().await?;
+            Ok::<_, tokio_postgres::Error>(Ok(()))
+        });
+        drop(client);
+        driver.abort();
         match result {
             Ok(Ok(())) => Ok(()),
             Ok(Err(reason)) => Err(StoreError::Schema {
@@ -325,8 +433,22 @@ impl PostgresStore {
     }
 }
 
-/// The error's own words and its cause (the sync client's `Display` hides the server's message).
-fn reason(e: &postgres::Error) -> String {
+/// Never happens: [`PostgresStore::connection`] just made the connection. Answered as a lost
+/// connection rather than a panic.
+fn unreachable_connection<T>() -> Result<T, Failure> {
+    Err(Failure::TimedOut(StdDuration::ZERO))
+}
+
+/// A failure's words.
+fn failure_reason(e: &Failure) -> String {
+    match e {
+        Failure::Sql(e) => reason(e),
+        Failure::TimedOut(bound) => format!("no answer within {bound:?}"),
+    }
+}
+
+/// The error's own words and its cause (the client's `Display` hides the server's message).
+fn reason(e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("{}: {}", db.code().code(), db.message()),
         None => match std::error::Error::source(e) {
@@ -342,11 +464,7 @@ impl Store for PostgresStore {
     }
 
     fn read(&mut self, key: &str) -> Result<Read, StoreError> {
-        let (client, statements) = self.connection()?;
-        let row = match client.query_one(&statements.read, &[&key]) {
-            Ok(row) => row,
-            Err(e) => return Err(self.failed(&e)),
-        };
+        let row = on_connection!(self, c => c.client.query_one(&c.statements.read, &[&key]))?;
         self.read_row(key, &row, 0)
     }
 
@@ -356,24 +474,27 @@ impl Store for PostgresStore {
         let version = version_to_sql(write.version);
         let not_before = write.not_before.map(instant_to_sql);
         let forget_at = write.forget_at.map(instant_to_sql);
-        let (client, statements) = self.connection()?;
-        let result = client.query_one(
-            &statements.cas,
-            &[
-                &key,
-                &expected,
-                &version,
-                &write.bytes,
-                &n,
-                &not_before,
-                &forget_at,
-            ],
-        );
+        self.connection()?;
+        let result = match &self.conn {
+            Some(c) => self.bound.run(c.client.query_one(
+                &c.statements.cas,
+                &[
+                    &key,
+                    &expected,
+                    &version,
+                    &write.bytes,
+                    &n,
+                    &not_before,
+                    &forget_at,
+                ],
+            )),
+            None => unreachable_connection(),
+        };
         let row = match result {
             Ok(row) => row,
             // A deadlock, a serialization failure or a lock wait past `lock_timeout` aborted the
             // statement: nothing happened, as in a conflict. Decide again from the record.
-            Err(e)
+            Err(Failure::Sql(e))
                 if e.code()
                     .is_some_and(|c| matches!(c.code(), "40P01" | "40001" | "55P03")) =>
             {
@@ -384,9 +505,7 @@ impl Store for PostgresStore {
         self.writes = self.writes.wrapping_add(1);
         if self.writes.is_multiple_of(64) {
             let collect = format!("SELECT {}.collect(16)", self.schema);
-            if let Ok(client) = self.client() {
-                let _ = client.execute(collect.as_str(), &[]);
-            }
+            let _ = on_connection!(self, c => c.client.execute(collect.as_str(), &[]));
         }
         if row.get::<_, bool>(0) {
             let fences: Vec<i64> = row.get(4);
@@ -403,11 +522,8 @@ impl Store for PostgresStore {
             "SELECT key FROM {}.records ORDER BY convert_to(key, 'UTF8')",
             self.schema
         );
-        let client = self.client()?;
-        match client.query(sql.as_str(), &[]) {
-            Ok(rows) => Ok(rows.iter().map(|r| r.get(0)).collect()),
-            Err(e) => Err(self.failed(&e)),
-        }
+        let rows = on_connection!(self, c => c.client.query(sql.as_str(), &[]))?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
     fn last_fence(&mut self) -> Result<Fence, StoreError> {
@@ -415,11 +531,8 @@ impl Store for PostgresStore {
             "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {}.fences",
             self.schema
         );
-        let client = self.client()?;
-        match client.query_one(sql.as_str(), &[]) {
-            Ok(row) => Ok(Fence(row.get::<_, i64>(0).max(0) as u64)),
-            Err(e) => Err(self.failed(&e)),
-        }
+        let row = on_connection!(self, c => c.client.query_one(sql.as_str(), &[]))?;
+        Ok(Fence(row.get::<_, i64>(0).max(0) as u64))
     }
 
     fn clear(&mut self) -> Result<(), StoreError> {
@@ -427,20 +540,12 @@ impl Store for PostgresStore {
             "DELETE FROM {ns}.records; ALTER SEQUENCE {ns}.fences RESTART WITH 1;",
             ns = self.schema
         );
-        let client = self.client()?;
-        match client.batch_execute(&sql) {
-            Ok(()) => Ok(()),
-            Err(e) => Err(self.failed(&e)),
-        }
+        on_connection!(self, c => c.client.batch_execute(&sql))
     }
 
     fn uninstall(&mut self) -> Result<(), StoreError> {
         let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema);
-        let client = self.client()?;
-        match client.batch_execute(&sql) {
-            Ok(()) => Ok(()),
-            Err(e) => Err(self.failed(&e)),
-        }
+        on_connection!(self, c => c.client.batch_execute(&sql))
     }
 }
 
@@ -448,6 +553,6 @@ impl PostgresStore {
     /// The bound on each statement.
     #[must_use]
     pub fn timeout(&self) -> StdDuration {
-        self.timeout
+        self.bound.timeout
     }
 }

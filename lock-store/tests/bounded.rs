@@ -96,8 +96,9 @@ fn a_silent_server_fails_the_connection_within_its_bound() {
     if cfg!(feature = "redis") {
         urls.push(format!("redis://127.0.0.1:{port}"));
     }
-    // Not PostgreSQL: its sync client's `connect_timeout` bounds the TCP connect only, and a
-    // server that accepts and never answers hangs the connect (a known gap, docs/stores.md).
+    if cfg!(feature = "postgres") {
+        urls.push(format!("postgres://postgres@127.0.0.1:{port}/test"));
+    }
     if cfg!(feature = "mysql") {
         urls.push(format!("mysql://root@127.0.0.1:{port}/test"));
     }
@@ -117,14 +118,16 @@ fn a_silent_server_fails_the_connection_within_its_bound() {
     }
 }
 
-/// Redis and MariaDB bound every call with socket timeouts. (PostgreSQL's sync client has no
-/// read timeout: a path that swallows its answers is bounded only server-side; see
-/// docs/stores.md.)
+/// Redis and MariaDB bound every call with socket timeouts, PostgreSQL with a timer around each
+/// call of its async client.
 #[test]
 fn a_frozen_path_mid_use_fails_calls_typed_and_the_client_recovers() {
     let mut cases = Vec::new();
     if cfg!(feature = "redis") {
         cases.push(("redis", common::redis_url()));
+    }
+    if cfg!(feature = "postgres") {
+        cases.push(("postgres", common::postgres_url()));
     }
     if cfg!(feature = "mysql") {
         cases.push(("mariadb", common::mysql_url()));
