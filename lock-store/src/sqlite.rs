@@ -33,6 +33,17 @@ CREATE TABLE IF NOT EXISTS expiring_lock_records (
 ) WITHOUT ROWID;
 ";
 
+/// How long a call waits for another process that holds the file.
+const BUSY_PATIENCE: StdDuration = StdDuration::from_secs(10);
+
+/// Whether SQLite refused because another connection holds the file.
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
 /// A record's row: version, bytes, fences.
 type Row = (i64, Vec<u8>, String);
 
@@ -81,17 +92,32 @@ impl SqliteStore {
         }
     }
 
+    /// Installs, retrying while another process holds the file: replicas started together on a
+    /// new file all convert it to WAL and create the tables at once, and SQLite answers "busy"
+    /// at once (without waiting) to some of them.
     fn install(&self) -> Result<(), StoreError> {
-        let fail = |e: rusqlite::Error| self.fail(&e);
-        self.conn
-            .busy_timeout(StdDuration::from_secs(10))
-            .map_err(fail)?;
+        let started = std::time::Instant::now();
+        let mut pause = StdDuration::from_millis(2);
+        loop {
+            match self.install_once() {
+                Err(e) if is_busy(&e) && started.elapsed() < BUSY_PATIENCE => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(StdDuration::from_millis(50));
+                }
+                Err(e) => return Err(self.fail(&e)),
+                Ok(done) => return done,
+            }
+        }
+    }
+
+    /// One installation attempt: a SQLite error (perhaps "busy"), or what the file holds.
+    fn install_once(&self) -> Result<Result<(), StoreError>, rusqlite::Error> {
+        self.conn.busy_timeout(BUSY_PATIENCE)?;
         // WAL: readers never wait for the writer. The mode is the file's, set once.
         let _: String = self
             .conn
-            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-            .map_err(fail)?;
-        self.conn.execute_batch(SCHEMA).map_err(fail)?;
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+        self.conn.execute_batch(SCHEMA)?;
         for (table, columns) in [
             (
                 "expiring_lock_meta",
@@ -109,21 +135,17 @@ impl SqliteStore {
                 ][..],
             ),
         ] {
-            let mut stmt = (self.conn)
-                .prepare(&format!("PRAGMA table_info({table})"))
-                .map_err(fail)?;
+            let mut stmt = (self.conn).prepare(&format!("PRAGMA table_info({table})"))?;
             let found: Vec<String> = stmt
-                .query_map([], |r| r.get::<_, String>(1))
-                .map_err(fail)?
-                .collect::<Result<_, _>>()
-                .map_err(fail)?;
+                .query_map([], |r| r.get::<_, String>(1))?
+                .collect::<Result<_, _>>()?;
             if found != columns {
-                return Err(StoreError::Schema {
+                return Ok(Err(StoreError::Schema {
                     store: self.describe(),
                     reason: format!(
                         "table {table} is not ours: columns {found:?}, expected {columns:?}"
                     ),
-                });
+                }));
             }
         }
         self.conn
@@ -131,22 +153,19 @@ impl SqliteStore {
                 "INSERT OR IGNORE INTO expiring_lock_meta (namespace, format, last_fence) VALUES (?1, ?2, 0)",
                 params![self.namespace, FORMAT],
             )
-            .map_err(fail)?;
-        let format: i64 = self
-            .conn
-            .query_row(
-                "SELECT format FROM expiring_lock_meta WHERE namespace = ?1",
-                [&self.namespace],
-                |r| r.get(0),
-            )
-            .map_err(fail)?;
+            ?;
+        let format: i64 = self.conn.query_row(
+            "SELECT format FROM expiring_lock_meta WHERE namespace = ?1",
+            [&self.namespace],
+            |r| r.get(0),
+        )?;
         if format != FORMAT {
-            return Err(StoreError::Schema {
+            return Ok(Err(StoreError::Schema {
                 store: self.describe(),
                 reason: format!("namespace has format {format}; this build reads {FORMAT}"),
-            });
+            }));
         }
-        Ok(())
+        Ok(Ok(()))
     }
 
     fn stored(&self, row: Option<Row>, key: &str) -> Result<Option<Stored>, StoreError> {

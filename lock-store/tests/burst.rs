@@ -1,7 +1,7 @@
 //! Bursts at the documented limits, on every store: 32 connections at once on distinct keys and
 //! on one hot key (no store error, no fence twice); a queue filled to `max_waiters_per_key`
 //! (the next waiter is refused `queue-full`); waiters served in the order they queued, across
-//! connections.
+//! connections; replicas installing a namespace at once (a new SQLite file too).
 mod common;
 
 use std::sync::{Arc, Barrier};
@@ -140,4 +140,47 @@ fn a_full_queue_refuses_and_waiters_are_served_in_order() {
         assert!(fences[0] > lease.fence().0);
         println!("{label}: six waiters served in queue order, the seventh refused");
     });
+}
+
+/// Replicas started together on a namespace nobody installed yet (for SQLite, a new file): every
+/// one opens it, and they still share one lock.
+#[test]
+fn replicas_installing_at_once() {
+    let dir = std::env::temp_dir().join(format!("burst-install-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fresh_file = format!("sqlite://{}", dir.join("new.db").display());
+    let mut cases = common::store_urls();
+    cases.retain(|(label, _)| *label != "sqlite");
+    cases.push(("sqlite (a new file)", fresh_file));
+    for (label, url) in cases {
+        let ns = common::unique_namespace("install");
+        let _cleanup = common::Cleanup(|| {
+            let _ = url::open(&url, &ns).and_then(|mut s| s.uninstall());
+        });
+        let barrier = Arc::new(Barrier::new(16));
+        let threads: Vec<_> = (0..16)
+            .map(|i| {
+                let (barrier, url, ns) = (Arc::clone(&barrier), url.clone(), ns.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    let locks = Locks::open(&url, &ns)?;
+                    Ok::<_, lock_store::StoreError>(
+                        locks
+                            .try_acquire("job", &format!("r{i}"), Duration::from_secs(30))
+                            .map(std::mem::forget),
+                    )
+                })
+            })
+            .collect();
+        let mut granted = 0;
+        for t in threads {
+            match t.join().unwrap() {
+                Ok(Ok(())) => granted += 1,
+                Ok(Err(Error::Lock(LockError::Held { .. }))) => {}
+                other => panic!("{label}: {other:?}"),
+            }
+        }
+        assert_eq!(granted, 1, "{label}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
