@@ -92,6 +92,7 @@ pub enum OpName {
     Release,
     Extend,
     CancelWait,
+    RenewWait,
     HandleTimeout,
     Inspect,
     Stats,
@@ -340,6 +341,12 @@ pub enum Op {
         key: String,
         owner: String,
     },
+    RenewWait {
+        now: u64,
+        key: String,
+        owner: String,
+        wait_deadline: u64,
+    },
     HandleTimeout {
         now: u64,
     },
@@ -380,6 +387,7 @@ impl Op {
             Op::Release { .. } => "release",
             Op::Extend { .. } => "extend",
             Op::CancelWait { .. } => "cancel-wait",
+            Op::RenewWait { .. } => "renew-wait",
             Op::HandleTimeout { .. } => "handle-timeout",
             Op::Inspect { .. } => "inspect",
             Op::Stats { .. } => "stats",
@@ -398,6 +406,7 @@ impl Op {
             | Op::Release { now, .. }
             | Op::Extend { now, .. }
             | Op::CancelWait { now, .. }
+            | Op::RenewWait { now, .. }
             | Op::HandleTimeout { now }
             | Op::Inspect { now, .. }
             | Op::Stats { now }
@@ -415,6 +424,7 @@ impl Op {
             | Op::Release { key, .. }
             | Op::Extend { key, .. }
             | Op::CancelWait { key, .. }
+            | Op::RenewWait { key, .. }
             | Op::Inspect { key, .. } => Some(key),
             _ => None,
         }
@@ -428,7 +438,8 @@ impl Op {
             | Op::Acquire { owner, .. }
             | Op::Release { owner, .. }
             | Op::Extend { owner, .. }
-            | Op::CancelWait { owner, .. } => Some(owner),
+            | Op::CancelWait { owner, .. }
+            | Op::RenewWait { owner, .. } => Some(owner),
             _ => None,
         }
     }
@@ -527,6 +538,12 @@ impl RawStep {
                 key: take!(key),
                 owner: take!(owner),
             },
+            OpName::RenewWait => Op::RenewWait {
+                now: take!(now),
+                key: take!(key),
+                owner: take!(owner),
+                wait_deadline: take!(wait_deadline),
+            },
             OpName::HandleTimeout => Op::HandleTimeout { now: take!(now) },
             OpName::Inspect => Op::Inspect {
                 now: take!(now),
@@ -548,6 +565,7 @@ impl RawStep {
             | OpName::Release
             | OpName::Extend
             | OpName::CancelWait
+            | OpName::RenewWait
             | OpName::Restore => {
                 used.extend(["ok", "err"]);
                 Expectation::Result(match (&self.ok, &self.err) {

@@ -34,7 +34,7 @@ pub use runner::{
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[allow(clippy::large_enum_variant)] // test data, built once per step; on wasm32 the stats view dominates
 pub enum Answer {
-    /// `try-acquire`, `acquire`, `release`, `extend`, `cancel-wait`, `restore`.
+    /// `try-acquire`, `acquire`, `release`, `extend`, `cancel-wait`, `renew-wait`, `restore`.
     Result(Result<Outcome, ErrorCase>),
     /// `inspect`.
     Inspect(Result<Option<KeyView>, ErrorCase>),

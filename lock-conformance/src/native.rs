@@ -139,6 +139,17 @@ pub fn call(op: &Op) -> Call<'_> {
             owner,
             now: Instant(*now),
         }),
+        Op::RenewWait {
+            now,
+            key,
+            owner,
+            wait_deadline,
+        } => Call::Request(Request::RenewWait {
+            key,
+            owner,
+            wait_deadline: Instant(*wait_deadline),
+            now: Instant(*now),
+        }),
         Op::HandleTimeout { now } => Call::Request(Request::HandleTimeout { now: Instant(*now) }),
         Op::Inspect { now, key } => Call::Inspect {
             key,

@@ -94,6 +94,17 @@ pub enum Request<'a> {
         /// The instant.
         now: Instant,
     },
+    /// [`LockTable::renew_wait`](crate::LockTable::renew_wait).
+    RenewWait {
+        /// The key.
+        key: &'a str,
+        /// The owner.
+        owner: &'a str,
+        /// The new wait deadline (kept only if later than the current one).
+        wait_deadline: Instant,
+        /// The instant.
+        now: Instant,
+    },
     /// [`LockTable::handle_timeout`](crate::LockTable::handle_timeout).
     HandleTimeout {
         /// The instant.
@@ -122,7 +133,9 @@ impl Request<'_> {
                 limits.check_owner(owner)?;
                 limits.check_ttl(ttl)
             }
-            Request::Release { key, owner, .. } | Request::CancelWait { key, owner, .. } => {
+            Request::Release { key, owner, .. }
+            | Request::CancelWait { key, owner, .. }
+            | Request::RenewWait { key, owner, .. } => {
                 limits.check_key(key)?;
                 limits.check_owner(owner)
             }
@@ -139,6 +152,7 @@ impl Request<'_> {
             | Request::Release { now, .. }
             | Request::Extend { now, .. }
             | Request::CancelWait { now, .. }
+            | Request::RenewWait { now, .. }
             | Request::HandleTimeout { now } => now,
         }
     }
@@ -153,6 +167,7 @@ impl Request<'_> {
             | Request::Release { now, .. }
             | Request::Extend { now, .. }
             | Request::CancelWait { now, .. }
+            | Request::RenewWait { now, .. }
             | Request::HandleTimeout { now } => *now = instant,
         }
         r
@@ -166,7 +181,8 @@ impl Request<'_> {
             | Request::Acquire { key, .. }
             | Request::Release { key, .. }
             | Request::Extend { key, .. }
-            | Request::CancelWait { key, .. } => Some(key),
+            | Request::CancelWait { key, .. }
+            | Request::RenewWait { key, .. } => Some(key),
             Request::HandleTimeout { .. } => None,
         }
     }
@@ -175,7 +191,7 @@ impl Request<'_> {
 /// The answer to one [`Request`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Response {
-    /// Of `try-acquire` and `acquire`.
+    /// Of `try-acquire`, `acquire` and `renew-wait`.
     Acquire(Result<AcquireOutcome, LockError>),
     /// Of `release` and `cancel-wait`.
     Done(Result<(), LockError>),
@@ -192,7 +208,7 @@ pub enum Response {
 /// Any operation of a [`LockTable`]: a change ([`Request`]) or a read, a snapshot or a restore.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Call<'a> {
-    /// A change: acquire, release, extend, cancel a wait, handle the timer.
+    /// A change: acquire, release, extend, cancel or renew a wait, handle the timer.
     Request(Request<'a>),
     /// [`LockTable::inspect`].
     Inspect {
@@ -292,6 +308,12 @@ impl LockTable {
             Request::CancelWait { key, owner, now } => {
                 Response::Done(self.cancel_wait(key, owner, now))
             }
+            Request::RenewWait {
+                key,
+                owner,
+                wait_deadline,
+                now,
+            } => Response::Acquire(self.renew_wait(key, owner, wait_deadline, now)),
             Request::HandleTimeout { now } => {
                 self.handle_timeout(now);
                 Response::Timeout

@@ -566,6 +566,44 @@ impl KeyState {
         Transition { outcome, events }
     }
 
+    /// Keeps `owner`'s place in the queue alive: moves its wait deadline to `wait_deadline` if
+    /// that is later (never earlier). A waiting client that renews now and then, with a deadline a
+    /// short while ahead, stays in line as long as it lives; if it dies, its wait times out soon
+    /// after its last renewal and the queue moves on without handing the key to a dead waiter.
+    ///
+    /// Answers [`AcquireOutcome::AlreadyWaiting`] with its place, or
+    /// [`AcquireOutcome::AlreadyHeld`] if the key was handed to `owner` meanwhile (so the waiter
+    /// learns of its grant from the renewal).
+    ///
+    /// # Errors
+    /// [`LockError::NotWaiting`] if `owner` neither waits for nor holds the key (its wait timed
+    /// out or was cancelled, or its lease ended).
+    pub fn renew_wait(
+        &mut self,
+        owner: &str,
+        wait_deadline: Instant,
+        now: Instant,
+        fences: &mut impl FenceSource,
+    ) -> Transition<AcquireOutcome> {
+        let mut events = Vec::new();
+        self.advance_into(now, fences, &mut events);
+        let outcome = match (&self.lease, self.position_of(owner)) {
+            (Some(lease), _) if lease.owner.is(owner) => {
+                Ok(AcquireOutcome::AlreadyHeld(lease.grant()))
+            }
+            (_, Some(index)) => {
+                if let Some(waiter) = self.queue.as_mut().and_then(|q| q.get_mut(index)) {
+                    waiter.wait_deadline = waiter.wait_deadline.max(wait_deadline);
+                }
+                Ok(AcquireOutcome::AlreadyWaiting {
+                    position: index + 1,
+                })
+            }
+            _ => Err(LockError::NotWaiting),
+        };
+        Transition { outcome, events }
+    }
+
     /// Takes every waiter out of the queue (as a `cancel_wait` each, after applying time up to
     /// `now`); the outcome is how many left.
     pub fn cancel_all_waits(

@@ -291,6 +291,18 @@ impl KeyRecord {
                 events.extend(t.events);
                 Response::Done(t.outcome)
             }
+            Request::RenewWait {
+                owner,
+                wait_deadline,
+                ..
+            } => {
+                // Only a later wait deadline changes the record.
+                let waits: Vec<Instant> = self.state.waiters().map(|w| w.wait_deadline()).collect();
+                let t = (self.state).renew_wait(owner, wait_deadline, now, &mut fences);
+                changed |= !self.state.waiters().map(|w| w.wait_deadline()).eq(waits);
+                events.extend(t.events);
+                Response::Acquire(t.outcome)
+            }
             Request::HandleTimeout { .. } => Response::Timeout,
         };
         Step {
@@ -487,7 +499,9 @@ fn decode_body(
 /// The refusal of `request` with `error`, in the request's response shape.
 fn refusal(request: &Request<'_>, error: LockError) -> Response {
     match request {
-        Request::TryAcquire { .. } | Request::Acquire { .. } => Response::Acquire(Err(error)),
+        Request::TryAcquire { .. } | Request::Acquire { .. } | Request::RenewWait { .. } => {
+            Response::Acquire(Err(error))
+        }
         Request::Release { .. } | Request::CancelWait { .. } => Response::Done(Err(error)),
         Request::Extend { .. } => Response::Extend(Err(error)),
         Request::HandleTimeout { .. } => Response::Timeout,

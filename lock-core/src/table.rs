@@ -32,7 +32,8 @@ pub(crate) struct Record {
 /// seen (time never runs backwards inside the table). The host loop is:
 ///
 /// 1. **Inputs**: call [`try_acquire`](Self::try_acquire), [`acquire`](Self::acquire),
-///    [`release`](Self::release), [`extend`](Self::extend), [`cancel_wait`](Self::cancel_wait)
+///    [`release`](Self::release), [`extend`](Self::extend), [`cancel_wait`](Self::cancel_wait),
+///    [`renew_wait`](Self::renew_wait)
 ///    as requests come in, and [`handle_timeout`](Self::handle_timeout) when the timer fires.
 /// 2. **Outputs**: after each call, drain [`poll_event`](Self::poll_event) until it returns `None`
 ///    (expiries, i.e. lost locks; hand-offs to waiters; wait timeouts).
@@ -298,6 +299,32 @@ impl LockTable {
         let hash = self.hash(key);
         self.apply(key, hash, |state, _, fences, _| {
             state.cancel_wait(owner, now, fences)
+        })
+    }
+
+    /// Keeps `owner`'s place in `key`'s queue alive: moves its wait deadline to `wait_deadline`
+    /// if that is later (never earlier). Answers [`AcquireOutcome::AlreadyWaiting`] with its
+    /// place, or [`AcquireOutcome::AlreadyHeld`] if the key was handed to `owner` meanwhile.
+    /// Waiters in another process than the table (over a shared store) renew a short wait
+    /// deadline as long as they live, so that a dead waiter leaves the queue soon instead of
+    /// being handed the key (see `KeyState::renew_wait`).
+    ///
+    /// # Errors
+    /// [`LockError::NotWaiting`] if `owner` neither waits for nor holds `key`, or a validation
+    /// error. None of them changes the table.
+    pub fn renew_wait(
+        &mut self,
+        key: &str,
+        owner: &str,
+        wait_deadline: Instant,
+        now: Instant,
+    ) -> Result<AcquireOutcome, LockError> {
+        self.limits.check_key(key)?;
+        self.limits.check_owner(owner)?;
+        let now = self.advance(now);
+        let hash = self.hash(key);
+        self.apply(key, hash, |state, _, fences, _| {
+            state.renew_wait(owner, wait_deadline, now, fences)
         })
     }
 

@@ -19,16 +19,17 @@
 //! | 3 | extend | key, owner, fence, ttl |
 //! | 4 | cancel-wait | key, owner |
 //! | 5 | handle-timeout | (none) |
+//! | 6 | renew-wait | key, owner, wait deadline `u64` |
 //!
 //! A response is a tag byte, then:
 //!
 //! | tag | meaning | fields |
 //! | --- | --- | --- |
-//! | 0 | acquire answered | outcome (`u8`: 0 acquired, 1 already-held, 2 queued, 3 already-waiting), `a: u64`, `b: u64` (fence and deadline, or position and 0) |
+//! | 0 | acquire (or renew-wait) answered | outcome (`u8`: 0 acquired, 1 already-held, 2 queued, 3 already-waiting), `a: u64`, `b: u64` (fence and deadline, or position and 0) |
 //! | 1 | release / cancel-wait done | (none) |
 //! | 2 | extend answered | fence `u64`, deadline `u64` |
 //! | 3 | handle-timeout done | (none) |
-//! | 4, 5, 6 | error of an acquire, a release/cancel-wait, an extend | error (`u8`, its [`LockError::index`]), `a: u64`, `b: u64` (the error's fields in declaration order, names as their index in [`LimitName::ALL`] / [`Corruption::ALL`], 0 when absent) |
+//! | 4, 5, 6 | error of an acquire (or renew-wait), a release/cancel-wait, an extend | error (`u8`, its [`LockError::index`]), `a: u64`, `b: u64` (the error's fields in declaration order, names as their index in [`LimitName::ALL`] / [`Corruption::ALL`], 0 when absent) |
 //! | 7 | malformed request: it and the rest of the batch were not run | (none) |
 //!
 //! A request is malformed if its bytes are cut short, its operation is unknown, or a name runs
@@ -99,6 +100,7 @@ pub fn encode_request(out: &mut Vec<u8>, names: &mut String, request: &Request<'
         Request::Extend { now, .. } => (3, now),
         Request::CancelWait { now, .. } => (4, now),
         Request::HandleTimeout { now } => (5, now),
+        Request::RenewWait { now, .. } => (6, now),
     };
     out.push(op);
     put_u64(out, now.as_millis());
@@ -107,7 +109,8 @@ pub fn encode_request(out: &mut Vec<u8>, names: &mut String, request: &Request<'
         | Request::Acquire { key, owner, .. }
         | Request::Release { key, owner, .. }
         | Request::Extend { key, owner, .. }
-        | Request::CancelWait { key, owner, .. } => (key, owner),
+        | Request::CancelWait { key, owner, .. }
+        | Request::RenewWait { key, owner, .. } => (key, owner),
         Request::HandleTimeout { .. } => return,
     };
     put_name(out, names, key);
@@ -125,6 +128,7 @@ pub fn encode_request(out: &mut Vec<u8>, names: &mut String, request: &Request<'
             put_u64(out, fence.get());
             put_u64(out, ttl.as_millis());
         }
+        Request::RenewWait { wait_deadline, .. } => put_u64(out, wait_deadline.as_millis()),
         Request::CancelWait { .. } | Request::HandleTimeout { .. } => {}
     }
 }
@@ -207,7 +211,7 @@ fn decode_one<'a>(r: &mut Reader<'_>, names: &mut Names<'a>) -> Option<Request<'
     let op = r.u8()?;
     let now = Instant::from_millis(r.u64()?);
     match op {
-        0..=4 => {}
+        0..=4 | 6 => {}
         5 => return Some(Request::HandleTimeout { now }),
         _ => return None,
     }
@@ -240,6 +244,12 @@ fn decode_one<'a>(r: &mut Reader<'_>, names: &mut Names<'a>) -> Option<Request<'
             now,
         },
         4 => Request::CancelWait { key, owner, now },
+        6 => Request::RenewWait {
+            key,
+            owner,
+            wait_deadline: Instant::from_millis(r.u64()?),
+            now,
+        },
         _ => return None,
     })
 }
@@ -481,12 +491,18 @@ mod tests {
             Request::HandleTimeout {
                 now: Instant(u64::MAX),
             },
+            Request::RenewWait {
+                key: "k",
+                owner: "c",
+                wait_deadline: Instant(13),
+                now: Instant(12),
+            },
         ];
         let (mut bytes, mut names) = (Vec::new(), String::new());
         for r in &requests {
             encode_request(&mut bytes, &mut names, r);
         }
-        assert_eq!(names, "ジョブakbkakakb");
+        assert_eq!(names, "ジョブakbkakakbkc");
         let decoded: Vec<_> = decode_requests(&bytes, &names).collect();
         assert_eq!(decoded, requests.iter().map(|r| Ok(*r)).collect::<Vec<_>>());
         // Text left after the last request is ignored.
@@ -505,8 +521,8 @@ mod tests {
         );
         let short = &names[..names.len() - 1];
         let decoded: Vec<_> = decode_requests(&bytes, short).collect();
-        // cancel-wait's owner is cut: four requests, then the error
-        assert_eq!(decoded.len(), 5);
+        // renew-wait's owner is cut: six requests, then the error
+        assert_eq!(decoded.len(), 7);
         assert!(decoded.last().unwrap().is_err());
         let mut one = Vec::new();
         encode_request(&mut one, &mut String::new(), &requests[0]);

@@ -55,6 +55,11 @@ enum Op {
         key: usize,
         owner: usize,
     },
+    Renew {
+        key: usize,
+        owner: usize,
+        wait: u64,
+    },
     Timeout,
     RoundTrip,
 }
@@ -70,7 +75,8 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(key, owner, fence_back)| Op::Release { key, owner, fence_back }),
         2 => (key.clone(), owner.clone(), 0..4u64, 1..200u64)
             .prop_map(|(key, owner, fence_back, ttl)| Op::Extend { key, owner, fence_back, ttl }),
-        1 => (key, owner).prop_map(|(key, owner)| Op::Cancel { key, owner }),
+        1 => (key.clone(), owner.clone()).prop_map(|(key, owner)| Op::Cancel { key, owner }),
+        2 => (key, owner, 0..300u64).prop_map(|(key, owner, wait)| Op::Renew { key, owner, wait }),
         2 => Just(Op::Timeout),
         1 => Just(Op::RoundTrip),
     ]
@@ -307,6 +313,30 @@ impl Model {
         })
     }
 
+    fn renew(
+        &mut self,
+        key: &str,
+        owner: &str,
+        wait_deadline: u64,
+        now: u64,
+    ) -> Result<AcquireOutcome, LockError> {
+        self.advance(now);
+        let Some(k) = self.keys.get_mut(key) else {
+            return Err(LockError::NotWaiting);
+        };
+        if k.holder.0 == owner {
+            return Ok(AcquireOutcome::AlreadyHeld(Grant {
+                fence: Fence(k.holder.1),
+                deadline: Instant(k.holder.2),
+            }));
+        }
+        let Some(i) = k.queue.iter().position(|w| w.0 == owner) else {
+            return Err(LockError::NotWaiting);
+        };
+        k.queue[i].2 = k.queue[i].2.max(wait_deadline);
+        Ok(AcquireOutcome::AlreadyWaiting { position: i + 1 })
+    }
+
     fn cancel(&mut self, key: &str, owner: &str, now: u64) -> Result<(), LockError> {
         self.advance(now);
         let Some(k) = self.keys.get_mut(key) else {
@@ -474,6 +504,21 @@ fn run(steps: Vec<(i64, Op)>) -> Result<(), TestCaseError> {
             Op::Cancel { key, owner } => {
                 let got = table.cancel_wait(KEYS[*key], OWNERS[*owner], Instant(now));
                 prop_assert_eq!(&got, &model.cancel(KEYS[*key], OWNERS[*owner], now));
+            }
+            Op::Renew { key, owner, wait } => {
+                let got = table.renew_wait(
+                    KEYS[*key],
+                    OWNERS[*owner],
+                    Instant(now + wait),
+                    Instant(now),
+                );
+                let want = model.renew(KEYS[*key], OWNERS[*owner], now + wait, now);
+                prop_assert_eq!(&got, &want);
+                let events: Vec<Ev> = table.drain_events().map(ev).collect();
+                for e in &events {
+                    obs.event(e, model.clock)?;
+                }
+                prop_assert_eq!(events, std::mem::take(&mut model.events));
             }
             Op::Timeout => {
                 table.handle_timeout(Instant(now));

@@ -118,6 +118,7 @@ enum Op {
     Release(usize, usize, u64),
     Extend(usize, usize, u64, u64),
     Cancel(usize, usize),
+    Renew(usize, usize, u64),
     Timeout,
     Inspect(usize),
 }
@@ -130,7 +131,8 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (k.clone(), o.clone(), 1..200u64, 0..400u64).prop_map(|(k, o, t, w)| Op::Acquire(k, o, t, w)),
         3 => (k.clone(), o.clone(), 0..3u64).prop_map(|(k, o, b)| Op::Release(k, o, b)),
         2 => (k.clone(), o.clone(), 0..3u64, 1..200u64).prop_map(|(k, o, b, t)| Op::Extend(k, o, b, t)),
-        1 => (k.clone(), o).prop_map(|(k, o)| Op::Cancel(k, o)),
+        1 => (k.clone(), o.clone()).prop_map(|(k, o)| Op::Cancel(k, o)),
+        2 => (k.clone(), o, 0..400u64).prop_map(|(k, o, w)| Op::Renew(k, o, w)),
         2 => Just(Op::Timeout),
         1 => k.prop_map(Op::Inspect),
     ]
@@ -175,6 +177,12 @@ fn run(steps: Vec<(i64, Op)>) -> Result<(), TestCaseError> {
             Op::Cancel(k, o) => Request::CancelWait {
                 key: KEYS[k],
                 owner: OWNERS[o],
+                now: t,
+            },
+            Op::Renew(k, o, wait) => Request::RenewWait {
+                key: KEYS[k],
+                owner: OWNERS[o],
+                wait_deadline: Instant(now as u64 + wait),
                 now: t,
             },
             Op::Timeout => Request::HandleTimeout { now: t },

@@ -58,7 +58,7 @@ pub use decider::{AnyDecider, AnyRecord, DecideError, Decider, Decision, Inspect
 pub use decider::{Component, ComponentRecord};
 pub use engine::{Decided, Engine, TimeSource, MAX_ATTEMPTS};
 pub use lease::{Lease, LostLease};
-pub use locks::{Error, Locks};
+pub use locks::{Error, Locks, WAIT_ALIVE};
 pub use memory::MemoryStore;
 #[cfg(feature = "mysql")]
 pub use mysql::MysqlStore;

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant as LocalInstant};
 
 use lock_core::{
-    AcquireOutcome, EventKind, Fence, Grant, Instant, KeyInfo, Limits, LockError, Request, Response,
+    AcquireOutcome, Fence, Grant, Instant, KeyInfo, Limits, LockError, Request, Response,
 };
 
 use crate::decider::{AnyDecider, Native};
@@ -55,6 +55,14 @@ impl From<LockError> for Error {
         Error::Lock(e)
     }
 }
+
+/// How far ahead a waiter keeps its place alive: it queues with a wait deadline at most this far
+/// ahead and renews it (`renew-wait`) while it waits, so a waiter whose process dies leaves the
+/// queue within this time and is never handed the key.
+pub const WAIT_ALIVE: Duration = Duration::from_secs(2);
+
+/// A waiter renews when less than this remains of its kept-alive wait.
+const RENEW_WHEN_LEFT: u64 = WAIT_ALIVE.as_millis() as u64 * 2 / 3;
 
 pub(crate) struct Shared {
     engine: Mutex<Engine<Box<dyn Store>, AnyDecider>>,
@@ -213,6 +221,8 @@ impl Locks {
             let sent = LocalInstant::now();
             let decided = self.request(key, |now| {
                 let until = wait_deadline.unwrap_or_else(|| now.saturating_add(wait_ms));
+                // Queued with a short deadline, renewed while this caller lives.
+                let alive = until.min(now.saturating_add(millis(WAIT_ALIVE)));
                 if until <= now {
                     Request::TryAcquire {
                         key,
@@ -225,7 +235,7 @@ impl Locks {
                         key,
                         owner,
                         ttl: ttl_ms,
-                        wait_deadline: until,
+                        wait_deadline: alive,
                         now,
                     }
                 }
@@ -260,8 +270,10 @@ impl Locks {
         }
     }
 
-    /// Waits in `key`'s queue until this owner holds it (`Some`), its hand-off ended before it
-    /// looked and time remains (`None`: ask again), or the wait is over.
+    /// Waits in `key`'s queue until this owner holds it (`Some`), it is no longer queued and
+    /// time remains (`None`: ask again: its hand-off ended before it looked, or its kept-alive
+    /// deadline passed before a renewal), or the wait is over. Renews its place (`renew-wait`)
+    /// when less than two thirds of [`WAIT_ALIVE`] remain of it.
     fn wait_in_line(
         &self,
         key: &str,
@@ -271,7 +283,41 @@ impl Locks {
         mut next: Option<Instant>,
         mut now: Instant,
     ) -> Result<Option<Lease>, Error> {
+        let mut alive = until.min(now.saturating_add(millis(WAIT_ALIVE)));
         loop {
+            if alive < until && alive.0.saturating_sub(now.0) < RENEW_WHEN_LEFT {
+                let sent = LocalInstant::now();
+                let decided = self.request(key, |now| Request::RenewWait {
+                    key,
+                    owner,
+                    wait_deadline: until.min(now.saturating_add(millis(WAIT_ALIVE))),
+                    now,
+                })?;
+                now = decided.now;
+                next = decided.next_deadline;
+                match decided.reply {
+                    Response::Acquire(Ok(AcquireOutcome::AlreadyHeld(grant))) => {
+                        return Ok(Some(self.lease(key, owner, ttl, grant, now, sent)));
+                    }
+                    Response::Acquire(Ok(AcquireOutcome::AlreadyWaiting { .. })) => {
+                        alive = until.min(now.saturating_add(millis(WAIT_ALIVE)));
+                    }
+                    Response::Acquire(Err(LockError::NotWaiting)) => {
+                        return if now >= until {
+                            Err(Error::WaitTimedOut)
+                        } else {
+                            Ok(None)
+                        };
+                    }
+                    Response::Acquire(Err(e)) => return Err(Error::Lock(e)),
+                    other => {
+                        return Err(Error::Store(StoreError::Server {
+                            store: self.describe(),
+                            reason: format!("unexpected answer {other:?}"),
+                        }))
+                    }
+                }
+            }
             // Sleep to the key's next change (a deadline), at most `poll`: a release hands the
             // key over in the record at once, and the next look finds it.
             let to_next = next.map_or(u64::MAX, |t| t.0.saturating_sub(now.0));
@@ -299,11 +345,9 @@ impl Locks {
             if waiting {
                 continue;
             }
-            let timed_out = decided
-                .events
-                .iter()
-                .any(|e| matches!(&e.kind, EventKind::WaitTimedOut { owner: o } if o == owner));
-            return if timed_out || now >= until {
+            // Not queued any more: the whole wait is over, or only its kept-alive part (a late
+            // renewal) or a hand-off that ended unseen: then queue again.
+            return if now >= until {
                 Err(Error::WaitTimedOut)
             } else {
                 Ok(None)

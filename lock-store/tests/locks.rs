@@ -174,3 +174,47 @@ fn native_and_component_replicas_share_a_store() {
         println!("{label}: native and component replicas handed the key over");
     }
 }
+
+/// A waiter that waits longer than `WAIT_ALIVE` keeps its place by renewing it: the holder
+/// outlives several renewal periods, and the first waiter is still first (before one that
+/// queued after it), then served in order.
+#[test]
+fn a_long_wait_keeps_its_place() {
+    on_every_store(|a, b| {
+        let lease = a.try_acquire("job", "a", 30_000 * MS).unwrap();
+        let waiter = |locks: &Locks, owner: &'static str| {
+            let locks = locks.clone();
+            std::thread::spawn(move || {
+                let lease = locks.acquire("job", owner, 5000 * MS, 20_000 * MS)?;
+                let fence = lease.fence();
+                lease.release()?;
+                Ok::<_, Error>(fence)
+            })
+        };
+        let first = waiter(b, "b");
+        let queued = |n: usize| {
+            let start = std::time::Instant::now();
+            while a.inspect("job").unwrap().map_or(0, |i| i.waiters.len()) < n {
+                assert!(start.elapsed() < 10_000 * MS, "not queued");
+                std::thread::sleep(10 * MS);
+            }
+        };
+        queued(1);
+        let second = waiter(a, "c");
+        queued(2);
+        // Watched throughout: never out of line, not even for a moment.
+        let start = std::time::Instant::now();
+        while start.elapsed() < lock_store::WAIT_ALIVE + lock_store::WAIT_ALIVE / 2 {
+            let info = a.inspect("job").unwrap().unwrap();
+            let order: Vec<_> = info.waiters.iter().map(|w| w.owner.as_str()).collect();
+            assert_eq!(order, ["b", "c"], "after {:?}", start.elapsed());
+            std::thread::sleep(10 * MS);
+        }
+        lease.release().unwrap();
+        let (fb, fc) = (
+            first.join().unwrap().unwrap(),
+            second.join().unwrap().unwrap(),
+        );
+        assert!(lease.fence() < fb && fb < fc, "{fb:?} {fc:?}");
+    });
+}

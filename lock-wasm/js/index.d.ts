@@ -168,6 +168,8 @@ export declare class LockTable {
   extend(key: string, owner: string, fence: number, ttl: Millis, now: Millis): { fence: number; deadline: Millis };
   /** Leaves the key's wait queue. */
   cancelWait(key: string, owner: string, now: Millis): void;
+  /** Keeps a waiter's place alive: its wait deadline moves to `waitDeadline` if later. */
+  renewWait(key: string, owner: string, waitDeadline: Millis, now: Millis): AcquireOutcome;
   /** Applies expiries, hand-offs and wait timeouts due at or before `now`. */
   handleTimeout(now: Millis): void;
   /** When `handleTimeout` next has work, or `null`. */

@@ -107,6 +107,21 @@ impl Batch {
     pub fn cancel_wait(&mut self, key: &str, owner: &str, now: Instant) -> &mut Self {
         self.push(&Request::CancelWait { key, owner, now })
     }
+    /// Adds `renew-wait`.
+    pub fn renew_wait(
+        &mut self,
+        key: &str,
+        owner: &str,
+        wait_deadline: Instant,
+        now: Instant,
+    ) -> &mut Self {
+        self.push(&Request::RenewWait {
+            key,
+            owner,
+            wait_deadline,
+            now,
+        })
+    }
     /// Adds `handle-timeout`.
     pub fn handle_timeout(&mut self, now: Instant) -> &mut Self {
         self.push(&Request::HandleTimeout { now })

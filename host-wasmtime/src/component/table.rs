@@ -130,6 +130,9 @@ impl ComponentTable {
     forward!(/// [`LockTable::cancel_wait`](lock_core::LockTable::cancel_wait).
         cancel_wait => call_cancel_wait(key: &str, owner: &str, now: Instant) -> Result<(), LockError>,
         |r| lock_result(r, |()| ()));
+    forward!(/// [`LockTable::renew_wait`](lock_core::LockTable::renew_wait).
+        renew_wait => call_renew_wait(key: &str, owner: &str, wait_deadline: Instant, now: Instant) -> Result<AcquireOutcome, LockError>,
+        |r| lock_result(r, |o| wit::outcome(&o)));
     forward!(/// [`LockTable::handle_timeout`](lock_core::LockTable::handle_timeout).
         handle_timeout => call_handle_timeout(now: Instant) -> (), same);
     forward!(/// [`LockTable::handle_timeout_bounded`](lock_core::LockTable::handle_timeout_bounded):
@@ -243,6 +246,12 @@ impl ComponentTable {
             Request::CancelWait { key, owner, now } => {
                 Response::Done(self.cancel_wait(key, owner, now)?)
             }
+            Request::RenewWait {
+                key,
+                owner,
+                wait_deadline,
+                now,
+            } => Response::Acquire(self.renew_wait(key, owner, wait_deadline, now)?),
             Request::HandleTimeout { now } => {
                 self.handle_timeout(now)?;
                 Response::Timeout

@@ -255,6 +255,18 @@ export class LockTable {
     if (raw.cancel_wait(KEY_OWNER[0], KEY_OWNER[1], now) === FAILED) throw toError(raw);
   }
 
+  /**
+   * Keeps `owner`'s place in `key`'s queue alive: moves its wait deadline to `waitDeadline` if
+   * later (never earlier). Answers `already-waiting` with its place, or `already-held` if the key
+   * was handed to `owner` meanwhile; throws `not-waiting` otherwise.
+   */
+  renewWait(key, owner, waitDeadline, now) {
+    ms('waitDeadline', waitDeadline);
+    ms('now', now);
+    const raw = this.#names(key, owner);
+    return this.#acquireOutcome(raw.renew_wait(KEY_OWNER[0], KEY_OWNER[1], waitDeadline, now));
+  }
+
   /** Applies every expiry, hand-off and wait timeout due at or before `now`. */
   handleTimeout(now) {
     this.#live().handle_timeout(ms('now', now));

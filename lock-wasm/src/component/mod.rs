@@ -105,6 +105,19 @@ impl GuestLockTable for Table {
             .map_err(convert::error)
     }
 
+    fn renew_wait(
+        &self,
+        key: String,
+        owner: String,
+        wait_deadline: u64,
+        now: u64,
+    ) -> Result<AcquireOutcome, LockError> {
+        let mut t = self.0.borrow_mut();
+        t.renew_wait(&key, &owner, Instant(wait_deadline), Instant(now))
+            .map(convert::outcome)
+            .map_err(convert::error)
+    }
+
     fn handle_timeout(&self, now: u64) {
         self.0.borrow_mut().handle_timeout(Instant(now));
     }

@@ -315,6 +315,20 @@ impl RawTable {
         self.finish(r.map(|()| DONE))
     }
 
+    /// `renew_wait`: answers like `try_acquire` (already-waiting or already-held).
+    pub fn renew_wait(
+        &mut self,
+        key_len: usize,
+        owner_len: usize,
+        wait_deadline: f64,
+        now: f64,
+    ) -> u32 {
+        let r = names(&self.input, key_len, owner_len)
+            .and_then(|(k, o)| self.table.renew_wait(k, o, at(wait_deadline), at(now)));
+        let r = r.map(|o| self.outcome(o));
+        self.finish(r)
+    }
+
     /// Applies every time-driven change up to `now`; returns the number of undrained events.
     pub fn handle_timeout(&mut self, now: f64) -> u32 {
         self.table.handle_timeout(at(now));

@@ -87,6 +87,8 @@ export class JcoDriver {
         case 'cancel-wait':
           t.cancelWait(key, owner, step.now);
           return { ok: 'cancelled' };
+        case 'renew-wait':
+          return { ok: outcomeTerm(t.renewWait(key, owner, step.wait_deadline, step.now)) };
         case 'handle-timeout':
           t.handleTimeout(step.now);
           return {};

@@ -55,6 +55,8 @@ export class NpmDriver {
         case 'cancel-wait':
           t.cancelWait(key, owner, v('now'));
           return { ok: 'cancelled' };
+        case 'renew-wait':
+          return { ok: outcomeTerm(t.renewWait(key, owner, v('wait_deadline'), v('now'))) };
         case 'handle-timeout':
           t.handleTimeout(v('now'));
           return {};
