@@ -4,7 +4,9 @@
 use std::collections::HashMap;
 use std::time::Duration as StdDuration;
 
-use lock_core::{Fence, Instant, KeyEvent, KeyInfo, Limits, LockError, Request, Response, Step};
+use lock_core::{
+    EventKind, Fence, Instant, KeyEvent, KeyInfo, Limits, LockError, Request, Response, Step,
+};
 
 use crate::decider::{DecideError, Decider, Decision, Native};
 use crate::store::{new_version, Read, Store, StoreError, Write, Written};
@@ -371,6 +373,13 @@ impl<S: Store, D: Decider> Engine<S, D> {
             }
             settle(&mut step, &fences);
             self.decider.settle(&mut after, &fences);
+            // Wake whoever was just handed the key (best effort: waiters also look by
+            // themselves).
+            for event in &step.events {
+                if let EventKind::Granted { owner, .. } = &event.kind {
+                    let _ = self.store.announce(key, owner);
+                }
+            }
             let version = if write.bytes.is_some() {
                 write.version
             } else {

@@ -16,7 +16,7 @@ use lock_core::{
 use crate::decider::{AnyDecider, Native};
 use crate::engine::{Decided, Engine, TimeSource};
 use crate::lease::{Lease, LeaseState};
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, Watcher};
 
 /// Why a call failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,6 +60,21 @@ impl From<LockError> for Error {
 /// ahead and renews it (`renew-wait`) while it waits, so a waiter whose process dies leaves the
 /// queue within this time and is never handed the key.
 pub const WAIT_ALIVE: Duration = Duration::from_secs(2);
+
+/// One caller waiting in a key's queue.
+struct Waiting<'a> {
+    key: &'a str,
+    owner: &'a str,
+    ttl: Duration,
+    /// When its whole wait is over, in the store's time.
+    until: Instant,
+    /// Where it hears that the key was handed to it, if the store notifies.
+    watcher: Option<Box<dyn Watcher>>,
+}
+
+/// With a store that announces hand-offs, a waiter still looks by itself at least this often
+/// (a notice can be lost).
+const WATCHED_POLL: Duration = Duration::from_secs(1);
 
 /// A waiter renews when less than this remains of its kept-alive wait.
 const RENEW_WHEN_LEFT: u64 = WAIT_ALIVE.as_millis() as u64 * 2 / 3;
@@ -202,7 +217,12 @@ impl Locks {
     /// by every process on the store). A zero `wait` is [`try_acquire`](Self::try_acquire).
     ///
     /// The returned lease is live: a hand-off that ended before this caller saw it is never
-    /// returned (the acquire goes on with what remains of the wait).
+    /// returned (the acquire goes on with what remains of the wait). While it waits, the caller
+    /// keeps its place alive (`renew-wait`, see [`WAIT_ALIVE`]): if its process dies, it leaves
+    /// the queue within that time and is never handed the key. It hears its hand-off from the
+    /// store where it can (Redis, PostgreSQL: a listening connection of its own for the wait)
+    /// and looks by itself at the key's next deadline and at least every second (every 50 ms on
+    /// stores that cannot notify).
     ///
     /// # Errors
     /// [`Error::WaitTimedOut`], [`Error::AlreadyWaiting`], [`Error::Lock`], [`Error::Store`]
@@ -217,6 +237,8 @@ impl Locks {
         let ttl_ms = millis(ttl);
         let wait_ms = millis(wait);
         let mut wait_deadline: Option<Instant> = None;
+        let mut watcher: Option<Box<dyn Watcher>> = None;
+        let mut watch_failed = false;
         loop {
             let sent = LocalInstant::now();
             let decided = self.request(key, |now| {
@@ -259,7 +281,27 @@ impl Locks {
                     }))
                 }
             }
-            match self.wait_in_line(key, owner, ttl, until, decided.next_deadline, decided.now) {
+            // Notices of hand-offs, if the store sends them (one connection per waiting call).
+            let mut look_first = false;
+            if watcher.is_none() && !watch_failed {
+                match self.engine().store_mut().watcher() {
+                    // A hand-off before it listened was not heard: look once at once.
+                    Ok(Some(w)) => (watcher, look_first) = (Some(w), true),
+                    // The store cannot notify, or listening failed: look by ourselves.
+                    Ok(None) | Err(_) => watch_failed = true,
+                }
+            }
+            let mut waiting = Waiting {
+                key,
+                owner,
+                ttl,
+                until,
+                watcher: watcher.take(),
+            };
+            let waited =
+                self.wait_in_line(&mut waiting, decided.next_deadline, decided.now, look_first);
+            watcher = waiting.watcher;
+            match waited {
                 Ok(Some(lease)) => return Ok(lease),
                 Ok(None) => {}
                 Err(e) => {
@@ -276,13 +318,13 @@ impl Locks {
     /// when less than two thirds of [`WAIT_ALIVE`] remain of it.
     fn wait_in_line(
         &self,
-        key: &str,
-        owner: &str,
-        ttl: Duration,
-        until: Instant,
+        waiting: &mut Waiting<'_>,
         mut next: Option<Instant>,
         mut now: Instant,
+        mut look_first: bool,
     ) -> Result<Option<Lease>, Error> {
+        let (key, owner, ttl, until) = (waiting.key, waiting.owner, waiting.ttl, waiting.until);
+        let watcher = &mut waiting.watcher;
         let mut alive = until.min(now.saturating_add(millis(WAIT_ALIVE)));
         loop {
             if alive < until && alive.0.saturating_sub(now.0) < RENEW_WHEN_LEFT {
@@ -318,11 +360,32 @@ impl Locks {
                     }
                 }
             }
-            // Sleep to the key's next change (a deadline), at most `poll`: a release hands the
-            // key over in the record at once, and the next look finds it.
+            // Sleep to the key's next change (a deadline) or the next renewal, and at most
+            // `poll`; with a watcher, until the store says the key was handed to this owner,
+            // at most WATCHED_POLL (a notice can be lost).
             let to_next = next.map_or(u64::MAX, |t| t.0.saturating_sub(now.0));
-            let nap = self.shared.poll.min(Duration::from_millis(to_next.max(1)));
-            std::thread::sleep(nap);
+            let to_renew = if alive < until {
+                alive
+                    .0
+                    .saturating_sub(now.0)
+                    .saturating_sub(RENEW_WHEN_LEFT)
+            } else {
+                u64::MAX
+            };
+            let most = if watcher.is_some() {
+                WATCHED_POLL
+            } else {
+                self.shared.poll
+            };
+            let nap = most.min(Duration::from_millis(to_next.min(to_renew).max(1)));
+            let nap = if look_first { Duration::ZERO } else { nap };
+            look_first = false;
+            match watcher.as_mut().map(|w| w.wait(key, owner, nap)) {
+                Some(Ok(_)) => {}
+                // The notice connection failed: look by ourselves from now on.
+                Some(Err(_)) => *watcher = None,
+                None => std::thread::sleep(nap),
+            }
             let sent = LocalInstant::now();
             let decided = self.engine().inspect(key, Instant::ZERO)?;
             now = decided.now;

@@ -13,11 +13,11 @@ use std::future::Future;
 use tokio::runtime::Runtime;
 use tokio::task::JoinHandle;
 use tokio_postgres::error::SqlState;
-use tokio_postgres::{Client, Config, NoTls, Row, Statement};
+use tokio_postgres::{AsyncMessage, Client, Config, NoTls, Row, Statement};
 
 use crate::store::{
-    check_namespace, instant_to_sql, version_from_sql, version_to_sql, Read, Store, StoreError,
-    Stored, Write, Written, MAX_FENCE,
+    check_namespace, instant_to_sql, notice, version_from_sql, version_to_sql, Read, Store,
+    StoreError, Stored, Watcher, Write, Written, MAX_FENCE,
 };
 
 /// The schema format this build installs (in `<schema>.meta`).
@@ -547,9 +547,119 @@ impl Store for PostgresStore {
         let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema);
         on_connection!(self, c => c.client.batch_execute(&sql))
     }
+
+    fn announce(&mut self, key: &str, owner: &str) -> Result<(), StoreError> {
+        let channel = self.channel();
+        let payload = notice(key, owner);
+        on_connection!(self, c => c.client.execute("SELECT pg_notify($1, $2)", &[&channel, &payload]))
+            .map(|_| ())
+    }
+
+    fn watcher(&self) -> Result<Option<Box<dyn Watcher>>, StoreError> {
+        Ok(Some(Box::new(PostgresWatcher::open(self)?)))
+    }
+}
+
+/// A listening connection of its own, driven by a runtime of its own while a waiter waits:
+/// its driver forwards each notice of the namespace's channel.
+struct PostgresWatcher {
+    bound: Bound,
+    notices: tokio::sync::mpsc::UnboundedReceiver<String>,
+    _client: Client,
+    driver: JoinHandle<()>,
+    shown: String,
+}
+
+impl PostgresWatcher {
+    fn open(store: &PostgresStore) -> Result<Self, StoreError> {
+        let shown = store.describe();
+        let fail = |e: &Failure| StoreError::Connect {
+            store: shown.clone(),
+            reason: failure_reason(e),
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| StoreError::Connect {
+                store: shown.clone(),
+                reason: format!("cannot start the client's runtime: {e}"),
+            })?;
+        let bound = Bound {
+            runtime,
+            timeout: store.bound.timeout,
+        };
+        let (client, mut connection) = bound
+            .run(store.config.connect(NoTls))
+            .map_err(|e| fail(&e))?;
+        let (tx, notices) = tokio::sync::mpsc::unbounded_channel();
+        let driver = bound.runtime.spawn(async move {
+            while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                match message {
+                    Ok(AsyncMessage::Notification(n)) => {
+                        if tx.send(n.payload().to_owned()).is_err() {
+                            return;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(_) => return,
+                }
+            }
+        });
+        let listen = format!("LISTEN \"{}\"", store.channel());
+        if let Err(e) = bound.run(client.batch_execute(&listen)) {
+            driver.abort();
+            return Err(fail(&e));
+        }
+        Ok(PostgresWatcher {
+            bound,
+            notices,
+            _client: client,
+            driver,
+            shown,
+        })
+    }
+}
+
+impl Watcher for PostgresWatcher {
+    fn wait(&mut self, key: &str, owner: &str, timeout: StdDuration) -> Result<bool, StoreError> {
+        let want = notice(key, owner);
+        let notices = &mut self.notices;
+        let heard = self.bound.runtime.block_on(async {
+            tokio::time::timeout(timeout, async {
+                loop {
+                    match notices.recv().await {
+                        Some(payload) if payload == want => return true,
+                        Some(_) => {}
+                        None => return false,
+                    }
+                }
+            })
+            .await
+        });
+        match heard {
+            Ok(true) => Ok(true),
+            Err(_) => Ok(false),
+            Ok(false) => Err(StoreError::Lost {
+                store: self.shown.clone(),
+                reason: "the notice connection closed".into(),
+            }),
+        }
+    }
+}
+
+impl Drop for PostgresWatcher {
+    fn drop(&mut self) {
+        self.driver.abort();
+    }
 }
 
 impl PostgresStore {
+    /// Where hand-off notices of the namespace are sent (`NOTIFY`): the schema's name and
+    /// `_handoff`.
+    fn channel(&self) -> String {
+        format!("{}_handoff", self.schema)
+    }
+
     /// The bound on each statement.
     #[must_use]
     pub fn timeout(&self) -> StdDuration {

@@ -3,21 +3,26 @@
 //! (`v` version, `r` record bytes, `f` fences); the counter is a string. Reads are one pipeline
 //! (`TIME` + `HMGET`); the compare-and-set is one Lua script that compares the version, allocates
 //! tokens with `INCRBY` and writes, or returns the current record and the server's time. The
-//! script has no lock rules.
+//! script has no lock rules. A writer that hands a key to a waiter publishes a notice
+//! (`key` newline `owner`) on `{el:<ns>}:handoff`; waiting clients subscribe to it on a connection
+//! of their own.
 //!
 //! Redis may lose its data (many run it without persistence). A counter that is missing when a
 //! token is needed restarts at the server's time in microseconds, above every token issued
 //! before it as long as the namespace issued fewer than one token per microsecond on average and
 //! the server's clock did not step back (see `docs/stores.md`).
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use lock_core::{Fence, Instant};
 use redis::{Client, Connection, Value};
 
 use crate::store::{
-    check_namespace, fences_from_text, instant_to_sql, Read, Store, StoreError, Stored, Write,
-    Written,
+    check_namespace, fences_from_text, instant_to_sql, notice, Read, Store, StoreError, Stored,
+    Watcher, Write, Written,
 };
 
 /// The format this build writes, kept at `{el:<ns>}:format`.
@@ -141,6 +146,11 @@ impl RedisStore {
         let mut k = format!("{}:k:", self.prefix()).into_bytes();
         k.extend_from_slice(key.as_bytes());
         k
+    }
+
+    /// Where hand-off notices of the namespace are published.
+    fn channel(&self) -> String {
+        format!("{}:handoff", self.prefix())
     }
 
     fn counter_key(&self) -> String {
@@ -392,6 +402,126 @@ impl Store for RedisStore {
 
     fn uninstall(&mut self) -> Result<(), StoreError> {
         self.delete_namespace(true)
+    }
+
+    fn announce(&mut self, key: &str, owner: &str) -> Result<(), StoreError> {
+        let channel = self.channel();
+        let conn = self.connect()?;
+        match redis::cmd("PUBLISH")
+            .arg(channel)
+            .arg(notice(key, owner))
+            .query::<i64>(conn)
+        {
+            Ok(_) => Ok(()),
+            Err(e) => Err(self.failed(&e)),
+        }
+    }
+
+    fn watcher(&self) -> Result<Option<Box<dyn Watcher>>, StoreError> {
+        Ok(Some(Box::new(RedisWatcher::open(self)?)))
+    }
+}
+
+/// A subscribed connection of its own, read by a thread that forwards each notice; the thread
+/// ends within a second of the watcher being dropped, or when the connection fails.
+struct RedisWatcher {
+    notices: Receiver<Vec<u8>>,
+    stop: Arc<AtomicBool>,
+    shown: String,
+}
+
+impl RedisWatcher {
+    fn open(store: &RedisStore) -> Result<Self, StoreError> {
+        let shown = store.describe();
+        let fail = |e: redis::RedisError| StoreError::Connect {
+            store: shown.clone(),
+            reason: e.to_string(),
+        };
+        let mut conn = (store.client)
+            .get_connection_with_timeout(store.timeout)
+            .map_err(fail)?;
+        conn.set_write_timeout(Some(store.timeout)).map_err(fail)?;
+        conn.set_read_timeout(Some(store.timeout)).map_err(fail)?;
+        redis::cmd("CLIENT")
+            .arg("SETNAME")
+            .arg(format!("lock-store:{}", store.namespace))
+            .query::<()>(&mut conn)
+            .map_err(fail)?;
+        let channel = store.channel();
+        let (tx, notices) = mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ready_tx, ready) = mpsc::channel();
+        let stopped = Arc::clone(&stop);
+        std::thread::Builder::new()
+            .name("lock-store-watch".into())
+            .spawn(move || {
+                let mut pubsub = conn.as_pubsub();
+                let subscribed = pubsub
+                    .subscribe(&channel)
+                    .and_then(|()| pubsub.set_read_timeout(Some(StdDuration::from_secs(1))));
+                let ok = subscribed.is_ok();
+                let _ = ready_tx.send(subscribed);
+                if !ok {
+                    return;
+                }
+                while !stopped.load(Ordering::SeqCst) {
+                    match pubsub.get_message() {
+                        Ok(msg) => {
+                            if tx.send(msg.get_payload_bytes().to_vec()).is_err() {
+                                return;
+                            }
+                        }
+                        Err(e) if e.is_timeout() => {}
+                        Err(_) => return,
+                    }
+                }
+            })
+            .map_err(|e| StoreError::Connect {
+                store: shown.clone(),
+                reason: e.to_string(),
+            })?;
+        match ready.recv_timeout(store.timeout) {
+            Ok(Ok(())) => Ok(RedisWatcher {
+                notices,
+                stop,
+                shown,
+            }),
+            Ok(Err(e)) => Err(fail(e)),
+            Err(_) => {
+                stop.store(true, Ordering::SeqCst);
+                Err(StoreError::Connect {
+                    store: shown.clone(),
+                    reason: "no answer to SUBSCRIBE in time".into(),
+                })
+            }
+        }
+    }
+}
+
+impl Watcher for RedisWatcher {
+    fn wait(&mut self, key: &str, owner: &str, timeout: StdDuration) -> Result<bool, StoreError> {
+        let want = notice(key, owner);
+        let end = std::time::Instant::now() + timeout;
+        loop {
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            match self.notices.recv_timeout(left) {
+                Ok(payload) if payload == want.as_bytes() => return Ok(true),
+                Ok(_) => {}
+                Err(RecvTimeoutError::Timeout) => return Ok(false),
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(StoreError::Lost {
+                        store: self.shown.clone(),
+                        reason: "the notice connection closed".into(),
+                    })
+                }
+            }
+        }
+    }
+}
+
+impl Drop for RedisWatcher {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
     }
 }
 

@@ -2,6 +2,7 @@
 //! it while allocating fencing tokens. No lock rule lives here or in any store.
 
 use std::fmt;
+use std::time::Duration;
 
 use lock_core::{Fence, Instant, LockError};
 
@@ -107,6 +108,43 @@ pub trait Store: Send {
     /// # Errors
     /// A [`StoreError`].
     fn uninstall(&mut self) -> Result<(), StoreError>;
+
+    /// Tells the waiters of `key` that it was handed to `owner` (called after a write that
+    /// granted it to a waiter). Best effort: a notice that is lost only delays the waiter until
+    /// it looks by itself. Stores that cannot notify do nothing (the default).
+    ///
+    /// # Errors
+    /// A [`StoreError`]; callers ignore it.
+    fn announce(&mut self, key: &str, owner: &str) -> Result<(), StoreError> {
+        let _ = (key, owner);
+        Ok(())
+    }
+
+    /// A connection of its own on which a waiter hears [`announce`](Self::announce)s of this
+    /// namespace; `None` if the store cannot notify (its waiters look by themselves).
+    ///
+    /// # Errors
+    /// A [`StoreError`] (the waiter then looks by itself).
+    fn watcher(&self) -> Result<Option<Box<dyn Watcher>>, StoreError> {
+        Ok(None)
+    }
+}
+
+/// Hears the hand-offs of one namespace (Redis pub/sub, PostgreSQL `LISTEN`).
+pub trait Watcher: Send {
+    /// Waits at most `timeout` for a notice that `key` was handed to `owner`: `true` if one
+    /// came (notices for other keys and owners are skipped), `false` when the time is up.
+    ///
+    /// # Errors
+    /// A [`StoreError`] if the connection failed; the watcher is then useless.
+    fn wait(&mut self, key: &str, owner: &str, timeout: Duration) -> Result<bool, StoreError>;
+}
+
+/// The payload of a hand-off notice: the key and the owner it was handed to, apart by a newline
+/// (neither may hold a control character).
+#[must_use]
+pub fn notice(key: &str, owner: &str) -> String {
+    format!("{key}\n{owner}")
 }
 
 impl<S: Store + ?Sized> Store for Box<S> {
@@ -130,6 +168,12 @@ impl<S: Store + ?Sized> Store for Box<S> {
     }
     fn uninstall(&mut self) -> Result<(), StoreError> {
         (**self).uninstall()
+    }
+    fn announce(&mut self, key: &str, owner: &str) -> Result<(), StoreError> {
+        (**self).announce(key, owner)
+    }
+    fn watcher(&self) -> Result<Option<Box<dyn Watcher>>, StoreError> {
+        (**self).watcher()
     }
 }
 
