@@ -70,7 +70,8 @@ pub use redis::RedisStore;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 pub use store::{
-    check_namespace, fences_from_text, fences_to_text, instant_to_sql, new_version, system_now,
-    version_from_sql, version_to_sql, Read, Store, StoreError, Stored, Write, Written, MAX_FENCE,
+    check_namespace, fences_from_text, fences_to_text, instant_to_sql, new_version, notice,
+    system_now, version_from_sql, version_to_sql, Read, Store, StoreError, Stored, Watcher, Write,
+    Written, MAX_FENCE,
 };
 pub use table::{StoreTable, TableFault};

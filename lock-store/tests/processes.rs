@@ -9,7 +9,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant as LocalInstant};
 
 use lock_core::LockError;
@@ -485,4 +485,102 @@ fn a_killed_waiter_does_not_stop_the_queue() {
         ));
         println!("{label}: the dead waiter left the queue {gone_after:?} after its kill");
     }
+}
+
+/// `lockstore run` with a command that says when it starts and when it is asked to stop
+/// (SIGTERM: prints "stopping" and exits 7, or ignores it), over a fresh SQLite file.
+fn supervised(ignore_term: bool, extra: &[&str]) -> (Child, String, String, PathBuf) {
+    let ns = common::unique_namespace("signals");
+    let dir = std::env::temp_dir().join(&ns);
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!("sqlite://{}", dir.join("locks.db").display());
+    let trap = if ignore_term {
+        "trap '' TERM"
+    } else {
+        "trap 'echo stopping; exit 7' TERM"
+    };
+    let script = format!("{trap}; echo started; while :; do sleep 0.02; done");
+    let child = lockstore()
+        .args(["run", "--store", &url, "--namespace", &ns, "--key", "job"])
+        .args(["--ttl", "600ms"])
+        .args(extra)
+        .args(["--", "sh", "-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    (child, url, ns, dir)
+}
+
+/// Reads the child's stdout until `line` (at most 10 s).
+fn wait_for_line(child: &mut Child, line: &str) {
+    use std::io::BufRead;
+    let out = child.stdout.as_mut().unwrap();
+    let mut reader = std::io::BufReader::new(out);
+    let mut text = String::new();
+    let start = LocalInstant::now();
+    while !text.lines().any(|l| l == line) {
+        assert!(start.elapsed() < Duration::from_secs(10), "no {line:?}");
+        let mut l = String::new();
+        if reader.read_line(&mut l).unwrap() == 0 {
+            panic!("output ended before {line:?}: {text:?}");
+        }
+        text.push_str(&l);
+    }
+}
+
+fn lose_the_lock(url: &str, ns: &str) {
+    lock_store::url::open(url, ns).unwrap().clear().unwrap();
+}
+
+/// The lock is lost while the command runs: the command gets SIGTERM (its cleanup runs) and
+/// `lockstore` exits 4.
+#[test]
+fn a_lost_lock_stops_the_command_with_sigterm() {
+    let (mut child, url, ns, dir) = supervised(false, &["--grace", "10s"]);
+    wait_for_line(&mut child, "started");
+    lose_the_lock(&url, &ns);
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert!(
+        stdout.contains("stopping"),
+        "SIGTERM did not reach the command: {out:?}"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("lost \"job\""));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A command that ignores SIGTERM is killed once the grace period is over.
+#[test]
+fn a_command_that_ignores_sigterm_is_killed_after_the_grace() {
+    let (mut child, url, ns, dir) = supervised(true, &["--grace", "300ms"]);
+    wait_for_line(&mut child, "started");
+    lose_the_lock(&url, &ns);
+    let start = LocalInstant::now();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert!(start.elapsed() < Duration::from_secs(10), "never killed");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// SIGTERM sent to `lockstore` reaches the command; `lockstore` keeps the lock until the command
+/// has finished, then releases it (the key is free at once, not at its TTL) and exits with the
+/// command's status.
+#[test]
+fn a_signal_to_lockstore_reaches_the_command_and_the_key_is_released() {
+    let (mut child, url, ns, dir) = supervised(false, &["--ttl", "30s"]);
+    wait_for_line(&mut child, "started");
+    let pid = rustix::process::Pid::from_child(&child);
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(7), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("stopping"));
+    let locks = Locks::open(&url, &ns).unwrap();
+    assert_eq!(
+        locks.inspect("job").unwrap(),
+        None,
+        "the key was not released"
+    );
+    let _ = std::fs::remove_dir_all(dir);
 }

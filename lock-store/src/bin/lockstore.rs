@@ -2,15 +2,20 @@
 //! a demo of two processes contending for one key.
 //!
 //! ```text
-//! lockstore run --store URL --key KEY --ttl 30s [--wait 0s] [--namespace NS] [--owner NAME] -- CMD [ARGS...]
+//! lockstore run --store URL --key KEY --ttl 30s [--wait 0s] [--grace 10s] [--namespace NS] [--owner NAME] -- CMD [ARGS...]
 //! lockstore inspect --store URL [--namespace NS] KEY
 //! lockstore list --store URL [--namespace NS]
 //! lockstore demo [--store URL]...
 //! ```
 //!
 //! Exit status of `run`: the command's (128 + signal if it was killed by one); 3 when the key is
-//! held (and `--wait` ran out), 4 when the lock was lost while the command ran (the command is
-//! killed), 2 for a usage or store error.
+//! held (and `--wait` ran out), 4 when the lock was lost while the command ran, 2 for a usage or
+//! store error.
+//!
+//! When the lock is lost, the command gets `SIGTERM`, and `SIGKILL` if it is still running
+//! `--grace` later (default 10 s; `0s`: `SIGKILL` at once). `SIGTERM`, `SIGINT` and `SIGHUP`
+//! sent to `lockstore` are passed on to the command; the lock is kept while it finishes, then
+//! released.
 
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,7 +26,7 @@ use lock_core::LockError;
 use lock_store::{Error, Locks};
 
 const USAGE: &str = "usage:
-  lockstore run --store URL --key KEY --ttl DURATION [--wait DURATION] [--namespace NS] [--owner NAME] -- CMD [ARGS...]
+  lockstore run --store URL --key KEY --ttl DURATION [--wait DURATION] [--grace DURATION] [--namespace NS] [--owner NAME] -- CMD [ARGS...]
   lockstore inspect --store URL [--namespace NS] KEY
   lockstore list --store URL [--namespace NS]
   lockstore demo [--store URL]...
@@ -62,6 +67,7 @@ struct Options {
     key: Option<String>,
     ttl: Option<Duration>,
     wait: Option<Duration>,
+    grace: Option<Duration>,
     owner: Option<String>,
     positional: Vec<String>,
     command: Vec<String>,
@@ -88,6 +94,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--key" => o.key = Some(value()?),
             "--ttl" => o.ttl = Some(duration(&value()?)?),
             "--wait" => o.wait = Some(duration(&value()?)?),
+            "--grace" => o.grace = Some(duration(&value()?)?),
             "--owner" => o.owner = Some(value()?),
             other if other.starts_with("--") => {
                 return Err(format!("unknown option {other}\n{USAGE}"))
@@ -162,6 +169,8 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
         lease.fence().0,
         locks.describe()
     );
+    // Signals for the command, from now on (before it starts, so none is missed).
+    let mut received = catch_signals()?;
     let mut child = Command::new(&o.command[0])
         .args(&o.command[1..])
         .env("EXPIRING_LOCK_KEY", &key)
@@ -182,17 +191,8 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
         });
     }
     lease.keep_alive();
-    // Poll the child so that a lost lock stops it within a few milliseconds.
-    let status = loop {
-        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
-            break status;
-        }
-        if lost.load(Ordering::SeqCst) {
-            let _ = child.kill();
-            break child.wait().map_err(|e| e.to_string())?;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let grace = o.grace.unwrap_or(DEFAULT_GRACE);
+    let status = supervise(&mut child, &lost, grace, &mut received)?;
     let released = lease.release();
     if lost.load(Ordering::SeqCst) {
         return Ok(ExitCode::from(LOST));
@@ -201,6 +201,59 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
         eprintln!("lockstore: release: {e}");
     }
     Ok(ExitCode::from(exit_code(status)))
+}
+
+/// How long a command may take to stop after `SIGTERM` once the lock is lost.
+const DEFAULT_GRACE: Duration = Duration::from_secs(10);
+
+/// The signals `lockstore` passes on to its command: (the number the handler reports, the
+/// signal to send).
+const PASSED_ON: [(i32, rustix::process::Signal); 3] = [
+    (signal_hook::consts::SIGTERM, rustix::process::Signal::TERM),
+    (signal_hook::consts::SIGINT, rustix::process::Signal::INT),
+    (signal_hook::consts::SIGHUP, rustix::process::Signal::HUP),
+];
+
+/// Catches [`PASSED_ON`] from now on (they no longer end `lockstore` itself).
+fn catch_signals() -> Result<signal_hook::iterator::Signals, String> {
+    signal_hook::iterator::Signals::new(PASSED_ON.map(|(raw, _)| raw))
+        .map_err(|e| format!("cannot handle signals: {e}"))
+}
+
+/// Waits for the command, passing on the signals `lockstore` receives; if the lock is lost,
+/// stops it: `SIGTERM`, then `SIGKILL` after `grace`.
+fn supervise(
+    child: &mut std::process::Child,
+    lost: &AtomicBool,
+    grace: Duration,
+    received: &mut signal_hook::iterator::Signals,
+) -> Result<std::process::ExitStatus, String> {
+    use rustix::process::{kill_process, Pid, Signal};
+    let pid = Pid::from_child(child);
+    let mut kill_at: Option<std::time::Instant> = None;
+    loop {
+        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+            return Ok(status);
+        }
+        for raw in received.pending() {
+            if let Some((_, signal)) = PASSED_ON.iter().find(|(r, _)| *r == raw) {
+                let _ = kill_process(pid, *signal);
+            }
+        }
+        if lost.load(Ordering::SeqCst) && kill_at.is_none() {
+            if grace.is_zero() {
+                let _ = child.kill();
+            } else {
+                let _ = kill_process(pid, Signal::TERM);
+            }
+            kill_at = Some(std::time::Instant::now() + grace);
+        }
+        if kill_at.is_some_and(|t| std::time::Instant::now() >= t) {
+            let _ = child.kill();
+        }
+        // A lost lock reaches the command within a few milliseconds.
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 fn exit_code(status: std::process::ExitStatus) -> u8 {
