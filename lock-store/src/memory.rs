@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use lock_core::Fence;
+use lock_core::{Fence, Instant};
 
 use crate::store::{system_now, Read, Store, StoreError, Stored, Write, Written, MAX_FENCE};
 
@@ -14,6 +14,23 @@ struct Space {
     records: BTreeMap<(String, String), Stored>,
     /// namespace -> last fencing token.
     counters: BTreeMap<String, u64>,
+    /// (namespace, key) -> when the record may be collected (free, nothing left to remember).
+    forget_at: BTreeMap<(String, String), Instant>,
+}
+
+impl Space {
+    /// Drops a few records whose time to be forgotten has come, as the other stores do.
+    fn collect(&mut self, now: Instant) {
+        let due: Vec<(String, String)> = (self.forget_at.iter())
+            .filter(|(_, at)| **at <= now)
+            .map(|(id, _)| id.clone())
+            .take(8)
+            .collect();
+        for id in due {
+            self.forget_at.remove(&id);
+            self.records.remove(&id);
+        }
+    }
 }
 
 /// Records in this process's memory. Time is this machine's clock.
@@ -93,6 +110,10 @@ impl Store for MemoryStore {
         }
         let fences: Vec<Fence> = (1..=n).map(|i| Fence(last + i)).collect();
         space.counters.insert(self.namespace.clone(), last + n);
+        match (write.bytes, write.forget_at) {
+            (Some(_), Some(at)) => space.forget_at.insert(id.clone(), at),
+            _ => space.forget_at.remove(&id),
+        };
         match write.bytes {
             Some(bytes) => {
                 let stored = Stored {
@@ -106,6 +127,7 @@ impl Store for MemoryStore {
                 space.records.remove(&id);
             }
         }
+        space.collect(now);
         Ok(Written::Done { fences })
     }
 
@@ -131,6 +153,7 @@ impl Store for MemoryStore {
         let mut space = self.space();
         let ns = self.namespace.clone();
         space.records.retain(|(n, _), _| *n != ns);
+        space.forget_at.retain(|(n, _), _| *n != ns);
         space.counters.remove(&ns);
         Ok(())
     }

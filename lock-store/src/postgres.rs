@@ -239,16 +239,20 @@ impl PostgresStore {
         Ok(store)
     }
 
+    /// A new connection and its driver, within the bound.
+    fn new_connection(&self) -> Result<(Client, JoinHandle<()>), StoreError> {
+        self.bound
+            .connect(&self.config)
+            .map_err(|e| StoreError::Connect {
+                store: self.describe(),
+                reason: failure_reason(&e),
+            })
+    }
+
     /// The live connection, made (and its statements prepared) if there is none.
     fn connection(&mut self) -> Result<&Conn, StoreError> {
         if self.conn.is_none() {
-            let (client, driver) =
-                self.bound
-                    .connect(&self.config)
-                    .map_err(|e| StoreError::Connect {
-                        store: self.describe(),
-                        reason: failure_reason(&e),
-                    })?;
+            let (client, driver) = self.new_connection()?;
             let ns = &self.schema;
             let read = format!(
                 "SELECT {ns}.now_ms(), r.version, r.record, r.fences \
@@ -327,13 +331,7 @@ impl PostgresStore {
         let sql = SCHEMA.replace("__NS__", &ns).replace("__FORMAT__", FORMAT);
         // Its own connection: the hot path's statements cannot be prepared before the schema
         // exists.
-        let (mut client, driver) =
-            self.bound
-                .connect(&self.config)
-                .map_err(|e| StoreError::Connect {
-                    store: self.describe(),
-                    reason: failure_reason(&e),
-                })?;
+        let (mut client, driver) = self.new_connection()?;
         let result = self.bound.run(async {
             let tx = client.transaction().await?;
             tx.execute(

@@ -218,3 +218,44 @@ fn a_long_wait_keeps_its_place() {
         assert!(lease.fence() < fb && fb < fc, "{fb:?} {fc:?}");
     });
 }
+
+/// A record left holding only a remembered expiry is collected by the store once that memory
+/// has run out (Redis by its own expiry, the others by their writers, memory too).
+#[test]
+fn forgotten_records_are_collected() {
+    let mut urls = common::store_urls();
+    urls.push(("memory", "memory:".to_owned()));
+    for (label, url) in urls {
+        let ns = common::unique_namespace("forget");
+        let _cleanup = common::Cleanup(|| {
+            let _ = lock_store::url::open(&url, &ns).and_then(|mut s| s.uninstall());
+        });
+        let limits = lock_core::Limits {
+            expired_retention: lock_core::Duration(50),
+            ..lock_core::Limits::default()
+        };
+        let locks = Locks::with_limits(lock_store::url::open(&url, &ns).unwrap(), limits).unwrap();
+        let lease = locks.try_acquire("old", "a", 50 * MS).unwrap();
+        std::thread::sleep(80 * MS);
+        // Its expiry is applied and remembered: the record stays, free, until 50 ms later.
+        assert_eq!(locks.inspect("old").unwrap(), None);
+        assert!(matches!(
+            lease.release(),
+            Err(Error::Lock(LockError::Expired { .. }))
+        ));
+        assert!(locks.keys().unwrap().contains(&"old".to_owned()), "{label}");
+        std::thread::sleep(100 * MS);
+        let start = std::time::Instant::now();
+        let mut i = 0;
+        while locks.keys().unwrap().contains(&"old".to_owned()) {
+            assert!(start.elapsed() < 10_000 * MS, "{label}: never collected");
+            for _ in 0..70 {
+                i += 1;
+                let other = locks
+                    .try_acquire(&format!("k{i}"), "b", 10_000 * MS)
+                    .unwrap();
+                other.release().unwrap();
+            }
+        }
+    }
+}
