@@ -9,7 +9,7 @@ use lock_core::{
 };
 
 use crate::decider::{DecideError, Decider, Decision, Native};
-use crate::store::{new_version, Read, Store, StoreError, Write, Written};
+use crate::store::{new_version, Read, Store, StoreError, Write, Written, TOMBSTONE};
 
 /// Where `now` comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,6 +52,10 @@ impl<R> Seen<R> {
         self.store_now.saturating_add(lock_core::Duration(elapsed))
     }
 }
+
+/// How long an emptied record stays as a tombstone (store's time) before the store may collect
+/// it: far longer than any one decision takes from its read to its write.
+pub const TOMBSTONE_LIFE: lock_core::Duration = lock_core::Duration(60_000);
 
 /// Most compare-and-set attempts per call before [`StoreError::Contention`].
 pub const MAX_ATTEMPTS: u32 = 32;
@@ -207,6 +211,7 @@ impl<S: Store, D: Decider> Engine<S, D> {
     pub fn peek(&mut self, key: &str) -> Result<lock_core::KeyRecord, StoreError> {
         match self.store.read(key)?.record {
             None => Ok(lock_core::KeyRecord::new()),
+            Some(stored) if stored.bytes == TOMBSTONE => Ok(lock_core::KeyRecord::new()),
             Some(stored) => {
                 lock_core::KeyRecord::decode(&stored.bytes, &stored.fences, &self.limits).map_err(
                     |error| StoreError::Corrupt {
@@ -239,6 +244,8 @@ impl<S: Store, D: Decider> Engine<S, D> {
     fn seen_from(&mut self, key: &str, read: Read) -> Result<Seen<D::Record>, StoreError> {
         let (version, record) = match read.record {
             None => (0, self.decider.empty()),
+            // A tombstone: an empty key, with the version a compare-and-set checks.
+            Some(stored) if stored.bytes == TOMBSTONE => (stored.version, self.decider.empty()),
             Some(stored) => {
                 let record = (self.decider)
                     .load(&stored, &self.limits)
@@ -327,13 +334,26 @@ impl<S: Store, D: Decider> Engine<S, D> {
                 });
             }
             let store_time = self.time == TimeSource::Store;
+            // With the store's time, an emptied record is not deleted but left as a tombstone
+            // (TOMBSTONE bytes, a version) until TOMBSTONE_LIFE later: a writer that decided on the
+            // record as it was before (absent, say) must not succeed after the key went through
+            // a whole lease meanwhile, which a deleted record could not tell (version 0 again).
+            let tombstone = store_time && bytes.is_none();
             let write = Write {
                 expected: seen.version,
                 version: new_version(),
-                bytes: bytes.as_deref(),
+                bytes: if tombstone {
+                    Some(TOMBSTONE)
+                } else {
+                    bytes.as_deref()
+                },
                 fresh_fences: step.fresh_fences,
                 not_before: store_time.then_some(clock),
-                forget_at: if store_time { forget_at } else { None },
+                forget_at: match (store_time, tombstone) {
+                    (false, _) => None,
+                    (true, true) => Some(clock.saturating_add(TOMBSTONE_LIFE)),
+                    (true, false) => forget_at,
+                },
             };
             let fences = match self.store.write(key, &write) {
                 Ok(Written::Done { fences }) => fences,

@@ -56,7 +56,7 @@ pub mod url;
 pub use decider::{AnyDecider, AnyRecord, DecideError, Decider, Decision, InspectReply, Native};
 #[cfg(feature = "component")]
 pub use decider::{Component, ComponentRecord};
-pub use engine::{Decided, Engine, TimeSource, MAX_ATTEMPTS};
+pub use engine::{Decided, Engine, TimeSource, MAX_ATTEMPTS, TOMBSTONE_LIFE};
 pub use lease::{Lease, LostLease};
 pub use locks::{Error, Locks, WAIT_ALIVE};
 pub use memory::MemoryStore;
@@ -72,6 +72,6 @@ pub use sqlite::SqliteStore;
 pub use store::{
     check_namespace, fences_from_text, fences_to_text, instant_to_sql, new_version, notice,
     system_now, version_from_sql, version_to_sql, Read, Store, StoreError, Stored, Watcher, Write,
-    Written, MAX_FENCE,
+    Written, MAX_FENCE, TOMBSTONE,
 };
 pub use table::{StoreTable, TableFault};

@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use lock_core::{Fence, Instant};
 
-use crate::store::{system_now, Read, Store, StoreError, Stored, Write, Written, MAX_FENCE};
+use crate::store::{
+    system_now, Read, Store, StoreError, Stored, Write, Written, MAX_FENCE, TOMBSTONE,
+};
 
 #[derive(Debug, Default)]
 struct Space {
@@ -133,9 +135,12 @@ impl Store for MemoryStore {
 
     fn keys(&mut self) -> Result<Vec<String>, StoreError> {
         let space = self.space();
-        Ok((space.records.keys())
-            .filter(|(ns, _)| *ns == self.namespace)
-            .map(|(_, k)| k.clone())
+        // Tombstones (kept for their version) are not keys.
+        Ok((space.records.iter())
+            .filter(|((ns, _), stored)| {
+                *ns == self.namespace && stored.bytes.len() > TOMBSTONE.len()
+            })
+            .map(|((_, k), _)| k.clone())
             .collect())
     }
 

@@ -368,7 +368,7 @@ impl Store for MysqlStore {
     }
 
     fn keys(&mut self) -> Result<Vec<String>, StoreError> {
-        let sql = self.sql("SELECT k FROM `__NS___records` ORDER BY k");
+        let sql = self.sql("SELECT k FROM `__NS___records` WHERE LENGTH(record) > 8 ORDER BY k");
         let conn = self.conn()?;
         match conn.query::<Vec<u8>, _>(sql) {
             Ok(keys) => Ok(keys

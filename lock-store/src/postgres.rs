@@ -517,7 +517,7 @@ impl Store for PostgresStore {
 
     fn keys(&mut self) -> Result<Vec<String>, StoreError> {
         let sql = format!(
-            "SELECT key FROM {}.records ORDER BY convert_to(key, 'UTF8')",
+            "SELECT key FROM {}.records WHERE length(record) > 8 ORDER BY convert_to(key, 'UTF8')",
             self.schema
         );
         let rows = on_connection!(self, c => c.client.query(sql.as_str(), &[]))?;

@@ -22,7 +22,7 @@ use redis::{Client, Connection, Value};
 
 use crate::store::{
     check_namespace, fences_from_text, instant_to_sql, notice, Read, Store, StoreError, Stored,
-    Watcher, Write, Written,
+    Watcher, Write, Written, TOMBSTONE,
 };
 
 /// The format this build writes, kept at `{el:<ns>}:format`.
@@ -380,7 +380,25 @@ impl Store for RedisStore {
             .collect();
         keys.sort();
         keys.dedup();
-        Ok(keys)
+        if keys.is_empty() {
+            return Ok(keys);
+        }
+        // Tombstones (kept for their version) are not keys.
+        let mut lengths = redis::pipe();
+        for key in &keys {
+            lengths.cmd("HSTRLEN").arg(self.record_key(key)).arg("r");
+        }
+        let conn = self.connect()?;
+        let lengths: Vec<i64> = match lengths.query(conn) {
+            Ok(l) => l,
+            Err(e) => return Err(self.failed(&e)),
+        };
+        Ok(keys
+            .into_iter()
+            .zip(lengths)
+            .filter(|(_, len)| *len > TOMBSTONE.len() as i64)
+            .map(|(key, _)| key)
+            .collect())
     }
 
     fn last_fence(&mut self) -> Result<Fence, StoreError> {

@@ -287,7 +287,7 @@ impl Store for SqliteStore {
     fn keys(&mut self) -> Result<Vec<String>, StoreError> {
         let mut stmt = (self.conn)
             .prepare_cached(
-                "SELECT key FROM expiring_lock_records WHERE namespace = ?1 ORDER BY CAST(key AS BLOB)",
+                "SELECT key FROM expiring_lock_records WHERE namespace = ?1 AND length(record) > 8 ORDER BY CAST(key AS BLOB)",
             )
             .map_err(|e| self.fail(&e))?;
         let keys = stmt

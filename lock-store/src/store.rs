@@ -83,7 +83,8 @@ pub trait Store: Send {
     /// A [`StoreError`]; after [`StoreError::Lost`] the write may or may not have happened.
     fn write(&mut self, key: &str, write: &Write<'_>) -> Result<Written, StoreError>;
 
-    /// Every key of the namespace that has a record, in byte order.
+    /// Every key of the namespace that has a record, in byte order; not tombstones
+    /// ([`TOMBSTONE`], at most 8 bytes: every record is longer).
     ///
     /// # Errors
     /// A [`StoreError`].
@@ -320,6 +321,11 @@ pub fn check_namespace(name: &str) -> Result<(), StoreError> {
         })
     }
 }
+
+/// The bytes of a tombstone: what an engine leaves of a record whose key emptied, for its version
+/// (see `Engine`), until the store collects it. Never a valid record (those are longer and start
+/// with `LOCKKREC`); stores list no key for it.
+pub const TOMBSTONE: &[u8] = b"LOCKTOMB";
 
 /// A random non-zero version number (the OS-seeded hasher keys of the standard library).
 #[must_use]

@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use lock_store::{url, Error, Locks, StoreError};
 
-const BOUND: Duration = Duration::from_millis(400);
+/// The bound the clients are opened with: short, yet long enough for a busy test machine to
+/// install a namespace through the proxy.
+const BOUND: Duration = Duration::from_millis(1500);
 /// How long a bounded call may take at most before the test calls it a hang.
 const HANG: Duration = Duration::from_secs(15);
 
@@ -137,6 +139,8 @@ fn a_frozen_path_mid_use_fails_calls_typed_and_the_client_recovers() {
         let _cleanup = common::Cleanup(|| {
             let _ = url::open(&real, &ns).and_then(|mut s| s.uninstall());
         });
+        // Installed directly first: through the proxy, opening only checks it.
+        drop(url::open(&real, &ns).unwrap());
         let frozen = Arc::new(AtomicBool::new(false));
         let via = with_port(&real, proxy(&host_port(&real), Arc::clone(&frozen)));
         let locks = Locks::new(url::open_with_timeout(&via, &ns, BOUND).unwrap());
