@@ -284,10 +284,7 @@ impl Lease {
                 self.state.released.store(true, Ordering::SeqCst);
                 Err(Error::Lock(e))
             }
-            other => Err(Error::Store(crate::StoreError::Server {
-                store: self.locks.describe(),
-                reason: format!("unexpected answer {other:?}"),
-            })),
+            other => Err(self.locks.unexpected(&other)),
         }
     }
 }
@@ -328,10 +325,7 @@ fn extend(locks: &Locks, state: &LeaseState, ttl: Duration) -> Result<(), Error>
             }
             Err(Error::Lock(e))
         }
-        other => Err(Error::Store(crate::StoreError::Server {
-            store: locks.describe(),
-            reason: format!("unexpected answer {other:?}"),
-        })),
+        other => Err(locks.unexpected(&other)),
     }
 }
 

@@ -180,6 +180,15 @@ impl Locks {
         Ok(Locks::new(crate::url::open(url, namespace)?))
     }
 
+    /// A decider's answer of the wrong kind for the request (a broken component, say): the
+    /// one place it becomes an error.
+    pub(crate) fn unexpected(&self, answer: &Response) -> Error {
+        Error::Store(StoreError::Server {
+            store: self.describe(),
+            reason: format!("unexpected answer {answer:?}"),
+        })
+    }
+
     /// The store and namespace, for messages (no password).
     #[must_use]
     pub fn describe(&self) -> String {
@@ -274,12 +283,7 @@ impl Locks {
                 }
                 Response::Acquire(Ok(AcquireOutcome::Queued { .. })) => {}
                 Response::Acquire(Err(e)) => return Err(Error::Lock(e)),
-                other => {
-                    return Err(Error::Store(StoreError::Server {
-                        store: self.describe(),
-                        reason: format!("unexpected answer {other:?}"),
-                    }))
-                }
+                other => return Err(self.unexpected(&other)),
             }
             // Notices of hand-offs, if the store sends them (one connection per waiting call).
             let mut look_first = false;
@@ -352,12 +356,7 @@ impl Locks {
                         };
                     }
                     Response::Acquire(Err(e)) => return Err(Error::Lock(e)),
-                    other => {
-                        return Err(Error::Store(StoreError::Server {
-                            store: self.describe(),
-                            reason: format!("unexpected answer {other:?}"),
-                        }))
-                    }
+                    other => return Err(self.unexpected(&other)),
                 }
             }
             // Sleep to the key's next change (a deadline) or the next renewal, and at most
