@@ -2,7 +2,12 @@
 //! database: `_records` (one row per key), `_fences` (a sequence, `NOCACHE` so the last issued
 //! token is exact; MariaDB 10.3+), `_meta` (format version) and the `_cas` procedure: one
 //! transaction that compares the version, writes, takes tokens with `NEXTVAL` while the row is
-//! locked, or returns the current row, with `SYSDATE(6)`; one round trip. No lock rules in SQL.
+//! locked, or returns the current row, with `SYSDATE(6)`; one round trip. The common write (a
+//! record replaced, at most one fresh token) skips the procedure: one `UPDATE` that compares the
+//! version and takes its token with `LAST_INSERT_ID(NEXTVAL(...))`, so that the token comes back
+//! in the server's OK packet (measured: a pair of them costs ~1.1x a ShedLock-style pair, the
+//! procedure ~1.6x); if it changed no row, a read gives the record as it is. No lock rules in
+//! SQL.
 
 use std::time::Duration as StdDuration;
 
@@ -26,8 +31,7 @@ const TABLES: &[&str] = &[
         version BIGINT UNSIGNED NOT NULL,
         record LONGBLOB NOT NULL,
         fences TEXT NOT NULL,
-        forget_at BIGINT NULL,
-        KEY forget_at (forget_at)
+        forget_at BIGINT NULL
     ) ENGINE=InnoDB",
     "CREATE SEQUENCE IF NOT EXISTS `__NS___fences` START WITH 1 MINVALUE 1 MAXVALUE 9007199254740991 INCREMENT BY 1 NOCACHE NOCYCLE",
     "CREATE OR REPLACE PROCEDURE `__NS___cas`(
@@ -80,6 +84,8 @@ pub struct MysqlStore {
     shown: String,
     namespace: String,
     writes: u32,
+    /// Where the collection walk goes on from (the last key it looked at).
+    collected_to: Vec<u8>,
 }
 
 impl std::fmt::Debug for MysqlStore {
@@ -125,6 +131,7 @@ impl MysqlStore {
             shown,
             namespace: namespace.to_owned(),
             writes: 0,
+            collected_to: Vec::new(),
         };
         store.install()?;
         Ok(store)
@@ -225,6 +232,16 @@ impl MysqlStore {
             for statement in &statements {
                 conn.query_drop(statement)?;
             }
+            // Namespaces made by earlier builds had an index on forget_at, which every write
+            // had to update; collection now walks the primary key instead.
+            let old_index: Option<String> = conn.exec_first(
+                "SELECT index_name FROM information_schema.statistics WHERE table_schema = DATABASE() \
+                 AND table_name = ? AND index_name = 'forget_at' LIMIT 1",
+                (&table,),
+            )?;
+            if old_index.is_some() {
+                conn.query_drop(format!("ALTER TABLE `{table}` DROP INDEX forget_at"))?;
+            }
             let format: Option<String> = conn.query_first(&meta)?;
             if format.as_deref() != Some(FORMAT) {
                 return Ok(Err(format!(
@@ -298,29 +315,62 @@ impl MysqlStore {
     }
 }
 
-impl Store for MysqlStore {
-    fn describe(&self) -> String {
-        format!("{} namespace \"{}\"", self.shown, self.namespace)
-    }
+/// Every this many writes, a writer looks at this many keys and deletes those that are free and
+/// forgotten: on average one key looked at per write, and a namespace of N keys is walked
+/// through once every N writes of a client.
+const COLLECT_EVERY: u32 = 64;
 
-    fn read(&mut self, key: &str) -> Result<Read, StoreError> {
-        let sql = self.sql(
-            "SELECT FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000), r.version, r.record, r.fences \
-             FROM (SELECT 1) AS one LEFT JOIN `__NS___records` AS r ON r.k = ?",
+impl MysqlStore {
+    /// The common write: one `UPDATE` of the row at the expected version, at most one fresh
+    /// token (returned in the OK packet by `LAST_INSERT_ID`); if no row changed, the record as
+    /// it is (a conflict).
+    fn replace(
+        &mut self,
+        key: &str,
+        write: &Write<'_>,
+        bytes: &[u8],
+    ) -> Result<Written, StoreError> {
+        let fences = if write.fresh_fences == 1 {
+            self.sql("LAST_INSERT_ID(NEXTVAL(`__NS___fences`))")
+        } else {
+            "''".to_owned()
+        };
+        let sql = self.sql(&format!(
+            "UPDATE `__NS___records` SET version = ?, record = ?, fences = {fences}, forget_at = ? \
+             WHERE k = ? AND version = ? AND (? IS NULL OR FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000) >= ?)"
+        ));
+        let not_before = write.not_before.map(instant_to_sql);
+        let params = (
+            write.version,
+            bytes,
+            write.forget_at.map(instant_to_sql),
+            key.as_bytes(),
+            write.expected,
+            not_before,
+            not_before,
         );
         let conn = self.conn()?;
-        let row: Option<Row> = match conn.exec_first(&sql, (key.as_bytes(),)) {
-            Ok(row) => row,
+        let done = match conn.exec_drop(&sql, params) {
+            Ok(()) => (conn.affected_rows() == 1).then(|| conn.last_insert_id()),
+            // A deadlock or a lock wait that timed out: nothing happened, as in a conflict.
+            Err(mysql::Error::MySqlError(ref m)) if m.code == 1213 || m.code == 1205 => None,
             Err(e) => return Err(self.failed(&e)),
         };
-        let row = row.ok_or_else(|| StoreError::Server {
-            store: self.describe(),
-            reason: "a read returned no row".into(),
-        })?;
-        self.read_row(key, &row, 0)
+        match done {
+            Some(_) if write.fresh_fences == 0 => Ok(Written::Done { fences: Vec::new() }),
+            Some(fence) if fence > 0 && fence <= crate::store::MAX_FENCE => Ok(Written::Done {
+                fences: vec![Fence(fence)],
+            }),
+            Some(fence) => Err(StoreError::Server {
+                store: self.describe(),
+                reason: format!("unexpected fencing token {fence}"),
+            }),
+            None => Ok(Written::Conflict(self.read(key)?)),
+        }
     }
 
-    fn write(&mut self, key: &str, write: &Write<'_>) -> Result<Written, StoreError> {
+    /// Any write through the `_cas` procedure (one transaction, one round trip).
+    fn call_cas(&mut self, key: &str, write: &Write<'_>) -> Result<Written, StoreError> {
         let sql = self.sql("CALL `__NS___cas`(?, ?, ?, ?, ?, ?, ?)");
         let params = (
             key.as_bytes(),
@@ -345,15 +395,6 @@ impl Store for MysqlStore {
             store: self.describe(),
             reason: "the compare-and-set returned no row".into(),
         })?;
-        self.writes = self.writes.wrapping_add(1);
-        if self.writes.is_multiple_of(64) {
-            let collect = self.sql(
-                "DELETE FROM `__NS___records` WHERE forget_at <= FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000) LIMIT 16",
-            );
-            if let Ok(conn) = self.conn() {
-                let _ = conn.query_drop(collect);
-            }
-        }
         let done: i64 = row.get(0).unwrap_or(0);
         if done == 1 {
             let text: String = row.get(4).unwrap_or_default();
@@ -365,6 +406,67 @@ impl Store for MysqlStore {
         } else {
             Ok(Written::Conflict(self.read_row(key, &row, 1)?))
         }
+    }
+
+    /// One step of the collection walk: looks at the next keys after the last one looked at,
+    /// deletes those that are free and forgotten (best effort: a failure only delays it).
+    fn collect(&mut self) -> Result<(), StoreError> {
+        let next = self.sql("SELECT k FROM `__NS___records` WHERE k > ? ORDER BY k LIMIT ?");
+        let delete = self.sql(
+            "DELETE FROM `__NS___records` WHERE k > ? AND k <= ? \
+             AND forget_at <= FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000)",
+        );
+        let after = std::mem::take(&mut self.collected_to);
+        let conn = self.conn()?;
+        let seen: Vec<Vec<u8>> = match conn.exec(&next, (&after, COLLECT_EVERY)) {
+            Ok(seen) => seen,
+            Err(e) => return Err(self.failed(&e)),
+        };
+        let Some(last) = seen.last() else {
+            return Ok(());
+        };
+        if let Err(e) = conn.exec_drop(&delete, (&after, last)) {
+            return Err(self.failed(&e));
+        }
+        self.collected_to = last.clone();
+        Ok(())
+    }
+}
+
+impl Store for MysqlStore {
+    fn describe(&self) -> String {
+        format!("{} namespace \"{}\"", self.shown, self.namespace)
+    }
+
+    fn read(&mut self, key: &str) -> Result<Read, StoreError> {
+        let sql = self.sql(
+            "SELECT FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000), r.version, r.record, r.fences \
+             FROM (SELECT 1) AS one LEFT JOIN `__NS___records` AS r ON r.k = ?",
+        );
+        let conn = self.conn()?;
+        let row: Option<Row> = match conn.exec_first(&sql, (key.as_bytes(),)) {
+            Ok(row) => row,
+            Err(e) => return Err(self.failed(&e)),
+        };
+        let row = row.ok_or_else(|| StoreError::Server {
+            store: self.describe(),
+            reason: "a read returned no row".into(),
+        })?;
+        self.read_row(key, &row, 0)
+    }
+
+    fn write(&mut self, key: &str, write: &Write<'_>) -> Result<Written, StoreError> {
+        let written = match write.bytes {
+            Some(bytes) if write.expected != 0 && write.fresh_fences <= 1 => {
+                self.replace(key, write, bytes)?
+            }
+            _ => self.call_cas(key, write)?,
+        };
+        self.writes = self.writes.wrapping_add(1);
+        if self.writes.is_multiple_of(COLLECT_EVERY) {
+            let _ = self.collect();
+        }
+        Ok(written)
     }
 
     fn keys(&mut self) -> Result<Vec<String>, StoreError> {

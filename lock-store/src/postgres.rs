@@ -1,8 +1,10 @@
 //! The PostgreSQL store. A namespace is a schema holding `records` (one row per key), the
-//! `fences` sequence (never reissues a value, capped at 2^53 - 1), `meta` (format version) and
-//! the `cas` function: compare the version, write, allocate tokens with `nextval` while the row
-//! is locked, or return the current row; all with `clock_timestamp()` and in one round trip. No
-//! lock rules are in SQL. The schema is installed by [`PostgresStore::open`], idempotently, under
+//! `fences` sequence (never reissues a value, capped at 2^53 - 1) and `meta` (format version).
+//! The compare-and-set is one prepared statement (an `UPDATE`, an `INSERT` or a `DELETE` in a
+//! `WITH`): compare the version, write, allocate tokens with `nextval` for the row it writes, or
+//! return the current row; all with `clock_timestamp()` and in one round trip. A single
+//! statement costs about two thirds of a PL/pgSQL function doing the same (measured: ~150-170 µs
+//! against ~250 µs of server time). No lock rules are in SQL. The schema is installed by [`PostgresStore::open`], idempotently, under
 //! an advisory lock so that replicas starting together do not race.
 
 use std::time::Duration as StdDuration;
@@ -13,6 +15,7 @@ use std::future::Future;
 use tokio::runtime::Runtime;
 use tokio::task::JoinHandle;
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
 use tokio_postgres::{AsyncMessage, Client, Config, NoTls, Row, Statement};
 
 use crate::store::{
@@ -34,73 +37,97 @@ CREATE TABLE IF NOT EXISTS __NS__.records (
     record bytea NOT NULL,
     fences bigint[] NOT NULL,
     forget_at bigint
-);
-CREATE INDEX IF NOT EXISTS records_forget_at ON __NS__.records (forget_at) WHERE forget_at IS NOT NULL;
+) WITH (fillfactor = 90);
+-- No index but the key's: every write changes forget_at, and an index on it would make every
+-- write a non-HOT update (new entries in every index). Collection walks the keys instead.
+DROP INDEX IF EXISTS __NS__.records_forget_at;
 CREATE SEQUENCE IF NOT EXISTS __NS__.fences MINVALUE 1 MAXVALUE 9007199254740991 NO CYCLE;
 CREATE OR REPLACE FUNCTION __NS__.now_ms() RETURNS bigint LANGUAGE sql VOLATILE AS
 $$ SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint $$;
-CREATE OR REPLACE FUNCTION __NS__.cas(
-    p_key text, p_expected bigint, p_version bigint, p_record bytea, p_n int,
-    p_not_before bigint, p_forget_at bigint)
-RETURNS TABLE (done boolean, now_ms bigint, version bigint, record bytea, fences bigint[])
-LANGUAGE plpgsql VOLATILE AS $$
-#variable_conflict use_column
-DECLARE
-    t bigint := __NS__.now_ms();
-    f bigint[] := '{}';
-    n_rows int := 0;
-BEGIN
-    IF p_not_before IS NULL OR t >= p_not_before THEN
-        -- Tokens are taken in the statement that writes, after the writer read the version it
-        -- replaces (so after that version's own tokens): a key's tokens increase in the order of
-        -- its writes. Only a write that races another one can burn tokens (a gap, never a repeat).
-        IF p_expected = 0 THEN
-            INSERT INTO __NS__.records AS r (key, version, record, fences, forget_at)
-            SELECT p_key, p_version, p_record,
-                CASE WHEN p_n > 0
-                    THEN ARRAY(SELECT nextval('__NS__.fences') FROM generate_series(1, p_n))
-                    ELSE '{}'::bigint[] END,
-                p_forget_at
-            WHERE NOT EXISTS (SELECT 1 FROM __NS__.records AS e WHERE e.key = p_key)
-            ON CONFLICT (key) DO NOTHING
-            RETURNING r.fences INTO f;
-        ELSIF p_record IS NULL THEN
-            DELETE FROM __NS__.records AS r WHERE r.key = p_key AND r.version = p_expected;
-        ELSE
-            UPDATE __NS__.records AS r
-            SET version = p_version, record = p_record, forget_at = p_forget_at,
-                fences = CASE WHEN p_n > 0
-                    THEN ARRAY(SELECT nextval('__NS__.fences') FROM generate_series(1, p_n))
-                    ELSE '{}'::bigint[] END
-            WHERE r.key = p_key AND r.version = p_expected
-            RETURNING r.fences INTO f;
-        END IF;
-        GET DIAGNOSTICS n_rows = ROW_COUNT;
-        f := coalesce(f, '{}');
-    END IF;
-    IF n_rows = 1 THEN
-        RETURN QUERY SELECT true, t, p_version, NULL::bytea, f;
-    ELSE
-        RETURN QUERY SELECT false, t, r.version, r.record, r.fences
-        FROM (SELECT 1) AS one LEFT JOIN __NS__.records AS r ON r.key = p_key;
-    END IF;
-END
-$$;
--- Collects records that are free and forgotten (called now and then by writers).
-CREATE OR REPLACE FUNCTION __NS__.collect(p_limit int) RETURNS int LANGUAGE sql VOLATILE AS $$
-    WITH gone AS (
+-- Collects records that are free and forgotten among the p_limit keys after p_after (a
+-- cursor each writer walks through the key space); answers the last key looked at, NULL at
+-- the end (the walk starts again).
+DROP FUNCTION IF EXISTS __NS__.collect(int);
+CREATE OR REPLACE FUNCTION __NS__.collect(p_after text, p_limit int) RETURNS text
+LANGUAGE sql VOLATILE AS $$
+    WITH seen AS (
+        SELECT key FROM __NS__.records WHERE key > p_after ORDER BY key LIMIT p_limit),
+    gone AS (
         DELETE FROM __NS__.records WHERE key IN (
-            SELECT key FROM __NS__.records WHERE forget_at <= __NS__.now_ms() LIMIT p_limit
+            SELECT key FROM __NS__.records
+            WHERE key IN (SELECT key FROM seen) AND forget_at <= __NS__.now_ms()
             FOR UPDATE SKIP LOCKED)
         RETURNING 1)
-    SELECT count(*)::int FROM gone
+    SELECT max(key) FROM seen
 $$;
 "#;
 
-/// The two statements of the hot path, prepared once per connection.
+/// The server's time in milliseconds, as SQL.
+const NOW_MS: &str = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
+
+/// The statements of the hot path, prepared once per connection: the read and the three
+/// compare-and-sets (replace a row, insert one, delete one). Each answers the server's time,
+/// the row as it is if the write did not happen, and the fresh tokens (`NULL` if it did not).
+///
+/// Tokens are taken in the statement that writes, for the row it writes, after the writer read
+/// the version it replaces (so after that version's own tokens): a key's tokens increase in the
+/// order of its writes. Only a write that races another one can burn tokens (a gap, never a
+/// repeat). A conflict's row is the statement's snapshot, which a writer that committed while
+/// the statement ran may have outdated: the next attempt then conflicts again, with a newer row.
 struct Statements {
     read: Statement,
-    cas: Statement,
+    update: Statement,
+    insert: Statement,
+    delete: Statement,
+}
+
+impl Statements {
+    /// The texts of the read and the three compare-and-sets for schema `ns`.
+    fn texts(ns: &str) -> [String; 4] {
+        let tokens = |n: &str| {
+            format!(
+                "CASE WHEN {n}::int = 0 THEN '{{}}'::bigint[] \
+                 WHEN {n}::int = 1 THEN ARRAY[nextval('{ns}.fences')] \
+                 ELSE ARRAY(SELECT nextval('{ns}.fences') FROM generate_series(1, {n}::int)) END"
+            )
+        };
+        let answer = format!(
+            "SELECT t.now, c.version, c.record, c.fences, w.fences FROM t LEFT JOIN w ON true \
+             LEFT JOIN {ns}.records AS c ON w.fences IS NULL AND c.key = $1"
+        );
+        let read = format!(
+            "SELECT {NOW_MS}, r.version, r.record, r.fences \
+             FROM (SELECT 1) AS one LEFT JOIN {ns}.records AS r ON r.key = $1"
+        );
+        // $1 key, $2 expected, $3 version, $4 record, $5 tokens, $6 forget_at, $7 not_before.
+        let update = format!(
+            "WITH t AS MATERIALIZED (SELECT {NOW_MS} AS now), \
+             w AS (UPDATE {ns}.records AS r \
+                   SET version = $3, record = $4, forget_at = $6, fences = {} \
+                   FROM t WHERE r.key = $1 AND r.version = $2 \
+                   AND ($7::bigint IS NULL OR t.now >= $7::bigint) RETURNING r.fences) {answer}",
+            tokens("$5")
+        );
+        // $1 key, $2 version, $3 record, $4 tokens, $5 forget_at, $6 not_before.
+        let insert = format!(
+            "WITH t AS MATERIALIZED (SELECT {NOW_MS} AS now), \
+             w AS (INSERT INTO {ns}.records AS r (key, version, record, fences, forget_at) \
+                   SELECT $1, $2, $3, {}, $5 FROM t \
+                   WHERE ($6::bigint IS NULL OR t.now >= $6::bigint) \
+                   AND NOT EXISTS (SELECT 1 FROM {ns}.records AS e WHERE e.key = $1) \
+                   ON CONFLICT (key) DO NOTHING RETURNING r.fences) {answer}",
+            tokens("$4")
+        );
+        // $1 key, $2 expected, $3 not_before.
+        let delete = format!(
+            "WITH t AS MATERIALIZED (SELECT {NOW_MS} AS now), \
+             w AS (DELETE FROM {ns}.records AS r USING t \
+                   WHERE r.key = $1 AND r.version = $2 \
+                   AND ($3::bigint IS NULL OR t.now >= $3::bigint) \
+                   RETURNING '{{}}'::bigint[] AS fences) {answer}"
+        );
+        [read, update, insert, delete]
+    }
 }
 
 /// One live connection: the client, the task that drives its socket, its prepared statements.
@@ -172,6 +199,11 @@ macro_rules! on_connection {
     }};
 }
 
+/// Every this many writes, a writer looks at this many keys and deletes those that are free and
+/// forgotten: on average one key looked at per write, and a namespace of N keys is walked
+/// through once every N writes of a client.
+const COLLECT_EVERY: u32 = 64;
+
 const COLUMNS: [&str; 5] = ["fences", "forget_at", "key", "record", "version"];
 
 /// Records in PostgreSQL.
@@ -182,6 +214,8 @@ pub struct PostgresStore {
     shown: String,
     schema: String,
     writes: u32,
+    /// Where the collection walk goes on from (the last key it looked at).
+    collected_to: String,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -234,6 +268,7 @@ impl PostgresStore {
             shown,
             schema: namespace.to_owned(),
             writes: 0,
+            collected_to: String::new(),
         };
         store.install()?;
         Ok(store)
@@ -253,16 +288,14 @@ impl PostgresStore {
     fn connection(&mut self) -> Result<&Conn, StoreError> {
         if self.conn.is_none() {
             let (client, driver) = self.new_connection()?;
-            let ns = &self.schema;
-            let read = format!(
-                "SELECT {ns}.now_ms(), r.version, r.record, r.fences \
-                 FROM (SELECT 1) AS one LEFT JOIN {ns}.records AS r ON r.key = $1"
-            );
-            let cas = format!("SELECT * FROM {ns}.cas($1, $2, $3, $4, $5, $6, $7)");
+            let [read, update, insert, delete] = Statements::texts(&self.schema);
             let prepared = self.bound.run(async {
-                let read = client.prepare(&read).await?;
-                let cas = client.prepare(&cas).await?;
-                Ok::<_, tokio_postgres::Error>(Statements { read, cas })
+                Ok::<_, tokio_postgres::Error>(Statements {
+                    read: client.prepare(&read).await?,
+                    update: client.prepare(&update).await?,
+                    insert: client.prepare(&insert).await?,
+                    delete: client.prepare(&delete).await?,
+                })
             });
             match prepared {
                 Ok(statements) => {
@@ -431,6 +464,22 @@ impl PostgresStore {
     }
 }
 
+impl PostgresStore {
+    /// One step of the collection walk (best effort: a failure only delays it).
+    fn collect(&mut self) {
+        let _ = self.collect_step();
+    }
+
+    fn collect_step(&mut self) -> Result<(), StoreError> {
+        let sql = format!("SELECT {}.collect($1, $2)", self.schema);
+        let after = std::mem::take(&mut self.collected_to);
+        let limit = i32::try_from(COLLECT_EVERY).unwrap_or(i32::MAX);
+        let row = on_connection!(self, c => c.client.query_one(sql.as_str(), &[&after, &limit]))?;
+        self.collected_to = row.get::<_, Option<String>>(0).unwrap_or_default();
+        Ok(())
+    }
+}
+
 /// Never happens: [`PostgresStore::connection`] just made the connection. Answered as a lost
 /// connection rather than a panic.
 fn unreachable_connection<T>() -> Result<T, Failure> {
@@ -474,18 +523,31 @@ impl Store for PostgresStore {
         let forget_at = write.forget_at.map(instant_to_sql);
         self.connection()?;
         let result = match &self.conn {
-            Some(c) => self.bound.run(c.client.query_one(
-                &c.statements.cas,
-                &[
-                    &key,
-                    &expected,
-                    &version,
-                    &write.bytes,
-                    &n,
-                    &not_before,
-                    &forget_at,
-                ],
-            )),
+            Some(c) => {
+                let s = &c.statements;
+                let bytes = write.bytes;
+                let (statement, params): (&Statement, Vec<&(dyn ToSql + Sync)>) =
+                    match (bytes, write.expected) {
+                        (Some(_), 0) => (
+                            &s.insert,
+                            vec![&key, &version, &bytes, &n, &forget_at, &not_before],
+                        ),
+                        (Some(_), _) => (
+                            &s.update,
+                            vec![
+                                &key,
+                                &expected,
+                                &version,
+                                &bytes,
+                                &n,
+                                &forget_at,
+                                &not_before,
+                            ],
+                        ),
+                        (None, _) => (&s.delete, vec![&key, &expected, &not_before]),
+                    };
+                self.bound.run(c.client.query_one(statement, &params))
+            }
             None => unreachable_connection(),
         };
         let row = match result {
@@ -501,17 +563,14 @@ impl Store for PostgresStore {
             Err(e) => return Err(self.failed(&e)),
         };
         self.writes = self.writes.wrapping_add(1);
-        if self.writes.is_multiple_of(64) {
-            let collect = format!("SELECT {}.collect(16)", self.schema);
-            let _ = on_connection!(self, c => c.client.execute(collect.as_str(), &[]));
+        if self.writes.is_multiple_of(COLLECT_EVERY) {
+            self.collect();
         }
-        if row.get::<_, bool>(0) {
-            let fences: Vec<i64> = row.get(4);
-            Ok(Written::Done {
+        match row.get::<_, Option<Vec<i64>>>(4) {
+            Some(fences) => Ok(Written::Done {
                 fences: fences.into_iter().map(|f| Fence(f.max(0) as u64)).collect(),
-            })
-        } else {
-            Ok(Written::Conflict(self.read_row(key, &row, 1)?))
+            }),
+            None => Ok(Written::Conflict(self.read_row(key, &row, 0)?)),
         }
     }
 
