@@ -38,6 +38,7 @@
 mod decider;
 mod engine;
 mod lease;
+mod listen;
 mod locks;
 mod memory;
 #[cfg(feature = "mysql")]

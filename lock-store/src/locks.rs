@@ -16,7 +16,8 @@ use lock_core::{
 use crate::decider::{AnyDecider, Native};
 use crate::engine::{Decided, Engine, TimeSource};
 use crate::lease::{Lease, LeaseState};
-use crate::store::{Store, StoreError, Watcher};
+use crate::listen::{Hub, Subscription};
+use crate::store::{Store, StoreError};
 
 /// Why a call failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -69,7 +70,7 @@ struct Waiting<'a> {
     /// When its whole wait is over, in the store's time.
     until: Instant,
     /// Where it hears that the key was handed to it, if the store notifies.
-    watcher: Option<Box<dyn Watcher>>,
+    watcher: Option<Subscription>,
 }
 
 /// With a store that announces hand-offs, a waiter still looks by itself at least this often
@@ -81,6 +82,8 @@ const RENEW_WHEN_LEFT: u64 = WAIT_ALIVE.as_millis() as u64 * 2 / 3;
 
 pub(crate) struct Shared {
     engine: Mutex<Engine<Box<dyn Store>, AnyDecider>>,
+    /// The notices of hand-offs, heard on one connection for all waiting calls.
+    hub: Arc<Hub>,
     /// The longest a waiter sleeps between two looks at its key.
     pub(crate) poll: Duration,
 }
@@ -154,6 +157,7 @@ impl Locks {
                     limits,
                     TimeSource::Store,
                 )?),
+                hub: Arc::new(Hub::default()),
                 poll: Duration::from_millis(50),
             }),
         })
@@ -229,8 +233,9 @@ impl Locks {
     /// returned (the acquire goes on with what remains of the wait). While it waits, the caller
     /// keeps its place alive (`renew-wait`, see [`WAIT_ALIVE`]): if its process dies, it leaves
     /// the queue within that time and is never handed the key. It hears its hand-off from the
-    /// store where it can (Redis, PostgreSQL: a listening connection of its own for the wait)
-    /// and looks by itself at the key's next deadline and at least every second (every 50 ms on
+    /// store where it can (Redis, PostgreSQL: one listening connection shared by the waiting
+    /// calls of this `Locks` and its clones, closed 10 s after the last of them) and looks by
+    /// itself at the key's next deadline and at least every second (every 50 ms on
     /// stores that cannot notify).
     ///
     /// # Errors
@@ -246,7 +251,7 @@ impl Locks {
         let ttl_ms = millis(ttl);
         let wait_ms = millis(wait);
         let mut wait_deadline: Option<Instant> = None;
-        let mut watcher: Option<Box<dyn Watcher>> = None;
+        let mut watcher: Option<Subscription> = None;
         let mut watch_failed = false;
         loop {
             let sent = LocalInstant::now();
@@ -285,10 +290,13 @@ impl Locks {
                 Response::Acquire(Err(e)) => return Err(Error::Lock(e)),
                 other => return Err(self.unexpected(&other)),
             }
-            // Notices of hand-offs, if the store sends them (one connection per waiting call).
+            // Notices of hand-offs, if the store sends them (one listening connection for all
+            // the waiting calls of this `Locks`).
             let mut look_first = false;
             if watcher.is_none() && !watch_failed {
-                match self.engine().store_mut().watcher() {
+                let subscribed =
+                    (self.shared.hub).subscribe(key, owner, || self.engine().store_mut().watcher());
+                match subscribed {
                     // A hand-off before it listened was not heard: look once at once.
                     Ok(Some(w)) => (watcher, look_first) = (Some(w), true),
                     // The store cannot notify, or listening failed: look by ourselves.
@@ -379,10 +387,10 @@ impl Locks {
             let nap = most.min(Duration::from_millis(to_next.min(to_renew).max(1)));
             let nap = if look_first { Duration::ZERO } else { nap };
             look_first = false;
-            match watcher.as_mut().map(|w| w.wait(key, owner, nap)) {
+            match watcher.as_ref().map(|w| w.wait(nap)) {
                 Some(Ok(_)) => {}
                 // The notice connection failed: look by ourselves from now on.
-                Some(Err(_)) => *watcher = None,
+                Some(Err(())) => *watcher = None,
                 None => std::thread::sleep(nap),
             }
             let sent = LocalInstant::now();

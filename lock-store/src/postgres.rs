@@ -617,8 +617,8 @@ impl Store for PostgresStore {
     }
 }
 
-/// A listening connection of its own, driven by a runtime of its own while a waiter waits:
-/// its driver forwards each notice of the namespace's channel.
+/// A listening connection of its own, driven by a runtime of its own while it is read: its
+/// driver forwards each notice of the namespace's channel.
 struct PostgresWatcher {
     bound: Bound,
     notices: tokio::sync::mpsc::UnboundedReceiver<String>,
@@ -678,25 +678,16 @@ impl PostgresWatcher {
 }
 
 impl Watcher for PostgresWatcher {
-    fn wait(&mut self, key: &str, owner: &str, timeout: StdDuration) -> Result<bool, StoreError> {
-        let want = notice(key, owner);
+    fn next(&mut self, timeout: StdDuration) -> Result<Option<String>, StoreError> {
         let notices = &mut self.notices;
-        let heard = self.bound.runtime.block_on(async {
-            tokio::time::timeout(timeout, async {
-                loop {
-                    match notices.recv().await {
-                        Some(payload) if payload == want => return true,
-                        Some(_) => {}
-                        None => return false,
-                    }
-                }
-            })
-            .await
-        });
+        let heard = self
+            .bound
+            .runtime
+            .block_on(async { tokio::time::timeout(timeout, notices.recv()).await });
         match heard {
-            Ok(true) => Ok(true),
-            Err(_) => Ok(false),
-            Ok(false) => Err(StoreError::Lost {
+            Ok(Some(payload)) => Ok(Some(payload)),
+            Err(_) => Ok(None),
+            Ok(None) => Err(StoreError::Lost {
                 store: self.shown.clone(),
                 reason: "the notice connection closed".into(),
             }),

@@ -517,22 +517,14 @@ impl RedisWatcher {
 }
 
 impl Watcher for RedisWatcher {
-    fn wait(&mut self, key: &str, owner: &str, timeout: StdDuration) -> Result<bool, StoreError> {
-        let want = notice(key, owner);
-        let end = std::time::Instant::now() + timeout;
-        loop {
-            let left = end.saturating_duration_since(std::time::Instant::now());
-            match self.notices.recv_timeout(left) {
-                Ok(payload) if payload == want.as_bytes() => return Ok(true),
-                Ok(_) => {}
-                Err(RecvTimeoutError::Timeout) => return Ok(false),
-                Err(RecvTimeoutError::Disconnected) => {
-                    return Err(StoreError::Lost {
-                        store: self.shown.clone(),
-                        reason: "the notice connection closed".into(),
-                    })
-                }
-            }
+    fn next(&mut self, timeout: StdDuration) -> Result<Option<String>, StoreError> {
+        match self.notices.recv_timeout(timeout) {
+            Ok(payload) => Ok(Some(String::from_utf8_lossy(&payload).into_owned())),
+            Err(RecvTimeoutError::Timeout) => Ok(None),
+            Err(RecvTimeoutError::Disconnected) => Err(StoreError::Lost {
+                store: self.shown.clone(),
+                reason: "the notice connection closed".into(),
+            }),
         }
     }
 }

@@ -133,12 +133,30 @@ pub trait Store: Send {
 
 /// Hears the hand-offs of one namespace (Redis pub/sub, PostgreSQL `LISTEN`).
 pub trait Watcher: Send {
+    /// Waits at most `timeout` for the next notice of the namespace: its payload (see
+    /// [`notice`]), or `None` when the time is up.
+    ///
+    /// # Errors
+    /// A [`StoreError`] if the connection failed; the watcher is then useless.
+    fn next(&mut self, timeout: Duration) -> Result<Option<String>, StoreError>;
+
     /// Waits at most `timeout` for a notice that `key` was handed to `owner`: `true` if one
     /// came (notices for other keys and owners are skipped), `false` when the time is up.
     ///
     /// # Errors
     /// A [`StoreError`] if the connection failed; the watcher is then useless.
-    fn wait(&mut self, key: &str, owner: &str, timeout: Duration) -> Result<bool, StoreError>;
+    fn wait(&mut self, key: &str, owner: &str, timeout: Duration) -> Result<bool, StoreError> {
+        let want = notice(key, owner);
+        let end = std::time::Instant::now() + timeout;
+        loop {
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            match self.next(left)? {
+                Some(payload) if payload == want => return Ok(true),
+                Some(_) => {}
+                None => return Ok(false),
+            }
+        }
+    }
 }
 
 /// The payload of a hand-off notice: the key and the owner it was handed to, apart by a newline

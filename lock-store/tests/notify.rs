@@ -1,5 +1,5 @@
 //! Waiters woken by the store: Redis pub/sub and PostgreSQL `LISTEN/NOTIFY` carry "key handed to
-//! owner" notices; a waiting client listens on a connection of its own. A notice that is lost
+//! owner" notices; the waiting calls of one `Locks` listen on one connection between them. A notice that is lost
 //! (its connection killed) only means the waiter looks by itself: it is still served. Stores
 //! that cannot notify (MariaDB, SQLite, memory) have no watcher: their waiters look by
 //! themselves. (Liveness checks with generous bounds, not timings.)
@@ -137,6 +137,87 @@ fn a_lost_notice_connection_does_not_lose_the_wake_up() {
             assert!(waited < HANG, "{label}: waited {waited:?}");
             granted.release().unwrap();
         });
+    }
+}
+
+/// Sixteen threads of one `Locks` (clones) wait for sixteen keys at once: they listen on one
+/// connection between them (one per waiting call before), and each is served when its key is
+/// released. The connection closes once nobody waits.
+#[test]
+fn waiters_of_one_locks_share_one_listening_connection() {
+    const WAITERS: usize = 16;
+    for (label, url) in notifying_stores() {
+        with_namespace(label, &url, |ns| {
+            let holder = Locks::open(&url, ns).unwrap();
+            let waiters = Locks::open(&url, ns).unwrap();
+            let leases: Vec<_> = (0..WAITERS)
+                .map(|i| {
+                    holder
+                        .try_acquire(&format!("job{i}"), "holder", Duration::from_secs(30))
+                        .unwrap()
+                })
+                .collect();
+            let threads: Vec<_> = (0..WAITERS)
+                .map(|i| {
+                    let locks = waiters.clone();
+                    std::thread::spawn(move || {
+                        let owner = format!("w{i}");
+                        let lease = locks.acquire(
+                            &format!("job{i}"),
+                            &owner,
+                            Duration::from_secs(5),
+                            HANG,
+                        )?;
+                        lease.release()?;
+                        Ok::<_, lock_store::Error>(lease.fence())
+                    })
+                })
+                .collect();
+            for i in 0..WAITERS {
+                queued(&holder, &format!("job{i}"), &format!("w{i}"));
+            }
+            // Every waiter has queued; each subscribes right after: wait until one listens.
+            let start = Instant::now();
+            while listeners(label, &url, ns) == 0 {
+                assert!(start.elapsed() < HANG, "{label}: nobody listens");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+            assert_eq!(listeners(label, &url, ns), 1, "{label}");
+            for (lease, thread) in leases.iter().zip(threads) {
+                lease.release().unwrap();
+                let fence = thread.join().unwrap().unwrap();
+                assert!(fence > lease.fence(), "{label}");
+            }
+        });
+    }
+}
+
+/// How many connections listen for the namespace's notices.
+fn listeners(label: &str, url: &str, ns: &str) -> usize {
+    let name = format!("lock-store:{ns}");
+    match label {
+        #[cfg(feature = "redis")]
+        "redis" => {
+            let mut admin = redis::Client::open(url).unwrap().get_connection().unwrap();
+            let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut admin).unwrap();
+            list.lines()
+                .filter(|l| l.contains(&format!(" name={name} ")) && l.contains("cmd=subscribe"))
+                .count()
+        }
+        #[cfg(feature = "postgres")]
+        "postgres" => {
+            let mut admin = postgres::Client::connect(url, postgres::NoTls).unwrap();
+            let row = admin
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity \
+                     WHERE application_name = $1 AND query LIKE 'LISTEN%'",
+                    &[&name],
+                )
+                .unwrap();
+            usize::try_from(row.get::<_, i64>(0)).unwrap()
+        }
+        _ => unreachable!("{label} {url} {ns}"),
     }
 }
 
