@@ -296,10 +296,14 @@ impl KeyRecord {
                 wait_deadline,
                 ..
             } => {
-                // Only a later wait deadline changes the record.
-                let waits: Vec<Instant> = self.state.waiters().map(|w| w.wait_deadline()).collect();
+                // Only a later wait deadline for a waiting owner changes the record (time was
+                // applied above, so the renewal itself moves nothing else).
+                let before = (self.state.waiters())
+                    .find(|w| w.owner() == owner)
+                    .map(|w| w.wait_deadline());
                 let t = (self.state).renew_wait(owner, wait_deadline, now, &mut fences);
-                changed |= !self.state.waiters().map(|w| w.wait_deadline()).eq(waits);
+                changed |= matches!(t.outcome, Ok(AcquireOutcome::AlreadyWaiting { .. }))
+                    && before.is_some_and(|old| wait_deadline > old);
                 events.extend(t.events);
                 Response::Acquire(t.outcome)
             }

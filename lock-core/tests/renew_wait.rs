@@ -78,3 +78,52 @@ fn a_renewal_by_someone_not_waiting_is_refused_and_changes_nothing() {
         Err(LockError::KeyEmpty)
     ));
 }
+
+/// Over a store, a record is written back only when a call changed it: a renewal that moves the
+/// deadline later changes the record; one that would move it earlier (kept as it was), or by an
+/// owner not waiting, does not.
+#[test]
+fn only_a_later_deadline_changes_the_record() {
+    use lock_core::{KeyRecord, Limits, Request};
+    let limits = Limits::default();
+    let mut record = KeyRecord::new();
+    let step = record.handle(
+        Request::TryAcquire {
+            key: "job",
+            owner: "a",
+            ttl: Duration(100),
+            now: Instant(0),
+        },
+        &limits,
+    );
+    assert!(step.changed);
+    let step = record.handle(
+        Request::Acquire {
+            key: "job",
+            owner: "b",
+            ttl: Duration(50),
+            wait_deadline: Instant(10),
+            now: Instant(1),
+        },
+        &limits,
+    );
+    assert!(step.changed);
+    let renew = |record: &mut KeyRecord, owner: &str, until: u64, now: u64| {
+        record
+            .handle(
+                Request::RenewWait {
+                    key: "job",
+                    owner,
+                    wait_deadline: Instant(until),
+                    now: Instant(now),
+                },
+                &limits,
+            )
+            .changed
+    };
+    assert!(renew(&mut record, "b", 30, 5), "a later deadline");
+    assert!(!renew(&mut record, "b", 30, 6), "the same deadline");
+    assert!(!renew(&mut record, "b", 20, 7), "an earlier deadline");
+    assert!(!renew(&mut record, "c", 90, 8), "not waiting");
+    assert!(renew(&mut record, "b", 31, 9), "later again");
+}
