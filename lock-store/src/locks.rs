@@ -236,11 +236,14 @@ impl Locks {
     /// store where it can (Redis, PostgreSQL: one listening connection shared by the waiting
     /// calls of this `Locks` and its clones, closed 10 s after the last of them) and looks by
     /// itself at the key's next deadline and at least every second (every 50 ms on
-    /// stores that cannot notify).
+    /// stores that cannot notify). A connection lost while it waits does not end the wait: it
+    /// tries again every 50 ms until the wait is over (an outage longer than [`WAIT_ALIVE`]
+    /// costs its place: it queues again, at the back).
     ///
     /// # Errors
     /// [`Error::WaitTimedOut`], [`Error::AlreadyWaiting`], [`Error::Lock`], [`Error::Store`]
-    /// (after which this caller is no longer queued, if the store can still be reached).
+    /// (when queueing fails, or the store is still unreachable when the wait is over; this
+    /// caller is then no longer queued, if the store can still be reached).
     pub fn acquire(
         &self,
         key: &str,
@@ -338,15 +341,36 @@ impl Locks {
         let (key, owner, ttl, until) = (waiting.key, waiting.owner, waiting.ttl, waiting.until);
         let watcher = &mut waiting.watcher;
         let mut alive = until.min(now.saturating_add(millis(WAIT_ALIVE)));
+        // A lost connection does not end the wait: the store reconnects on the next call, which
+        // is tried again every `poll` until the wait is over on this machine's clock.
+        let give_up = LocalInstant::now() + Duration::from_millis(until.0.saturating_sub(now.0));
+        let ride_out = |e: StoreError| -> Result<(), Error> {
+            match e {
+                StoreError::Lost { .. } | StoreError::Connect { .. }
+                    if LocalInstant::now() < give_up =>
+                {
+                    std::thread::sleep(self.shared.poll);
+                    Ok(())
+                }
+                e => Err(Error::Store(e)),
+            }
+        };
         loop {
             if alive < until && alive.0.saturating_sub(now.0) < RENEW_WHEN_LEFT {
                 let sent = LocalInstant::now();
-                let decided = self.request(key, |now| Request::RenewWait {
+                let renewed = self.request(key, |now| Request::RenewWait {
                     key,
                     owner,
                     wait_deadline: until.min(now.saturating_add(millis(WAIT_ALIVE))),
                     now,
-                })?;
+                });
+                let decided = match renewed {
+                    Ok(decided) => decided,
+                    Err(e) => {
+                        ride_out(e)?;
+                        continue;
+                    }
+                };
                 now = decided.now;
                 next = decided.next_deadline;
                 match decided.reply {
@@ -394,7 +418,14 @@ impl Locks {
                 None => std::thread::sleep(nap),
             }
             let sent = LocalInstant::now();
-            let decided = self.engine().inspect(key, Instant::ZERO)?;
+            let looked = self.engine().inspect(key, Instant::ZERO);
+            let decided = match looked {
+                Ok(decided) => decided,
+                Err(e) => {
+                    ride_out(e)?;
+                    continue;
+                }
+            };
             now = decided.now;
             next = decided.next_deadline;
             let info = decided.reply.map_err(Error::Lock)?;
