@@ -584,3 +584,79 @@ fn a_signal_to_lockstore_reaches_the_command_and_the_key_is_released() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Ctrl-C at a terminal: the terminal sends SIGINT to its whole foreground process group, so
+/// the command already gets it; `lockstore` must not pass it on a second time. (A signal sent
+/// by a process is passed on: the test above.) Runs `lockstore` on a pseudo-terminal of its own
+/// (`script`) and types Ctrl-C into it; the command counts the SIGINTs it receives.
+#[test]
+fn ctrl_c_at_a_terminal_reaches_the_command_once() {
+    use std::io::{BufRead, Write};
+    let ns = common::unique_namespace("ctrlc");
+    let dir = std::env::temp_dir().join(&ns);
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!("sqlite://{}", dir.join("locks.db").display());
+    // The command: notes each SIGINT in a file; it waits for the first, then gives a second
+    // one (which lockstore would pass on within milliseconds) time to arrive. It spins in shell
+    // builtins rather than sleeping, so the shell runs its trap at once for each signal (two
+    // signals during one `sleep` would run the trap once).
+    let noted = dir.join("sigints");
+    let command = format!(
+        "trap 'echo int >> {f}' INT; echo started; \
+         while [ ! -s {f} ]; do :; done; \
+         i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; echo finished",
+        f = noted.display()
+    );
+    let inner = format!(
+        "exec {} run --store '{url}' --namespace {ns} --key job --ttl 30s -- sh -c \"{}\"",
+        env!("CARGO_BIN_EXE_lockstore"),
+        command.replace('"', "\\\"").replace('$', "\\$"),
+    );
+    let mut child = Command::new("script")
+        .args(["-qec", &inner, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("script (util-linux) runs a command on a pseudo-terminal");
+    let stdout = child.stdout.take().unwrap();
+    let (lines_tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            if lines_tx
+                .send(line.trim_end_matches('\r').to_owned())
+                .is_err()
+            {
+                return;
+            }
+        }
+    });
+    let next_line = |what: &str| loop {
+        match lines.recv_timeout(Duration::from_secs(10)) {
+            Ok(line) if line.contains(what) => return line,
+            Ok(_) => {}
+            Err(e) => panic!("no {what:?}: {e}"),
+        }
+    };
+    next_line("started");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"\x03").unwrap();
+    stdin.flush().unwrap();
+    next_line("finished");
+    let sigints = std::fs::read_to_string(&noted).unwrap();
+    assert_eq!(
+        sigints.lines().count(),
+        1,
+        "the command got Ctrl-C more than once"
+    );
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    let locks = Locks::open(&url, &ns).unwrap();
+    assert_eq!(
+        locks.inspect("job").unwrap(),
+        None,
+        "the key was not released"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

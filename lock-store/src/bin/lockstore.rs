@@ -14,8 +14,9 @@
 //!
 //! When the lock is lost, the command gets `SIGTERM`, and `SIGKILL` if it is still running
 //! `--grace` later (default 10 s; `0s`: `SIGKILL` at once). `SIGTERM`, `SIGINT` and `SIGHUP`
-//! sent to `lockstore` are passed on to the command; the lock is kept while it finishes, then
-//! released.
+//! sent to `lockstore` by a process (`kill`, a supervisor) are passed on to the command; the
+//! lock is kept while it finishes, then released. The terminal's (Ctrl-C, a hangup) already
+//! reach the command, which runs in `lockstore`'s process group, and are not passed on again.
 
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -214,10 +215,12 @@ const PASSED_ON: [(i32, rustix::process::Signal); 3] = [
     (signal_hook::consts::SIGHUP, rustix::process::Signal::HUP),
 ];
 
+/// The signals caught, with where each came from.
+type Caught = signal_hook::iterator::SignalsInfo<signal_hook::iterator::exfiltrator::WithOrigin>;
+
 /// Catches [`PASSED_ON`] from now on (they no longer end `lockstore` itself).
-fn catch_signals() -> Result<signal_hook::iterator::Signals, String> {
-    signal_hook::iterator::Signals::new(PASSED_ON.map(|(raw, _)| raw))
-        .map_err(|e| format!("cannot handle signals: {e}"))
+fn catch_signals() -> Result<Caught, String> {
+    Caught::new(PASSED_ON.map(|(raw, _)| raw)).map_err(|e| format!("cannot handle signals: {e}"))
 }
 
 /// Waits for the command, passing on the signals `lockstore` receives; if the lock is lost,
@@ -226,7 +229,7 @@ fn supervise(
     child: &mut std::process::Child,
     lost: &AtomicBool,
     grace: Duration,
-    received: &mut signal_hook::iterator::Signals,
+    received: &mut Caught,
 ) -> Result<std::process::ExitStatus, String> {
     use rustix::process::{kill_process, Pid, Signal};
     let pid = Pid::from_child(child);
@@ -235,8 +238,14 @@ fn supervise(
         if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
             return Ok(status);
         }
-        for raw in received.pending() {
-            if let Some((_, signal)) = PASSED_ON.iter().find(|(r, _)| *r == raw) {
+        for origin in received.pending() {
+            // A signal from the terminal (Ctrl-C, a hangup) was sent by the kernel to the whole
+            // foreground process group, the command included: passing it on would deliver it
+            // twice. One sent by a process (`kill`, a supervisor) reached `lockstore` alone.
+            if origin.cause == signal_hook::low_level::siginfo::Cause::Kernel {
+                continue;
+            }
+            if let Some((_, signal)) = PASSED_ON.iter().find(|(r, _)| *r == origin.signal) {
                 let _ = kill_process(pid, *signal);
             }
         }
