@@ -52,6 +52,28 @@ pub fn check_vectors<S: Store + 'static>(
     check_vectors_with(label, open, || Native, stale);
 }
 
+/// [`check_vectors`] on a server store: in a namespace of its own, uninstalled at the end;
+/// `open(namespace)` connects (the first connection is used first, later ones are new).
+#[allow(dead_code)] // used by the server stores' vector tests
+pub fn check_vectors_on_server<S: Store + 'static>(store: &str, open: fn(&str) -> S, stale: bool) {
+    let ns = unique_namespace(if stale { "vec_stale" } else { "vec" });
+    let _cleanup = Cleanup({
+        let ns = ns.clone();
+        move || open(&ns).uninstall().unwrap()
+    });
+    let label = if stale {
+        format!("{store}, stale")
+    } else {
+        store.to_owned()
+    };
+    let mut first = Some(open(&ns));
+    check_vectors(
+        &label,
+        move || first.take().unwrap_or_else(|| open(&ns)),
+        stale,
+    );
+}
+
 /// [`check_vectors`] with another decider (a fresh one per scenario).
 pub fn check_vectors_with<S: Store + 'static, D: Decider + 'static>(
     label: &str,
