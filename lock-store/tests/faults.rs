@@ -362,83 +362,177 @@ mod redis_faults {
 
     /// A throwaway Redis of this test's own, restarted without persistence: leases are gone
     /// after the restart (as docs/stores.md says), and fences after it exceed every fence before.
-    #[test]
-    fn redis_restart_keeps_fences_increasing() {
-        let port = 16390 + (std::process::id() % 50) as u16;
-        let dir = std::env::temp_dir().join(common::unique_namespace("redis_restart"));
-        std::fs::create_dir_all(&dir).unwrap();
-        let start = || {
+    /// A throwaway redis-server of this test's own (its port and directory), stopped at the end.
+    struct Throwaway {
+        port: u16,
+        dir: std::path::PathBuf,
+        persistence: &'static [&'static str],
+    }
+
+    impl Throwaway {
+        fn new(offset: u16, persistence: &'static [&'static str]) -> Self {
+            let port = 16390 + offset + (std::process::id() % 50) as u16 * 2;
+            let dir = std::env::temp_dir().join(common::unique_namespace("redis_restart"));
+            std::fs::create_dir_all(&dir).unwrap();
+            let server = Throwaway {
+                port,
+                dir,
+                persistence,
+            };
+            server.start();
+            server
+        }
+
+        fn url(&self) -> String {
+            format!("redis://127.0.0.1:{}", self.port)
+        }
+
+        fn start(&self) {
             let ok = std::process::Command::new("redis-server")
-                .args([
-                    "--port",
-                    &port.to_string(),
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                ])
+                .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+                .args(self.persistence)
                 .args(["--daemonize", "yes", "--dir"])
-                .arg(&dir)
+                .arg(&self.dir)
                 .status()
                 .unwrap()
                 .success();
             assert!(ok, "redis-server did not start");
-            let url = format!("redis://127.0.0.1:{port}");
             for _ in 0..100 {
-                if redis::Client::open(url.as_str())
-                    .unwrap()
-                    .get_connection()
-                    .is_ok()
-                {
-                    return;
+                if let Ok(mut c) = redis::Client::open(self.url()).unwrap().get_connection() {
+                    // Answering, and done loading its file.
+                    if redis::cmd("PING").query::<String>(&mut c).is_ok() {
+                        return;
+                    }
                 }
                 std::thread::sleep(Duration::from_millis(50));
             }
-            panic!("redis on {port} does not answer");
-        };
-        let shutdown = || {
-            let url = format!("redis://127.0.0.1:{port}");
-            if let Ok(mut c) = redis::Client::open(url.as_str()).unwrap().get_connection() {
+            panic!("redis on {} does not answer", self.port);
+        }
+
+        /// Stops it without saving.
+        fn shutdown(&self) {
+            if let Ok(mut c) = redis::Client::open(self.url()).unwrap().get_connection() {
                 let _: Result<(), _> = redis::cmd("SHUTDOWN").arg("NOSAVE").query(&mut c);
             }
             std::thread::sleep(Duration::from_millis(200));
-        };
-        let _stop = common::Cleanup(shutdown);
-        start();
-        let url = format!("redis://127.0.0.1:{port}");
-        let locks = lock_store::Locks::open(&url, "restart").unwrap();
-        let before: Vec<Fence> = (0..5)
+        }
+
+        /// Kills it with SIGKILL (no shutdown, no save).
+        fn kill(&self) {
+            let mut c = redis::Client::open(self.url())
+                .unwrap()
+                .get_connection()
+                .unwrap();
+            let info: String = redis::cmd("INFO").arg("server").query(&mut c).unwrap();
+            let pid: i32 = info
+                .lines()
+                .find_map(|l| l.strip_prefix("process_id:"))
+                .and_then(|p| p.trim().parse().ok())
+                .expect("INFO server has process_id");
+            let pid = rustix::process::Pid::from_raw(pid).unwrap();
+            rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
+            while redis::Client::open(self.url())
+                .unwrap()
+                .get_connection()
+                .is_ok()
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+
+    impl Drop for Throwaway {
+        fn drop(&mut self) {
+            self.shutdown();
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    /// Takes `k0`..`k4` for "a" (leases forgotten, not released); their fences.
+    fn hold_five(locks: &lock_store::Locks) -> Vec<Fence> {
+        (0..5)
             .map(|i| {
-                locks
+                let lease = locks
                     .try_acquire(&format!("k{i}"), "a", Duration::from_secs(60))
-                    .unwrap()
+                    .unwrap();
+                let fence = lease.fence();
+                std::mem::forget(lease);
+                fence
             })
-            .map(|l| {
-                let f = l.fence();
-                std::mem::forget(l);
-                f
-            })
-            .collect();
-        shutdown();
-        start();
-        // The same client: its connection is gone; the first call fails typed or reconnects.
-        let after = loop {
-            match locks.try_acquire("k0", "b", Duration::from_secs(60)) {
-                Ok(lease) => break lease,
+            .collect()
+    }
+
+    /// The first call that is not a lost connection (the client reconnects).
+    fn after_restart<T>(
+        mut call: impl FnMut() -> Result<T, lock_store::Error>,
+    ) -> Result<T, lock_store::Error> {
+        loop {
+            match call() {
                 Err(lock_store::Error::Store(
                     StoreError::Lost { .. } | StoreError::Connect { .. },
-                )) => {}
-                Err(e) => panic!("{e}"),
+                )) => std::thread::sleep(Duration::from_millis(20)),
+                other => return other,
             }
-        };
+        }
+    }
+
+    #[test]
+    fn redis_restart_keeps_fences_increasing() {
+        let server = Throwaway::new(0, &["--save", "", "--appendonly", "no"]);
+        let locks = lock_store::Locks::open(&server.url(), "restart").unwrap();
+        let before = hold_five(&locks);
+        server.shutdown();
+        server.start();
+        // The same client: its connection is gone; the first call fails typed or reconnects.
+        let after =
+            after_restart(|| locks.try_acquire("k0", "b", Duration::from_secs(60))).unwrap();
         // "k0" was held by "a" for a minute; the restart lost that lease (no persistence).
         assert!(
             before.iter().all(|&f| after.fence() > f),
             "{:?} then {:?}",
             before,
             after.fence()
+        );
+    }
+
+    /// Redis with an append-only file synced at every write (`appendfsync always`), killed with
+    /// SIGKILL while leases are held: as the docs say, the leases come back from the file and
+    /// fences continue above every one issued before.
+    #[test]
+    fn redis_with_aof_keeps_leases_across_a_kill() {
+        let server = Throwaway::new(
+            1,
+            &[
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+            ],
+        );
+        let locks = lock_store::Locks::open(&server.url(), "aof").unwrap();
+        let before = hold_five(&locks);
+        server.kill();
+        server.start();
+        let held = after_restart(|| locks.try_acquire("k0", "b", Duration::from_secs(60)));
+        assert!(
+            matches!(held, Err(lock_store::Error::Lock(LockError::Held { .. }))),
+            "the lease did not survive: {held:?}"
+        );
+        let info = locks.inspect("k4").unwrap().expect("k4 is still held");
+        assert_eq!(
+            (info.holder.owner.as_str(), info.holder.fence),
+            ("a", before[4])
+        );
+        let next = locks
+            .try_acquire("new", "b", Duration::from_secs(60))
+            .unwrap();
+        assert!(
+            before.iter().all(|&f| next.fence() > f),
+            "{:?} then {:?}",
+            before,
+            next.fence()
         );
     }
 }
