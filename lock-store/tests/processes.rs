@@ -529,6 +529,16 @@ fn wait_for_line(child: &mut Child, line: &str) {
     }
 }
 
+/// Asserts that `job` is free at once (released, not expired at its TTL).
+fn assert_released(url: &str, ns: &str) {
+    let locks = Locks::open(url, ns).unwrap();
+    assert_eq!(
+        locks.inspect("job").unwrap(),
+        None,
+        "the key was not released"
+    );
+}
+
 fn lose_the_lock(url: &str, ns: &str) {
     lock_store::url::open(url, ns).unwrap().clear().unwrap();
 }
@@ -576,12 +586,7 @@ fn a_signal_to_lockstore_reaches_the_command_and_the_key_is_released() {
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(7), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("stopping"));
-    let locks = Locks::open(&url, &ns).unwrap();
-    assert_eq!(
-        locks.inspect("job").unwrap(),
-        None,
-        "the key was not released"
-    );
+    assert_released(&url, &ns);
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -652,11 +657,6 @@ fn ctrl_c_at_a_terminal_reaches_the_command_once() {
     );
     let status = child.wait().unwrap();
     assert!(status.success(), "{status:?}");
-    let locks = Locks::open(&url, &ns).unwrap();
-    assert_eq!(
-        locks.inspect("job").unwrap(),
-        None,
-        "the key was not released"
-    );
+    assert_released(&url, &ns);
     let _ = std::fs::remove_dir_all(dir);
 }
