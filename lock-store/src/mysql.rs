@@ -86,6 +86,51 @@ pub struct MysqlStore {
     writes: u32,
     /// Where the collection walk goes on from (the last key it looked at).
     collected_to: Vec<u8>,
+    /// The hot path's statement texts for this namespace, made once.
+    hot: HotSql,
+}
+
+/// A deadlock or a lock wait past its bound: the server rolled the write back, so nothing
+/// happened, as in a conflict.
+fn rolled_back(e: &mysql::Error) -> bool {
+    matches!(e, mysql::Error::MySqlError(m) if m.code == 1213 || m.code == 1205)
+}
+
+/// `template` for namespace `namespace` (its `__NS__` and `__FORMAT__` filled in).
+fn sql(template: &str, namespace: &str) -> String {
+    template
+        .replace("__NS__", namespace)
+        .replace("__FORMAT__", FORMAT)
+}
+
+/// The texts of the statements every call uses, for one namespace.
+struct HotSql {
+    read: String,
+    cas: String,
+    /// The single-`UPDATE` write without a token, and with one.
+    replace: [String; 2],
+}
+
+impl HotSql {
+    fn new(sql: impl Fn(&str) -> String) -> Self {
+        let replace = |fences: &str| {
+            sql(&format!(
+                "UPDATE `__NS___records` SET version = ?, record = ?, fences = {fences}, forget_at = ? \
+                 WHERE k = ? AND version = ? AND (? IS NULL OR FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000) >= ?)"
+            ))
+        };
+        HotSql {
+            read: sql(
+                "SELECT FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000), r.version, r.record, r.fences \
+                 FROM (SELECT 1) AS one LEFT JOIN `__NS___records` AS r ON r.k = ?",
+            ),
+            cas: sql("CALL `__NS___cas`(?, ?, ?, ?, ?, ?, ?)"),
+            replace: [
+                replace("''"),
+                replace("LAST_INSERT_ID(NEXTVAL(`__NS___fences`))"),
+            ],
+        }
+    }
 }
 
 impl std::fmt::Debug for MysqlStore {
@@ -132,6 +177,7 @@ impl MysqlStore {
             namespace: namespace.to_owned(),
             writes: 0,
             collected_to: Vec::new(),
+            hot: HotSql::new(|t| sql(t, namespace)),
         };
         store.install()?;
         Ok(store)
@@ -151,9 +197,12 @@ impl MysqlStore {
                 })?;
             self.conn = Some(conn);
         }
-        let store = self.describe();
-        self.conn.as_mut().ok_or(StoreError::Connect {
-            store,
+        if self.conn.is_none() {
+            return Err(self.connection_missing());
+        }
+        // Not `describe()` on every call: the error is built only if it happens.
+        self.conn.as_mut().ok_or_else(|| StoreError::Connect {
+            store: String::new(),
             reason: "no connection".into(),
         })
     }
@@ -200,9 +249,16 @@ impl MysqlStore {
     }
 
     fn sql(&self, template: &str) -> String {
-        template
-            .replace("__NS__", &self.namespace)
-            .replace("__FORMAT__", FORMAT)
+        sql(template, &self.namespace)
+    }
+
+    /// The error for a connection that [`conn`](Self::conn) has just made but is not there
+    /// (never happens; answered rather than a panic).
+    fn connection_missing(&self) -> StoreError {
+        StoreError::Connect {
+            store: self.describe(),
+            reason: "no connection".into(),
+        }
     }
 
     fn install(&mut self) -> Result<(), StoreError> {
@@ -330,15 +386,6 @@ impl MysqlStore {
         write: &Write<'_>,
         bytes: &[u8],
     ) -> Result<Written, StoreError> {
-        let fences = if write.fresh_fences == 1 {
-            self.sql("LAST_INSERT_ID(NEXTVAL(`__NS___fences`))")
-        } else {
-            "''".to_owned()
-        };
-        let sql = self.sql(&format!(
-            "UPDATE `__NS___records` SET version = ?, record = ?, fences = {fences}, forget_at = ? \
-             WHERE k = ? AND version = ? AND (? IS NULL OR FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000) >= ?)"
-        ));
         let not_before = write.not_before.map(instant_to_sql);
         let params = (
             write.version,
@@ -349,11 +396,15 @@ impl MysqlStore {
             not_before,
             not_before,
         );
-        let conn = self.conn()?;
-        let done = match conn.exec_drop(&sql, params) {
+        self.conn()?;
+        let (Some(conn), hot) = (self.conn.as_mut(), &self.hot) else {
+            return Err(self.connection_missing());
+        };
+        let sql = &hot.replace[usize::from(write.fresh_fences == 1)];
+        let done = match conn.exec_drop(sql, params) {
             Ok(()) => (conn.affected_rows() == 1).then(|| conn.last_insert_id()),
             // A deadlock or a lock wait that timed out: nothing happened, as in a conflict.
-            Err(mysql::Error::MySqlError(ref m)) if m.code == 1213 || m.code == 1205 => None,
+            Err(ref e) if rolled_back(e) => None,
             Err(e) => return Err(self.failed(&e)),
         };
         match done {
@@ -371,7 +422,6 @@ impl MysqlStore {
 
     /// Any write through the `_cas` procedure (one transaction, one round trip).
     fn call_cas(&mut self, key: &str, write: &Write<'_>) -> Result<Written, StoreError> {
-        let sql = self.sql("CALL `__NS___cas`(?, ?, ?, ?, ?, ?, ?)");
         let params = (
             key.as_bytes(),
             write.expected,
@@ -381,12 +431,15 @@ impl MysqlStore {
             write.not_before.map(instant_to_sql),
             write.forget_at.map(instant_to_sql),
         );
-        let conn = self.conn()?;
-        let row: Option<Row> = match conn.exec_first(&sql, params) {
+        self.conn()?;
+        let (Some(conn), hot) = (self.conn.as_mut(), &self.hot) else {
+            return Err(self.connection_missing());
+        };
+        let row: Option<Row> = match conn.exec_first(&hot.cas, params) {
             Ok(row) => row,
             // A deadlock or a lock wait that timed out rolled the whole transaction back:
             // nothing happened, as in a conflict. Decide again from the record as it is.
-            Err(mysql::Error::MySqlError(ref m)) if m.code == 1213 || m.code == 1205 => {
+            Err(ref e) if rolled_back(e) => {
                 return Ok(Written::Conflict(self.read(key)?));
             }
             Err(e) => return Err(self.failed(&e)),
@@ -439,12 +492,11 @@ impl Store for MysqlStore {
     }
 
     fn read(&mut self, key: &str) -> Result<Read, StoreError> {
-        let sql = self.sql(
-            "SELECT FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000), r.version, r.record, r.fences \
-             FROM (SELECT 1) AS one LEFT JOIN `__NS___records` AS r ON r.k = ?",
-        );
-        let conn = self.conn()?;
-        let row: Option<Row> = match conn.exec_first(&sql, (key.as_bytes(),)) {
+        self.conn()?;
+        let (Some(conn), hot) = (self.conn.as_mut(), &self.hot) else {
+            return Err(self.connection_missing());
+        };
+        let row: Option<Row> = match conn.exec_first(&hot.read, (key.as_bytes(),)) {
             Ok(row) => row,
             Err(e) => return Err(self.failed(&e)),
         };
