@@ -213,3 +213,67 @@ fn max_waiters_bounds_each_queue() {
         }
     });
 }
+
+/// A namespace installed by an earlier build has an index on `forget_at` (every write had to
+/// update it; PostgreSQL could not update in place): opening it drops the index, keeps the
+/// records, and the namespace works on.
+#[test]
+fn an_earlier_namespace_loses_its_forget_at_index() {
+    /// For a namespace: the statement that adds the old index, the one that counts it.
+    type Statements = fn(&str) -> (String, String);
+    let mut servers: Vec<(&str, String, Statements)> = Vec::new();
+    if cfg!(feature = "postgres") {
+        servers.push(("postgres", common::postgres_url(), |ns| {
+            (
+                format!("CREATE INDEX records_forget_at ON {ns}.records (forget_at) WHERE forget_at IS NOT NULL"),
+                format!("SELECT count(*) FROM pg_indexes WHERE schemaname = '{ns}' AND indexname = 'records_forget_at'"),
+            )
+        }));
+    }
+    if cfg!(feature = "mysql") {
+        servers.push(("mysql", common::mysql_url(), |ns| {
+            (
+                format!("ALTER TABLE `{ns}_records` ADD KEY forget_at (forget_at)"),
+                format!("SELECT count(*) FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = '{ns}_records' AND index_name = 'forget_at'"),
+            )
+        }));
+    }
+    for (label, server_url, statements) in servers {
+        let ns = common::unique_namespace("oldindex");
+        let _cleanup = common::Cleanup(|| {
+            let _ = url::open(&server_url, &ns).and_then(|mut s| s.uninstall());
+        });
+        let locks = lock_store::Locks::open(&server_url, &ns).unwrap();
+        let lease = locks
+            .try_acquire("job", "a", std::time::Duration::from_secs(60))
+            .unwrap();
+        let (add, count) = statements(&ns);
+        let indexes = |sql: &str| -> i64 {
+            match label {
+                #[cfg(feature = "postgres")]
+                "postgres" => {
+                    let mut c = postgres::Client::connect(&server_url, postgres::NoTls).unwrap();
+                    c.query_one(sql, &[]).map(|r| r.get(0)).unwrap_or(-1)
+                }
+                #[cfg(feature = "mysql")]
+                "mysql" => {
+                    use mysql::prelude::Queryable;
+                    let mut c =
+                        mysql::Conn::new(mysql::Opts::from_url(&server_url).unwrap()).unwrap();
+                    c.query_first::<i64, _>(sql).unwrap().unwrap_or(-1)
+                }
+                _ => unreachable!(),
+            }
+        };
+        indexes(&add);
+        assert_eq!(indexes(&count), 1, "{label}: the old index was not made");
+        let reopened = lock_store::Locks::open(&server_url, &ns).unwrap();
+        assert_eq!(indexes(&count), 0, "{label}: the old index is still there");
+        let info = reopened.inspect("job").unwrap().expect("the lease is kept");
+        assert_eq!(info.holder.fence, lease.fence(), "{label}");
+        lease.release().unwrap();
+        assert!(reopened
+            .try_acquire("job", "b", std::time::Duration::from_secs(1))
+            .is_ok());
+    }
+}
