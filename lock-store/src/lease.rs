@@ -137,8 +137,15 @@ impl LeaseState {
     }
 
     fn stop(&self) {
-        self.guard().stop = true;
-        self.wake.notify_all();
+        let mut guard = self.guard();
+        guard.stop = true;
+        let running = guard.running;
+        drop(guard);
+        // Only a guard thread waits on `wake` (a notification is a system call: skipped for
+        // the common lease that has none).
+        if running {
+            self.wake.notify_all();
+        }
     }
 }
 
