@@ -371,7 +371,7 @@ mod redis_faults {
 
     impl Throwaway {
         fn new(offset: u16, persistence: &'static [&'static str]) -> Self {
-            let port = 16390 + offset + (std::process::id() % 50) as u16 * 2;
+            let port = 16390 + offset + (std::process::id() % 50) as u16 * 4;
             let dir = std::env::temp_dir().join(common::unique_namespace("redis_restart"));
             std::fs::create_dir_all(&dir).unwrap();
             let server = Throwaway {
@@ -493,6 +493,32 @@ mod redis_faults {
             before,
             after.fence()
         );
+    }
+
+    /// A server that lost its scripts (`SCRIPT FLUSH`, as after a restart or a failover to a
+    /// replica that never ran them) while the client stays connected: the next write loads the
+    /// script again and succeeds, once (the refused `EVALSHA` ran nothing).
+    #[test]
+    fn redis_without_the_script_loads_it_again() {
+        let server = Throwaway::new(2, &["--save", "", "--appendonly", "no"]);
+        let locks = lock_store::Locks::open(&server.url(), "noscript").unwrap();
+        let first = locks
+            .try_acquire("k", "a", Duration::from_secs(60))
+            .unwrap();
+        let fence = first.fence();
+        let mut admin = redis::Client::open(server.url())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query::<()>(&mut admin)
+            .unwrap();
+        first.release().unwrap();
+        let second = locks
+            .try_acquire("k", "b", Duration::from_secs(60))
+            .unwrap();
+        assert_eq!(second.fence(), Fence(fence.0 + 1));
     }
 
     /// Redis with an append-only file synced at every write (`appendfsync always`), killed with
