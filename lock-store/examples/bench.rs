@@ -9,7 +9,8 @@
 //! *distinct* (each connection takes and releases its own key: the uncontended pair) and *hot*
 //! (every connection tries one key and releases it when it got it). Printed per cell: operations
 //! per second (a pair for distinct; an attempt for hot), p50 and p99 latency, and the ratio to
-//! each alternative measured in the same run:
+//! each alternative measured in the same run, in turns (lock-store and the alternatives take
+//! turns of a quarter of the cell's time each, so that the machine's drift touches them alike):
 //!
 //! - Redis: redislock-style `SET key token NX PX ttl` + an owner-checked scripted `DEL`.
 //! - PostgreSQL: `pg_try_advisory_lock`/`pg_advisory_unlock` (nothing durable) and a
@@ -190,8 +191,58 @@ struct Cell {
     p99_us: f64,
 }
 
+/// How many turns each contender of a cell takes: lock-store and the alternatives run in turns
+/// (all once, then all again, the first moving to the back each time), so that a drift of the
+/// machine (this VM's speed moves by 20-30 % within minutes) touches them alike.
+const TURNS: usize = 4;
+
+/// Measures each of `makers` for `seconds` in all, in [`TURNS`] turns each.
+fn measure_in_turns(
+    makers: &[&MakePair<'_>],
+    connections: usize,
+    hot: bool,
+    seconds: f64,
+    tag: &str,
+) -> Vec<Cell> {
+    let mut latencies: Vec<Vec<Duration>> = vec![Vec::new(); makers.len()];
+    for turn in 0..TURNS {
+        for i in 0..makers.len() {
+            let who = (i + turn) % makers.len();
+            latencies[who].extend(measure(
+                makers[who],
+                connections,
+                hot,
+                seconds / TURNS as f64,
+                tag,
+            ));
+        }
+    }
+    latencies
+        .into_iter()
+        .map(|mut all| {
+            all.sort_unstable();
+            let pct = |p: f64| {
+                all.get(((all.len() as f64 * p) as usize).min(all.len().saturating_sub(1)))
+                    .map_or(0.0, |d| d.as_secs_f64() * 1e6)
+            };
+            Cell {
+                ops_per_s: all.len() as f64 / seconds,
+                p50_us: pct(0.50),
+                p99_us: pct(0.99),
+            }
+        })
+        .collect()
+}
+
 /// Runs `connections` threads for `seconds`: distinct keys (pairs) or one hot key (attempts).
-fn measure(make: &MakePair<'_>, connections: usize, hot: bool, seconds: f64, tag: &str) -> Cell {
+/// Answers every operation's latency.
+fn measure(
+    make: &MakePair<'_>,
+    connections: usize,
+    hot: bool,
+    seconds: f64,
+    tag: &str,
+) -> Vec<Duration> {
     let pairs: Vec<Box<dyn Pair>> = (0..connections).map(make).collect();
     let barrier = Arc::new(Barrier::new(connections));
     let run_for = Duration::from_secs_f64(seconds);
@@ -220,20 +271,10 @@ fn measure(make: &MakePair<'_>, connections: usize, hot: bool, seconds: f64, tag
             })
         })
         .collect();
-    let mut all: Vec<Duration> = threads
+    threads
         .into_iter()
         .flat_map(|t| t.join().unwrap())
-        .collect();
-    all.sort_unstable();
-    let pct = |p: f64| {
-        all.get(((all.len() as f64 * p) as usize).min(all.len().saturating_sub(1)))
-            .map_or(0.0, |d| d.as_secs_f64() * 1e6)
-    };
-    Cell {
-        ops_per_s: all.len() as f64 / seconds,
-        p50_us: pct(0.50),
-        p99_us: pct(0.99),
-    }
+        .collect()
 }
 
 fn url(var: &str, default: &str) -> String {
@@ -542,10 +583,13 @@ fn table(
             // The key prefix differs per workload so lock-store's and the alternatives' keys
             // never meet.
             let tag = if store == "mariadb" { "my" } else { "" };
-            let mine = measure(ours, n, hot, seconds, tag);
+            let makers: Vec<&MakePair<'_>> = std::iter::once(ours)
+                .chain(alternatives.iter().map(|(_, make)| *make))
+                .collect();
+            let cells = measure_in_turns(&makers, n, hot, seconds, tag);
+            let mine = &cells[0];
             let mut vs = Vec::new();
-            for (name, make) in alternatives {
-                let theirs = measure(*make, n, hot, seconds, tag);
+            for ((name, _), theirs) in alternatives.iter().zip(&cells[1..]) {
                 vs.push(format!(
                     "{name}: {:.0} ops/s, p50 {:.0} us (ours {:.2}x p50, {:.2}x ops/s)",
                     theirs.ops_per_s,
