@@ -16,8 +16,8 @@ use mysql::prelude::Queryable;
 use mysql::{Conn, Opts, OptsBuilder, Row, Value};
 
 use crate::store::{
-    check_namespace, fences_from_text, instant_to_sql, Read, Store, StoreError, Stored, Write,
-    Written,
+    check_namespace, fences_from_text, instant_to_sql, CollectWalk, Read, Store, StoreError,
+    Stored, Write, Written,
 };
 
 /// The format this build installs (in `<ns>_meta`).
@@ -83,9 +83,8 @@ pub struct MysqlStore {
     conn: Option<Conn>,
     shown: String,
     namespace: String,
-    writes: u32,
-    /// Where the collection walk goes on from (the last key it looked at).
-    collected_to: Vec<u8>,
+    /// The collection of forgotten records.
+    walk: CollectWalk<Vec<u8>>,
     /// The hot path's statement texts for this namespace, made once.
     hot: HotSql,
 }
@@ -175,8 +174,7 @@ impl MysqlStore {
             conn: None,
             shown,
             namespace: namespace.to_owned(),
-            writes: 0,
-            collected_to: Vec::new(),
+            walk: CollectWalk::default(),
             hot: HotSql::new(|t| sql(t, namespace)),
         };
         store.install()?;
@@ -371,11 +369,6 @@ impl MysqlStore {
     }
 }
 
-/// Every this many writes, a writer looks at this many keys and deletes those that are free and
-/// forgotten: on average one key looked at per write, and a namespace of N keys is walked
-/// through once every N writes of a client.
-const COLLECT_EVERY: u32 = 64;
-
 impl MysqlStore {
     /// The common write: one `UPDATE` of the row at the expected version, at most one fresh
     /// token (returned in the OK packet by `LAST_INSERT_ID`); if no row changed, the record as
@@ -461,27 +454,27 @@ impl MysqlStore {
         }
     }
 
-    /// One step of the collection walk: looks at the next keys after the last one looked at,
-    /// deletes those that are free and forgotten (best effort: a failure only delays it).
-    fn collect(&mut self) -> Result<(), StoreError> {
+    /// One step of the collection walk: looks at the next keys after `after`, deletes those
+    /// that are free and forgotten (best effort: a failure only delays it).
+    fn collect(&mut self, after: &[u8]) -> Result<(), StoreError> {
         let next = self.sql("SELECT k FROM `__NS___records` WHERE k > ? ORDER BY k LIMIT ?");
         let delete = self.sql(
             "DELETE FROM `__NS___records` WHERE k > ? AND k <= ? \
              AND forget_at <= FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000)",
         );
-        let after = std::mem::take(&mut self.collected_to);
         let conn = self.conn()?;
-        let seen: Vec<Vec<u8>> = match conn.exec(&next, (&after, COLLECT_EVERY)) {
+        let seen: Vec<Vec<u8>> = match conn.exec(&next, (after, CollectWalk::<Vec<u8>>::EVERY)) {
             Ok(seen) => seen,
             Err(e) => return Err(self.failed(&e)),
         };
         let Some(last) = seen.last() else {
+            self.walk.stopped_at(None);
             return Ok(());
         };
-        if let Err(e) = conn.exec_drop(&delete, (&after, last)) {
+        if let Err(e) = conn.exec_drop(&delete, (after, last)) {
             return Err(self.failed(&e));
         }
-        self.collected_to = last.clone();
+        self.walk.stopped_at(seen.into_iter().last());
         Ok(())
     }
 }
@@ -514,9 +507,8 @@ impl Store for MysqlStore {
             }
             _ => self.call_cas(key, write)?,
         };
-        self.writes = self.writes.wrapping_add(1);
-        if self.writes.is_multiple_of(COLLECT_EVERY) {
-            let _ = self.collect();
+        if let Some(after) = self.walk.count_write() {
+            let _ = self.collect(&after);
         }
         Ok(written)
     }

@@ -19,8 +19,8 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{AsyncMessage, Client, Config, NoTls, Row, Statement};
 
 use crate::store::{
-    check_namespace, instant_to_sql, notice, version_from_sql, version_to_sql, Read, Store,
-    StoreError, Stored, Watcher, Write, Written, MAX_FENCE,
+    check_namespace, instant_to_sql, notice, version_from_sql, version_to_sql, CollectWalk, Read,
+    Store, StoreError, Stored, Watcher, Write, Written, MAX_FENCE,
 };
 
 /// The schema format this build installs (in `<schema>.meta`).
@@ -194,11 +194,6 @@ macro_rules! on_connection {
     }};
 }
 
-/// Every this many writes, a writer looks at this many keys and deletes those that are free and
-/// forgotten: on average one key looked at per write, and a namespace of N keys is walked
-/// through once every N writes of a client.
-const COLLECT_EVERY: u32 = 64;
-
 const COLUMNS: [&str; 5] = ["fences", "forget_at", "key", "record", "version"];
 
 /// Records in PostgreSQL.
@@ -208,9 +203,8 @@ pub struct PostgresStore {
     bound: Bound,
     shown: String,
     schema: String,
-    writes: u32,
-    /// Where the collection walk goes on from (the last key it looked at).
-    collected_to: String,
+    /// The collection of forgotten records.
+    walk: CollectWalk<String>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -262,8 +256,7 @@ impl PostgresStore {
             bound: Bound { runtime, timeout },
             shown,
             schema: namespace.to_owned(),
-            writes: 0,
-            collected_to: String::new(),
+            walk: CollectWalk::default(),
         };
         store.install()?;
         Ok(store)
@@ -466,17 +459,13 @@ impl PostgresStore {
 }
 
 impl PostgresStore {
-    /// One step of the collection walk (best effort: a failure only delays it).
-    fn collect(&mut self) {
-        let _ = self.collect_step();
-    }
-
-    fn collect_step(&mut self) -> Result<(), StoreError> {
+    /// One step of the collection walk, from the key after `after` (best effort: a failure
+    /// only delays it).
+    fn collect(&mut self, after: &str) -> Result<(), StoreError> {
         let sql = format!("SELECT {}.collect($1, $2)", self.schema);
-        let after = std::mem::take(&mut self.collected_to);
-        let limit = i32::try_from(COLLECT_EVERY).unwrap_or(i32::MAX);
+        let limit = i32::try_from(CollectWalk::<String>::EVERY).unwrap_or(i32::MAX);
         let row = on_connection!(self, c => c.client.query_one(sql.as_str(), &[&after, &limit]))?;
-        self.collected_to = row.get::<_, Option<String>>(0).unwrap_or_default();
+        self.walk.stopped_at(row.get::<_, Option<String>>(0));
         Ok(())
     }
 }
@@ -563,9 +552,8 @@ impl Store for PostgresStore {
             }
             Err(e) => return Err(self.failed(&e)),
         };
-        self.writes = self.writes.wrapping_add(1);
-        if self.writes.is_multiple_of(COLLECT_EVERY) {
-            self.collect();
+        if let Some(after) = self.walk.count_write() {
+            let _ = self.collect(&after);
         }
         match row {
             Some(row) => Ok(Written::Done {
