@@ -38,12 +38,27 @@ struct State {
 }
 
 /// The notices of one namespace, shared by the waiting calls of one `Locks`.
-#[derive(Default)]
 pub(crate) struct Hub {
     state: Mutex<State>,
+    /// How long the listening thread keeps its connection with nobody subscribed ([`IDLE`]).
+    idle: Duration,
+}
+
+impl Default for Hub {
+    fn default() -> Self {
+        Hub::with_idle(IDLE)
+    }
 }
 
 impl Hub {
+    /// A hub whose listening connection closes `idle` after its last subscriber left.
+    fn with_idle(idle: Duration) -> Self {
+        Hub {
+            state: Mutex::default(),
+            idle,
+        }
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         // No invariant spans a panic: at worst a subscriber misses a notice and looks by itself.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
@@ -98,7 +113,7 @@ impl Hub {
     }
 
     /// The listening thread: passes each notice on until the connection fails or nobody has
-    /// been subscribed for [`IDLE`].
+    /// been subscribed for `idle`.
     fn listen(&self, mut watcher: Box<dyn Watcher>) {
         let mut idle_since: Option<Instant> = None;
         loop {
@@ -125,7 +140,7 @@ impl Hub {
             }
             if state.waiting.is_empty() {
                 let since = *idle_since.get_or_insert_with(Instant::now);
-                if since.elapsed() >= IDLE {
+                if since.elapsed() >= self.idle {
                     state.listening = false;
                     return;
                 }
@@ -230,22 +245,32 @@ mod tests {
         (opener, txs)
     }
 
+    /// Subscribes `owner` to `key`'s notice through `opener` (which must give a watcher).
+    fn subscribe(hub: &Arc<Hub>, opener: &mut Opener, key: &str, owner: &str) -> Subscription {
+        hub.subscribe(key, owner, || opener.open())
+            .unwrap()
+            .unwrap()
+    }
+
+    /// Waits until `opener`'s live watchers are `n` (at most 5 s).
+    fn until_live(opener: &Opener, n: usize) {
+        let start = Instant::now();
+        while *opener.live.lock().unwrap() != n {
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "{n} watchers live"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     #[test]
     fn subscribers_share_one_connection_and_hear_only_their_notice() {
         let hub = Arc::new(Hub::default());
         let (mut opener, feeds) = opener(1);
-        let b = hub
-            .subscribe("job", "b", || opener.open())
-            .unwrap()
-            .unwrap();
-        let c = hub
-            .subscribe("job", "c", || opener.open())
-            .unwrap()
-            .unwrap();
-        let d = hub
-            .subscribe("other", "b", || opener.open())
-            .unwrap()
-            .unwrap();
+        let b = subscribe(&hub, &mut opener, "job", "b");
+        let c = subscribe(&hub, &mut opener, "job", "c");
+        let d = subscribe(&hub, &mut opener, "other", "b");
         assert_eq!(opener.opened, 1);
         assert_eq!(hub.subscribers(), 3);
         feeds[0].send(Some(notice("job", "c"))).unwrap();
@@ -262,27 +287,37 @@ mod tests {
     fn a_failed_connection_reaches_every_subscriber_and_the_next_one_reopens() {
         let hub = Arc::new(Hub::default());
         let (mut opener, feeds) = opener(2);
-        let b = hub
-            .subscribe("job", "b", || opener.open())
-            .unwrap()
-            .unwrap();
-        let c = hub.subscribe("x", "c", || opener.open()).unwrap().unwrap();
+        let b = subscribe(&hub, &mut opener, "job", "b");
+        let c = subscribe(&hub, &mut opener, "x", "c");
         feeds[0].send(None).unwrap();
         assert_eq!(b.wait(Duration::from_secs(5)), Err(()));
         assert_eq!(c.wait(Duration::from_secs(5)), Err(()));
         // The thread is gone, its watcher dropped: the next subscriber opens a new one.
-        let start = Instant::now();
-        while *opener.live.lock().unwrap() != 0 {
-            assert!(start.elapsed() < Duration::from_secs(5));
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let d = hub
-            .subscribe("job", "d", || opener.open())
-            .unwrap()
-            .unwrap();
+        until_live(&opener, 0);
+        let d = subscribe(&hub, &mut opener, "job", "d");
         assert_eq!(opener.opened, 2);
         feeds[1].send(Some(notice("job", "d"))).unwrap();
         assert_eq!(d.wait(Duration::from_secs(5)), Ok(true));
+    }
+
+    /// The connection stays while anyone is subscribed, closes `idle` after the last one left
+    /// (here 200 ms instead of [`IDLE`]), and the next subscriber opens a new one.
+    #[test]
+    fn the_connection_closes_when_idle_and_reopens_for_the_next_subscriber() {
+        let hub = Arc::new(Hub::with_idle(Duration::from_millis(200)));
+        let (mut opener, feeds) = opener(2);
+        let b = subscribe(&hub, &mut opener, "job", "b");
+        // Subscribed through several idle periods and ticks: still listening.
+        std::thread::sleep(TICK * 3);
+        assert_eq!(*opener.live.lock().unwrap(), 1);
+        feeds[0].send(Some(notice("job", "b"))).unwrap();
+        assert_eq!(b.wait(Duration::from_secs(5)), Ok(true));
+        drop(b);
+        until_live(&opener, 0);
+        let c = subscribe(&hub, &mut opener, "job", "c");
+        assert_eq!(opener.opened, 2);
+        feeds[1].send(Some(notice("job", "c"))).unwrap();
+        assert_eq!(c.wait(Duration::from_secs(5)), Ok(true));
     }
 
     #[test]
