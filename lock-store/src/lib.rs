@@ -72,7 +72,7 @@ pub use redis::RedisStore;
 pub use sqlite::SqliteStore;
 pub use store::{
     check_namespace, fences_from_text, fences_to_text, instant_to_sql, new_version, notice,
-    system_now, version_from_sql, version_to_sql, Read, Store, StoreError, Stored, Watcher, Write,
-    Written, MAX_FENCE, TOMBSTONE,
+    system_now, version_from_sql, version_to_sql, OpenWatcher, Read, Store, StoreError, Stored,
+    Watcher, Write, Written, MAX_FENCE, TOMBSTONE,
 };
 pub use table::{StoreTable, TableFault};

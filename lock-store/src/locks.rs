@@ -297,8 +297,12 @@ impl Locks {
             // the waiting calls of this `Locks`).
             let mut look_first = false;
             if watcher.is_none() && !watch_failed {
-                let subscribed =
-                    (self.shared.hub).subscribe(key, owner, || self.engine().store_mut().watcher());
+                let subscribed = (self.shared.hub).subscribe(key, owner, || {
+                    // The store is held only to learn how to connect: the other calls of
+                    // this `Locks` (a lease's keep-alive, say) do not wait for the connect.
+                    let open = self.engine().store_mut().watcher();
+                    open.map(|open| open()).transpose()
+                });
                 match subscribed {
                     // A hand-off before it listened was not heard: look once at once.
                     Ok(Some(w)) => (watcher, look_first) = (Some(w), true),

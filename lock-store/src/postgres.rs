@@ -19,8 +19,8 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{AsyncMessage, Client, Config, NoTls, Row, Statement};
 
 use crate::store::{
-    check_namespace, instant_to_sql, notice, version_from_sql, version_to_sql, CollectWalk, Read,
-    Store, StoreError, Stored, Watcher, Write, Written, MAX_FENCE,
+    check_namespace, instant_to_sql, notice, version_from_sql, version_to_sql, CollectWalk,
+    OpenWatcher, Read, Store, StoreError, Stored, Watcher, Write, Written, MAX_FENCE,
 };
 
 /// The schema format this build installs (in `<schema>.meta`).
@@ -603,8 +603,16 @@ impl Store for PostgresStore {
             .map(|_| ())
     }
 
-    fn watcher(&self) -> Result<Option<Box<dyn Watcher>>, StoreError> {
-        Ok(Some(Box::new(PostgresWatcher::open(self)?)))
+    fn watcher(&self) -> Option<OpenWatcher> {
+        let listen = Listen {
+            config: self.config.clone(),
+            timeout: self.bound.timeout,
+            channel: self.channel(),
+            shown: self.describe(),
+        };
+        Some(Box::new(move || {
+            PostgresWatcher::open(listen).map(|w| Box::new(w) as Box<dyn Watcher>)
+        }))
     }
 }
 
@@ -618,9 +626,17 @@ struct PostgresWatcher {
     shown: String,
 }
 
+/// What a [`PostgresWatcher`] needs to connect, taken from its store.
+struct Listen {
+    config: Config,
+    timeout: StdDuration,
+    channel: String,
+    shown: String,
+}
+
 impl PostgresWatcher {
-    fn open(store: &PostgresStore) -> Result<Self, StoreError> {
-        let shown = store.describe();
+    fn open(store: Listen) -> Result<Self, StoreError> {
+        let shown = store.shown;
         let fail = |e: &Failure| StoreError::Connect {
             store: shown.clone(),
             reason: failure_reason(e),
@@ -634,7 +650,7 @@ impl PostgresWatcher {
             })?;
         let bound = Bound {
             runtime,
-            timeout: store.bound.timeout,
+            timeout: store.timeout,
         };
         let (client, mut connection) = bound
             .run(store.config.connect(NoTls))
@@ -653,7 +669,7 @@ impl PostgresWatcher {
                 }
             }
         });
-        let listen = format!("LISTEN \"{}\"", store.channel());
+        let listen = format!("LISTEN \"{}\"", store.channel);
         if let Err(e) = bound.run(client.batch_execute(&listen)) {
             driver.abort();
             return Err(fail(&e));

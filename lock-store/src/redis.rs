@@ -21,8 +21,8 @@ use lock_core::{Fence, Instant};
 use redis::{Client, Connection, Value};
 
 use crate::store::{
-    check_namespace, fences_from_text, instant_to_sql, notice, Read, Store, StoreError, Stored,
-    Watcher, Write, Written, TOMBSTONE,
+    check_namespace, fences_from_text, instant_to_sql, notice, OpenWatcher, Read, Store,
+    StoreError, Stored, Watcher, Write, Written, TOMBSTONE,
 };
 
 /// The format this build writes, kept at `{el:<ns>}:format`.
@@ -457,8 +457,17 @@ impl Store for RedisStore {
         }
     }
 
-    fn watcher(&self) -> Result<Option<Box<dyn Watcher>>, StoreError> {
-        Ok(Some(Box::new(RedisWatcher::open(self)?)))
+    fn watcher(&self) -> Option<OpenWatcher> {
+        let listen = Listen {
+            client: self.client.clone(),
+            timeout: self.timeout,
+            namespace: self.namespace.clone(),
+            channel: self.channel(),
+            shown: self.described.clone(),
+        };
+        Some(Box::new(move || {
+            RedisWatcher::open(listen).map(|w| Box::new(w) as Box<dyn Watcher>)
+        }))
     }
 }
 
@@ -470,9 +479,18 @@ struct RedisWatcher {
     shown: String,
 }
 
+/// What a [`RedisWatcher`] needs to connect, taken from its store.
+struct Listen {
+    client: Client,
+    timeout: StdDuration,
+    namespace: String,
+    channel: String,
+    shown: String,
+}
+
 impl RedisWatcher {
-    fn open(store: &RedisStore) -> Result<Self, StoreError> {
-        let shown = store.describe();
+    fn open(store: Listen) -> Result<Self, StoreError> {
+        let shown = store.shown;
         let fail = |e: redis::RedisError| StoreError::Connect {
             store: shown.clone(),
             reason: e.to_string(),
@@ -487,7 +505,7 @@ impl RedisWatcher {
             .arg(format!("lock-store:{}", store.namespace))
             .query::<()>(&mut conn)
             .map_err(fail)?;
-        let channel = store.channel();
+        let channel = store.channel;
         let (tx, notices) = mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready) = mpsc::channel();

@@ -121,15 +121,18 @@ pub trait Store: Send {
         Ok(())
     }
 
-    /// A connection of its own on which a waiter hears [`announce`](Self::announce)s of this
-    /// namespace; `None` if the store cannot notify (its waiters look by themselves).
-    ///
-    /// # Errors
-    /// A [`StoreError`] (the waiter then looks by itself).
-    fn watcher(&self) -> Result<Option<Box<dyn Watcher>>, StoreError> {
-        Ok(None)
+    /// How to open a connection of its own on which a waiter hears
+    /// [`announce`](Self::announce)s of this namespace; `None` if the store cannot notify (its
+    /// waiters look by themselves). Called while the store is in use by nobody else (the other
+    /// calls of its `Locks` wait), so it only gathers what the connection needs: the returned
+    /// function connects, without the store.
+    fn watcher(&self) -> Option<OpenWatcher> {
+        None
     }
 }
+
+/// Opens a [`Watcher`] (see [`Store::watcher`]). Its error: the waiter looks by itself.
+pub type OpenWatcher = Box<dyn FnOnce() -> Result<Box<dyn Watcher>, StoreError> + Send>;
 
 /// Hears the hand-offs of one namespace (Redis pub/sub, PostgreSQL `LISTEN`).
 pub trait Watcher: Send {
@@ -191,7 +194,7 @@ impl<S: Store + ?Sized> Store for Box<S> {
     fn announce(&mut self, key: &str, owner: &str) -> Result<(), StoreError> {
         (**self).announce(key, owner)
     }
-    fn watcher(&self) -> Result<Option<Box<dyn Watcher>>, StoreError> {
+    fn watcher(&self) -> Option<OpenWatcher> {
         (**self).watcher()
     }
 }

@@ -51,11 +51,8 @@ fn a_watcher_hears_the_hand_off_to_its_owner_only() {
         with_namespace(label, &url, |ns| {
             let a = Locks::open(&url, ns).unwrap();
             let b = Locks::open(&url, ns).unwrap();
-            let mut watcher = url::open(&url, ns)
-                .unwrap()
-                .watcher()
-                .unwrap()
-                .expect("this store notifies");
+            let open = (url::open(&url, ns).unwrap().watcher()).expect("this store notifies");
+            let mut watcher = open().unwrap();
             let c = Locks::open(&url, ns).unwrap();
             let lease = a.try_acquire("job", "a", Duration::from_secs(30)).unwrap();
             let waiter = |locks: Locks, owner: &'static str| {
@@ -105,7 +102,7 @@ fn stores_that_cannot_notify_have_no_watcher() {
     }
     for (label, url) in urls {
         with_namespace(label, &url, |ns| {
-            assert!(url::open(&url, ns).unwrap().watcher().unwrap().is_none());
+            assert!(url::open(&url, ns).unwrap().watcher().is_none());
         });
     }
 }
@@ -191,6 +188,96 @@ fn waiters_of_one_locks_share_one_listening_connection() {
             }
         });
     }
+}
+
+/// A memory store whose listening connection takes as long as the test wants to open (then
+/// fails, so its waiters look by themselves).
+struct SlowToListen {
+    inner: lock_store::MemoryStore,
+    /// Told when a connect starts.
+    opening: std::sync::mpsc::Sender<()>,
+    /// The connect ends when this says so.
+    gate: std::sync::Arc<std::sync::Mutex<std::sync::mpsc::Receiver<()>>>,
+}
+
+impl lock_store::Store for SlowToListen {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn read(&mut self, key: &str) -> Result<lock_store::Read, lock_store::StoreError> {
+        self.inner.read(key)
+    }
+    fn write(
+        &mut self,
+        key: &str,
+        write: &lock_store::Write<'_>,
+    ) -> Result<lock_store::Written, lock_store::StoreError> {
+        self.inner.write(key, write)
+    }
+    fn keys(&mut self) -> Result<Vec<String>, lock_store::StoreError> {
+        self.inner.keys()
+    }
+    fn last_fence(&mut self) -> Result<lock_core::Fence, lock_store::StoreError> {
+        self.inner.last_fence()
+    }
+    fn clear(&mut self) -> Result<(), lock_store::StoreError> {
+        self.inner.clear()
+    }
+    fn uninstall(&mut self) -> Result<(), lock_store::StoreError> {
+        self.inner.uninstall()
+    }
+    fn watcher(&self) -> Option<lock_store::OpenWatcher> {
+        let (opening, gate) = (self.opening.clone(), std::sync::Arc::clone(&self.gate));
+        Some(Box::new(move || {
+            let _ = opening.send(());
+            let _ = gate.lock().unwrap().recv_timeout(HANG);
+            Err(lock_store::StoreError::Connect {
+                store: "slow".into(),
+                reason: "the test let it fail".into(),
+            })
+        }))
+    }
+}
+
+/// While a waiting call opens its listening connection (here: until the test lets it go), the
+/// other calls of the same `Locks` go on: the store is not held during the connect (it was,
+/// so a slow server could hold up a lease's keep-alive for the whole connect timeout).
+#[test]
+fn a_slow_listening_connect_holds_up_no_other_call() {
+    let (opening, opened) = std::sync::mpsc::channel();
+    let (let_go, gate) = std::sync::mpsc::channel();
+    let locks = Locks::new(SlowToListen {
+        inner: lock_store::MemoryStore::new("slow").unwrap(),
+        opening,
+        gate: std::sync::Arc::new(std::sync::Mutex::new(gate)),
+    });
+    let lease = locks
+        .try_acquire("job", "a", Duration::from_secs(30))
+        .unwrap();
+    let waiter = {
+        let locks = locks.clone();
+        std::thread::spawn(move || locks.acquire("job", "b", Duration::from_secs(5), HANG))
+    };
+    opened
+        .recv_timeout(HANG)
+        .expect("the waiter starts listening");
+    // The connect is under way: another call of this `Locks` is answered meanwhile.
+    let (done, answer) = std::sync::mpsc::channel();
+    let other = {
+        let locks = locks.clone();
+        std::thread::spawn(move || {
+            let got = locks.try_acquire("other", "c", Duration::from_secs(30));
+            let _ = done.send(got.is_ok());
+        })
+    };
+    let answered = answer.recv_timeout(Duration::from_secs(3));
+    let_go.send(()).unwrap();
+    assert_eq!(answered, Ok(true), "the other call waited for the connect");
+    other.join().unwrap();
+    // The waiter, whose listening failed, looks by itself and is served.
+    lease.release().unwrap();
+    let granted = waiter.join().unwrap().unwrap();
+    assert!(granted.fence() > lease.fence());
 }
 
 /// How many connections listen for the namespace's notices.
