@@ -70,8 +70,9 @@ const NOW_MS: &str = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigin
 /// tokens if it wrote, and no row if it did not (the version differs, or the server's clock is
 /// behind the decision): the store then reads the row as it is now, a second round trip that
 /// only a conflict pays. Plain statements rather than one `WITH` that also answers the row on a
-/// conflict: measured with `pgbench -M prepared`, ~75 µs against ~92 µs per write (and the reply
-/// of a conflict is a fresh read, not the statement's snapshot).
+/// conflict: measured with `pgbench -M prepared` and `synchronous_commit = off`, ~95-110 µs
+/// against ~110-120 µs per write, both with generic plans (see `PostgresStore::connection`),
+/// and the reply of a conflict is a fresh read, not the statement's snapshot.
 ///
 /// Tokens are taken in the statement that writes, for the row it writes, after the writer read
 /// the version it replaces (so after that version's own tokens): a key's tokens increase in the
