@@ -271,12 +271,7 @@ struct Interposed {
 }
 
 impl lock_store::Store for Interposed {
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-    fn read(&mut self, key: &str) -> Result<lock_store::Read, lock_store::StoreError> {
-        self.inner.read(key)
-    }
+    common::pass_on_to_inner!();
     fn write(
         &mut self,
         key: &str,
@@ -286,18 +281,6 @@ impl lock_store::Store for Interposed {
             hook();
         }
         self.inner.write(key, write)
-    }
-    fn keys(&mut self) -> Result<Vec<String>, lock_store::StoreError> {
-        self.inner.keys()
-    }
-    fn last_fence(&mut self) -> Result<lock_core::Fence, lock_store::StoreError> {
-        self.inner.last_fence()
-    }
-    fn clear(&mut self) -> Result<(), lock_store::StoreError> {
-        self.inner.clear()
-    }
-    fn uninstall(&mut self) -> Result<(), lock_store::StoreError> {
-        self.inner.uninstall()
     }
 }
 

@@ -201,30 +201,13 @@ struct SlowToListen {
 }
 
 impl lock_store::Store for SlowToListen {
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-    fn read(&mut self, key: &str) -> Result<lock_store::Read, lock_store::StoreError> {
-        self.inner.read(key)
-    }
+    common::pass_on_to_inner!();
     fn write(
         &mut self,
         key: &str,
         write: &lock_store::Write<'_>,
     ) -> Result<lock_store::Written, lock_store::StoreError> {
         self.inner.write(key, write)
-    }
-    fn keys(&mut self) -> Result<Vec<String>, lock_store::StoreError> {
-        self.inner.keys()
-    }
-    fn last_fence(&mut self) -> Result<lock_core::Fence, lock_store::StoreError> {
-        self.inner.last_fence()
-    }
-    fn clear(&mut self) -> Result<(), lock_store::StoreError> {
-        self.inner.clear()
-    }
-    fn uninstall(&mut self) -> Result<(), lock_store::StoreError> {
-        self.inner.uninstall()
     }
     fn watcher(&self) -> Option<lock_store::OpenWatcher> {
         let (opening, gate) = (self.opening.clone(), std::sync::Arc::clone(&self.gate));

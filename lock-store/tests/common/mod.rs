@@ -192,3 +192,32 @@ pub fn store_urls() -> Vec<(&'static str, String)> {
     }
     urls
 }
+
+/// The `Store` methods that a test's wrapper store (a struct whose `inner` is the store it
+/// wraps) passes on unchanged: all but `write`, `announce` and `watcher`, which each wrapper
+/// writes itself or leaves to their defaults.
+#[allow(unused_macros)]
+macro_rules! pass_on_to_inner {
+    () => {
+        fn describe(&self) -> String {
+            self.inner.describe()
+        }
+        fn read(&mut self, key: &str) -> Result<lock_store::Read, lock_store::StoreError> {
+            self.inner.read(key)
+        }
+        fn keys(&mut self) -> Result<Vec<String>, lock_store::StoreError> {
+            self.inner.keys()
+        }
+        fn last_fence(&mut self) -> Result<lock_core::Fence, lock_store::StoreError> {
+            self.inner.last_fence()
+        }
+        fn clear(&mut self) -> Result<(), lock_store::StoreError> {
+            self.inner.clear()
+        }
+        fn uninstall(&mut self) -> Result<(), lock_store::StoreError> {
+            self.inner.uninstall()
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use pass_on_to_inner;
