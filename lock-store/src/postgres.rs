@@ -445,15 +445,11 @@ impl PostgresStore {
         }))
     }
 
-    fn read_row(&self, key: &str, row: &Row, first: usize) -> Result<Read, StoreError> {
-        let now: i64 = row.get(first);
+    /// A read's row: the server's time, then the record's version, bytes and tokens.
+    fn read_row(&self, key: &str, row: &Row) -> Result<Read, StoreError> {
+        let now: i64 = row.get(0);
         Ok(Read {
-            record: self.stored(
-                key,
-                row.get(first + 1),
-                row.get(first + 2),
-                row.get(first + 3),
-            )?,
+            record: self.stored(key, row.get(1), row.get(2), row.get(3))?,
             now: Instant(now.max(0) as u64),
         })
     }
@@ -503,7 +499,7 @@ impl Store for PostgresStore {
 
     fn read(&mut self, key: &str) -> Result<Read, StoreError> {
         let row = on_connection!(self, c => c.client.query_one(&c.statements.read, &[&key]))?;
-        self.read_row(key, &row, 0)
+        self.read_row(key, &row)
     }
 
     fn write(&mut self, key: &str, write: &Write<'_>) -> Result<Written, StoreError> {
