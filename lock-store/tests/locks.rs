@@ -263,27 +263,6 @@ fn forgotten_records_are_collected() {
     }
 }
 
-/// A store that runs `hook` once, just before the first write it is asked for: another client
-/// acts between this client's read and its compare-and-set.
-struct Interposed {
-    inner: Box<dyn lock_store::Store>,
-    hook: Option<Box<dyn FnOnce() + Send>>,
-}
-
-impl lock_store::Store for Interposed {
-    common::pass_on_to_inner!();
-    fn write(
-        &mut self,
-        key: &str,
-        write: &lock_store::Write<'_>,
-    ) -> Result<lock_store::Written, lock_store::StoreError> {
-        if let Some(hook) = self.hook.take() {
-            hook();
-        }
-        self.inner.write(key, write)
-    }
-}
-
 /// A decision taken on a free key must not be written after the key went through a whole lease
 /// meanwhile (taken and released: free again, as far as a version-less absence could tell). The
 /// emptied record stays as a tombstone with a new version, so the late write conflicts and is
@@ -308,9 +287,10 @@ fn a_decision_on_a_free_key_is_not_written_after_a_whole_lease_in_between() {
                     Some((lease.fence(), lease.deadline(), lease.released_at()));
             })
         };
-        let a = Locks::new(Interposed {
+        let a = Locks::new(common::Wrapped {
             inner: lock_store::url::open(&url, &ns).unwrap(),
-            hook: Some(hook),
+            before_write: Some(hook),
+            watcher: None,
         });
         let lease = a.try_acquire("job", "a", 5000 * MS).unwrap();
         let (b_fence, _, b_released) = b_lease.lock().unwrap().take().expect("b ran");

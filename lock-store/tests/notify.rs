@@ -190,38 +190,6 @@ fn waiters_of_one_locks_share_one_listening_connection() {
     }
 }
 
-/// A memory store whose listening connection takes as long as the test wants to open (then
-/// fails, so its waiters look by themselves).
-struct SlowToListen {
-    inner: lock_store::MemoryStore,
-    /// Told when a connect starts.
-    opening: std::sync::mpsc::Sender<()>,
-    /// The connect ends when this says so.
-    gate: std::sync::Arc<std::sync::Mutex<std::sync::mpsc::Receiver<()>>>,
-}
-
-impl lock_store::Store for SlowToListen {
-    common::pass_on_to_inner!();
-    fn write(
-        &mut self,
-        key: &str,
-        write: &lock_store::Write<'_>,
-    ) -> Result<lock_store::Written, lock_store::StoreError> {
-        self.inner.write(key, write)
-    }
-    fn watcher(&self) -> Option<lock_store::OpenWatcher> {
-        let (opening, gate) = (self.opening.clone(), std::sync::Arc::clone(&self.gate));
-        Some(Box::new(move || {
-            let _ = opening.send(());
-            let _ = gate.lock().unwrap().recv_timeout(HANG);
-            Err(lock_store::StoreError::Connect {
-                store: "slow".into(),
-                reason: "the test let it fail".into(),
-            })
-        }))
-    }
-}
-
 /// While a waiting call opens its listening connection (here: until the test lets it go), the
 /// other calls of the same `Locks` go on: the store is not held during the connect (it was,
 /// so a slow server could hold up a lease's keep-alive for the whole connect timeout).
@@ -229,10 +197,24 @@ impl lock_store::Store for SlowToListen {
 fn a_slow_listening_connect_holds_up_no_other_call() {
     let (opening, opened) = std::sync::mpsc::channel();
     let (let_go, gate) = std::sync::mpsc::channel();
-    let locks = Locks::new(SlowToListen {
-        inner: lock_store::MemoryStore::new("slow").unwrap(),
-        opening,
-        gate: std::sync::Arc::new(std::sync::Mutex::new(gate)),
+    // A memory store whose listening connection takes as long as the test wants to open (then
+    // fails, so its waiters look by themselves).
+    let gate = std::sync::Arc::new(std::sync::Mutex::new(gate));
+    let slow_to_listen = move || -> lock_store::OpenWatcher {
+        let (opening, gate) = (opening.clone(), std::sync::Arc::clone(&gate));
+        Box::new(move || {
+            let _ = opening.send(());
+            let _ = gate.lock().unwrap().recv_timeout(HANG);
+            Err(lock_store::StoreError::Connect {
+                store: "slow".into(),
+                reason: "the test let it fail".into(),
+            })
+        })
+    };
+    let locks = Locks::new(common::Wrapped {
+        inner: Box::new(lock_store::MemoryStore::new("slow").unwrap()),
+        before_write: None,
+        watcher: Some(Box::new(slow_to_listen)),
     });
     let lease = locks
         .try_acquire("job", "a", Duration::from_secs(30))

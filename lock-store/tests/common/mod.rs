@@ -193,31 +193,51 @@ pub fn store_urls() -> Vec<(&'static str, String)> {
     urls
 }
 
-/// The `Store` methods that a test's wrapper store (a struct whose `inner` is the store it
-/// wraps) passes on unchanged: all but `write`, `announce` and `watcher`, which each wrapper
-/// writes itself or leaves to their defaults.
-#[allow(unused_macros)]
-macro_rules! pass_on_to_inner {
-    () => {
-        fn describe(&self) -> String {
-            self.inner.describe()
-        }
-        fn read(&mut self, key: &str) -> Result<lock_store::Read, lock_store::StoreError> {
-            self.inner.read(key)
-        }
-        fn keys(&mut self) -> Result<Vec<String>, lock_store::StoreError> {
-            self.inner.keys()
-        }
-        fn last_fence(&mut self) -> Result<lock_core::Fence, lock_store::StoreError> {
-            self.inner.last_fence()
-        }
-        fn clear(&mut self) -> Result<(), lock_store::StoreError> {
-            self.inner.clear()
-        }
-        fn uninstall(&mut self) -> Result<(), lock_store::StoreError> {
-            self.inner.uninstall()
-        }
-    };
+/// A store for tests that passes every call on to `inner`, except that it runs `before_write`
+/// once, just before the first write it is asked for (another client acts between this
+/// client's read and its compare-and-set), and answers `watcher` with `watcher` when set.
+pub struct Wrapped {
+    pub inner: Box<dyn Store>,
+    pub before_write: Option<Box<dyn FnOnce() + Send>>,
+    pub watcher: Option<Box<dyn Fn() -> lock_store::OpenWatcher + Send>>,
 }
-#[allow(unused_imports)]
-pub(crate) use pass_on_to_inner;
+
+impl Store for Wrapped {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn read(&mut self, key: &str) -> Result<lock_store::Read, lock_store::StoreError> {
+        self.inner.read(key)
+    }
+    fn write(
+        &mut self,
+        key: &str,
+        write: &lock_store::Write<'_>,
+    ) -> Result<lock_store::Written, lock_store::StoreError> {
+        if let Some(hook) = self.before_write.take() {
+            hook();
+        }
+        self.inner.write(key, write)
+    }
+    fn keys(&mut self) -> Result<Vec<String>, lock_store::StoreError> {
+        self.inner.keys()
+    }
+    fn last_fence(&mut self) -> Result<lock_core::Fence, lock_store::StoreError> {
+        self.inner.last_fence()
+    }
+    fn clear(&mut self) -> Result<(), lock_store::StoreError> {
+        self.inner.clear()
+    }
+    fn uninstall(&mut self) -> Result<(), lock_store::StoreError> {
+        self.inner.uninstall()
+    }
+    fn announce(&mut self, key: &str, owner: &str) -> Result<(), lock_store::StoreError> {
+        self.inner.announce(key, owner)
+    }
+    fn watcher(&self) -> Option<lock_store::OpenWatcher> {
+        match &self.watcher {
+            Some(open) => Some(open()),
+            None => self.inner.watcher(),
+        }
+    }
+}
