@@ -35,6 +35,8 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod collect;
 mod decider;
 mod engine;
 mod lease;

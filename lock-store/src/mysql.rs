@@ -15,9 +15,10 @@ use lock_core::{Fence, Instant};
 use mysql::prelude::Queryable;
 use mysql::{Conn, Opts, OptsBuilder, Row, Value};
 
+use crate::collect::CollectWalk;
 use crate::store::{
-    check_namespace, fences_from_text, instant_to_sql, CollectWalk, Read, Store, StoreError,
-    Stored, Write, Written,
+    check_namespace, fences_from_text, instant_to_sql, Read, Store, StoreError, Stored, Write,
+    Written,
 };
 
 /// The format this build installs (in `<ns>_meta`).

@@ -12,6 +12,7 @@ use std::time::Duration as StdDuration;
 use lock_core::{Fence, Instant};
 use std::future::Future;
 
+use crate::collect::CollectWalk;
 use tokio::runtime::Runtime;
 use tokio::task::JoinHandle;
 use tokio_postgres::error::SqlState;
@@ -19,8 +20,8 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{AsyncMessage, Client, Config, NoTls, Row, Statement};
 
 use crate::store::{
-    check_namespace, instant_to_sql, notice, version_from_sql, version_to_sql, CollectWalk,
-    OpenWatcher, Read, Store, StoreError, Stored, Watcher, Write, Written, MAX_FENCE,
+    check_namespace, instant_to_sql, notice, version_from_sql, version_to_sql, OpenWatcher, Read,
+    Store, StoreError, Stored, Watcher, Write, Written, MAX_FENCE,
 };
 
 /// The schema format this build installs (in `<schema>.meta`).
