@@ -269,7 +269,8 @@ fn listeners(label: &str, url: &str, ns: &str) -> usize {
                 .unwrap();
             usize::try_from(row.get::<_, i64>(0)).unwrap()
         }
-        _ => unreachable!("{label} {url} {ns}"),
+        // Only the notifying stores (none without their features).
+        _ => unreachable!("{label} {url} {name}"),
     }
 }
 
