@@ -12,7 +12,10 @@
 //! each alternative measured in the same run, in turns (lock-store and the alternatives take
 //! turns of a quarter of the cell's time each, so that the machine's drift touches them alike):
 //!
-//! - Redis: redislock-style `SET key token NX PX ttl` + an owner-checked scripted `DEL`.
+//! - Redis: redislock-style `SET key token NX PX ttl` + an owner-checked scripted `DEL`, and
+//!   the design's floor (on distinct keys): the store-side work a pair needs in this design
+//!   (the store's clock, a version compared, a token, a record written), with no decision and
+//!   no client library, which shows what the design costs apart from what lock-store adds.
 //! - PostgreSQL: `pg_try_advisory_lock`/`pg_advisory_unlock` (nothing durable) and a
 //!   ShedLock-style table (`UPDATE ... WHERE lock_until <= now()`).
 //! - MariaDB: `GET_LOCK`/`RELEASE_LOCK` (nothing durable) and a ShedLock-style table.
@@ -92,6 +95,59 @@ impl Pair for RedisLock {
             .arg(&self.token)
             .invoke(&mut self.conn)
             .unwrap();
+    }
+}
+
+/// The design's floor on Redis: the store-side work this design needs for a pair, with no
+/// decision and no client library around it. Acquire: the store's clock (`TIME`), the version
+/// compared, a token taken in the same step (`INCR`), a record of lock-store's size written;
+/// release: the clock, the version compared, the record written. lock-store's own script does
+/// this and a little more (the not-before check, the store's expiry of the record).
+/// Distinct keys only: it keeps no lock state, so a hot key would mean nothing.
+struct CasFloor {
+    conn: redis::Connection,
+    acquire: redis::Script,
+    release: redis::Script,
+    version: u64,
+    record: Vec<u8>,
+}
+
+/// How the floor is named in the table.
+const FLOOR_NAME: &str = "the design's floor";
+
+/// The floor's compare-and-set, acquire and release (see [`CasFloor`]).
+const FLOOR_ACQUIRE: &str = "local t = redis.call('TIME') \
+    if (redis.call('HGET', KEYS[1], 'v') or '0') ~= ARGV[1] then return {t[1], t[2]} end \
+    local f = redis.call('INCR', KEYS[2]) \
+    redis.call('HSET', KEYS[1], 'v', ARGV[2], 'r', ARGV[3], 'f', f) return f";
+const FLOOR_RELEASE: &str = "local t = redis.call('TIME') \
+    if (redis.call('HGET', KEYS[1], 'v') or '0') ~= ARGV[1] then return {t[1], t[2]} end \
+    redis.call('HSET', KEYS[1], 'v', ARGV[2], 'r', ARGV[3], 'f', '') return ''";
+
+impl CasFloor {
+    fn write(&mut self, script: &redis::Script, key: &str) -> bool {
+        let next = self.version + 1;
+        let reply: redis::Value = script
+            .key(format!("bench:floor:{key}"))
+            .key("bench:floor:fence")
+            .arg(self.version)
+            .arg(next)
+            .arg(&self.record)
+            .invoke(&mut self.conn)
+            .unwrap();
+        self.version = next;
+        !matches!(reply, redis::Value::Array(_))
+    }
+}
+
+impl Pair for CasFloor {
+    fn take(&mut self, key: &str) -> bool {
+        let script = self.acquire.clone();
+        self.write(&script, key)
+    }
+    fn give(&mut self, key: &str) {
+        let script = self.release.clone();
+        assert!(self.write(&script, key), "the floor's record is its own");
     }
 }
 
@@ -421,7 +477,22 @@ fn main() {
                 release: release.clone(),
             })
         };
-        let alternatives: Vec<(&str, &MakePair<'_>)> = vec![("redislock-style", &redislock)];
+        let floor = |i: usize| -> Box<dyn Pair> {
+            let mut conn = redis_client.get_connection().unwrap();
+            let _: () = redis::cmd("DEL")
+                .arg(format!("bench:floor:k{i}"))
+                .query(&mut conn)
+                .unwrap();
+            Box::new(CasFloor {
+                conn,
+                acquire: redis::Script::new(FLOOR_ACQUIRE),
+                release: redis::Script::new(FLOOR_RELEASE),
+                version: 0,
+                record: vec![b'r'; 90],
+            })
+        };
+        let alternatives: Vec<(&str, &MakePair<'_>)> =
+            vec![("redislock-style", &redislock), (FLOOR_NAME, &floor)];
         table(
             "redis",
             &ours_redis,
@@ -560,6 +631,16 @@ fn main() {
         if let Ok(mut store) = lock_store::url::open(&redis_url, &ns) {
             let _ = lock_store::Store::uninstall(&mut store);
         }
+        // The floor's records and counter.
+        if let Ok(mut conn) =
+            redis::Client::open(redis_url.as_str()).and_then(|c| c.get_connection())
+        {
+            let keys: Vec<String> = (0..CONNECTIONS[2])
+                .map(|i| format!("bench:floor:k{i}"))
+                .chain(std::iter::once("bench:floor:fence".to_owned()))
+                .collect();
+            let _: Result<(), _> = redis::cmd("DEL").arg(keys).query(&mut conn);
+        }
     }
     println!();
     for line in ratios {
@@ -583,6 +664,12 @@ fn table(
             // The key prefix differs per workload so lock-store's and the alternatives' keys
             // never meet.
             let tag = if store == "mariadb" { "my" } else { "" };
+            // The floor keeps no lock state: it is measured on distinct keys only.
+            let alternatives: Vec<(&str, &MakePair<'_>)> = alternatives
+                .iter()
+                .filter(|(name, _)| !(hot && *name == FLOOR_NAME))
+                .copied()
+                .collect();
             let makers: Vec<&MakePair<'_>> = std::iter::once(ours)
                 .chain(alternatives.iter().map(|(_, make)| *make))
                 .collect();
