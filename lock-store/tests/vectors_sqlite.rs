@@ -1,4 +1,6 @@
 //! Every vector scenario through a SQLite file, fresh and with outdated records.
+#![cfg(feature = "sqlite")]
+
 mod common;
 
 use lock_store::SqliteStore;
