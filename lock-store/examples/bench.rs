@@ -38,6 +38,10 @@ const CONNECTIONS: [usize; 3] = [1, 16, 64];
 /// Makes connection `i`'s way to take and give back keys.
 type MakePair<'a> = dyn Fn(usize) -> Box<dyn Pair> + Sync + 'a;
 
+/// What lock-store is measured against: its name, how to make its connections, and whether
+/// the hot-key workload means anything for it.
+type Alternative<'a> = (&'a str, &'a MakePair<'a>, bool);
+
 /// One connection's way to take and give back a key.
 trait Pair: Send {
     /// Tries to take `key`; true if taken.
@@ -72,6 +76,8 @@ impl Pair for Ours {
 
 struct RedisLock {
     conn: redis::Connection,
+    /// `bench_<pid>:redislock:`, so that benchmarks running at once never share a key.
+    prefix: String,
     token: String,
     release: redis::Script,
 }
@@ -79,7 +85,7 @@ struct RedisLock {
 impl Pair for RedisLock {
     fn take(&mut self, key: &str) -> bool {
         let r: Option<String> = redis::cmd("SET")
-            .arg(format!("bench:redislock:{key}"))
+            .arg(format!("{}{key}", self.prefix))
             .arg(&self.token)
             .arg("NX")
             .arg("PX")
@@ -91,7 +97,7 @@ impl Pair for RedisLock {
     fn give(&mut self, key: &str) {
         let _: i64 = self
             .release
-            .key(format!("bench:redislock:{key}"))
+            .key(format!("{}{key}", self.prefix))
             .arg(&self.token)
             .invoke(&mut self.conn)
             .unwrap();
@@ -108,12 +114,16 @@ struct CasFloor {
     conn: redis::Connection,
     acquire: redis::Script,
     release: redis::Script,
+    /// `bench_<pid>:floor:`: the records' prefix.
+    prefix: String,
+    /// `bench_<pid>:floor:fence`: the tokens' counter.
+    counter: String,
+    /// The record's key, made at the first take (each connection has one key) and deleted when
+    /// the pair is dropped, so that the next turn's pair starts from version 0.
+    record: Option<String>,
     version: u64,
-    record: Vec<u8>,
+    bytes: Vec<u8>,
 }
-
-/// How the floor is named in the table.
-const FLOOR_NAME: &str = "the design's floor";
 
 /// The floor's compare-and-set, acquire and release (see [`CasFloor`]).
 const FLOOR_ACQUIRE: &str = "local t = redis.call('TIME') \
@@ -125,14 +135,22 @@ const FLOOR_RELEASE: &str = "local t = redis.call('TIME') \
     redis.call('HSET', KEYS[1], 'v', ARGV[2], 'r', ARGV[3], 'f', '') return ''";
 
 impl CasFloor {
-    fn write(&mut self, script: &redis::Script, key: &str) -> bool {
+    /// One compare-and-set on `key`'s record; true if it wrote (no conflict).
+    fn write(&mut self, release: bool, key: &str) -> bool {
+        let prefix = &self.prefix;
+        let record = self.record.get_or_insert_with(|| format!("{prefix}{key}"));
+        let script = if release {
+            &self.release
+        } else {
+            &self.acquire
+        };
         let next = self.version + 1;
         let reply: redis::Value = script
-            .key(format!("bench:floor:{key}"))
-            .key("bench:floor:fence")
+            .key(record.as_str())
+            .key(self.counter.as_str())
             .arg(self.version)
             .arg(next)
-            .arg(&self.record)
+            .arg(&self.bytes)
             .invoke(&mut self.conn)
             .unwrap();
         self.version = next;
@@ -142,12 +160,18 @@ impl CasFloor {
 
 impl Pair for CasFloor {
     fn take(&mut self, key: &str) -> bool {
-        let script = self.acquire.clone();
-        self.write(&script, key)
+        self.write(false, key)
     }
     fn give(&mut self, key: &str) {
-        let script = self.release.clone();
-        assert!(self.write(&script, key), "the floor's record is its own");
+        assert!(self.write(true, key), "the floor's record is its own");
+    }
+}
+
+impl Drop for CasFloor {
+    fn drop(&mut self) {
+        if let Some(record) = &self.record {
+            let _: Result<(), _> = redis::cmd("DEL").arg(record).query(&mut self.conn);
+        }
     }
 }
 
@@ -474,25 +498,27 @@ fn main() {
             Box::new(RedisLock {
                 conn: redis_client.get_connection().unwrap(),
                 token: format!("t{i}"),
+                prefix: format!("{ns}:redislock:"),
                 release: release.clone(),
             })
         };
-        let floor = |i: usize| -> Box<dyn Pair> {
-            let mut conn = redis_client.get_connection().unwrap();
-            let _: () = redis::cmd("DEL")
-                .arg(format!("bench:floor:k{i}"))
-                .query(&mut conn)
-                .unwrap();
+        let floor = |_: usize| -> Box<dyn Pair> {
             Box::new(CasFloor {
-                conn,
+                conn: redis_client.get_connection().unwrap(),
                 acquire: redis::Script::new(FLOOR_ACQUIRE),
                 release: redis::Script::new(FLOOR_RELEASE),
+                prefix: format!("{ns}:floor:"),
+                counter: format!("{ns}:floor:fence"),
+                record: None,
                 version: 0,
-                record: vec![b'r'; 90],
+                bytes: vec![b'r'; 90],
             })
         };
-        let alternatives: Vec<(&str, &MakePair<'_>)> =
-            vec![("redislock-style", &redislock), (FLOOR_NAME, &floor)];
+        // The floor keeps no lock state: distinct keys only.
+        let alternatives: Vec<Alternative<'_>> = vec![
+            ("redislock-style", &redislock, true),
+            ("the design's floor", &floor, false),
+        ];
         table(
             "redis",
             &ours_redis,
@@ -551,9 +577,9 @@ fn main() {
                 give,
             })
         };
-        let alternatives: Vec<(&str, &MakePair<'_>)> = vec![
-            ("ShedLock-style table", &pg_table),
-            ("advisory locks", &advisory),
+        let alternatives: Vec<Alternative<'_>> = vec![
+            ("ShedLock-style table", &pg_table, true),
+            ("advisory locks", &advisory, true),
         ];
         table(
             "postgres",
@@ -612,8 +638,10 @@ fn main() {
                 table: shed.clone(),
             })
         };
-        let alternatives: Vec<(&str, &MakePair<'_>)> =
-            vec![("ShedLock-style table", &my_table), ("GET_LOCK", &get_lock)];
+        let alternatives: Vec<Alternative<'_>> = vec![
+            ("ShedLock-style table", &my_table, true),
+            ("GET_LOCK", &get_lock, true),
+        ];
         table(
             "mariadb",
             &ours_my,
@@ -631,15 +659,13 @@ fn main() {
         if let Ok(mut store) = lock_store::url::open(&redis_url, &ns) {
             let _ = lock_store::Store::uninstall(&mut store);
         }
-        // The floor's records and counter.
+        // The floor's counter (each floor pair deletes its record when dropped).
         if let Ok(mut conn) =
             redis::Client::open(redis_url.as_str()).and_then(|c| c.get_connection())
         {
-            let keys: Vec<String> = (0..CONNECTIONS[2])
-                .map(|i| format!("bench:floor:k{i}"))
-                .chain(std::iter::once("bench:floor:fence".to_owned()))
-                .collect();
-            let _: Result<(), _> = redis::cmd("DEL").arg(keys).query(&mut conn);
+            let _: Result<(), _> = redis::cmd("DEL")
+                .arg(format!("{ns}:floor:fence"))
+                .query(&mut conn);
         }
     }
     println!();
@@ -653,7 +679,7 @@ fn main() {
 fn table(
     store: &str,
     ours: &MakePair<'_>,
-    alternatives: &[(&str, &MakePair<'_>)],
+    alternatives: &[Alternative<'_>],
     seconds: f64,
     decide_us: f64,
     ratios: &mut Vec<String>,
@@ -664,11 +690,10 @@ fn table(
             // The key prefix differs per workload so lock-store's and the alternatives' keys
             // never meet.
             let tag = if store == "mariadb" { "my" } else { "" };
-            // The floor keeps no lock state: it is measured on distinct keys only.
             let alternatives: Vec<(&str, &MakePair<'_>)> = alternatives
                 .iter()
-                .filter(|(name, _)| !(hot && *name == FLOOR_NAME))
-                .copied()
+                .filter(|(_, _, on_hot_key)| *on_hot_key || !hot)
+                .map(|&(name, make, _)| (name, make))
                 .collect();
             let makers: Vec<&MakePair<'_>> = std::iter::once(ours)
                 .chain(alternatives.iter().map(|(_, make)| *make))
