@@ -66,8 +66,8 @@ $$;
 /// The server's time in milliseconds, as SQL.
 const NOW_MS: &str = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 
-/// The statements of the hot path, prepared once per connection: the read and the three
-/// compare-and-sets (replace a row, insert one, delete one). A compare-and-set answers the fresh
+/// The statements of the hot path, prepared once per connection: the read, the three
+/// compare-and-sets (replace a row, insert one, delete one) and a step of the collection. A compare-and-set answers the fresh
 /// tokens if it wrote, and no row if it did not (the version differs, or the server's clock is
 /// behind the decision): the store then reads the row as it is now, a second round trip that
 /// only a conflict pays. Plain statements rather than one `WITH` that also answers the row on a
@@ -79,16 +79,28 @@ const NOW_MS: &str = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigin
 /// the version it replaces (so after that version's own tokens): a key's tokens increase in the
 /// order of its writes. Only a write that races another one can burn tokens (a gap, never a
 /// repeat).
+///
+/// A write's `not_before` is a `timestamptz` compared with `clock_timestamp()` as it is: the
+/// same test as the milliseconds of [`NOW_MS`] (a whole number of milliseconds against the
+/// clock's microseconds), without its `numeric` arithmetic at every write (measured: ~4 % more
+/// pairs per second at 16 connections).
 struct Statements {
     read: Statement,
     update: Statement,
     insert: Statement,
     delete: Statement,
+    collect: Statement,
+}
+
+/// The compare-and-sets' test of the server's clock against parameter `$n`, a `not_before`.
+fn clock_reached(n: u8) -> String {
+    format!("(${n}::timestamptz IS NULL OR clock_timestamp() >= ${n}::timestamptz)")
 }
 
 impl Statements {
-    /// The texts of the read and the three compare-and-sets for schema `ns`.
-    fn texts(ns: &str) -> [String; 4] {
+    /// The texts of the read, the three compare-and-sets and the collection step for schema
+    /// `ns`.
+    fn texts(ns: &str) -> [String; 5] {
         let tokens = |n: &str| {
             format!(
                 "CASE WHEN {n}::int = 0 THEN '{{}}'::bigint[] \
@@ -103,9 +115,9 @@ impl Statements {
         // $1 key, $2 expected, $3 version, $4 record, $5 tokens, $6 forget_at, $7 not_before.
         let update = format!(
             "UPDATE {ns}.records SET version = $3, record = $4, forget_at = $6, fences = {} \
-             WHERE key = $1 AND version = $2 AND ($7::bigint IS NULL OR {NOW_MS} >= $7::bigint) \
-             RETURNING fences",
-            tokens("$5")
+             WHERE key = $1 AND version = $2 AND {} RETURNING fences",
+            tokens("$5"),
+            clock_reached(7)
         );
         // $1 key, $2 version, $3 record, $4 tokens, $5 forget_at, $6 not_before. The
         // `NOT EXISTS` spares a token when the row is already there (`ON CONFLICT` alone would
@@ -113,17 +125,30 @@ impl Statements {
         let insert = format!(
             "INSERT INTO {ns}.records AS r (key, version, record, fences, forget_at) \
              SELECT $1, $2, $3, {}, $5 \
-             WHERE ($6::bigint IS NULL OR {NOW_MS} >= $6::bigint) \
-             AND NOT EXISTS (SELECT 1 FROM {ns}.records AS e WHERE e.key = $1) \
+             WHERE {} AND NOT EXISTS (SELECT 1 FROM {ns}.records AS e WHERE e.key = $1) \
              ON CONFLICT (key) DO NOTHING RETURNING r.fences",
-            tokens("$4")
+            tokens("$4"),
+            clock_reached(6)
         );
         // $1 key, $2 expected, $3 not_before.
         let delete = format!(
-            "DELETE FROM {ns}.records WHERE key = $1 AND version = $2 \
-             AND ($3::bigint IS NULL OR {NOW_MS} >= $3::bigint) RETURNING '{{}}'::bigint[]"
+            "DELETE FROM {ns}.records WHERE key = $1 AND version = $2 AND {} \
+             RETURNING '{{}}'::bigint[]",
+            clock_reached(3)
         );
-        [read, update, insert, delete]
+        // $1 after, $2 limit: what `{ns}.collect` does (kept in the schema for clients of
+        // this format), as a statement planned once rather than a function planned at each
+        // call (measured with `pgbench`: ~0.24 ms against ~0.45 ms per step).
+        let collect = format!(
+            "WITH seen AS (SELECT key FROM {ns}.records WHERE key > $1 ORDER BY key LIMIT $2), \
+             gone AS (DELETE FROM {ns}.records WHERE key IN ( \
+                 SELECT key FROM {ns}.records \
+                 WHERE key IN (SELECT key FROM seen) AND forget_at <= {NOW_MS} \
+                 FOR UPDATE SKIP LOCKED) \
+             RETURNING 1) \
+             SELECT max(key) FROM seen"
+        );
+        [read, update, insert, delete, collect]
     }
 }
 
@@ -278,7 +303,7 @@ impl PostgresStore {
     fn connection(&mut self) -> Result<&Conn, StoreError> {
         if self.conn.is_none() {
             let (client, driver) = self.new_connection()?;
-            let [read, update, insert, delete] = Statements::texts(&self.schema);
+            let [read, update, insert, delete, collect] = Statements::texts(&self.schema);
             let prepared = self.bound.run(async {
                 // Every statement of the store looks up one row by its key, which a generic
                 // plan does as well as a custom one; left to choose, PostgreSQL plans the
@@ -292,6 +317,7 @@ impl PostgresStore {
                     update: client.prepare(&update).await?,
                     insert: client.prepare(&insert).await?,
                     delete: client.prepare(&delete).await?,
+                    collect: client.prepare(&collect).await?,
                 })
             });
             match prepared {
@@ -460,12 +486,21 @@ impl PostgresStore {
     /// One step of the collection walk, from the key after `after` (best effort: a failure
     /// only delays it).
     fn collect(&mut self, after: &str) -> Result<(), StoreError> {
-        let sql = format!("SELECT {}.collect($1, $2)", self.schema);
-        let limit = i32::try_from(CollectWalk::<String>::EVERY).unwrap_or(i32::MAX);
-        let row = on_connection!(self, c => c.client.query_one(sql.as_str(), &[&after, &limit]))?;
+        let limit = i64::from(CollectWalk::<String>::EVERY);
+        let row = on_connection!(self, c => c.client.query_one(&c.statements.collect, &[&after, &limit]))?;
         self.walk.stopped_at(row.get::<_, Option<String>>(0));
         Ok(())
     }
+}
+
+/// `at` (milliseconds since the Unix epoch on the store's clock) as a `timestamptz`, for a
+/// `not_before`. Past the year 9999 (no server clock gets there) it stays at the year 9999, so
+/// that the client's conversion never wraps: the test against the clock then fails, as it did
+/// for the instant itself.
+fn instant_to_timestamp(at: Instant) -> std::time::SystemTime {
+    /// 9999-12-31T23:59:59.999Z in milliseconds since the Unix epoch.
+    const LAST: u64 = 253_402_300_799_999;
+    std::time::UNIX_EPOCH + StdDuration::from_millis(at.0.min(LAST))
 }
 
 /// Never happens: [`PostgresStore::connection`] just made the connection. Answered as a lost
@@ -507,7 +542,7 @@ impl Store for PostgresStore {
         let n = i32::try_from(write.fresh_fences).unwrap_or(i32::MAX);
         let expected = version_to_sql(write.expected);
         let version = version_to_sql(write.version);
-        let not_before = write.not_before.map(instant_to_sql);
+        let not_before = write.not_before.map(instant_to_timestamp);
         let forget_at = write.forget_at.map(instant_to_sql);
         self.connection()?;
         let result = match &self.conn {

@@ -1,0 +1,139 @@
+//! The compare-and-set's clock test, called directly on every store: a write whose decision
+//! assumed a later time than the store's clock (`not_before` ahead of it) changes nothing and
+//! takes no token, however far ahead (up to `u64::MAX` milliseconds, past every store's own
+//! time type); a write whose instant the clock has reached is done. The store's clock is the
+//! server's: these run in real time, with margins of an hour.
+mod common;
+
+use lock_core::{Fence, Instant};
+use lock_store::{url, Read, Store, Write, Written};
+
+/// An hour, in milliseconds: far more than any clock step between two calls of a test.
+const HOUR: u64 = 3_600_000;
+
+/// `bytes` written over the record of version `expected` (0: none) as version `version`.
+fn write(
+    version: u64,
+    expected: u64,
+    bytes: Option<&[u8]>,
+    fresh_fences: usize,
+    not_before: Instant,
+) -> Write<'_> {
+    Write {
+        expected,
+        version,
+        bytes,
+        fresh_fences,
+        not_before: Some(not_before),
+        forget_at: None,
+    }
+}
+
+/// The record `key` holds now: its version and bytes (`None`: no record).
+fn stored(store: &mut dyn Store, key: &str) -> (Read, Option<(u64, Vec<u8>)>) {
+    let read = store.read(key).unwrap();
+    let record = read.record.as_ref().map(|r| (r.version, r.bytes.clone()));
+    (read, record)
+}
+
+/// Every `not_before` the store's clock has not reached, from `now`.
+fn ahead(now: Instant) -> [Instant; 3] {
+    [
+        Instant(now.0 + HOUR),
+        // Past the year 9999 (PostgreSQL's `not_before` is a `timestamptz`).
+        Instant(253_402_300_800_000),
+        Instant(u64::MAX),
+    ]
+}
+
+/// Asserts that `w` on `key` is refused as a conflict and changes nothing: the record, the
+/// namespace's last token.
+fn refused(store: &mut dyn Store, label: &str, key: &str, w: &Write<'_>) {
+    let (_, before) = stored(store, key);
+    let last = store.last_fence().unwrap();
+    match store.write(key, w).unwrap() {
+        Written::Conflict(read) => {
+            let now = read.record.map(|r| (r.version, r.bytes));
+            assert_eq!(
+                now, before,
+                "{label}: the conflict answers the record as it is"
+            );
+        }
+        other => panic!("{label}: {w:?} was {other:?}"),
+    }
+    assert_eq!(
+        stored(store, key).1,
+        before,
+        "{label}: {w:?} changed the record"
+    );
+    assert_eq!(
+        store.last_fence().unwrap(),
+        last,
+        "{label}: {w:?} took a token"
+    );
+}
+
+#[test]
+fn a_write_ahead_of_the_stores_clock_changes_nothing() {
+    let memory = ("memory", "memory:".to_owned());
+    for (label, url) in common::store_urls().into_iter().chain([memory]) {
+        let ns = common::unique_namespace("casclock");
+        let _cleanup = common::Cleanup(|| {
+            let _ = url::open(&url, &ns).and_then(|mut s| s.uninstall());
+        });
+        let mut store = url::open(&url, &ns).unwrap();
+        let store = store.as_mut();
+        let key = "nightly-report";
+        let now = store.read(key).unwrap().now;
+
+        // Inserting: refused while ahead, done once reached.
+        for at in ahead(now) {
+            refused(store, label, key, &write(1, 0, Some(b"first"), 1, at));
+        }
+        let first = match store
+            .write(key, &write(1, 0, Some(b"first"), 1, now))
+            .unwrap()
+        {
+            Written::Done { fences } => fences,
+            other => panic!("{label}: {other:?}"),
+        };
+        assert_eq!(first.len(), 1, "{label}");
+
+        // Replacing.
+        let now = store.read(key).unwrap().now;
+        for at in ahead(now) {
+            refused(store, label, key, &write(2, 1, Some(b"second"), 2, at));
+        }
+        match store
+            .write(key, &write(2, 1, Some(b"second"), 2, now))
+            .unwrap()
+        {
+            Written::Done { fences } => {
+                assert_eq!(fences.len(), 2, "{label}");
+                assert!(
+                    fences[0] > first[0] && fences[1] > fences[0],
+                    "{label}: {fences:?}"
+                );
+            }
+            other => panic!("{label}: {other:?}"),
+        }
+        assert_eq!(
+            stored(store, key).1,
+            Some((2, b"second".to_vec())),
+            "{label}"
+        );
+
+        // Deleting.
+        let now = store.read(key).unwrap().now;
+        for at in ahead(now) {
+            refused(store, label, key, &write(3, 2, None, 0, at));
+        }
+        assert_eq!(
+            store.write(key, &write(3, 2, None, 0, now)).unwrap(),
+            Written::Done { fences: Vec::new() },
+            "{label}"
+        );
+        assert_eq!(stored(store, key).1, None, "{label}");
+        assert!(store.last_fence().unwrap() >= Fence(3), "{label}");
+    }
+}
