@@ -303,41 +303,47 @@ impl PostgresStore {
     fn connection(&mut self) -> Result<&Conn, StoreError> {
         if self.conn.is_none() {
             let (client, driver) = self.new_connection()?;
-            let [read, update, insert, delete, collect] = Statements::texts(&self.schema);
-            let prepared = self.bound.run(async {
-                // Every statement of the store looks up one row by its key, which a generic
-                // plan does as well as a custom one; left to choose, PostgreSQL plans the
-                // compare-and-set anew at every call (measured with `pgbench -M prepared`:
-                // ~140 µs per write instead of ~100 µs). Servers before 12 lack the setting.
-                let _ = client
-                    .batch_execute("SET plan_cache_mode = force_generic_plan")
-                    .await;
-                Ok::<_, tokio_postgres::Error>(Statements {
-                    read: client.prepare(&read).await?,
-                    update: client.prepare(&update).await?,
-                    insert: client.prepare(&insert).await?,
-                    delete: client.prepare(&delete).await?,
-                    collect: client.prepare(&collect).await?,
-                })
-            });
-            match prepared {
-                Ok(statements) => {
-                    self.conn = Some(Conn {
-                        client,
-                        driver,
-                        statements,
-                    });
-                }
-                Err(e) => {
-                    driver.abort();
-                    return Err(self.failed(&e));
-                }
-            }
+            self.adopt(client, driver)?;
         }
         self.conn.as_ref().ok_or_else(|| StoreError::Connect {
             store: self.describe(),
             reason: "no connection".into(),
         })
+    }
+
+    /// Prepares the hot path's statements on a new connection and makes it the live one.
+    fn adopt(&mut self, client: Client, driver: JoinHandle<()>) -> Result<(), StoreError> {
+        let [read, update, insert, delete, collect] = Statements::texts(&self.schema);
+        let prepared = self.bound.run(async {
+            // Every statement of the store looks up one row by its key, which a generic
+            // plan does as well as a custom one; left to choose, PostgreSQL plans the
+            // compare-and-set anew at every call (measured with `pgbench -M prepared`:
+            // ~140 µs per write instead of ~100 µs). Servers before 12 lack the setting.
+            let _ = client
+                .batch_execute("SET plan_cache_mode = force_generic_plan")
+                .await;
+            Ok::<_, tokio_postgres::Error>(Statements {
+                read: client.prepare(&read).await?,
+                update: client.prepare(&update).await?,
+                insert: client.prepare(&insert).await?,
+                delete: client.prepare(&delete).await?,
+                collect: client.prepare(&collect).await?,
+            })
+        });
+        match prepared {
+            Ok(statements) => {
+                self.conn = Some(Conn {
+                    client,
+                    driver,
+                    statements,
+                });
+                Ok(())
+            }
+            Err(e) => {
+                driver.abort();
+                Err(self.failed(&e))
+            }
+        }
     }
 
     /// Maps an error: a broken connection or no answer within the bound drops it (the next
@@ -384,8 +390,9 @@ impl PostgresStore {
     fn install(&mut self) -> Result<(), StoreError> {
         let ns = self.schema.clone();
         let sql = SCHEMA.replace("__NS__", &ns).replace("__FORMAT__", FORMAT);
-        // Its own connection: the hot path's statements cannot be prepared before the schema
-        // exists.
+        // The hot path's statements are prepared on the same connection once the schema
+        // exists: the store is connected when it is opened, and its first call does not
+        // connect.
         let (mut client, driver) = self.new_connection()?;
         let result = self.bound.run(async {
             let tx = client.transaction().await?;
@@ -425,6 +432,9 @@ impl PostgresStore {
             tx.commit().await?;
             Ok::<_, tokio_postgres::Error>(Ok(()))
         });
+        if let Ok(Ok(())) = result {
+            return self.adopt(client, driver);
+        }
         drop(client);
         driver.abort();
         match result {

@@ -596,6 +596,37 @@ mod postgres_faults {
         survives_a_drop_while_waiting("postgres", &common::postgres_url(), &ns, killer(&ns));
     }
 
+    /// The connection that installed the schema is the one the calls use: an opened store is
+    /// connected, and its first call does not connect (it once did, inside the benchmark's
+    /// timed window: the 64-connection tail).
+    #[test]
+    fn postgres_store_is_connected_when_opened() {
+        let ns = common::unique_namespace("faults");
+        let _cleanup = common::Cleanup({
+            let ns = ns.clone();
+            move || open(&ns).uninstall().unwrap()
+        });
+        let name = format!("lock-store:{ns}");
+        let backends = || -> Vec<i32> {
+            admin()
+                .query(
+                    "SELECT pid FROM pg_stat_activity WHERE application_name = $1",
+                    &[&name],
+                )
+                .unwrap()
+                .iter()
+                .map(|r| r.get(0))
+                .collect()
+        };
+        let mut store = open(&ns);
+        let opened = backends();
+        assert_eq!(opened.len(), 1, "{opened:?}");
+        assert!(store.read("job").unwrap().record.is_none());
+        assert_eq!(store.last_fence().unwrap(), Fence(0));
+        assert!(store.keys().unwrap().is_empty());
+        assert_eq!(backends(), opened, "the calls used the opening connection");
+    }
+
     /// Terminates every backend of namespace `ns` (its application name).
     fn killer(ns: &str) -> impl FnMut() -> usize + Send + 'static {
         let name = format!("lock-store:{ns}");
