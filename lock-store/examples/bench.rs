@@ -16,8 +16,10 @@
 //!   the design's floor (on distinct keys): the store-side work a pair needs in this design
 //!   (the store's clock, a version compared, a token, a record written), with no decision and
 //!   no client library, which shows what the design costs apart from what lock-store adds.
-//! - PostgreSQL: `pg_try_advisory_lock`/`pg_advisory_unlock` (nothing durable) and a
-//!   ShedLock-style table (`UPDATE ... WHERE lock_until <= now()`).
+//! - PostgreSQL: `pg_try_advisory_lock`/`pg_advisory_unlock` (nothing durable), a
+//!   ShedLock-style table (`UPDATE ... WHERE lock_until <= now()`), and the design's floor (on
+//!   distinct keys): the same store-side work as on Redis, as one bare prepared statement
+//!   through the same blocking client as the ShedLock-style table.
 //! - MariaDB: `GET_LOCK`/`RELEASE_LOCK` (nothing durable) and a ShedLock-style table.
 //!
 //! It also times the decision alone (decode, transition, encode of a record) per pair, native
@@ -171,6 +173,79 @@ impl Drop for CasFloor {
     fn drop(&mut self) {
         if let Some(record) = &self.record {
             let _: Result<(), _> = redis::cmd("DEL").arg(record).query(&mut self.conn);
+        }
+    }
+}
+
+/// The design's floor on PostgreSQL: the store-side work a pair needs in this design, with no
+/// decision and no lock-store around it, through the blocking client the ShedLock-style table
+/// uses. Acquire: a record of lock-store's size replaced where the version matches and the
+/// server's clock has reached the decision's instant, a token taken from a sequence in the same
+/// statement and returned; release: the same without a token. Distinct keys only.
+struct PgFloor {
+    client: postgres::Client,
+    write: postgres::Statement,
+    /// `<ns>_floor`: the records' table.
+    table: String,
+    /// The key's row, inserted at the first take (each connection has one key) and deleted
+    /// when the pair is dropped, so that the next turn's pair starts from version 0.
+    key: Option<String>,
+    version: i64,
+    bytes: Vec<u8>,
+}
+
+/// The floor's compare-and-set on table `t` with sequence `t_fences` (see [`PgFloor`]): $1 key,
+/// $2 expected version, $3 new version, $4 record, $5 whether to take a token, $6 the instant
+/// the server's clock must have reached.
+fn pg_floor_write(t: &str) -> String {
+    format!(
+        "UPDATE {t} SET version = $3, record = $4, \
+         fences = CASE WHEN $5 THEN ARRAY[nextval('{t}_fences')] ELSE '{{}}'::bigint[] END \
+         WHERE key = $1 AND version = $2 AND clock_timestamp() >= $6 RETURNING fences"
+    )
+}
+
+impl PgFloor {
+    /// One compare-and-set on `key`'s row; true if it wrote (no conflict).
+    fn write(&mut self, token: bool, key: &str) -> bool {
+        if self.key.is_none() {
+            self.client
+                .execute(
+                    &format!("INSERT INTO {} VALUES ($1, 0, '', '{{}}')", self.table),
+                    &[&key],
+                )
+                .unwrap();
+            self.key = Some(key.to_owned());
+        }
+        let next = self.version + 1;
+        // A decision made a second ago, on the store's clock.
+        let decided = std::time::SystemTime::now() - Duration::from_secs(1);
+        let row = self
+            .client
+            .query_opt(
+                &self.write,
+                &[&key, &self.version, &next, &self.bytes, &token, &decided],
+            )
+            .unwrap();
+        self.version = next;
+        row.is_some()
+    }
+}
+
+impl Pair for PgFloor {
+    fn take(&mut self, key: &str) -> bool {
+        self.write(true, key)
+    }
+    fn give(&mut self, key: &str) {
+        assert!(self.write(false, key), "the floor's row is its own");
+    }
+}
+
+impl Drop for PgFloor {
+    fn drop(&mut self) {
+        if let Some(key) = &self.key {
+            let sql = format!("DELETE FROM {} WHERE key = $1", self.table);
+            let _ = self.client.execute(&sql, &[key]);
         }
     }
 }
@@ -338,6 +413,11 @@ fn measure(
             };
             std::thread::spawn(move || {
                 let mut latencies = Vec::with_capacity(4096);
+                // One untimed pair first, for every contender alike: its connection made and
+                // its statements prepared, lock-store's cache of the record filled.
+                if pair.take(&key) {
+                    pair.give(&key);
+                }
                 barrier.wait();
                 let start = Instant::now();
                 while start.elapsed() < run_for {
@@ -532,10 +612,13 @@ fn main() {
     // PostgreSQL.
     let shed = format!("{ns}_shedlock");
     if run("postgres") {
+        let floor_table = format!("{ns}_floor");
         let mut admin = postgres::Client::connect(&pg_url, postgres::NoTls).unwrap();
         admin
         .batch_execute(&format!(
-            "CREATE TABLE {shed} (name text PRIMARY KEY, lock_until timestamptz NOT NULL, locked_at timestamptz NOT NULL, locked_by text NOT NULL)"
+            "CREATE TABLE {shed} (name text PRIMARY KEY, lock_until timestamptz NOT NULL, locked_at timestamptz NOT NULL, locked_by text NOT NULL); \
+             CREATE TABLE {floor_table} (key text PRIMARY KEY, version bigint NOT NULL, record bytea NOT NULL, fences bigint[] NOT NULL) WITH (fillfactor = 90); \
+             CREATE SEQUENCE {floor_table}_fences"
         ))
         .unwrap();
         let ours_pg = |i: usize| -> Box<dyn Pair> {
@@ -577,9 +660,23 @@ fn main() {
                 give,
             })
         };
+        let pg_floor = |_: usize| -> Box<dyn Pair> {
+            let mut client = postgres::Client::connect(&pg_url, postgres::NoTls).unwrap();
+            let write = client.prepare(&pg_floor_write(&floor_table)).unwrap();
+            Box::new(PgFloor {
+                client,
+                write,
+                table: floor_table.clone(),
+                key: None,
+                version: 0,
+                bytes: vec![b'r'; 90],
+            })
+        };
+        // The floor keeps no lock state: distinct keys only.
         let alternatives: Vec<Alternative<'_>> = vec![
             ("ShedLock-style table", &pg_table, true),
             ("advisory locks", &advisory, true),
+            ("the design's floor", &pg_floor, false),
         ];
         table(
             "postgres",
@@ -591,7 +688,8 @@ fn main() {
         );
         admin
             .batch_execute(&format!(
-                "DROP TABLE {shed}; DROP SCHEMA IF EXISTS {ns} CASCADE"
+                "DROP TABLE {shed}; DROP TABLE {floor_table}; DROP SEQUENCE {floor_table}_fences; \
+                 DROP SCHEMA IF EXISTS {ns} CASCADE"
             ))
             .unwrap();
     }
