@@ -22,6 +22,11 @@ source scripts/services.sh
 ensure_services
 trap stop_services EXIT
 cargo test -p lock-store --features all-stores,component
+echo "== lock-store builds with each store's feature alone, its tests too (nobody compiles clients they do not use)"
+for store in sqlite redis postgres mysql; do
+  cargo check -q -p lock-store --no-default-features --features "$store" --tests
+done
+cargo check -q -p lock-store --no-default-features --lib
 echo "== the shared-store benchmark, smoke run (figures: cargo run --release -p lock-store --features all-stores --example bench)"
 cargo run -q -p lock-store --features all-stores --example bench -- 0.05 >/dev/null
 echo "== scale at the documented limits (release build): a million leases expiring at once, saved and restored, within the default call bound"

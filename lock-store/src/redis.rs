@@ -81,6 +81,15 @@ return fences
 /// The error Redis answers an `EVALSHA` of a script it does not have.
 const NO_SCRIPT: redis::ErrorKind = redis::ErrorKind::Server(redis::ServerErrorKind::NoScript);
 
+/// Never happens: [`RedisStore::connect`] just made the connection. Answered as an error
+/// rather than a panic.
+fn no_connection(store: &str) -> StoreError {
+    StoreError::Connect {
+        store: store.to_owned(),
+        reason: "no connection".into(),
+    }
+}
+
 /// Records in Redis.
 pub struct RedisStore {
     client: Client,
@@ -197,10 +206,7 @@ impl RedisStore {
         }
         match self.conn.as_mut() {
             Some(conn) => Ok(conn),
-            None => Err(StoreError::Connect {
-                store: self.described.clone(),
-                reason: "no connection".into(),
-            }),
+            None => Err(no_connection(&self.described)),
         }
     }
 
@@ -351,10 +357,7 @@ impl Store for RedisStore {
             ..
         } = self
         else {
-            return Err(StoreError::Connect {
-                store: self.described.clone(),
-                reason: "no connection".into(),
-            });
+            return Err(no_connection(&self.described));
         };
         let sha = script.get_hash().as_bytes();
         let record_key: [&[u8]; 2] = [record_prefix, key.as_bytes()];
