@@ -43,32 +43,19 @@ CREATE TABLE IF NOT EXISTS __NS__.records (
 -- write a non-HOT update (new entries in every index). Collection walks the keys instead.
 DROP INDEX IF EXISTS __NS__.records_forget_at;
 CREATE SEQUENCE IF NOT EXISTS __NS__.fences MINVALUE 1 MAXVALUE 9007199254740991 NO CYCLE;
-CREATE OR REPLACE FUNCTION __NS__.now_ms() RETURNS bigint LANGUAGE sql VOLATILE AS
-$$ SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint $$;
--- Collects records that are free and forgotten among the p_limit keys after p_after (a
--- cursor each writer walks through the key space); answers the last key looked at, NULL at
--- the end (the walk starts again).
+-- The collection step is a statement each connection prepares (see `Statements`); earlier
+-- builds of this format installed it as a function.
 DROP FUNCTION IF EXISTS __NS__.collect(int);
-CREATE OR REPLACE FUNCTION __NS__.collect(p_after text, p_limit int) RETURNS text
-LANGUAGE sql VOLATILE AS $$
-    WITH seen AS (
-        SELECT key FROM __NS__.records WHERE key > p_after ORDER BY key LIMIT p_limit),
-    gone AS (
-        DELETE FROM __NS__.records WHERE key IN (
-            SELECT key FROM __NS__.records
-            WHERE key IN (SELECT key FROM seen) AND forget_at <= __NS__.now_ms()
-            FOR UPDATE SKIP LOCKED)
-        RETURNING 1)
-    SELECT max(key) FROM seen
-$$;
+DROP FUNCTION IF EXISTS __NS__.collect(text, int);
+DROP FUNCTION IF EXISTS __NS__.now_ms();
 "#;
 
 /// The server's time in milliseconds, as SQL.
 const NOW_MS: &str = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 
 /// The statements of the hot path, prepared once per connection: the read, the three
-/// compare-and-sets (replace a row, insert one, delete one) and a step of the collection. A compare-and-set answers the fresh
-/// tokens if it wrote, and no row if it did not (the version differs, or the server's clock is
+/// compare-and-sets (replace a row, insert one, delete one) and a step of the collection. A
+/// compare-and-set answers the fresh tokens if it wrote, and no row if it did not (the version differs, or the server's clock is
 /// behind the decision): the store then reads the row as it is now, a second round trip that
 /// only a conflict pays. Plain statements rather than one `WITH` that also answers the row on a
 /// conflict: measured with `pgbench -M prepared` and `synchronous_commit = off`, ~95-110 µs
@@ -136,9 +123,11 @@ impl Statements {
              RETURNING '{{}}'::bigint[]",
             clock_reached(3)
         );
-        // $1 after, $2 limit: what `{ns}.collect` does (kept in the schema for clients of
-        // this format), as a statement planned once rather than a function planned at each
-        // call (measured with `pgbench`: ~0.24 ms against ~0.45 ms per step).
+        // $1 after, $2 limit: deletes the records that are free and forgotten among the $2
+        // keys after $1 (a cursor each writer walks through the key space); answers the last
+        // key looked at, NULL at the end (the walk starts again). A statement planned once
+        // rather than a SQL function planned at each call (measured with `pgbench`: ~0.24 ms
+        // against ~0.45 ms per step).
         let collect = format!(
             "WITH seen AS (SELECT key FROM {ns}.records WHERE key > $1 ORDER BY key LIMIT $2), \
              gone AS (DELETE FROM {ns}.records WHERE key IN ( \
@@ -432,12 +421,7 @@ impl PostgresStore {
             tx.commit().await?;
             Ok::<_, tokio_postgres::Error>(Ok(()))
         });
-        if let Ok(Ok(())) = result {
-            return self.adopt(client, driver);
-        }
-        drop(client);
-        driver.abort();
-        match result {
+        let installed = match result {
             Ok(Ok(())) => Ok(()),
             Ok(Err(reason)) => Err(StoreError::Schema {
                 store: self.describe(),
@@ -447,6 +431,14 @@ impl PostgresStore {
                 StoreError::Server { store, reason } => Err(StoreError::Schema { store, reason }),
                 other => Err(other),
             },
+        };
+        match installed {
+            Ok(()) => self.adopt(client, driver),
+            Err(e) => {
+                drop(client);
+                driver.abort();
+                Err(e)
+            }
         }
     }
 
