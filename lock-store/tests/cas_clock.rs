@@ -29,11 +29,14 @@ fn write(
     }
 }
 
-/// The record `key` holds now: its version and bytes (`None`: no record).
-fn stored(store: &mut dyn Store, key: &str) -> (Read, Option<(u64, Vec<u8>)>) {
-    let read = store.read(key).unwrap();
-    let record = read.record.as_ref().map(|r| (r.version, r.bytes.clone()));
-    (read, record)
+/// The record `read` holds: its version and bytes (`None`: no record).
+fn record(read: Read) -> Option<(u64, Vec<u8>)> {
+    read.record.map(|r| (r.version, r.bytes))
+}
+
+/// The record `key` holds now.
+fn stored(store: &mut dyn Store, key: &str) -> Option<(u64, Vec<u8>)> {
+    record(store.read(key).unwrap())
 }
 
 /// Every `not_before` the store's clock has not reached, from `now`.
@@ -49,20 +52,18 @@ fn ahead(now: Instant) -> [Instant; 3] {
 /// Asserts that `w` on `key` is refused as a conflict and changes nothing: the record, the
 /// namespace's last token.
 fn refused(store: &mut dyn Store, label: &str, key: &str, w: &Write<'_>) {
-    let (_, before) = stored(store, key);
+    let before = stored(store, key);
     let last = store.last_fence().unwrap();
     match store.write(key, w).unwrap() {
-        Written::Conflict(read) => {
-            let now = read.record.map(|r| (r.version, r.bytes));
-            assert_eq!(
-                now, before,
-                "{label}: the conflict answers the record as it is"
-            );
-        }
+        Written::Conflict(read) => assert_eq!(
+            record(read),
+            before,
+            "{label}: the conflict answers the record as it is"
+        ),
         other => panic!("{label}: {w:?} was {other:?}"),
     }
     assert_eq!(
-        stored(store, key).1,
+        stored(store, key),
         before,
         "{label}: {w:?} changed the record"
     );
@@ -75,65 +76,61 @@ fn refused(store: &mut dyn Store, label: &str, key: &str, w: &Write<'_>) {
 
 #[test]
 fn a_write_ahead_of_the_stores_clock_changes_nothing() {
-    let memory = ("memory", "memory:".to_owned());
-    for (label, url) in common::store_urls().into_iter().chain([memory]) {
-        let ns = common::unique_namespace("casclock");
-        let _cleanup = common::Cleanup(|| {
-            let _ = url::open(&url, &ns).and_then(|mut s| s.uninstall());
-        });
-        let mut store = url::open(&url, &ns).unwrap();
-        let store = store.as_mut();
-        let key = "nightly-report";
-        let now = store.read(key).unwrap().now;
+    common::each_store("casclock", |label, open| {
+        ahead_changes_nothing(label, open().as_mut())
+    });
+    let mut memory = url::open("memory:", "casclock").unwrap();
+    ahead_changes_nothing("memory", memory.as_mut());
+}
 
-        // Inserting: refused while ahead, done once reached.
-        for at in ahead(now) {
-            refused(store, label, key, &write(1, 0, Some(b"first"), 1, at));
-        }
-        let first = match store
-            .write(key, &write(1, 0, Some(b"first"), 1, now))
-            .unwrap()
-        {
-            Written::Done { fences } => fences,
-            other => panic!("{label}: {other:?}"),
-        };
-        assert_eq!(first.len(), 1, "{label}");
+/// The test on one store, in a namespace of its own.
+fn ahead_changes_nothing(label: &str, store: &mut dyn Store) {
+    let key = "nightly-report";
+    let now = store.read(key).unwrap().now;
 
-        // Replacing.
-        let now = store.read(key).unwrap().now;
-        for at in ahead(now) {
-            refused(store, label, key, &write(2, 1, Some(b"second"), 2, at));
-        }
-        match store
-            .write(key, &write(2, 1, Some(b"second"), 2, now))
-            .unwrap()
-        {
-            Written::Done { fences } => {
-                assert_eq!(fences.len(), 2, "{label}");
-                assert!(
-                    fences[0] > first[0] && fences[1] > fences[0],
-                    "{label}: {fences:?}"
-                );
-            }
-            other => panic!("{label}: {other:?}"),
-        }
-        assert_eq!(
-            stored(store, key).1,
-            Some((2, b"second".to_vec())),
-            "{label}"
-        );
-
-        // Deleting.
-        let now = store.read(key).unwrap().now;
-        for at in ahead(now) {
-            refused(store, label, key, &write(3, 2, None, 0, at));
-        }
-        assert_eq!(
-            store.write(key, &write(3, 2, None, 0, now)).unwrap(),
-            Written::Done { fences: Vec::new() },
-            "{label}"
-        );
-        assert_eq!(stored(store, key).1, None, "{label}");
-        assert!(store.last_fence().unwrap() >= Fence(3), "{label}");
+    // Inserting: refused while ahead, done once reached.
+    for at in ahead(now) {
+        refused(store, label, key, &write(1, 0, Some(b"first"), 1, at));
     }
+    let first = match store
+        .write(key, &write(1, 0, Some(b"first"), 1, now))
+        .unwrap()
+    {
+        Written::Done { fences } => fences,
+        other => panic!("{label}: {other:?}"),
+    };
+    assert_eq!(first.len(), 1, "{label}");
+
+    // Replacing.
+    let now = store.read(key).unwrap().now;
+    for at in ahead(now) {
+        refused(store, label, key, &write(2, 1, Some(b"second"), 2, at));
+    }
+    match store
+        .write(key, &write(2, 1, Some(b"second"), 2, now))
+        .unwrap()
+    {
+        Written::Done { fences } => {
+            assert_eq!(fences.len(), 2, "{label}");
+            assert!(
+                fences[0] > first[0] && fences[1] > fences[0],
+                "{label}: {fences:?}"
+            );
+        }
+        other => panic!("{label}: {other:?}"),
+    }
+    assert_eq!(stored(store, key), Some((2, b"second".to_vec())), "{label}");
+
+    // Deleting.
+    let now = store.read(key).unwrap().now;
+    for at in ahead(now) {
+        refused(store, label, key, &write(3, 2, None, 0, at));
+    }
+    assert_eq!(
+        store.write(key, &write(3, 2, None, 0, now)).unwrap(),
+        Written::Done { fences: Vec::new() },
+        "{label}"
+    );
+    assert_eq!(stored(store, key), None, "{label}");
+    assert!(store.last_fence().unwrap() >= Fence(3), "{label}");
 }

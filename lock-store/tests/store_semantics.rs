@@ -8,18 +8,6 @@ use lock_core::{
 };
 use lock_store::{url, Store, StoreTable};
 
-/// Runs `check` on a fresh namespace of each store, opened by `open(url, ns)`.
-fn each_store(check: impl Fn(&str, &dyn Fn() -> Box<dyn Store>)) {
-    for (label, url) in common::store_urls() {
-        let ns = common::unique_namespace("semantics");
-        let open = || url::open(&url, &ns).unwrap();
-        let _cleanup = common::Cleanup(|| {
-            let _ = url::open(&url, &ns).and_then(|mut s| s.uninstall());
-        });
-        check(label, &open);
-    }
-}
-
 fn table(store: Box<dyn Store>, limits: Limits) -> StoreTable<Box<dyn Store>> {
     StoreTable::new(store, limits).unwrap()
 }
@@ -76,7 +64,7 @@ fn fence_of(r: &Response) -> u64 {
 /// fences continue above every fence issued before.
 #[test]
 fn a_new_client_sees_the_leases_and_continues_the_fences() {
-    each_store(|label, open| {
+    common::each_store("semantics", |label, open| {
         let mut first = table(open(), Limits::default());
         let a = fence_of(&acquire(&mut first, "a", "o1", 1000, 0, 0));
         let b = fence_of(&acquire(&mut first, "b", "o2", 1000, 0, 0));
@@ -113,7 +101,7 @@ fn a_new_client_sees_the_leases_and_continues_the_fences() {
 /// nothing leaves no record, so a store's size is the keys in use.
 #[test]
 fn free_keys_leave_no_record() {
-    each_store(|label, open| {
+    common::each_store("semantics", |label, open| {
         let limits = Limits {
             expired_retention: Duration(100),
             ..Limits::default()
@@ -141,7 +129,7 @@ fn free_keys_leave_no_record() {
 /// Replaces the table-wide `max_expired_records` scenario: in a store the bound is per key.
 #[test]
 fn expired_memory_is_bounded_per_key() {
-    each_store(|label, open| {
+    common::each_store("semantics", |label, open| {
         let limits = Limits {
             max_expired_records: 2,
             ..Limits::default()
@@ -188,7 +176,7 @@ fn expired_memory_is_bounded_per_key() {
 /// `max_waiters_per_key`, whichever is smaller), and other keys' queues do not count.
 #[test]
 fn max_waiters_bounds_each_queue() {
-    each_store(|label, open| {
+    common::each_store("semantics", |label, open| {
         let limits = Limits {
             max_waiters: 2,
             ..Limits::default()

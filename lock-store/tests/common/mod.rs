@@ -193,6 +193,19 @@ pub fn store_urls() -> Vec<(&'static str, String)> {
     urls
 }
 
+/// Runs `check` on a fresh namespace (named after `purpose`) of each store of [`store_urls`],
+/// which `open()` opens (each call another connection); the namespace is uninstalled afterwards.
+pub fn each_store(purpose: &str, check: impl Fn(&str, &dyn Fn() -> Box<dyn Store>)) {
+    for (label, url) in store_urls() {
+        let ns = unique_namespace(purpose);
+        let open = || lock_store::url::open(&url, &ns).unwrap();
+        let _cleanup = Cleanup(|| {
+            let _ = lock_store::url::open(&url, &ns).and_then(|mut s| s.uninstall());
+        });
+        check(label, &open);
+    }
+}
+
 /// A store for tests that passes every call on to `inner`, except that it runs `before_write`
 /// once, just before the first write it is asked for (another client acts between this
 /// client's read and its compare-and-set), and answers `watcher` with `watcher` when set.
