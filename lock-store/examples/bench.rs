@@ -2,15 +2,19 @@
 //! in one run on the same servers.
 //!
 //! ```text
-//! cargo run --release -p lock-store --features all-stores --example bench -- [SECONDS_PER_CELL] [redis|postgres|mariadb]...
+//! cargo run --release -p lock-store --features all-stores --example bench -- [SECONDS_PER_CELL] [redis|postgres|mariadb]... [turns=N] [aims]
 //! ```
+//!
+//! `turns=N` splits each contender's time in a cell into N turns (default 4); `aims` measures
+//! only the cells the performance aims speak of (distinct keys, 1 and 16 connections), which
+//! with many turns is how to tell whether an aim is met on a machine whose speed drifts.
 //!
 //! For each store and each of 1, 16 and 64 connections (one thread each), two workloads:
 //! *distinct* (each connection takes and releases its own key: the uncontended pair) and *hot*
 //! (every connection tries one key and releases it when it got it). Printed per cell: operations
 //! per second (a pair for distinct; an attempt for hot), p50 and p99 latency, and the ratio to
 //! each alternative measured in the same run, in turns (lock-store and the alternatives take
-//! turns of a quarter of the cell's time each, so that the machine's drift touches them alike):
+//! turns, four each by default, so that the machine's drift touches them alike):
 //!
 //! - Redis: redislock-style `SET key token NX PX ttl` + an owner-checked scripted `DEL`, and
 //!   the design's floor (on distinct keys): the store-side work a pair needs in this design
@@ -24,7 +28,10 @@
 //!
 //! It also times the decision alone (decode, transition, encode of a record) per pair, native
 //! and (built with `--features all-stores,component`) through the lock component, and reports
-//! the larger as a share of lock-store's pair. Server URLs: `LOCK_STORE_REDIS_URL`,
+//! the larger as a share of lock-store's pair. The headline ratios (1 and 16 connections,
+//! distinct keys) are given twice: over the whole cell, and turn by turn (lock-store's turn
+//! against the alternative's turn next to it: the median and the range), which shows how far
+//! the machine's drift moves them. Server URLs: `LOCK_STORE_REDIS_URL`,
 //! `LOCK_STORE_POSTGRES_URL`, `LOCK_STORE_MYSQL_URL` (defaults: the local servers).
 
 use std::sync::{Arc, Barrier};
@@ -346,47 +353,76 @@ struct Cell {
     p99_us: f64,
 }
 
-/// How many turns each contender of a cell takes: lock-store and the alternatives run in turns
-/// (all once, then all again, the first moving to the back each time), so that a drift of the
-/// machine (this VM's speed moves by 20-30 % within minutes) touches them alike.
+impl Cell {
+    /// The cell of `latencies`, measured over `seconds`.
+    fn of(mut latencies: Vec<Duration>, seconds: f64) -> Cell {
+        latencies.sort_unstable();
+        let pct = |p: f64| {
+            latencies
+                .get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1)))
+                .map_or(0.0, |d| d.as_secs_f64() * 1e6)
+        };
+        Cell {
+            ops_per_s: latencies.len() as f64 / seconds,
+            p50_us: pct(0.50),
+            p99_us: pct(0.99),
+        }
+    }
+}
+
+/// A contender's cell: all its turns together, and each turn alone (in the order run).
+struct Measured {
+    all: Cell,
+    turns: Vec<Cell>,
+}
+
+/// How many turns each contender of a cell takes unless the command line says (`turns=N`):
+/// lock-store and the alternatives run in turns (all once, then all again, the first moving to
+/// the back each time), so that a drift of the machine (this VM's speed moves by 20-50 %
+/// within minutes) touches them alike.
 const TURNS: usize = 4;
 
-/// Measures each of `makers` for `seconds` in all, in [`TURNS`] turns each.
+/// Measures each of `makers` for `seconds` in all, in `turns` turns each.
 fn measure_in_turns(
     makers: &[&MakePair<'_>],
     connections: usize,
     hot: bool,
     seconds: f64,
+    turns: usize,
     tag: &str,
-) -> Vec<Cell> {
-    let mut latencies: Vec<Vec<Duration>> = vec![Vec::new(); makers.len()];
-    for turn in 0..TURNS {
+) -> Vec<Measured> {
+    let per_turn = seconds / turns as f64;
+    let mut latencies: Vec<Vec<Vec<Duration>>> = vec![Vec::new(); makers.len()];
+    for turn in 0..turns {
         for i in 0..makers.len() {
             let who = (i + turn) % makers.len();
-            latencies[who].extend(measure(
-                makers[who],
-                connections,
-                hot,
-                seconds / TURNS as f64,
-                tag,
-            ));
+            latencies[who].push(measure(makers[who], connections, hot, per_turn, tag));
         }
     }
     latencies
         .into_iter()
-        .map(|mut all| {
-            all.sort_unstable();
-            let pct = |p: f64| {
-                all.get(((all.len() as f64 * p) as usize).min(all.len().saturating_sub(1)))
-                    .map_or(0.0, |d| d.as_secs_f64() * 1e6)
-            };
-            Cell {
-                ops_per_s: all.len() as f64 / seconds,
-                p50_us: pct(0.50),
-                p99_us: pct(0.99),
-            }
+        .map(|turns| Measured {
+            all: Cell::of(turns.concat(), seconds),
+            turns: turns.into_iter().map(|l| Cell::of(l, per_turn)).collect(),
         })
         .collect()
+}
+
+/// The ratios of `ours` to `theirs`, turn by turn (each turn of one ran beside the same turn of
+/// the other, so the machine's drift mostly cancels): median, lowest and highest.
+fn turn_ratios(ours: &[Cell], theirs: &[Cell], of: impl Fn(&Cell) -> f64) -> (f64, f64, f64) {
+    let mut r: Vec<f64> = ours
+        .iter()
+        .zip(theirs)
+        .map(|(a, b)| of(a) / of(b))
+        .collect();
+    r.sort_by(f64::total_cmp);
+    let median = if r.len() % 2 == 1 {
+        r[r.len() / 2]
+    } else {
+        (r[r.len() / 2 - 1] + r[r.len() / 2]) / 2.0
+    };
+    (median, r[0], r[r.len() - 1])
 }
 
 /// Runs `connections` threads for `seconds`: distinct keys (pairs) or one hot key (attempts).
@@ -533,9 +569,22 @@ fn main() {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(2.0);
+    let words: Vec<String> = std::env::args().skip(2).collect();
+    let plan = Plan {
+        seconds,
+        turns: words
+            .iter()
+            .find_map(|w| w.strip_prefix("turns=")?.parse().ok())
+            .filter(|&t| t > 0)
+            .unwrap_or(TURNS),
+        aims: words.iter().any(|w| w == "aims"),
+    };
     // The stores to measure (default: all).
-    let only: Vec<String> = std::env::args().skip(2).collect();
-    let run = |store: &str| only.is_empty() || only.iter().any(|o| o == store);
+    let only: Vec<&String> = words
+        .iter()
+        .filter(|w| ["redis", "postgres", "mariadb"].contains(&w.as_str()))
+        .collect();
+    let run = |store: &str| only.is_empty() || only.iter().any(|o| *o == store);
     let redis_url = url("LOCK_STORE_REDIS_URL", "redis://127.0.0.1:6379");
     let pg_url = url(
         "LOCK_STORE_POSTGRES_URL",
@@ -556,8 +605,14 @@ fn main() {
     }
     let decide = component.unwrap_or(decide).max(decide);
     println!(
-        "{} s per cell; ops/s counts pairs (distinct) or attempts (hot)\n",
-        seconds
+        "{} s per cell and contender, in {} turns; ops/s counts pairs (distinct) or attempts (hot){}\n",
+        plan.seconds,
+        plan.turns,
+        if plan.aims {
+            "; only the aims' cells (distinct keys, 1 and 16 connections)"
+        } else {
+            ""
+        }
     );
     println!("| store | workload | conns | ops/s | p50 us | p99 us | vs |");
     println!("| --- | --- | --- | --- | --- | --- | --- |");
@@ -603,7 +658,7 @@ fn main() {
             "redis",
             &ours_redis,
             &alternatives,
-            seconds,
+            &plan,
             decide,
             &mut ratios,
         );
@@ -682,7 +737,7 @@ fn main() {
             "postgres",
             &ours_pg,
             &alternatives,
-            seconds,
+            &plan,
             decide,
             &mut ratios,
         );
@@ -744,7 +799,7 @@ fn main() {
             "mariadb",
             &ours_my,
             &alternatives,
-            seconds,
+            &plan,
             decide,
             &mut ratios,
         );
@@ -772,19 +827,33 @@ fn main() {
     }
 }
 
+/// What to measure: seconds per cell and contender, turns per cell, and whether only the
+/// cells the aims speak of (distinct keys at 1 and 16 connections).
+struct Plan {
+    seconds: f64,
+    turns: usize,
+    aims: bool,
+}
+
 /// Measures lock-store and each alternative on one store, prints the rows and collects the
-/// headline ratios.
+/// headline ratios (with the median and range of the ratios turn by turn).
 fn table(
     store: &str,
     ours: &MakePair<'_>,
     alternatives: &[Alternative<'_>],
-    seconds: f64,
+    plan: &Plan,
     decide_us: f64,
     ratios: &mut Vec<String>,
 ) {
-    for hot in [false, true] {
+    let workloads: &[bool] = if plan.aims { &[false] } else { &[false, true] };
+    let connections: &[usize] = if plan.aims {
+        &CONNECTIONS[..2]
+    } else {
+        &CONNECTIONS
+    };
+    for &hot in workloads {
         let workload = if hot { "hot key" } else { "distinct keys" };
-        for &n in &CONNECTIONS {
+        for &n in connections {
             // The key prefix differs per workload so lock-store's and the alternatives' keys
             // never meet.
             let tag = if store == "mariadb" { "my" } else { "" };
@@ -796,22 +865,33 @@ fn table(
             let makers: Vec<&MakePair<'_>> = std::iter::once(ours)
                 .chain(alternatives.iter().map(|(_, make)| *make))
                 .collect();
-            let cells = measure_in_turns(&makers, n, hot, seconds, tag);
-            let mine = &cells[0];
+            let cells = measure_in_turns(&makers, n, hot, plan.seconds, plan.turns, tag);
+            let mine = &cells[0].all;
             let mut vs = Vec::new();
             for ((name, _), theirs) in alternatives.iter().zip(&cells[1..]) {
+                let all = &theirs.all;
                 vs.push(format!(
                     "{name}: {:.0} ops/s, p50 {:.0} us (ours {:.2}x p50, {:.2}x ops/s)",
-                    theirs.ops_per_s,
-                    theirs.p50_us,
-                    mine.p50_us / theirs.p50_us,
-                    mine.ops_per_s / theirs.ops_per_s
+                    all.ops_per_s,
+                    all.p50_us,
+                    mine.p50_us / all.p50_us,
+                    mine.ops_per_s / all.ops_per_s
                 ));
                 if !hot && (n == 1 || n == 16) {
+                    let p50 = turn_ratios(&cells[0].turns, &theirs.turns, |c| c.p50_us);
+                    let ops = turn_ratios(&cells[0].turns, &theirs.turns, |c| c.ops_per_s);
                     ratios.push(format!(
-                        "{store}, {n} conn, distinct keys, vs {name}: p50 {:.2}x, throughput {:.2}x",
-                        mine.p50_us / theirs.p50_us,
-                        mine.ops_per_s / theirs.ops_per_s
+                        "{store}, {n} conn, distinct keys, vs {name}: p50 {:.2}x, throughput {:.2}x; \
+                         turn by turn ({} turns): p50 {:.2}x ({:.2}x-{:.2}x), throughput {:.2}x ({:.2}x-{:.2}x)",
+                        mine.p50_us / all.p50_us,
+                        mine.ops_per_s / all.ops_per_s,
+                        plan.turns,
+                        p50.0,
+                        p50.1,
+                        p50.2,
+                        ops.0,
+                        ops.1,
+                        ops.2
                     ));
                 }
             }
