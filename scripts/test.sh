@@ -29,6 +29,14 @@ done
 cargo check -q -p lock-store --no-default-features --lib
 echo "== the shared-store benchmark, smoke run (figures: cargo run --release -p lock-store --features all-stores --example bench)"
 cargo run -q -p lock-store --features all-stores --example bench -- 0.05 >/dev/null
+# The aims mode the README judges the aims with (only its cells, turn-by-turn ratios), and a
+# misspelt argument refused rather than ignored.
+aims=$(cargo run -q -p lock-store --features all-stores --example bench -- 0.05 aims turns=2)
+grep -q "turn by turn (2 turns)" <<<"$aims"
+if grep -q "hot key\|| 64 |" <<<"$aims"; then echo "bench's aims mode measured a cell the aims do not name"; exit 1; fi
+if cargo run -q -p lock-store --features all-stores --example bench -- 0.05 posgres 2>/dev/null; then
+  echo "bench accepted a misspelt store"; exit 1
+fi
 echo "== scale at the documented limits (release build): a million leases expiring at once, saved and restored, within the default call bound"
 cargo test --release -p host-wasmtime --test scale -- --ignored
 echo "== fuzzing lock-core (${FUZZ_SECONDS:-20} s per target; scripts/fuzz.sh 600 for longer)"

@@ -408,21 +408,49 @@ fn measure_in_turns(
         .collect()
 }
 
-/// The ratios of `ours` to `theirs`, turn by turn (each turn of one ran beside the same turn of
-/// the other, so the machine's drift mostly cancels): median, lowest and highest.
-fn turn_ratios(ours: &[Cell], theirs: &[Cell], of: impl Fn(&Cell) -> f64) -> (f64, f64, f64) {
-    let mut r: Vec<f64> = ours
-        .iter()
-        .zip(theirs)
-        .map(|(a, b)| of(a) / of(b))
-        .collect();
-    r.sort_by(f64::total_cmp);
-    let median = if r.len() % 2 == 1 {
-        r[r.len() / 2]
-    } else {
-        (r[r.len() / 2 - 1] + r[r.len() / 2]) / 2.0
-    };
-    (median, r[0], r[r.len() - 1])
+/// Ratios turn by turn: their median, the lowest and the highest; shown as `1.11x (1.04x-1.27x)`.
+struct Spread {
+    median: f64,
+    low: f64,
+    high: f64,
+}
+
+impl Spread {
+    /// The ratios of `ours` to `theirs`, turn by turn (each turn of one ran beside the same turn
+    /// of the other, so the machine's drift mostly cancels).
+    fn of(ours: &[Cell], theirs: &[Cell], value: impl Fn(&Cell) -> f64) -> Spread {
+        let mut r: Vec<f64> = ours
+            .iter()
+            .zip(theirs)
+            .map(|(a, b)| value(a) / value(b))
+            .collect();
+        r.sort_by(f64::total_cmp);
+        let mid = r.len() / 2;
+        Spread {
+            median: if r.len() % 2 == 1 {
+                r[mid]
+            } else {
+                (r[mid - 1] + r[mid]) / 2.0
+            },
+            low: r[0],
+            high: r[r.len() - 1],
+        }
+    }
+}
+
+impl std::fmt::Display for Spread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:.2}x ({:.2}x-{:.2}x)",
+            self.median, self.low, self.high
+        )
+    }
+}
+
+/// Whether the performance aims speak of a cell: distinct keys at 1 and 16 connections.
+fn aim_cell(hot: bool, connections: usize) -> bool {
+    !hot && (connections == 1 || connections == 16)
 }
 
 /// Runs `connections` threads for `seconds`: distinct keys (pairs) or one hot key (attempts).
@@ -565,26 +593,15 @@ fn component_decision_us() -> Option<f64> {
 }
 
 fn main() {
-    let seconds: f64 = std::env::args()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(2.0);
-    let words: Vec<String> = std::env::args().skip(2).collect();
-    let plan = Plan {
-        seconds,
-        turns: words
-            .iter()
-            .find_map(|w| w.strip_prefix("turns=")?.parse().ok())
-            .filter(|&t| t > 0)
-            .unwrap_or(TURNS),
-        aims: words.iter().any(|w| w == "aims"),
+    let (plan, only) = match Plan::from_args(std::env::args().skip(1)) {
+        Ok(parsed) => parsed,
+        Err(word) => {
+            eprintln!("bench: cannot use {word:?}\nusage: bench [SECONDS_PER_CELL] [redis|postgres|mariadb]... [turns=N] [aims]");
+            std::process::exit(2);
+        }
     };
     // The stores to measure (default: all).
-    let only: Vec<&String> = words
-        .iter()
-        .filter(|w| ["redis", "postgres", "mariadb"].contains(&w.as_str()))
-        .collect();
-    let run = |store: &str| only.is_empty() || only.iter().any(|o| *o == store);
+    let run = |store: &str| only.is_empty() || only.iter().any(|o| o == store);
     let redis_url = url("LOCK_STORE_REDIS_URL", "redis://127.0.0.1:6379");
     let pg_url = url(
         "LOCK_STORE_POSTGRES_URL",
@@ -828,11 +845,42 @@ fn main() {
 }
 
 /// What to measure: seconds per cell and contender, turns per cell, and whether only the
-/// cells the aims speak of (distinct keys at 1 and 16 connections).
+/// cells the aims speak of ([`aim_cell`]).
 struct Plan {
     seconds: f64,
     turns: usize,
     aims: bool,
+}
+
+/// The stores a run can measure.
+const STORES: [&str; 3] = ["redis", "postgres", "mariadb"];
+
+impl Plan {
+    /// The plan and the stores named by the command line (`[SECONDS] [store]... [turns=N]
+    /// [aims]`); a word it does not know (a misspelt store, `turns=0`) is answered as an error
+    /// rather than ignored, so that a typo never measures what was not asked for.
+    fn from_args(args: impl Iterator<Item = String>) -> Result<(Plan, Vec<String>), String> {
+        let mut plan = Plan {
+            seconds: 2.0,
+            turns: TURNS,
+            aims: false,
+        };
+        let mut stores = Vec::new();
+        for (i, word) in args.enumerate() {
+            if let (0, Ok(seconds)) = (i, word.parse::<f64>()) {
+                plan.seconds = seconds;
+            } else if word == "aims" {
+                plan.aims = true;
+            } else if let Some(n) = word.strip_prefix("turns=") {
+                plan.turns = n.parse().ok().filter(|&t| t > 0).ok_or(word.clone())?;
+            } else if STORES.contains(&word.as_str()) {
+                stores.push(word);
+            } else {
+                return Err(word);
+            }
+        }
+        Ok((plan, stores))
+    }
 }
 
 /// Measures lock-store and each alternative on one store, prints the rows and collects the
@@ -845,15 +893,12 @@ fn table(
     decide_us: f64,
     ratios: &mut Vec<String>,
 ) {
-    let workloads: &[bool] = if plan.aims { &[false] } else { &[false, true] };
-    let connections: &[usize] = if plan.aims {
-        &CONNECTIONS[..2]
-    } else {
-        &CONNECTIONS
-    };
-    for &hot in workloads {
+    for hot in [false, true] {
         let workload = if hot { "hot key" } else { "distinct keys" };
-        for &n in connections {
+        for n in CONNECTIONS {
+            if plan.aims && !aim_cell(hot, n) {
+                continue;
+            }
             // The key prefix differs per workload so lock-store's and the alternatives' keys
             // never meet.
             let tag = if store == "mariadb" { "my" } else { "" };
@@ -877,21 +922,15 @@ fn table(
                     mine.p50_us / all.p50_us,
                     mine.ops_per_s / all.ops_per_s
                 ));
-                if !hot && (n == 1 || n == 16) {
-                    let p50 = turn_ratios(&cells[0].turns, &theirs.turns, |c| c.p50_us);
-                    let ops = turn_ratios(&cells[0].turns, &theirs.turns, |c| c.ops_per_s);
+                if aim_cell(hot, n) {
+                    let p50 = Spread::of(&cells[0].turns, &theirs.turns, |c| c.p50_us);
+                    let ops = Spread::of(&cells[0].turns, &theirs.turns, |c| c.ops_per_s);
                     ratios.push(format!(
                         "{store}, {n} conn, distinct keys, vs {name}: p50 {:.2}x, throughput {:.2}x; \
-                         turn by turn ({} turns): p50 {:.2}x ({:.2}x-{:.2}x), throughput {:.2}x ({:.2}x-{:.2}x)",
+                         turn by turn ({} turns): p50 {p50}, throughput {ops}",
                         mine.p50_us / all.p50_us,
                         mine.ops_per_s / all.ops_per_s,
                         plan.turns,
-                        p50.0,
-                        p50.1,
-                        p50.2,
-                        ops.0,
-                        ops.1,
-                        ops.2
                     ));
                 }
             }
