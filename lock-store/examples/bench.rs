@@ -30,7 +30,7 @@
 //! and (built with `--features all-stores,component`) through the lock component, and reports
 //! the larger as a share of lock-store's pair. The headline ratios (1 and 16 connections,
 //! distinct keys) are given twice: over the whole cell, and turn by turn (lock-store's turn
-//! against the alternative's turn next to it: the median and the range), which shows how far
+//! against the alternative's turn of the same round: the median and the range), which shows how far
 //! the machine's drift moves them. Server URLs: `LOCK_STORE_REDIS_URL`,
 //! `LOCK_STORE_POSTGRES_URL`, `LOCK_STORE_MYSQL_URL` (defaults: the local servers).
 
@@ -416,8 +416,8 @@ struct Spread {
 }
 
 impl Spread {
-    /// The ratios of `ours` to `theirs`, turn by turn (each turn of one ran beside the same turn
-    /// of the other, so the machine's drift mostly cancels).
+    /// The ratios of `ours` to `theirs`, turn by turn (each turn of one ran in the same round as
+    /// the same turn of the other, a few seconds apart, so the machine's drift mostly cancels).
     fn of(ours: &[Cell], theirs: &[Cell], value: impl Fn(&Cell) -> f64) -> Spread {
         let mut r: Vec<f64> = ours
             .iter()
