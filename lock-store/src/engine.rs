@@ -2,12 +2,13 @@
 //! with compare-and-set, and on a conflict decide again from the record the conflict returned.
 
 use std::collections::HashMap;
-use std::time::Duration as StdDuration;
+use std::time::{Duration as StdDuration, Instant as LocalInstant};
 
 use lock_core::{
     EventKind, Fence, Instant, KeyEvent, KeyInfo, Limits, LockError, Request, Response, Step,
 };
 
+use crate::clock::StoreClock;
 use crate::decider::{DecideError, Decider, Decision, Native};
 use crate::store::{new_version, Read, Store, StoreError, Write, Written, TOMBSTONE};
 
@@ -32,25 +33,19 @@ pub struct Decided<R> {
     pub now: Instant,
     /// The key's next change by time alone after this call (to arm a waiter's timer).
     pub next_deadline: Option<Instant>,
+    /// What this client knew of the store's clock when it decided (with the store's time;
+    /// `None` with the caller's, or when no store was touched): a holder's lease ends on its
+    /// own clock at [`StoreClock::earliest_local`] of the deadline.
+    pub clock: Option<StoreClock>,
 }
 
-/// A record as last seen: its version, as the decider keeps it, and when (store time, local
-/// clock).
+/// A record as last seen: its version, as the decider keeps it, and what the read that
+/// fetched it (and the writes since) tell of the store's clock.
 #[derive(Clone, Debug)]
 struct Seen<R> {
     version: u64,
     record: R,
-    store_now: Instant,
-    at: std::time::Instant,
-}
-
-impl<R> Seen<R> {
-    /// The store's time now, never ahead of it: the store's time at the read plus what this
-    /// machine's monotonic clock measured since the answer arrived.
-    fn store_now(&self) -> Instant {
-        let elapsed = u64::try_from(self.at.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.store_now.saturating_add(lock_core::Duration(elapsed))
-    }
+    clock: StoreClock,
 }
 
 /// How long an emptied record stays as a tombstone (store's time) before the store may collect
@@ -165,6 +160,7 @@ impl<S: Store, D: Decider> Engine<S, D> {
                         events: Vec::new(),
                         now: at,
                         next_deadline: None,
+                        clock: None,
                     });
                 }
             }
@@ -193,6 +189,7 @@ impl<S: Store, D: Decider> Engine<S, D> {
                 events: Vec::new(),
                 now: at,
                 next_deadline: None,
+                clock: None,
             });
         }
         self.run(
@@ -237,11 +234,19 @@ impl<S: Store, D: Decider> Engine<S, D> {
     }
 
     fn read(&mut self, key: &str) -> Result<Seen<D::Record>, StoreError> {
+        let sent = LocalInstant::now();
         let read = self.store.read(key)?;
-        self.seen_from(key, read)
+        self.seen_from(key, read, sent)
     }
 
-    fn seen_from(&mut self, key: &str, read: Read) -> Result<Seen<D::Record>, StoreError> {
+    /// The record `read` answered, for a request sent at `sent` (the store read its clock
+    /// after that).
+    fn seen_from(
+        &mut self,
+        key: &str,
+        read: Read,
+        sent: LocalInstant,
+    ) -> Result<Seen<D::Record>, StoreError> {
         let (version, record) = match read.record {
             None => (0, self.decider.empty()),
             // A tombstone: an empty key, with the version a compare-and-set checks.
@@ -256,8 +261,7 @@ impl<S: Store, D: Decider> Engine<S, D> {
         Ok(Seen {
             version,
             record,
-            store_now: read.now,
-            at: std::time::Instant::now(),
+            clock: StoreClock::from_read(read.now, sent, LocalInstant::now()),
         })
     }
 
@@ -266,18 +270,22 @@ impl<S: Store, D: Decider> Engine<S, D> {
         if self.stale {
             let old = match self.previous.get(key) {
                 Some(old) => old.clone(),
-                None => Seen {
-                    version: 0,
-                    record: self.decider.empty(),
-                    store_now: Instant::ZERO,
-                    at: std::time::Instant::now(),
-                },
+                None => {
+                    let now = LocalInstant::now();
+                    Seen {
+                        version: 0,
+                        record: self.decider.empty(),
+                        clock: StoreClock::from_read(Instant::ZERO, now, now),
+                    }
+                }
             };
             return Ok((old, true));
         }
         match self.seen.get(key) {
-            Some(seen) => Ok((seen.clone(), true)),
-            None => Ok((self.read(key)?, false)),
+            // A remembered record whose read is too old to bound the store's clock closely
+            // enough is read again (see `READ_LIFE`).
+            Some(seen) if !seen.clock.is_old_at(LocalInstant::now()) => Ok((seen.clone(), true)),
+            _ => Ok((self.read(key)?, false)),
         }
     }
 
@@ -300,8 +308,9 @@ impl<S: Store, D: Decider> Engine<S, D> {
         for attempt in 0..MAX_ATTEMPTS {
             let now = match self.time {
                 TimeSource::Caller => at,
-                TimeSource::Store => seen.store_now(),
+                TimeSource::Store => seen.clock.now(),
             };
+            let store_time = self.time == TimeSource::Store;
             let decision = decide(&mut self.decider, &seen.record, now)
                 .map_err(|e| self.decide_error(key, e))?;
             let Decision {
@@ -331,9 +340,9 @@ impl<S: Store, D: Decider> Engine<S, D> {
                     events: step.events,
                     now: clock,
                     next_deadline,
+                    clock: store_time.then_some(seen.clock),
                 });
             }
-            let store_time = self.time == TimeSource::Store;
             // With the store's time, an emptied record is not deleted but left as a tombstone
             // (TOMBSTONE bytes, a version) until TOMBSTONE_LIFE later: a writer that decided on the
             // record as it was before (absent, say) must not succeed after the key went through
@@ -355,16 +364,18 @@ impl<S: Store, D: Decider> Engine<S, D> {
                     (true, false) => forget_at,
                 },
             };
+            let sent = LocalInstant::now();
             let fences = match self.store.write(key, &write) {
                 Ok(Written::Done { fences }) => fences,
                 Ok(Written::Conflict(read)) => {
-                    seen = self.seen_from(key, read)?;
+                    seen = self.seen_from(key, read, sent)?;
                     from_memory = false;
                     backoff(attempt);
                     continue;
                 }
                 Err(StoreError::Lost { store, reason }) => {
                     // Ambiguous: find out by reading whether our version is the stored one.
+                    let sent = LocalInstant::now();
                     let read = self.store.read(key).map_err(|_| StoreError::Lost {
                         store: store.clone(),
                         reason: reason.clone(),
@@ -373,7 +384,7 @@ impl<S: Store, D: Decider> Engine<S, D> {
                         Some(stored) if stored.version == write.version => stored.fences.clone(),
                         None if write.bytes.is_none() && write.expected != 0 => Vec::new(),
                         _ => {
-                            seen = self.seen_from(key, read)?;
+                            seen = self.seen_from(key, read, sent)?;
                             from_memory = false;
                             continue;
                         }
@@ -405,14 +416,17 @@ impl<S: Store, D: Decider> Engine<S, D> {
             } else {
                 0
             };
-            let store_now = seen.store_now();
+            // The write was refused unless the store's clock had reached `clock`.
+            let mut store_clock = seen.clock;
+            if store_time {
+                store_clock.reached(clock, LocalInstant::now());
+            }
             self.remember(
                 key,
                 Seen {
                     version,
                     record: after,
-                    store_now,
-                    at: std::time::Instant::now(),
+                    clock: store_clock,
                 },
             );
             return Ok(Decided {
@@ -420,6 +434,7 @@ impl<S: Store, D: Decider> Engine<S, D> {
                 events: step.events,
                 now: clock,
                 next_deadline,
+                clock: store_time.then_some(store_clock),
             });
         }
         Err(StoreError::Contention {

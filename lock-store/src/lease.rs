@@ -7,6 +7,7 @@ use std::time::{Duration, Instant as LocalInstant};
 
 use lock_core::{Fence, Grant, Instant, LockError, Request, Response};
 
+use crate::clock::StoreClock;
 use crate::locks::{millis, Error, Locks};
 
 /// What an `on_lost` callback is told.
@@ -304,7 +305,6 @@ impl Drop for Lease {
 
 fn extend(locks: &Locks, state: &LeaseState, ttl: Duration) -> Result<(), Error> {
     let (key, owner, fence) = (&state.key, &state.owner, state.fence);
-    let sent = LocalInstant::now();
     let ttl_ms = millis(ttl);
     let decided = locks.request(key, |now| Request::Extend {
         key,
@@ -316,11 +316,10 @@ fn extend(locks: &Locks, state: &LeaseState, ttl: Duration) -> Result<(), Error>
     match decided.reply {
         Response::Extend(Ok(grant)) => {
             state.deadline.store(grant.deadline.0, Ordering::SeqCst);
-            let remaining = Duration::from_millis(grant.deadline.0.saturating_sub(decided.now.0));
             *state
                 .local_end
                 .lock()
-                .unwrap_or_else(PoisonError::into_inner) = sent + remaining;
+                .unwrap_or_else(PoisonError::into_inner) = local_end(decided.clock, grant.deadline);
             Ok(())
         }
         Response::Extend(Err(e)) => {
@@ -334,6 +333,14 @@ fn extend(locks: &Locks, state: &LeaseState, ttl: Duration) -> Result<(), Error>
         }
         other => Err(locks.unexpected(&other)),
     }
+}
+
+/// Where a holder stops believing in its lease ending at `deadline` (store's time), on its own
+/// clock: the first instant at which the store's clock may have reached it (see
+/// [`StoreClock::earliest_local`]), so before any other client can be handed the key. At once
+/// if the decision carried no clock (never with the store's time, which `Locks` always uses).
+pub(crate) fn local_end(clock: Option<StoreClock>, deadline: Instant) -> LocalInstant {
+    clock.map_or_else(LocalInstant::now, |c| c.earliest_local(deadline))
 }
 
 /// Extends (with keep-alive) every third of the TTL, retries a failed store call sooner, and

@@ -35,6 +35,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod clock;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 mod collect;
 mod decider;
@@ -56,6 +57,7 @@ mod store;
 mod table;
 pub mod url;
 
+pub use clock::{StoreClock, MAX_DRIFT, READ_LIFE};
 pub use decider::{AnyDecider, AnyRecord, DecideError, Decider, Decision, InspectReply, Native};
 #[cfg(feature = "component")]
 pub use decider::{Component, ComponentRecord};

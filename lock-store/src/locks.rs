@@ -13,9 +13,10 @@ use lock_core::{
     AcquireOutcome, Fence, Grant, Instant, KeyInfo, Limits, LockError, Request, Response,
 };
 
+use crate::clock::StoreClock;
 use crate::decider::{AnyDecider, Native};
 use crate::engine::{Decided, Engine, TimeSource};
-use crate::lease::{Lease, LeaseState};
+use crate::lease::{local_end, Lease, LeaseState};
 use crate::listen::{Hub, Subscription};
 use crate::store::{Store, StoreError};
 
@@ -257,7 +258,6 @@ impl Locks {
         let mut watcher: Option<Subscription> = None;
         let mut watch_failed = false;
         loop {
-            let sent = LocalInstant::now();
             let decided = self.request(key, |now| {
                 let until = wait_deadline.unwrap_or_else(|| now.saturating_add(wait_ms));
                 // Queued with a short deadline, renewed while this caller lives.
@@ -284,7 +284,7 @@ impl Locks {
                 Response::Acquire(Ok(
                     AcquireOutcome::Acquired(g) | AcquireOutcome::AlreadyHeld(g),
                 )) => {
-                    return Ok(self.lease(key, owner, ttl, g, decided.now, sent));
+                    return Ok(self.lease(key, owner, ttl, g, decided.clock));
                 }
                 Response::Acquire(Ok(AcquireOutcome::AlreadyWaiting { .. })) => {
                     return Err(Error::AlreadyWaiting);
@@ -361,7 +361,6 @@ impl Locks {
         };
         loop {
             if alive < until && alive.0.saturating_sub(now.0) < RENEW_WHEN_LEFT {
-                let sent = LocalInstant::now();
                 let renewed = self.request(key, |now| Request::RenewWait {
                     key,
                     owner,
@@ -379,7 +378,7 @@ impl Locks {
                 next = decided.next_deadline;
                 match decided.reply {
                     Response::Acquire(Ok(AcquireOutcome::AlreadyHeld(grant))) => {
-                        return Ok(Some(self.lease(key, owner, ttl, grant, now, sent)));
+                        return Ok(Some(self.lease(key, owner, ttl, grant, decided.clock)));
                     }
                     Response::Acquire(Ok(AcquireOutcome::AlreadyWaiting { .. })) => {
                         alive = until.min(now.saturating_add(millis(WAIT_ALIVE)));
@@ -421,7 +420,6 @@ impl Locks {
                 Some(Err(())) => *watcher = None,
                 None => std::thread::sleep(nap),
             }
-            let sent = LocalInstant::now();
             let looked = self.engine().inspect(key, Instant::ZERO);
             let decided = match looked {
                 Ok(decided) => decided,
@@ -442,7 +440,7 @@ impl Locks {
                     fence: holder.fence,
                     deadline: holder.deadline,
                 };
-                return Ok(Some(self.lease(key, owner, ttl, grant, now, sent)));
+                return Ok(Some(self.lease(key, owner, ttl, grant, decided.clock)));
             }
             let waiting = info
                 .as_ref()
@@ -466,13 +464,9 @@ impl Locks {
         owner: &str,
         ttl: Duration,
         grant: Grant,
-        store_now: Instant,
-        sent: LocalInstant,
+        clock: Option<StoreClock>,
     ) -> Lease {
-        // The holder's own view is conservative: what remained at the decision, counted from
-        // when the request left this machine.
-        let remaining = Duration::from_millis(grant.deadline.0.saturating_sub(store_now.0));
-        let state = LeaseState::new(key, owner, grant, ttl, sent + remaining);
+        let state = LeaseState::new(key, owner, grant, ttl, local_end(clock, grant.deadline));
         Lease::new(self.clone(), state)
     }
 

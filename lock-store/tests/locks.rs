@@ -291,6 +291,7 @@ fn a_decision_on_a_free_key_is_not_written_after_a_whole_lease_in_between() {
             inner: lock_store::url::open(&url, &ns).unwrap(),
             before_write: Some(hook),
             watcher: None,
+            reply_delay: Duration::ZERO,
         });
         let lease = a.try_acquire("job", "a", 5000 * MS).unwrap();
         let (b_fence, _, b_released) = b_lease.lock().unwrap().take().expect("b ran");
@@ -307,4 +308,73 @@ fn a_decision_on_a_free_key_is_not_written_after_a_whole_lease_in_between() {
             "{label}: a tombstone listed as a key"
         );
     }
+}
+
+/// A client whose calls come faster than one per millisecond still decides at the store's
+/// time: its estimate of the store's clock (the last read plus its own clock since) must not
+/// stand still. If it did, after a TTL of quick take-and-release pairs its next lease would be
+/// written already past its deadline: another client would be handed the key at once while
+/// the first still believed it held it.
+#[test]
+fn quick_calls_do_not_hold_the_store_clock_back() {
+    on_every_store(|a, b| {
+        let ttl = 300 * MS;
+        let start = std::time::Instant::now();
+        let mut pairs = 0u32;
+        while start.elapsed() < ttl * 2 {
+            a.try_acquire("job", "a", ttl).unwrap().release().unwrap();
+            pairs += 1;
+        }
+        let lease = a.try_acquire("job", "a", ttl).unwrap();
+        let taken = std::time::Instant::now();
+        match b.try_acquire("job", "b", ttl) {
+            Err(Error::Lock(LockError::Held { deadline })) => {
+                assert_eq!(deadline, lease.deadline())
+            }
+            Ok(second) if taken.elapsed() < ttl && !lease.is_lost() => panic!(
+                "two holders after {pairs} pairs: a's lease (deadline {:?}) is not lost on a's \
+                 clock, and b was handed the key with fence {:?}",
+                lease.deadline(),
+                second.fence()
+            ),
+            other => println!("inconclusive (the machine stalled past the TTL): {other:?}"),
+        }
+    });
+}
+
+/// A holder stops believing in its lease before any other client can be handed the key, even
+/// when answers come back slowly: the store read its clock well before the answer arrived, so
+/// a client deciding from a remembered record is that far behind the store's time, and a
+/// holder that counted its lease from its own decision would still believe in it after the
+/// store let it go.
+#[test]
+fn a_holder_with_slow_answers_stops_before_the_key_is_handed_on() {
+    common::each_store("slowreply", |label, open| {
+        let a = Locks::new(common::Wrapped {
+            inner: open(),
+            before_write: None,
+            watcher: None,
+            reply_delay: 80 * MS,
+        });
+        let b = Locks::new(open());
+        // a reads the record once, then decides from memory.
+        a.try_acquire("job", "a", 1000 * MS)
+            .unwrap()
+            .release()
+            .unwrap();
+        let lease = a.try_acquire("job", "a", 400 * MS).unwrap();
+        let next = loop {
+            match b.try_acquire("job", "b", 1000 * MS) {
+                Ok(next) => break next,
+                Err(Error::Lock(LockError::Held { .. })) => std::thread::sleep(MS),
+                Err(e) => panic!("{label}: {e}"),
+            }
+        };
+        assert!(
+            lease.is_lost(),
+            "{label}: b was handed the key (fence {:?}) while a, on its own clock, still held it",
+            next.fence()
+        );
+        assert!(next.fence() > lease.fence());
+    });
 }

@@ -208,11 +208,14 @@ pub fn each_store(purpose: &str, check: impl Fn(&str, &dyn Fn() -> Box<dyn Store
 
 /// A store for tests that passes every call on to `inner`, except that it runs `before_write`
 /// once, just before the first write it is asked for (another client acts between this
-/// client's read and its compare-and-set), and answers `watcher` with `watcher` when set.
+/// client's read and its compare-and-set), answers `watcher` with `watcher` when set, and
+/// holds every answer of a read or a write back for `reply_delay` after the store gave it (a
+/// slow path back: the store's clock was read that long before the answer arrives).
 pub struct Wrapped {
     pub inner: Box<dyn Store>,
     pub before_write: Option<Box<dyn FnOnce() + Send>>,
     pub watcher: Option<Box<dyn Fn() -> lock_store::OpenWatcher + Send>>,
+    pub reply_delay: std::time::Duration,
 }
 
 impl Store for Wrapped {
@@ -220,7 +223,9 @@ impl Store for Wrapped {
         self.inner.describe()
     }
     fn read(&mut self, key: &str) -> Result<lock_store::Read, lock_store::StoreError> {
-        self.inner.read(key)
+        let read = self.inner.read(key);
+        std::thread::sleep(self.reply_delay);
+        read
     }
     fn write(
         &mut self,
@@ -230,7 +235,9 @@ impl Store for Wrapped {
         if let Some(hook) = self.before_write.take() {
             hook();
         }
-        self.inner.write(key, write)
+        let written = self.inner.write(key, write);
+        std::thread::sleep(self.reply_delay);
+        written
     }
     fn keys(&mut self) -> Result<Vec<String>, lock_store::StoreError> {
         self.inner.keys()
