@@ -12,8 +12,8 @@ use lock_core::{Duration, Instant};
 /// store's even if the two clocks run at different rates.
 pub const MAX_DRIFT: f64 = 0.001;
 
-/// How long a read's upper bound is trusted: a record remembered for longer is read again
-/// before the next decision on it. The drift allowance grows with the time since the read
+/// How long a read's upper bound is trusted by default (see `Engine::set_read_life`): a
+/// record remembered for longer is read again before the next decision on it. The drift allowance grows with the time since the read
 /// ([`MAX_DRIFT`] of it: 30 ms here); without a fresh read it would, after hours of
 /// extensions from memory, exceed the lease itself.
 pub const READ_LIFE: StdDuration = StdDuration::from_secs(30);
@@ -77,11 +77,11 @@ impl StoreClock {
         }
     }
 
-    /// True if the read is older than [`READ_LIFE`] at local instant `t`: read the record
-    /// again before deciding on it.
+    /// How old the read is at local instant `t` (from when it was sent). Writes do not make
+    /// it younger: only a read bounds the store's clock from above.
     #[must_use]
-    pub fn is_old_at(&self, t: LocalInstant) -> bool {
-        t.saturating_duration_since(self.read_sent) > READ_LIFE
+    pub fn read_age(&self, t: LocalInstant) -> StdDuration {
+        t.saturating_duration_since(self.read_sent)
     }
 
     /// The first local instant at which the store's clock may have reached `at`: the holder
@@ -133,14 +133,12 @@ mod tests {
     }
 
     #[test]
-    fn a_read_is_trusted_for_its_life_only() {
+    fn a_read_ages_from_when_it_was_sent_and_writes_do_not_renew_it() {
         let t0 = LocalInstant::now();
         let mut clock = StoreClock::from_read(Instant(1_000), t0, t0 + MS * 5);
-        assert!(!clock.is_old_at(t0 + READ_LIFE));
-        assert!(clock.is_old_at(t0 + READ_LIFE + MS));
-        // A write raises the lower bound but does not renew the read.
+        assert_eq!(clock.read_age(t0 + READ_LIFE), READ_LIFE);
         clock.reached(Instant(20_000), t0 + READ_LIFE);
-        assert!(clock.is_old_at(t0 + READ_LIFE + MS));
+        assert_eq!(clock.read_age(t0 + READ_LIFE + MS), READ_LIFE + MS);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use lock_core::{
     EventKind, Fence, Instant, KeyEvent, KeyInfo, Limits, LockError, Request, Response, Step,
 };
 
-use crate::clock::StoreClock;
+use crate::clock::{StoreClock, READ_LIFE};
 use crate::decider::{DecideError, Decider, Decision, Native};
 use crate::store::{new_version, Read, Store, StoreError, Write, Written, TOMBSTONE};
 
@@ -67,6 +67,8 @@ pub struct Engine<S, D: Decider = Native> {
     /// Test mode: every call starts from an outdated record (see [`Engine::set_stale`]).
     stale: bool,
     previous: HashMap<String, Seen<D::Record>>,
+    /// How long a remembered record's read is trusted (see [`READ_LIFE`]).
+    read_life: StdDuration,
 }
 
 impl<S: Store> Engine<S> {
@@ -99,6 +101,7 @@ impl<S: Store, D: Decider> Engine<S, D> {
             seen: HashMap::new(),
             stale: false,
             previous: HashMap::new(),
+            read_life: READ_LIFE,
         })
     }
 
@@ -122,6 +125,13 @@ impl<S: Store, D: Decider> Engine<S, D> {
     /// path then runs the whole contract.
     pub fn set_stale(&mut self, stale: bool) {
         self.stale = stale;
+    }
+
+    /// How long a remembered record's read is trusted before the next decision on the key
+    /// reads it again ([`READ_LIFE`] unless set): the bound on the store's clock a holder's
+    /// view rests on loosens by [`MAX_DRIFT`](crate::MAX_DRIFT) of the read's age.
+    pub fn set_read_life(&mut self, life: StdDuration) {
+        self.read_life = life;
     }
 
     /// Forgets every record seen (the next call on each key reads it).
@@ -283,8 +293,10 @@ impl<S: Store, D: Decider> Engine<S, D> {
         }
         match self.seen.get(key) {
             // A remembered record whose read is too old to bound the store's clock closely
-            // enough is read again (see `READ_LIFE`).
-            Some(seen) if !seen.clock.is_old_at(LocalInstant::now()) => Ok((seen.clone(), true)),
+            // enough is read again (see `set_read_life`).
+            Some(seen) if seen.clock.read_age(LocalInstant::now()) <= self.read_life => {
+                Ok((seen.clone(), true))
+            }
             _ => Ok((self.read(key)?, false)),
         }
     }

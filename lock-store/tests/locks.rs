@@ -292,6 +292,7 @@ fn a_decision_on_a_free_key_is_not_written_after_a_whole_lease_in_between() {
             before_write: Some(hook),
             watcher: None,
             reply_delay: Duration::ZERO,
+            reads: Default::default(),
         });
         let lease = a.try_acquire("job", "a", 5000 * MS).unwrap();
         let (b_fence, _, b_released) = b_lease.lock().unwrap().take().expect("b ran");
@@ -355,6 +356,7 @@ fn a_holder_with_slow_answers_stops_before_the_key_is_handed_on() {
             before_write: None,
             watcher: None,
             reply_delay: 80 * MS,
+            reads: Default::default(),
         });
         let b = Locks::new(open());
         // a reads the record once, then decides from memory.
@@ -377,4 +379,64 @@ fn a_holder_with_slow_answers_stops_before_the_key_is_handed_on() {
         );
         assert!(next.fence() > lease.fence());
     });
+}
+
+/// A remembered record is decided on from memory (no read) while its read is young, and read
+/// again once the read is older than the engine's read life, even if every call in between
+/// wrote: only a read bounds the store's clock from above, and a holder's view of its lease
+/// rests on that bound.
+#[test]
+fn a_remembered_record_is_read_again_once_its_read_is_old() {
+    use lock_core::{AcquireOutcome, Duration as Ms, Instant, Request, Response};
+    use lock_store::{Engine, TimeSource};
+    let reads = Arc::new(AtomicUsize::new(0));
+    let store = common::Wrapped {
+        inner: Box::new(lock_store::MemoryStore::new("readlife").unwrap()),
+        before_write: None,
+        watcher: None,
+        reply_delay: Duration::ZERO,
+        reads: Arc::clone(&reads),
+    };
+    let mut engine = Engine::new(store, lock_core::Limits::default(), TimeSource::Store).unwrap();
+    engine.set_read_life(200 * MS);
+    let mut pair = || {
+        let acquire = |now| Request::TryAcquire {
+            key: "job",
+            owner: "a",
+            ttl: Ms(10_000),
+            now,
+        };
+        let fence = match engine.request("job", Instant::ZERO, acquire).unwrap().reply {
+            Response::Acquire(Ok(AcquireOutcome::Acquired(grant))) => grant.fence,
+            other => panic!("{other:?}"),
+        };
+        let release = |now| Request::Release {
+            key: "job",
+            owner: "a",
+            fence,
+            now,
+        };
+        let released = engine.request("job", Instant::ZERO, release).unwrap().reply;
+        assert!(matches!(released, Response::Done(Ok(_))), "{released:?}");
+    };
+    pair();
+    assert_eq!(reads.load(Ordering::SeqCst), 1, "the first call reads");
+    let start = std::time::Instant::now();
+    let mut pairs = 0;
+    while start.elapsed() < 150 * MS {
+        pair();
+        pairs += 1;
+    }
+    assert_eq!(
+        reads.load(Ordering::SeqCst),
+        1,
+        "{pairs} pairs within the read's life read"
+    );
+    std::thread::sleep(100 * MS);
+    pair();
+    assert_eq!(
+        reads.load(Ordering::SeqCst),
+        2,
+        "a read older than its life was trusted"
+    );
 }

@@ -216,6 +216,7 @@ fn a_slow_listening_connect_holds_up_no_other_call() {
         before_write: None,
         watcher: Some(Box::new(slow_to_listen)),
         reply_delay: Duration::ZERO,
+        reads: Default::default(),
     });
     let lease = locks
         .try_acquire("job", "a", Duration::from_secs(30))

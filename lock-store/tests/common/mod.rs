@@ -210,12 +210,14 @@ pub fn each_store(purpose: &str, check: impl Fn(&str, &dyn Fn() -> Box<dyn Store
 /// once, just before the first write it is asked for (another client acts between this
 /// client's read and its compare-and-set), answers `watcher` with `watcher` when set, and
 /// holds every answer of a read or a write back for `reply_delay` after the store gave it (a
-/// slow path back: the store's clock was read that long before the answer arrives).
+/// slow path back: the store's clock was read that long before the answer arrives), and
+/// counts the reads in `reads`.
 pub struct Wrapped {
     pub inner: Box<dyn Store>,
     pub before_write: Option<Box<dyn FnOnce() + Send>>,
     pub watcher: Option<Box<dyn Fn() -> lock_store::OpenWatcher + Send>>,
     pub reply_delay: std::time::Duration,
+    pub reads: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Store for Wrapped {
@@ -224,6 +226,7 @@ impl Store for Wrapped {
     }
     fn read(&mut self, key: &str) -> Result<lock_store::Read, lock_store::StoreError> {
         let read = self.inner.read(key);
+        self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         std::thread::sleep(self.reply_delay);
         read
     }
