@@ -12,9 +12,10 @@ use lock_core::{Duration, Instant};
 /// store's even if the two clocks run at different rates.
 pub const MAX_DRIFT: f64 = 0.001;
 
-/// How long a read's upper bound is trusted by default (see `Engine::set_read_life`): a
-/// record remembered for longer is read again before the next decision on it. The drift allowance grows with the time since the read
-/// ([`MAX_DRIFT`] of it: 30 ms here); without a fresh read it would, after hours of
+/// How long a read's upper bound is trusted by default (see
+/// [`Engine::set_read_life`](crate::Engine::set_read_life)): a record remembered for longer is
+/// read again before the next decision on it. The drift allowance grows with the time since
+/// the read ([`MAX_DRIFT`] of it: 30 ms here); without a fresh read it would, after hours of
 /// extensions from memory, exceed the lease itself.
 pub const READ_LIFE: StdDuration = StdDuration::from_secs(30);
 
@@ -85,8 +86,9 @@ impl StoreClock {
     }
 
     /// The first local instant at which the store's clock may have reached `at`: the holder
-    /// of a lease ending at `at` must stop believing in it then. Before the read was sent if
-    /// `at` is within a millisecond of the read's time.
+    /// of a lease ending at `at` must stop believing in it then. The read's send instant if
+    /// `at` is within a millisecond of the read's time (the store may have reached it already),
+    /// and also if `at` is so far ahead that the instant cannot be represented.
     #[must_use]
     pub fn earliest_local(&self, at: Instant) -> LocalInstant {
         // The store's clock at local instant t is below read + 1 ms + (t - read_sent) *
