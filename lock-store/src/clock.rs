@@ -4,7 +4,9 @@
 
 use std::time::{Duration as StdDuration, Instant as LocalInstant};
 
-use lock_core::{Duration, Instant};
+use lock_core::Instant;
+
+use crate::locks::millis;
 
 /// The largest rate at which this machine's monotonic clock and the store's clock may drift
 /// apart, as a fraction (1/1000: twice the most that NTP slews a clock, 500 ppm). A holder's
@@ -53,19 +55,14 @@ impl StoreClock {
         }
     }
 
-    /// The store's time now, never ahead of it: the lower bound, in whole milliseconds.
+    /// The store's time at local instant `t`, never ahead of it: the lower bound, in whole
+    /// milliseconds. Counted from the last time it was raised, not from the previous estimate,
+    /// so that rounding down never adds up: a client calling faster than once a millisecond
+    /// still sees the store's time go on.
     #[must_use]
-    pub fn now(&self) -> Instant {
-        self.at_least_at(LocalInstant::now())
-    }
-
-    /// The lower bound at local instant `t`. Counted from the last time it was raised, not
-    /// from the previous estimate, so that rounding down never adds up: a client calling
-    /// faster than once a millisecond still sees the store's time go on.
-    fn at_least_at(&self, t: LocalInstant) -> Instant {
-        let since = t.saturating_duration_since(self.at_least_when);
-        let ms = u64::try_from(since.as_millis()).unwrap_or(u64::MAX);
-        self.at_least.saturating_add(Duration(ms))
+    pub fn at_least_at(&self, t: LocalInstant) -> Instant {
+        self.at_least
+            .saturating_add(millis(t.saturating_duration_since(self.at_least_when)))
     }
 
     /// The store's clock has reached `at` by local instant `when` (a write that carried `at`

@@ -275,28 +275,24 @@ impl<S: Store, D: Decider> Engine<S, D> {
         })
     }
 
-    /// The record to start from: the one last seen (an outdated one in stale mode), else a read.
-    fn start(&mut self, key: &str) -> Result<(Seen<D::Record>, bool), StoreError> {
+    /// The record to start from at local instant `t`: the one last seen (an outdated one in
+    /// stale mode), else a read.
+    fn start(&mut self, key: &str, t: LocalInstant) -> Result<(Seen<D::Record>, bool), StoreError> {
         if self.stale {
             let old = match self.previous.get(key) {
                 Some(old) => old.clone(),
-                None => {
-                    let now = LocalInstant::now();
-                    Seen {
-                        version: 0,
-                        record: self.decider.empty(),
-                        clock: StoreClock::from_read(Instant::ZERO, now, now),
-                    }
-                }
+                None => Seen {
+                    version: 0,
+                    record: self.decider.empty(),
+                    clock: StoreClock::from_read(Instant::ZERO, t, t),
+                },
             };
             return Ok((old, true));
         }
         match self.seen.get(key) {
             // A remembered record whose read is too old to bound the store's clock closely
             // enough is read again (see `set_read_life`).
-            Some(seen) if seen.clock.read_age(LocalInstant::now()) <= self.read_life => {
-                Ok((seen.clone(), true))
-            }
+            Some(seen) if seen.clock.read_age(t) <= self.read_life => Ok((seen.clone(), true)),
             _ => Ok((self.read(key)?, false)),
         }
     }
@@ -316,11 +312,19 @@ impl<S: Store, D: Decider> Engine<S, D> {
         decide: impl Fn(&mut D, &D::Record, Instant) -> Result<Decision<D::Record, R>, DecideError>,
         settle: fn(&mut Step<R>, &[Fence]),
     ) -> Result<Decided<R>, StoreError> {
-        let (mut seen, mut from_memory) = self.start(key)?;
+        // One reading of this machine's clock per attempt: it dates the decision (the lower
+        // bound) and, being before the write is sent, the read a conflict answers.
+        let first = LocalInstant::now();
+        let (mut seen, mut from_memory) = self.start(key, first)?;
         for attempt in 0..MAX_ATTEMPTS {
+            let t = if attempt == 0 {
+                first
+            } else {
+                LocalInstant::now()
+            };
             let now = match self.time {
                 TimeSource::Caller => at,
-                TimeSource::Store => seen.clock.now(),
+                TimeSource::Store => seen.clock.at_least_at(t),
             };
             let store_time = self.time == TimeSource::Store;
             let decision = decide(&mut self.decider, &seen.record, now)
@@ -376,11 +380,10 @@ impl<S: Store, D: Decider> Engine<S, D> {
                     (true, false) => forget_at,
                 },
             };
-            let sent = LocalInstant::now();
             let fences = match self.store.write(key, &write) {
                 Ok(Written::Done { fences }) => fences,
                 Ok(Written::Conflict(read)) => {
-                    seen = self.seen_from(key, read, sent)?;
+                    seen = self.seen_from(key, read, t)?;
                     from_memory = false;
                     backoff(attempt);
                     continue;
