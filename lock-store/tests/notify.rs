@@ -212,11 +212,8 @@ fn a_slow_listening_connect_holds_up_no_other_call() {
         })
     };
     let locks = Locks::new(common::Wrapped {
-        inner: Box::new(lock_store::MemoryStore::new("slow").unwrap()),
-        before_write: None,
         watcher: Some(Box::new(slow_to_listen)),
-        reply_delay: Duration::ZERO,
-        reads: Default::default(),
+        ..common::Wrapped::around(Box::new(lock_store::MemoryStore::new("slow").unwrap()))
     });
     let lease = locks
         .try_acquire("job", "a", Duration::from_secs(30))

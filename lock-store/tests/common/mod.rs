@@ -220,6 +220,19 @@ pub struct Wrapped {
     pub reads: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
+impl Wrapped {
+    /// `inner` passed through as it is: no hook, its own watcher, no delay.
+    pub fn around(inner: Box<dyn Store>) -> Self {
+        Wrapped {
+            inner,
+            before_write: None,
+            watcher: None,
+            reply_delay: std::time::Duration::ZERO,
+            reads: Default::default(),
+        }
+    }
+}
+
 impl Store for Wrapped {
     fn describe(&self) -> String {
         self.inner.describe()
