@@ -6,7 +6,11 @@ use std::time::{Duration as StdDuration, Instant as LocalInstant};
 
 use lock_core::Instant;
 
-use crate::locks::millis;
+/// A duration of this machine's clock as the core's whole milliseconds (rounded down,
+/// saturating).
+pub(crate) fn millis(d: StdDuration) -> lock_core::Duration {
+    lock_core::Duration(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
 
 /// The largest rate at which this machine's monotonic clock and the store's clock may drift
 /// apart, as a fraction (1/1000: twice the most that NTP slews a clock, 500 ppm). A holder's

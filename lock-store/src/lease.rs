@@ -7,8 +7,8 @@ use std::time::{Duration, Instant as LocalInstant};
 
 use lock_core::{Fence, Grant, Instant, LockError, Request, Response};
 
-use crate::clock::StoreClock;
-use crate::locks::{millis, Error, Locks};
+use crate::clock::{millis, StoreClock};
+use crate::locks::{Error, Locks};
 
 /// What an `on_lost` callback is told.
 #[derive(Clone, Debug, PartialEq, Eq)]

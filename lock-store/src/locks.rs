@@ -13,7 +13,7 @@ use lock_core::{
     AcquireOutcome, Fence, Grant, Instant, KeyInfo, Limits, LockError, Request, Response,
 };
 
-use crate::clock::StoreClock;
+use crate::clock::{millis, StoreClock};
 use crate::decider::{AnyDecider, Native};
 use crate::engine::{Decided, Engine, TimeSource};
 use crate::lease::{local_end, Lease, LeaseState};
@@ -103,11 +103,6 @@ impl fmt::Debug for Locks {
             .field("store", &self.describe())
             .finish()
     }
-}
-
-/// `std` duration as core milliseconds (saturating).
-pub(crate) fn millis(d: Duration) -> lock_core::Duration {
-    lock_core::Duration(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 impl Locks {
