@@ -24,7 +24,10 @@
 //!   ShedLock-style table (`UPDATE ... WHERE lock_until <= now()`), and the design's floor (on
 //!   distinct keys): the same store-side work as on Redis, as one bare prepared statement
 //!   through the same blocking client as the ShedLock-style table.
-//! - MariaDB: `GET_LOCK`/`RELEASE_LOCK` (nothing durable) and a ShedLock-style table.
+//! - MariaDB: `GET_LOCK`/`RELEASE_LOCK` (nothing durable), a ShedLock-style table, and the
+//!   design's floor (on distinct keys): lock-store's common write (one `UPDATE` comparing the
+//!   version and the clock, the acquire's token from a `NOCACHE` sequence), bare, through the
+//!   same blocking client as the ShedLock-style table.
 //!
 //! It also times the decision alone (decode, transition, encode of a record) per pair, native
 //! and (built with `--features all-stores,component`) through the lock component, and reports
@@ -310,6 +313,88 @@ impl Pair for GetLock {
             .conn
             .exec_first("SELECT RELEASE_LOCK(?)", (key,))
             .unwrap();
+    }
+}
+
+/// The design's floor on MariaDB: the store-side work a pair needs in this design, with no
+/// decision and no lock-store around it, through the blocking client the ShedLock-style table
+/// uses, as lock-store's common write does it. Acquire: a record of lock-store's size replaced
+/// where the version matches and the server's clock has reached the decision's instant, a token
+/// taken from a `NOCACHE` sequence in the same statement and returned in the OK packet
+/// (`LAST_INSERT_ID`); release: the same without a token. Distinct keys only.
+struct MyFloor {
+    conn: mysql::Conn,
+    /// The acquire's statement (with a token) and the release's (without).
+    write: [mysql::Statement; 2],
+    /// `<ns>_floor`: the records' table.
+    table: String,
+    /// The key's row, inserted at the first take (each connection has one key) and deleted
+    /// when the pair is dropped, so that the next turn's pair starts from version 0.
+    key: Option<String>,
+    version: u64,
+    bytes: Vec<u8>,
+}
+
+/// The floor's compare-and-set on table `t` with sequence `t_fences` (see [`MyFloor`]), with a
+/// token or without: new version, record, key, expected version, the instant (ms) the server's
+/// clock must have reached.
+fn my_floor_write(t: &str, token: bool) -> String {
+    let fences = if token {
+        format!("LAST_INSERT_ID(NEXTVAL(`{t}_fences`))")
+    } else {
+        "''".to_owned()
+    };
+    format!(
+        "UPDATE `{t}` SET version = ?, record = ?, fences = {fences} \
+         WHERE k = ? AND version = ? AND FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000) >= ?"
+    )
+}
+
+impl MyFloor {
+    /// One compare-and-set on `key`'s row; true if it wrote (no conflict).
+    fn write(&mut self, token: bool, key: &str) -> bool {
+        if self.key.is_none() {
+            self.conn
+                .exec_drop(
+                    format!("INSERT INTO `{}` VALUES (?, 0, '', '')", self.table),
+                    (key,),
+                )
+                .unwrap();
+            self.key = Some(key.to_owned());
+        }
+        let next = self.version + 1;
+        // A decision made a second ago, on the store's clock.
+        let decided = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64
+            - 1000;
+        self.conn
+            .exec_drop(
+                &self.write[usize::from(!token)],
+                (next, &self.bytes, key, self.version, decided),
+            )
+            .unwrap();
+        self.version = next;
+        self.conn.affected_rows() == 1
+    }
+}
+
+impl Pair for MyFloor {
+    fn take(&mut self, key: &str) -> bool {
+        self.write(true, key)
+    }
+    fn give(&mut self, key: &str) {
+        assert!(self.write(false, key), "the floor's row is its own");
+    }
+}
+
+impl Drop for MyFloor {
+    fn drop(&mut self) {
+        if let Some(key) = &self.key {
+            let sql = format!("DELETE FROM `{}` WHERE k = ?", self.table);
+            let _ = self.conn.exec_drop(sql, (key,));
+        }
     }
 }
 
@@ -775,6 +860,18 @@ fn main() {
             "CREATE TABLE {shed} (name VARCHAR(64) PRIMARY KEY, lock_until TIMESTAMP(3) NOT NULL, locked_at TIMESTAMP(3) NOT NULL, locked_by VARCHAR(255) NOT NULL)"
         ))
         .unwrap();
+        // The floor's table and sequence, as lock-store's (`mysql.rs`).
+        let floor_table = format!("{ns}_floor");
+        admin
+            .query_drop(format!(
+                "CREATE TABLE `{floor_table}` (k VARBINARY(3072) NOT NULL PRIMARY KEY, version BIGINT UNSIGNED NOT NULL, record LONGBLOB NOT NULL, fences TEXT NOT NULL) ENGINE=InnoDB"
+            ))
+            .unwrap();
+        admin
+            .query_drop(format!(
+                "CREATE SEQUENCE `{floor_table}_fences` START WITH 1 MINVALUE 1 MAXVALUE 9007199254740991 INCREMENT BY 1 NOCACHE NOCYCLE"
+            ))
+            .unwrap();
         for i in 0..CONNECTIONS[2] {
             admin
                 .exec_drop(
@@ -808,9 +905,27 @@ fn main() {
                 table: shed.clone(),
             })
         };
+        let my_floor = |_: usize| -> Box<dyn Pair> {
+            let mut conn = mysql::Conn::new(opts.clone()).unwrap();
+            // As lock-store's connections: row locks only.
+            conn.query_drop("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+                .unwrap();
+            let write =
+                [true, false].map(|token| conn.prep(my_floor_write(&floor_table, token)).unwrap());
+            Box::new(MyFloor {
+                conn,
+                write,
+                table: floor_table.clone(),
+                key: None,
+                version: 0,
+                bytes: vec![b'r'; 90],
+            })
+        };
+        // The floor keeps no lock state: distinct keys only.
         let alternatives: Vec<Alternative<'_>> = vec![
             ("ShedLock-style table", &my_table, true),
             ("GET_LOCK", &get_lock, true),
+            ("the design's floor", &my_floor, false),
         ];
         table(
             "mariadb",
@@ -821,6 +936,12 @@ fn main() {
             &mut ratios,
         );
         admin.query_drop(format!("DROP TABLE {shed}")).unwrap();
+        admin
+            .query_drop(format!("DROP TABLE `{floor_table}`"))
+            .unwrap();
+        admin
+            .query_drop(format!("DROP SEQUENCE `{floor_table}_fences`"))
+            .unwrap();
         if let Ok(mut store) = lock_store::url::open(&my_url, &ns) {
             let _ = lock_store::Store::uninstall(&mut store);
         }
