@@ -320,21 +320,6 @@ fn processes_opening_a_new_sqlite_file_at_once() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Polls `f` until it answers `Some` (at most 10 s).
-fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let start = LocalInstant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 /// A holder process killed with SIGKILL (its keep-alive dies with it): the next waiter gets the
 /// key at the lease's deadline, never before.
 #[test]
@@ -361,7 +346,7 @@ fn a_killed_holder_frees_the_key_at_its_deadline() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        eventually("the holder", || {
+        common::eventually("the holder", || {
             locks
                 .inspect("job")
                 .unwrap()
@@ -432,7 +417,7 @@ fn a_killed_waiter_does_not_stop_the_queue() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        eventually("the ghost in the queue", || {
+        common::eventually("the ghost in the queue", || {
             locks
                 .inspect("job")
                 .unwrap()
@@ -443,7 +428,7 @@ fn a_killed_waiter_does_not_stop_the_queue() {
         let killed = LocalInstant::now();
         // It renews its place no more: it leaves the queue within WAIT_ALIVE (its 20 s wait
         // notwithstanding), before the holder is done, and is never handed the key.
-        eventually("the dead waiter to leave the queue", || {
+        common::eventually("the dead waiter to leave the queue", || {
             locks
                 .inspect("job")
                 .unwrap()
@@ -465,7 +450,7 @@ fn a_killed_waiter_does_not_stop_the_queue() {
                 )
             })
         };
-        eventually("next in the queue", || {
+        common::eventually("next in the queue", || {
             locks
                 .inspect("job")
                 .unwrap()
@@ -658,5 +643,147 @@ fn ctrl_c_at_a_terminal_reaches_the_command_once() {
     let status = child.wait().unwrap();
     assert!(status.success(), "{status:?}");
     assert_released(&url, &ns);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The processes that carry `EXPIRING_LOCK_OWNER=owner` in their environment: the command
+/// `lockstore run` started for `owner`, everything it started, and its guard.
+fn tree_of(owner: &str) -> Vec<String> {
+    let marker = format!("EXPIRING_LOCK_OWNER={owner}");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.parse::<u32>().is_ok())
+        })
+        .filter(|e| {
+            std::fs::read(e.path().join("environ"))
+                .is_ok_and(|env| env.split(|&b| b == 0).any(|v| v == marker.as_bytes()))
+        })
+        .filter_map(|e| std::fs::read_to_string(e.path().join("cmdline")).ok())
+        .map(|cmd| cmd.replace('\0', " "))
+        .collect()
+}
+
+/// `lockstore run` as `owner` over a fresh SQLite file, with a command that starts a process
+/// tree (a background subshell, a process in a session of its own, a loop) and prints
+/// "started"; with `ignore_term`, every process of it ignores SIGTERM.
+fn tree_under_lockstore(owner: &str, ignore_term: bool, extra: &[&str]) -> (Child, PathBuf) {
+    let dir = std::env::temp_dir().join(owner);
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!("sqlite://{}", dir.join("locks.db").display());
+    let trap = if ignore_term { "trap '' TERM; " } else { "" };
+    let script = format!(
+        "{trap}(sleep 1000) & setsid sleep 1000 & echo started; while :; do sleep 0.02; done"
+    );
+    let child = lockstore()
+        .args([
+            "run",
+            "--store",
+            &url,
+            "--namespace",
+            "tree",
+            "--key",
+            "job",
+        ])
+        .args(["--owner", owner])
+        .args(extra)
+        .args(["--", "sh", "-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    (child, dir)
+}
+
+/// `lockstore run` killed with SIGKILL at chosen points (before its command can have started,
+/// while the command runs, while the tree ignores the SIGTERM passed on to it):
+/// the command's whole tree (background and `setsid` processes included) is gone soon after,
+/// long before the lease could be handed to anyone else.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_killed_lockstore_takes_the_commands_whole_tree_with_it() {
+    for moment in ["at once", "while it runs", "while it is stopped"] {
+        let owner = common::unique_namespace("killed");
+        let ignore = moment == "while it is stopped";
+        let (mut child, dir) =
+            tree_under_lockstore(&owner, ignore, &["--ttl", "30s", "--grace", "60s"]);
+        match moment {
+            "at once" => {}
+            "while it runs" => wait_for_line(&mut child, "started"),
+            _ => {
+                wait_for_line(&mut child, "started");
+                // Being stopped: a SIGTERM sent to lockstore is passed on to the tree, which
+                // ignores it; lockstore waits for it to finish (a long grace).
+                let pid = rustix::process::Pid::from_child(&child);
+                rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        if moment != "at once" {
+            assert!(
+                tree_of(&owner).len() >= 4,
+                "{moment}: {:?}",
+                tree_of(&owner)
+            );
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        common::eventually(&format!("the tree to be gone ({moment})"), || {
+            tree_of(&owner).is_empty().then_some(())
+        });
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// A lost lock stops the whole tree, not only the command's own process: nothing it started
+/// is still running when `lockstore` exits (4: lost).
+#[test]
+fn a_lost_lock_stops_the_commands_whole_tree() {
+    let owner = common::unique_namespace("losttree");
+    let (mut child, dir) = tree_under_lockstore(&owner, false, &["--ttl", "600ms"]);
+    wait_for_line(&mut child, "started");
+    assert!(tree_of(&owner).len() >= 4, "{:?}", tree_of(&owner));
+    let url = format!("sqlite://{}", dir.join("locks.db").display());
+    lock_store::url::open(&url, "tree")
+        .unwrap()
+        .clear()
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(4));
+    assert_eq!(tree_of(&owner), Vec::<String>::new(), "left running");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A command that exits and leaves processes running in the background: they are stopped
+/// before the lock is released, and `lockstore` exits with the command's status.
+#[test]
+fn what_the_command_leaves_running_is_stopped_before_the_release() {
+    let owner = common::unique_namespace("leftover");
+    let dir = std::env::temp_dir().join(&owner);
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!("sqlite://{}", dir.join("locks.db").display());
+    let status = lockstore()
+        .args([
+            "run",
+            "--store",
+            &url,
+            "--namespace",
+            "tree",
+            "--key",
+            "job",
+        ])
+        .args(["--owner", &owner, "--ttl", "30s"])
+        .args(["--", "sh", "-c", "sleep 1000 & setsid sleep 1000 & exit 5"])
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(5));
+    assert_eq!(tree_of(&owner), Vec::<String>::new(), "left running");
+    assert_released(&url, "tree");
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -12,16 +12,29 @@
 //! held (and `--wait` ran out), 4 when the lock was lost while the command ran, 2 for a usage or
 //! store error.
 //!
-//! When the lock is lost, the command gets `SIGTERM`, and `SIGKILL` if it is still running
-//! `--grace` later (default 10 s; `0s`: `SIGKILL` at once). `SIGTERM`, `SIGINT` and `SIGHUP`
-//! sent to `lockstore` by a process (`kill`, a supervisor) are passed on to the command; the
-//! lock is kept while it finishes, then released. The terminal's (Ctrl-C, a hangup) already
-//! reach the command, which runs in `lockstore`'s process group, and are not passed on again.
+//! The command is the whole process tree it starts. When the lock is lost, every process of
+//! it gets `SIGTERM` at once (at the lease's end on this machine's clock, whatever the store is
+//! doing), and `SIGKILL` if it is still running `--grace` later (default 10 s; `0s`: `SIGKILL`
+//! at once). `SIGTERM`, `SIGINT` and `SIGHUP` sent to `lockstore` by a process (`kill`, a
+//! supervisor) are passed on to the tree; the lock is kept while it finishes, then released.
+//! The terminal's (Ctrl-C, a hangup) already reach the command, which runs in `lockstore`'s
+//! process group, and are not passed on again. When the command exits, what it left running
+//! in the background is stopped the same way (`SIGTERM`, then `SIGKILL` after `--grace`)
+//! before the lock is released: nothing it started outlives the lease.
+//!
+//! The command runs under a small guard process (`lockstore` itself, `__guard`): if `lockstore`
+//! dies, even by `SIGKILL`, the guard kills the whole tree at once. On Linux, `lockstore` and
+//! the guard adopt orphans (child subreapers), so a process that leaves its parent (a daemon's
+//! double fork, `setsid`) stays in the tree. Elsewhere the tree is the command's own process
+//! only: a `SIGKILL` of `lockstore` stops it, not what it started.
 
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+mod guard;
+mod tree;
 
 use lock_core::LockError;
 use lock_store::{Error, Locks};
@@ -48,6 +61,7 @@ fn main() -> ExitCode {
         Some("inspect") => inspect(&args[1..]),
         Some("list") => list(&args[1..]),
         Some("demo") => demo(&args[1..]),
+        Some(guard::COMMAND) => return guard::run(&args[1..]),
         Some("-h" | "--help") => {
             println!("{USAGE}");
             Ok(ExitCode::SUCCESS)
@@ -172,8 +186,13 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
     );
     // Signals for the command, from now on (before it starts, so none is missed).
     let mut received = catch_signals()?;
-    let mut child = Command::new(&o.command[0])
-        .args(&o.command[1..])
+    tree::adopt_orphans();
+    let me = std::env::current_exe().map_err(|e| format!("cannot find lockstore itself: {e}"))?;
+    let mut child = Command::new(me)
+        .arg(guard::COMMAND)
+        .arg(std::process::id().to_string())
+        .arg("--")
+        .args(&o.command)
         .env("EXPIRING_LOCK_KEY", &key)
         .env("EXPIRING_LOCK_FENCE", lease.fence().0.to_string())
         .env("EXPIRING_LOCK_OWNER", &owner)
@@ -181,19 +200,21 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", o.command[0]))?;
     let lost = Arc::new(AtomicBool::new(false));
+    let (lost_tx, lost_heard) = mpsc::channel();
     {
         let lost = Arc::clone(&lost);
         lease.on_lost(move |l| {
+            lost.store(true, Ordering::SeqCst);
+            let _ = lost_tx.send(());
             eprintln!(
                 "lockstore: lost \"{}\" (fence {}); stopping the command",
                 l.key, l.fence.0
             );
-            lost.store(true, Ordering::SeqCst);
         });
     }
     lease.keep_alive();
     let grace = o.grace.unwrap_or(DEFAULT_GRACE);
-    let status = supervise(&mut child, &lost, grace, &mut received)?;
+    let status = supervise(&mut child, &lost, &lost_heard, grace, &mut received)?;
     let released = lease.release();
     if lost.load(Ordering::SeqCst) {
         return Ok(ExitCode::from(LOST));
@@ -223,20 +244,33 @@ fn catch_signals() -> Result<Caught, String> {
     Caught::new(PASSED_ON.map(|(raw, _)| raw)).map_err(|e| format!("cannot handle signals: {e}"))
 }
 
-/// Waits for the command, passing on the signals `lockstore` receives; if the lock is lost,
-/// stops it: `SIGTERM`, then `SIGKILL` after `grace`.
+/// Waits for the command's guard, passing on the signals `lockstore` receives to the tree; if
+/// the lock is lost, stops the tree: `SIGTERM` (the moment the loss is heard), then `SIGKILL`
+/// after `grace`. Once the guard has exited, stops what the command left running the same way.
 fn supervise(
-    child: &mut std::process::Child,
+    guard: &mut std::process::Child,
     lost: &AtomicBool,
+    lost_heard: &mpsc::Receiver<()>,
     grace: Duration,
     received: &mut Caught,
 ) -> Result<std::process::ExitStatus, String> {
-    use rustix::process::{kill_process, Pid, Signal};
-    let pid = Pid::from_child(child);
-    let mut kill_at: Option<std::time::Instant> = None;
-    loop {
-        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
-            return Ok(status);
+    use rustix::process::{Pid, Signal};
+    let guard_pid = Some(Pid::from_child(guard));
+    let mut kill_at: Option<Instant> = None;
+    let stop = |kill_at: &mut Option<Instant>| {
+        if kill_at.is_none() {
+            let first = if grace.is_zero() {
+                Signal::KILL
+            } else {
+                Signal::TERM
+            };
+            tree::signal_all(guard_pid, guard_pid, first);
+            *kill_at = Some(Instant::now() + grace);
+        }
+    };
+    let status = loop {
+        if let Some(status) = guard.try_wait().map_err(|e| e.to_string())? {
+            break status;
         }
         for origin in received.pending() {
             // A signal from the terminal (Ctrl-C, a hangup) was sent by the kernel to the whole
@@ -246,23 +280,31 @@ fn supervise(
                 continue;
             }
             if let Some((_, signal)) = PASSED_ON.iter().find(|(r, _)| *r == origin.signal) {
-                let _ = kill_process(pid, *signal);
+                tree::signal_all(guard_pid, guard_pid, *signal);
             }
         }
-        if lost.load(Ordering::SeqCst) && kill_at.is_none() {
-            if grace.is_zero() {
-                let _ = child.kill();
-            } else {
-                let _ = kill_process(pid, Signal::TERM);
-            }
-            kill_at = Some(std::time::Instant::now() + grace);
+        if lost.load(Ordering::SeqCst) {
+            stop(&mut kill_at);
         }
-        if kill_at.is_some_and(|t| std::time::Instant::now() >= t) {
-            let _ = child.kill();
+        if kill_at.is_some_and(|t| Instant::now() >= t) {
+            tree::signal_all(guard_pid, None, Signal::KILL);
         }
-        // A lost lock reaches the command within a few milliseconds.
+        // Woken at once by a loss; the guard's exit is looked for every 10 ms.
+        let _ = lost_heard.recv_timeout(Duration::from_millis(10));
+    };
+    // What the command left behind (adopted by `lockstore` when the guard exited).
+    loop {
+        tree::reap_ended();
+        if tree::descendants(None).is_empty() {
+            break;
+        }
+        stop(&mut kill_at);
+        if kill_at.is_some_and(|t| Instant::now() >= t) {
+            tree::signal_all(None, None, Signal::KILL);
+        }
         std::thread::sleep(Duration::from_millis(10));
     }
+    Ok(status)
 }
 
 fn exit_code(status: std::process::ExitStatus) -> u8 {

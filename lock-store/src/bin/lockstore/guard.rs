@@ -1,0 +1,97 @@
+//! The guard between `lockstore run` and its command: it starts the command, exits with its
+//! status, and if `lockstore` dies first (even by `SIGKILL`, which `lockstore` cannot act on)
+//! kills the command's whole tree at once. It learns of that death from the kernel: a
+//! parent that is no longer `lockstore`, looked at every 10 ms (on Linux the parent-death
+//! signal it asks for is caught rather than let end it).
+//!
+//! It ignores the terminal's signals (Ctrl-C reaches the command directly, in the same process
+//! group) and those `lockstore` passes on to the tree: only `lockstore` stops the command.
+
+use std::process::{Command, ExitCode};
+use std::time::Duration;
+
+use rustix::process::{Pid, Signal};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
+
+use crate::tree;
+
+/// The hidden subcommand: `lockstore __guard PARENT_PID -- CMD [ARGS...]`.
+pub const COMMAND: &str = "__guard";
+
+/// The guard's exit status when it killed the tree (`lockstore` is gone: nobody reads it).
+const KILLED: u8 = 137;
+/// The guard's exit status when the command cannot be started (as a shell's).
+const CANNOT_START: u8 = 127;
+
+/// Runs the guard (see the module's documentation).
+pub fn run(args: &[String]) -> ExitCode {
+    let (Some(parent), Some(command)) = (
+        args.first().and_then(|p| p.parse::<i32>().ok()),
+        args.iter()
+            .position(|a| a == "--")
+            .map(|i| &args[i + 1..])
+            .filter(|c| !c.is_empty()),
+    ) else {
+        eprintln!("lockstore: {COMMAND} is lockstore run's own");
+        return ExitCode::from(2);
+    };
+    // Signals first: the parent-death signal must find its handler.
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGUSR1, SIGTERM, SIGINT, SIGHUP])
+    else {
+        eprintln!("lockstore: the guard cannot handle signals");
+        return ExitCode::from(2);
+    };
+    #[cfg(target_os = "linux")]
+    {
+        let _ = rustix::process::set_parent_process_death_signal(Some(Signal::USR1));
+    }
+    tree::adopt_orphans();
+    let parent_alive = || rustix::process::getppid() == Pid::from_raw(parent);
+    if !parent_alive() {
+        // `lockstore` died before the guard could watch it: nothing is started.
+        return ExitCode::from(KILLED);
+    }
+    let child = match Command::new(&command[0]).args(&command[1..]).spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            eprintln!("lockstore: cannot start {}: {e}", command[0]);
+            return ExitCode::from(CANNOT_START);
+        }
+    };
+    let pid = Pid::from_child(&child);
+    loop {
+        // Orphans adopted by the guard are reaped with the command itself.
+        // (Any child: those of other sessions and process groups too.)
+        while let Ok(Some((ended, status))) =
+            rustix::process::wait(rustix::process::WaitOptions::NOHANG)
+        {
+            if ended == pid {
+                return ExitCode::from(exit_code(status));
+            }
+        }
+        // The signals caught are only noted (they must not end the guard).
+        let _ = signals.pending().count();
+        if !parent_alive() {
+            // Until none is left (a process may fork while the first ones are killed), for a
+            // second at most.
+            for _ in 0..1000 {
+                if tree::signal_all(Some(pid), None, Signal::KILL) == 0 {
+                    break;
+                }
+                tree::reap_ended();
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            return ExitCode::from(KILLED);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The command's exit code, or 128 + the signal that killed it (as a shell reports it).
+fn exit_code(status: rustix::process::WaitStatus) -> u8 {
+    match (status.exit_status(), status.terminating_signal()) {
+        (Some(code), _) => u8::try_from(code).unwrap_or(1),
+        (None, Some(signal)) => u8::try_from(128 + signal).unwrap_or(1),
+        _ => 1,
+    }
+}
