@@ -37,6 +37,11 @@ pub struct Decided<R> {
     /// `None` with the caller's, or when no store was touched): a holder's lease ends on its
     /// own clock at [`StoreClock::earliest_local`] of the deadline.
     pub clock: Option<StoreClock>,
+    /// A write of this call was sent and its answer lost, and the record read afterwards was
+    /// neither the one it wrote nor the one it replaced: the write may have taken effect before
+    /// other writes. The reply is decided on that later record (a release there may answer
+    /// `not-held`; see `Lease::release`).
+    pub ambiguous: bool,
 }
 
 /// A record as last seen: its version, as the decider keeps it, and what the read that
@@ -44,6 +49,9 @@ pub struct Decided<R> {
 #[derive(Clone, Debug)]
 struct Seen<R> {
     version: u64,
+    /// The record's bytes as stored (a [`TOMBSTONE`]'s; empty for none): a write replaces
+    /// exactly these or nothing.
+    bytes: Vec<u8>,
     record: R,
     clock: StoreClock,
 }
@@ -171,6 +179,7 @@ impl<S: Store, D: Decider> Engine<S, D> {
                         now: at,
                         next_deadline: None,
                         clock: None,
+                        ambiguous: false,
                     });
                 }
             }
@@ -200,6 +209,7 @@ impl<S: Store, D: Decider> Engine<S, D> {
                 now: at,
                 next_deadline: None,
                 clock: None,
+                ambiguous: false,
             });
         }
         self.run(
@@ -243,7 +253,8 @@ impl<S: Store, D: Decider> Engine<S, D> {
         }
     }
 
-    fn read(&mut self, key: &str) -> Result<Seen<D::Record>, StoreError> {
+    fn read(&mut self, key: &str, budget: &mut Budget) -> Result<Seen<D::Record>, StoreError> {
+        budget.before_call(&mut self.store)?;
         let sent = LocalInstant::now();
         let read = self.store.read(key)?;
         self.seen_from(key, read, sent)
@@ -257,19 +268,22 @@ impl<S: Store, D: Decider> Engine<S, D> {
         read: Read,
         sent: LocalInstant,
     ) -> Result<Seen<D::Record>, StoreError> {
-        let (version, record) = match read.record {
-            None => (0, self.decider.empty()),
+        let (version, bytes, record) = match read.record {
+            None => (0, Vec::new(), self.decider.empty()),
             // A tombstone: an empty key, with the version a compare-and-set checks.
-            Some(stored) if stored.bytes == TOMBSTONE => (stored.version, self.decider.empty()),
+            Some(stored) if stored.bytes == TOMBSTONE => {
+                (stored.version, stored.bytes, self.decider.empty())
+            }
             Some(stored) => {
                 let record = (self.decider)
                     .load(&stored, &self.limits)
                     .map_err(|e| self.decide_error(key, e))?;
-                (stored.version, record)
+                (stored.version, stored.bytes, record)
             }
         };
         Ok(Seen {
             version,
+            bytes,
             record,
             clock: StoreClock::from_read(read.now, sent, LocalInstant::now()),
         })
@@ -277,12 +291,18 @@ impl<S: Store, D: Decider> Engine<S, D> {
 
     /// The record to start from at local instant `t`: the one last seen (an outdated one in
     /// stale mode), else a read.
-    fn start(&mut self, key: &str, t: LocalInstant) -> Result<(Seen<D::Record>, bool), StoreError> {
+    fn start(
+        &mut self,
+        key: &str,
+        t: LocalInstant,
+        budget: &mut Budget,
+    ) -> Result<(Seen<D::Record>, bool), StoreError> {
         if self.stale {
             let old = match self.previous.get(key) {
                 Some(old) => old.clone(),
                 None => Seen {
                     version: 0,
+                    bytes: Vec::new(),
                     record: self.decider.empty(),
                     clock: StoreClock::from_read(Instant::ZERO, t, t),
                 },
@@ -293,7 +313,7 @@ impl<S: Store, D: Decider> Engine<S, D> {
             // A remembered record whose read is too old to bound the store's clock closely
             // enough is read again (see `set_read_life`).
             Some(seen) if seen.clock.read_age(t) <= self.read_life => Ok((seen.clone(), true)),
-            _ => Ok((self.read(key)?, false)),
+            _ => Ok((self.read(key, budget)?, false)),
         }
     }
 
@@ -315,7 +335,30 @@ impl<S: Store, D: Decider> Engine<S, D> {
         // One reading of this machine's clock per attempt: it dates the decision (the lower
         // bound) and, being before the write is sent, the read a conflict answers.
         let first = LocalInstant::now();
-        let (mut seen, mut from_memory) = self.start(key, first)?;
+        let mut budget = Budget {
+            start: first,
+            bound: self.store.bound(),
+            calls: 0,
+            limited: false,
+        };
+        let result = self.attempts(key, at, first, &mut budget, decide, settle);
+        if budget.limited {
+            self.store.limit_calls(None);
+        }
+        result
+    }
+
+    fn attempts<R>(
+        &mut self,
+        key: &str,
+        at: Instant,
+        first: LocalInstant,
+        budget: &mut Budget,
+        decide: impl Fn(&mut D, &D::Record, Instant) -> Result<Decision<D::Record, R>, DecideError>,
+        settle: fn(&mut Step<R>, &[Fence]),
+    ) -> Result<Decided<R>, StoreError> {
+        let (mut seen, mut from_memory) = self.start(key, first, budget)?;
+        let mut ambiguous = false;
         for attempt in 0..MAX_ATTEMPTS {
             let t = if attempt == 0 {
                 first
@@ -340,7 +383,7 @@ impl<S: Store, D: Decider> Engine<S, D> {
             if !step.changed {
                 if from_memory {
                     // A refusal or a read from memory may be outdated: confirm it on a fresh read.
-                    seen = self.read(key)?;
+                    seen = self.read(key, budget)?;
                     from_memory = false;
                     continue;
                 }
@@ -357,6 +400,7 @@ impl<S: Store, D: Decider> Engine<S, D> {
                     now: clock,
                     next_deadline,
                     clock: store_time.then_some(seen.clock),
+                    ambiguous,
                 });
             }
             // With the store's time, an emptied record is not deleted but left as a tombstone
@@ -366,6 +410,7 @@ impl<S: Store, D: Decider> Engine<S, D> {
             let tombstone = store_time && bytes.is_none();
             let write = Write {
                 expected: seen.version,
+                replaces: &seen.bytes,
                 version: new_version(),
                 bytes: if tombstone {
                     Some(TOMBSTONE)
@@ -380,6 +425,7 @@ impl<S: Store, D: Decider> Engine<S, D> {
                     (true, false) => forget_at,
                 },
             };
+            budget.before_call(&mut self.store)?;
             let fences = match self.store.write(key, &write) {
                 Ok(Written::Done { fences }) => fences,
                 Ok(Written::Conflict(read)) => {
@@ -389,16 +435,24 @@ impl<S: Store, D: Decider> Engine<S, D> {
                     continue;
                 }
                 Err(StoreError::Lost { store, reason }) => {
-                    // Ambiguous: find out by reading whether our version is the stored one.
-                    let sent = LocalInstant::now();
-                    let read = self.store.read(key).map_err(|_| StoreError::Lost {
+                    // Ambiguous: find out by reading whether our version is the stored one,
+                    // within what remains of the call's bound (none left: the write's outcome
+                    // stays unknown, and the caller hears the lost connection).
+                    let lost = || StoreError::Lost {
                         store: store.clone(),
                         reason: reason.clone(),
-                    })?;
+                    };
+                    budget.before_call(&mut self.store).map_err(|_| lost())?;
+                    let sent = LocalInstant::now();
+                    let read = self.store.read(key).map_err(|_| lost())?;
+                    let found = read.record.as_ref().map_or(0, |stored| stored.version);
                     match &read.record {
                         Some(stored) if stored.version == write.version => stored.fences.clone(),
                         None if write.bytes.is_none() && write.expected != 0 => Vec::new(),
                         _ => {
+                            // Neither ours nor the one ours replaced: ours may have taken
+                            // effect before the writes that followed it.
+                            ambiguous |= found != write.expected;
                             seen = self.seen_from(key, read, sent)?;
                             from_memory = false;
                             continue;
@@ -426,10 +480,9 @@ impl<S: Store, D: Decider> Engine<S, D> {
                     let _ = self.store.announce(key, owner);
                 }
             }
-            let version = if write.bytes.is_some() {
-                write.version
-            } else {
-                0
+            let (version, written) = match write.bytes {
+                Some(bytes) => (write.version, bytes.to_vec()),
+                None => (0, Vec::new()),
             };
             // The write was refused unless the store's clock had reached `clock`.
             let mut store_clock = seen.clock;
@@ -440,6 +493,7 @@ impl<S: Store, D: Decider> Engine<S, D> {
                 key,
                 Seen {
                     version,
+                    bytes: written,
                     record: after,
                     clock: store_clock,
                 },
@@ -450,12 +504,44 @@ impl<S: Store, D: Decider> Engine<S, D> {
                 now: clock,
                 next_deadline,
                 clock: store_time.then_some(store_clock),
+                ambiguous,
             });
         }
         Err(StoreError::Contention {
             key: key.to_owned(),
             attempts: MAX_ATTEMPTS,
         })
+    }
+}
+
+/// What remains of one request's bound: its first store call has the store's whole
+/// [`Store::bound`], each later one (a re-read, a retried write) what is left of it, so that a
+/// request never waits longer than the bound in all.
+struct Budget {
+    start: LocalInstant,
+    bound: Option<StdDuration>,
+    calls: u32,
+    /// Whether the store's calls were limited (and must be given their whole bound again).
+    limited: bool,
+}
+
+impl Budget {
+    /// Before each store call: limits it to what is left, or fails if nothing is.
+    fn before_call<S: Store>(&mut self, store: &mut S) -> Result<(), StoreError> {
+        self.calls += 1;
+        let Some(bound) = self.bound else {
+            return Ok(());
+        };
+        if self.calls == 1 {
+            return Ok(());
+        }
+        let left = bound.saturating_sub(self.start.elapsed());
+        if left.is_zero() {
+            return Err(crate::store::no_answer(store.describe(), bound));
+        }
+        store.limit_calls(Some(left));
+        self.limited = true;
+        Ok(())
     }
 }
 

@@ -35,6 +35,19 @@ struct Guard {
     extend: bool,
     /// Stop it (released or dropped).
     stop: bool,
+    /// How the extension the guard thread started last ended (taken by the guard thread).
+    extended: Option<Extended>,
+}
+
+/// How one keep-alive extension ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Extended {
+    /// The deadline moved.
+    Done,
+    /// The store refused it: the lease is lost (and known lost).
+    Refused,
+    /// The store did not answer (or failed): try again soon, until the lease's end.
+    Failed,
 }
 
 /// State shared by a [`Lease`] and its guard thread.
@@ -267,39 +280,77 @@ impl Lease {
     /// # Errors
     /// [`Error::Lock`] with `expired` if the lease ran out first (`on_lost` runs), or another
     /// lock refusal; [`Error::Store`] (the lease then ends at its deadline).
+    ///
+    /// A release whose answer was lost (the connection failed after the request was sent) is
+    /// found out by reading the record again. If others wrote to it meanwhile (the next waiter
+    /// was handed the key, say), the record no longer shows whether this release took effect;
+    /// then it is known done if the store's clock is still before the lease's deadline (before
+    /// it, only its owner's release ends a lease), and otherwise answered as the core decides
+    /// on the record as it is (`expired`, `not-held` or `not-owner`: lost).
     pub fn release(&self) -> Result<(), Error> {
-        self.state.stop();
-        if self.state.released.load(Ordering::SeqCst) {
-            return Ok(());
+        release(&self.locks, &self.state)
+    }
+}
+
+fn release(locks: &Locks, state: &LeaseState) -> Result<(), Error> {
+    state.stop();
+    if state.released.load(Ordering::SeqCst) {
+        return Ok(());
+    }
+    let (key, owner, fence) = (&state.key, &state.owner, state.fence);
+    let decided = locks.request(key, |now| Request::Release {
+        key,
+        owner,
+        fence,
+        now,
+    })?;
+    let deadline = Instant(state.deadline.load(Ordering::SeqCst));
+    match decided.reply {
+        Response::Done(Ok(())) => {
+            state.released_at.store(decided.now.0, Ordering::SeqCst);
+            state.released.store(true, Ordering::SeqCst);
+            Ok(())
         }
-        let (key, owner, fence) = (&self.state.key, &self.state.owner, self.state.fence);
-        let decided = self.locks.request(key, |now| Request::Release {
-            key,
-            owner,
-            fence,
-            now,
-        })?;
-        match decided.reply {
-            Response::Done(Ok(())) => {
-                self.state
-                    .released_at
-                    .store(decided.now.0, Ordering::SeqCst);
-                self.state.released.store(true, Ordering::SeqCst);
-                Ok(())
-            }
-            Response::Done(Err(e)) => {
-                self.state.lose(Some(e.clone()));
-                self.state.released.store(true, Ordering::SeqCst);
-                Err(Error::Lock(e))
-            }
-            other => Err(self.locks.unexpected(&other)),
+        // This release's own write took effect before the writes the re-read found: nothing
+        // else ends a lease before its deadline.
+        Response::Done(Err(LockError::NotHeld | LockError::NotOwner))
+            if decided.ambiguous && decided.now < deadline =>
+        {
+            state.released_at.store(decided.now.0, Ordering::SeqCst);
+            state.released.store(true, Ordering::SeqCst);
+            Ok(())
         }
+        Response::Done(Err(e)) => {
+            state.lose(Some(e.clone()));
+            state.released.store(true, Ordering::SeqCst);
+            Err(Error::Lock(e))
+        }
+        other => Err(locks.unexpected(&other)),
     }
 }
 
 impl Drop for Lease {
+    /// Releases the lease. Inside an async runtime (a `Lease` dropped in async code), the
+    /// release runs on a thread of its own, so that the executor's thread is not held for a
+    /// store's round trip (or, with a store that stopped answering, for its bound).
     fn drop(&mut self) {
-        let _ = self.release();
+        if self.state.released.load(Ordering::SeqCst) {
+            self.state.stop();
+            return;
+        }
+        if tokio::runtime::Handle::try_current().is_ok() {
+            self.state.stop();
+            let (locks, state) = (self.locks.clone(), Arc::clone(&self.state));
+            let spawned = std::thread::Builder::new()
+                .name("lock-store-release".into())
+                .spawn(move || {
+                    let _ = release(&locks, &state);
+                });
+            if spawned.is_ok() {
+                return;
+            }
+        }
+        let _ = release(&self.locks, &self.state);
     }
 }
 
@@ -344,45 +395,63 @@ pub(crate) fn local_end(clock: Option<StoreClock>, deadline: Instant) -> LocalIn
 }
 
 /// Extends (with keep-alive) every third of the TTL, retries a failed store call sooner, and
-/// declares the lease lost when this holder's clock reaches its end.
-fn guard_thread(locks: &Locks, state: &LeaseState) {
+/// declares the lease lost when this holder's clock reaches its end. The extensions run on a
+/// thread of their own: a store call that hangs (up to its bound) never delays the lease's end,
+/// which this thread's timer alone decides.
+fn guard_thread(locks: &Locks, state: &Arc<LeaseState>) {
     let period = (state.ttl / 3).max(Duration::from_millis(1));
     let mut next_extend = LocalInstant::now() + period;
+    let mut extending = false;
+    let mut guard = state.guard();
     loop {
-        let guard = state.guard();
         if guard.stop {
             return;
         }
         let now = LocalInstant::now();
+        if let Some(extended) = guard.extended.take() {
+            extending = false;
+            next_extend = match extended {
+                Extended::Done => now + period,
+                Extended::Refused => return,
+                Extended::Failed => now + period.min(Duration::from_millis(100)),
+            };
+        }
         let end = state.local_end();
-        let wake_at = if guard.extend {
+        if now >= end {
+            drop(guard);
+            state.lose(None);
+            return;
+        }
+        let keep_alive = guard.extend && !extending;
+        if keep_alive && now >= next_extend {
+            extending = true;
+            let (locks, state) = (locks.clone(), Arc::clone(state));
+            let started = std::thread::Builder::new()
+                .name("lock-store-extend".into())
+                .spawn(move || {
+                    let extended = match extend(&locks, &state, state.ttl) {
+                        Ok(()) => Extended::Done,
+                        Err(Error::Lock(_)) => Extended::Refused,
+                        Err(_) => Extended::Failed,
+                    };
+                    state.guard().extended = Some(extended);
+                    state.wake.notify_all();
+                });
+            if started.is_err() {
+                extending = false;
+                next_extend = now + period.min(Duration::from_millis(100));
+            }
+            continue;
+        }
+        let wake_at = if keep_alive {
             next_extend.min(end)
         } else {
             end
         };
-        if now < wake_at {
-            let (guard, _) = state
-                .wake
-                .wait_timeout(guard, wake_at - now)
-                .unwrap_or_else(PoisonError::into_inner);
-            drop(guard);
-            continue;
-        }
-        let extend_now = guard.extend && now >= next_extend;
-        drop(guard);
-        if now >= end {
-            state.lose(None);
-            return;
-        }
-        if extend_now {
-            match extend(locks, state, state.ttl) {
-                Ok(()) => next_extend = LocalInstant::now() + period,
-                Err(Error::Lock(_)) => return,
-                // The store did not answer: try again soon, until the lease's end.
-                Err(_) => {
-                    next_extend = LocalInstant::now() + period.min(Duration::from_millis(100));
-                }
-            }
-        }
+        guard = state
+            .wake
+            .wait_timeout(guard, wake_at - now)
+            .unwrap_or_else(PoisonError::into_inner)
+            .0;
     }
 }

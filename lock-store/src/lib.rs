@@ -75,8 +75,8 @@ pub use redis::RedisStore;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 pub use store::{
-    check_namespace, fences_from_text, fences_to_text, instant_to_sql, new_version, notice,
-    system_now, version_from_sql, version_to_sql, OpenWatcher, Read, Store, StoreError, Stored,
-    Watcher, Write, Written, MAX_FENCE, TOMBSTONE,
+    check_namespace, fences_from_text, fences_to_text, instant_to_sql, new_version, no_answer,
+    notice, system_now, version_from_sql, version_to_sql, OpenWatcher, Read, Store, StoreError,
+    Stored, Watcher, Write, Written, MAX_FENCE, TOMBSTONE,
 };
 pub use table::{StoreTable, TableFault};

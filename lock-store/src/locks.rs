@@ -419,7 +419,10 @@ impl Locks {
             let decided = match looked {
                 Ok(decided) => decided,
                 Err(e) => {
+                    // Look again after `poll`, not at the next notice: the one that woke this
+                    // look (a hand-off with a short TTL, say) is spent.
                     ride_out(e)?;
+                    look_first = true;
                     continue;
                 }
             };

@@ -95,9 +95,13 @@ impl Store for MemoryStore {
         let id = self.id(key);
         let mut space = self.space();
         let now = system_now();
-        let current = space.records.get(&id).map_or(0, |r| r.version);
+        let current = space.records.get(&id);
+        let replaced = match current {
+            None => write.expected == 0,
+            Some(r) => r.version == write.expected && r.bytes == write.replaces,
+        };
         let behind = write.not_before.is_some_and(|t| now < t);
-        if current != write.expected || behind {
+        if !replaced || behind {
             return Ok(Written::Conflict(Read {
                 record: space.records.get(&id).cloned(),
                 now,

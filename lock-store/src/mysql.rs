@@ -37,7 +37,8 @@ const TABLES: &[&str] = &[
     "CREATE SEQUENCE IF NOT EXISTS `__NS___fences` START WITH 1 MINVALUE 1 MAXVALUE 9007199254740991 INCREMENT BY 1 NOCACHE NOCYCLE",
     "CREATE OR REPLACE PROCEDURE `__NS___cas`(
         IN p_key VARBINARY(3072), IN p_expected BIGINT UNSIGNED, IN p_version BIGINT UNSIGNED,
-        IN p_record LONGBLOB, IN p_n INT, IN p_not_before BIGINT, IN p_forget_at BIGINT)
+        IN p_record LONGBLOB, IN p_n INT, IN p_not_before BIGINT, IN p_forget_at BIGINT,
+        IN p_replaces LONGBLOB)
     MODIFIES SQL DATA
     BEGIN
         DECLARE t BIGINT DEFAULT FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000);
@@ -51,11 +52,12 @@ const TABLES: &[&str] = &[
                 INSERT IGNORE INTO `__NS___records` (k, version, record, fences, forget_at)
                 VALUES (p_key, p_version, p_record, '', p_forget_at);
             ELSEIF p_record IS NULL THEN
-                DELETE FROM `__NS___records` WHERE k = p_key AND version = p_expected;
+                DELETE FROM `__NS___records`
+                WHERE k = p_key AND version = p_expected AND record = p_replaces;
             ELSE
                 UPDATE `__NS___records`
                 SET version = p_version, record = p_record, fences = '', forget_at = p_forget_at
-                WHERE k = p_key AND version = p_expected;
+                WHERE k = p_key AND version = p_expected AND record = p_replaces;
             END IF;
             SET n_rows = ROW_COUNT();
             IF n_rows = 1 AND p_n > 0 THEN
@@ -82,6 +84,11 @@ const COLUMNS: [&str; 5] = ["fences", "forget_at", "k", "record", "version"];
 pub struct MysqlStore {
     opts: Opts,
     conn: Option<Conn>,
+    /// Each call's bound (the socket's connect, read and write timeouts).
+    timeout: StdDuration,
+    /// The bound of the calls that follow, if less than `timeout` (see `Store::limit_calls`):
+    /// a connection made then has it as its timeouts (a live one keeps its own).
+    limit: Option<StdDuration>,
     shown: String,
     namespace: String,
     /// The collection of forgotten records.
@@ -116,7 +123,8 @@ impl HotSql {
         let replace = |fences: &str| {
             sql(&format!(
                 "UPDATE `__NS___records` SET version = ?, record = ?, fences = {fences}, forget_at = ? \
-                 WHERE k = ? AND version = ? AND (? IS NULL OR FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000) >= ?)"
+                 WHERE k = ? AND version = ? AND record = ? \
+                 AND (? IS NULL OR FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000) >= ?)"
             ))
         };
         HotSql {
@@ -124,7 +132,7 @@ impl HotSql {
                 "SELECT FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000), r.version, r.record, r.fences \
                  FROM (SELECT 1) AS one LEFT JOIN `__NS___records` AS r ON r.k = ?",
             ),
-            cas: sql("CALL `__NS___cas`(?, ?, ?, ?, ?, ?, ?)"),
+            cas: sql("CALL `__NS___cas`(?, ?, ?, ?, ?, ?, ?, ?)"),
             replace: [
                 replace("''"),
                 replace("LAST_INSERT_ID(NEXTVAL(`__NS___fences`))"),
@@ -141,6 +149,22 @@ impl std::fmt::Debug for MysqlStore {
 
 fn reason(e: &mysql::Error) -> String {
     e.to_string()
+}
+
+/// Whether a socket timeout (no answer within the bound) caused `e`: the driver wraps it in an
+/// I/O or a codec error.
+fn timed_out(e: &mysql::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(error) = cause {
+        if let Some(io) = error.downcast_ref::<std::io::Error>() {
+            return matches!(
+                io.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            );
+        }
+        cause = error.source();
+    }
+    false
 }
 
 impl MysqlStore {
@@ -173,6 +197,8 @@ impl MysqlStore {
         let mut store = MysqlStore {
             opts,
             conn: None,
+            timeout,
+            limit: None,
             shown,
             namespace: namespace.to_owned(),
             walk: CollectWalk::default(),
@@ -184,9 +210,22 @@ impl MysqlStore {
 
     fn conn(&mut self) -> Result<&mut Conn, StoreError> {
         if self.conn.is_none() {
-            let mut conn = Conn::new(self.opts.clone()).map_err(|e| StoreError::Connect {
+            let opts: Opts = match self.limit {
+                Some(left) => OptsBuilder::from_opts(self.opts.clone())
+                    .tcp_connect_timeout(Some(left))
+                    .read_timeout(Some(left))
+                    .write_timeout(Some(left))
+                    .into(),
+                None => self.opts.clone(),
+            };
+            let bound = self.limit.unwrap_or(self.timeout);
+            let mut conn = Conn::new(opts).map_err(|e| StoreError::Connect {
                 store: format!("{} namespace \"{}\"", self.shown, self.namespace),
-                reason: reason(&e),
+                reason: if timed_out(&e) {
+                    format!("no answer within {bound:?}")
+                } else {
+                    reason(&e)
+                },
             })?;
             // Row locks only: no gap locks between writers of different keys.
             conn.query_drop("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
@@ -210,6 +249,10 @@ impl MysqlStore {
     /// [`StoreError::Lost`]; access denied is [`StoreError::Schema`].
     fn failed(&mut self, e: &mysql::Error) -> StoreError {
         let store = self.describe();
+        if timed_out(e) {
+            self.conn = None;
+            return crate::store::no_answer(store, self.limit.unwrap_or(self.timeout));
+        }
         match e {
             // A read or write timeout of the socket surfaces as a codec I/O error.
             mysql::Error::IoError(_)
@@ -387,6 +430,7 @@ impl MysqlStore {
             write.forget_at.map(instant_to_sql),
             key.as_bytes(),
             write.expected,
+            write.replaces,
             not_before,
             not_before,
         );
@@ -424,6 +468,7 @@ impl MysqlStore {
             i64::try_from(write.fresh_fences).unwrap_or(i64::MAX),
             write.not_before.map(instant_to_sql),
             write.forget_at.map(instant_to_sql),
+            write.replaces,
         );
         self.conn()?;
         let (Some(conn), hot) = (self.conn.as_mut(), &self.hot) else {
@@ -483,6 +528,14 @@ impl MysqlStore {
 impl Store for MysqlStore {
     fn describe(&self) -> String {
         format!("{} namespace \"{}\"", self.shown, self.namespace)
+    }
+
+    fn bound(&self) -> Option<StdDuration> {
+        Some(self.timeout)
+    }
+
+    fn limit_calls(&mut self, left: Option<StdDuration>) {
+        self.limit = left.filter(|&left| left < self.timeout);
     }
 
     fn read(&mut self, key: &str) -> Result<Read, StoreError> {

@@ -64,8 +64,9 @@ const NOW_MS: &str = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigin
 ///
 /// Tokens are taken in the statement that writes, for the row it writes, after the writer read
 /// the version it replaces (so after that version's own tokens): a key's tokens increase in the
-/// order of its writes. Only a write that races another one can burn tokens (a gap, never a
-/// repeat).
+/// order of its writes. A write that loses a race for an existing row takes none (the row is
+/// locked before its tokens are taken); only two writers creating the same new key at once
+/// can burn the loser's tokens (a gap, never a repeat).
 ///
 /// A write's `not_before` is a `timestamptz` compared with `clock_timestamp()` as it is: the
 /// same test as the milliseconds of [`NOW_MS`] (a whole number of milliseconds against the
@@ -99,12 +100,19 @@ impl Statements {
             "SELECT {NOW_MS}, r.version, r.record, r.fences \
              FROM (SELECT 1) AS one LEFT JOIN {ns}.records AS r ON r.key = $1"
         );
-        // $1 key, $2 expected, $3 version, $4 record, $5 tokens, $6 forget_at, $7 not_before.
+        // $1 key, $2 expected, $3 version, $4 record, $5 tokens, $6 forget_at, $7 not_before,
+        // $8 the record replaced. The row is locked first (`locked`) and the tokens taken in
+        // the `UPDATE` that joins it: a writer that loses the race waits for the lock, finds
+        // the version changed and takes none. (Without it, two `UPDATE`s of one row both
+        // computed their new row, `nextval` included, before the loser found the version
+        // changed: every lost race burnt tokens.)
         let update = format!(
-            "UPDATE {ns}.records SET version = $3, record = $4, forget_at = $6, fences = {} \
-             WHERE key = $1 AND version = $2 AND {} RETURNING fences",
-            tokens("$5"),
-            clock_reached(7)
+            "WITH locked AS MATERIALIZED (SELECT key FROM {ns}.records \
+                 WHERE key = $1 AND version = $2 AND record = $8 AND {} FOR NO KEY UPDATE) \
+             UPDATE {ns}.records AS r SET version = $3, record = $4, forget_at = $6, fences = {} \
+             FROM locked WHERE r.key = locked.key RETURNING r.fences",
+            clock_reached(7),
+            tokens("$5")
         );
         // $1 key, $2 version, $3 record, $4 tokens, $5 forget_at, $6 not_before. The
         // `NOT EXISTS` spares a token when the row is already there (`ON CONFLICT` alone would
@@ -117,9 +125,9 @@ impl Statements {
             tokens("$4"),
             clock_reached(6)
         );
-        // $1 key, $2 expected, $3 not_before.
+        // $1 key, $2 expected, $3 not_before, $4 the record replaced.
         let delete = format!(
-            "DELETE FROM {ns}.records WHERE key = $1 AND version = $2 AND {} \
+            "DELETE FROM {ns}.records WHERE key = $1 AND version = $2 AND record = $4 AND {} \
              RETURNING '{{}}'::bigint[]",
             clock_reached(3)
         );
@@ -158,6 +166,8 @@ impl Drop for Conn {
 enum Failure {
     Sql(tokio_postgres::Error),
     TimedOut(StdDuration),
+    /// The helper thread of a call made inside an async runtime could not start.
+    Thread(String),
 }
 
 impl From<tokio_postgres::Error> for Failure {
@@ -168,32 +178,80 @@ impl From<tokio_postgres::Error> for Failure {
 
 /// Runs the client's futures, each within the bound: a server or path that stops answering
 /// fails the call (the connection is then dropped) instead of hanging the caller.
+///
+/// The runtime is this store's own. A caller that is itself inside a tokio runtime (async code
+/// calling the blocking API) cannot block on another runtime in its thread (tokio panics):
+/// there the call runs on a helper thread while the caller's thread waits for it, and the
+/// runtime is shut down without blocking when the store is dropped.
 struct Bound {
-    runtime: Runtime,
+    /// Always `Some` until dropped.
+    runtime: Option<Runtime>,
     timeout: StdDuration,
+    /// The bound of the calls that follow, if less than `timeout` (see `Store::limit_calls`).
+    limit: Option<StdDuration>,
 }
 
 impl Bound {
-    fn run<T, E: Into<Failure>>(
+    fn new(runtime: Runtime, timeout: StdDuration) -> Self {
+        Bound {
+            runtime: Some(runtime),
+            timeout,
+            limit: None,
+        }
+    }
+
+    fn runtime(&self) -> &Runtime {
+        match &self.runtime {
+            Some(runtime) => runtime,
+            None => unreachable!("the runtime is only taken when the store is dropped"),
+        }
+    }
+
+    fn run<T: Send, E: Into<Failure> + Send>(
         &self,
-        call: impl Future<Output = Result<T, E>>,
+        call: impl Future<Output = Result<T, E>> + Send,
     ) -> Result<T, Failure> {
-        match self
-            .runtime
-            .block_on(async { tokio::time::timeout(self.timeout, call).await })
-        {
-            Ok(result) => result.map_err(Into::into),
-            Err(_) => Err(Failure::TimedOut(self.timeout)),
+        let bound = self.limit.unwrap_or(self.timeout);
+        let runtime = self.runtime();
+        let bounded = async { tokio::time::timeout(bound, call).await };
+        let answer = if tokio::runtime::Handle::try_current().is_ok() {
+            std::thread::scope(|scope| {
+                let helper = std::thread::Builder::new()
+                    .name("lock-store-postgres".into())
+                    .spawn_scoped(scope, || runtime.block_on(bounded));
+                match helper.map(std::thread::ScopedJoinHandle::join) {
+                    Ok(Ok(answer)) => Ok(answer),
+                    Ok(Err(panic)) => std::panic::resume_unwind(panic),
+                    Err(e) => Err(e),
+                }
+            })
+        } else {
+            Ok(runtime.block_on(bounded))
+        };
+        match answer {
+            Ok(Ok(result)) => result.map_err(Into::into),
+            Ok(Err(_)) => Err(Failure::TimedOut(bound)),
+            Err(e) => Err(Failure::Thread(e.to_string())),
         }
     }
 
     /// A new connection (connect and startup bounded together), its driver spawned.
     fn connect(&self, config: &Config) -> Result<(Client, JoinHandle<()>), Failure> {
         let (client, connection) = self.run(config.connect(NoTls))?;
-        let driver = self.runtime.spawn(async move {
+        let driver = self.runtime().spawn(async move {
             let _ = connection.await;
         });
         Ok((client, driver))
+    }
+}
+
+impl Drop for Bound {
+    fn drop(&mut self) {
+        // Never blocks (dropping a runtime does, which panics inside another runtime): the
+        // connection's tasks are cancelled and the socket closed.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
     }
 }
 
@@ -269,7 +327,7 @@ impl PostgresStore {
         let mut store = PostgresStore {
             config,
             conn: None,
-            bound: Bound { runtime, timeout },
+            bound: Bound::new(runtime, timeout),
             shown,
             schema: namespace.to_owned(),
             walk: CollectWalk::default(),
@@ -340,7 +398,7 @@ impl PostgresStore {
     fn failed(&mut self, e: &Failure) -> StoreError {
         let store = self.describe();
         let e = match e {
-            Failure::TimedOut(_) => {
+            Failure::TimedOut(_) | Failure::Thread(_) => {
                 self.conn = None;
                 return StoreError::Lost {
                     store,
@@ -516,6 +574,7 @@ fn failure_reason(e: &Failure) -> String {
     match e {
         Failure::Sql(e) => reason(e),
         Failure::TimedOut(bound) => format!("no answer within {bound:?}"),
+        Failure::Thread(e) => format!("cannot start a helper thread: {e}"),
     }
 }
 
@@ -551,6 +610,7 @@ impl Store for PostgresStore {
             Some(c) => {
                 let s = &c.statements;
                 let bytes = write.bytes;
+                let replaces = write.replaces;
                 let (statement, params): (&Statement, Vec<&(dyn ToSql + Sync)>) =
                     match (bytes, write.expected) {
                         (Some(_), 0) => (
@@ -567,9 +627,10 @@ impl Store for PostgresStore {
                                 &n,
                                 &forget_at,
                                 &not_before,
+                                &replaces,
                             ],
                         ),
-                        (None, _) => (&s.delete, vec![&key, &expected, &not_before]),
+                        (None, _) => (&s.delete, vec![&key, &expected, &not_before, &replaces]),
                     };
                 self.bound.run(c.client.query_opt(statement, &params))
             }
@@ -638,6 +699,14 @@ impl Store for PostgresStore {
             .map(|_| ())
     }
 
+    fn bound(&self) -> Option<StdDuration> {
+        Some(self.bound.timeout)
+    }
+
+    fn limit_calls(&mut self, left: Option<StdDuration>) {
+        self.bound.limit = left.filter(|&left| left < self.bound.timeout);
+    }
+
     fn watcher(&self) -> Option<OpenWatcher> {
         let listen = Listen {
             config: self.config.clone(),
@@ -683,15 +752,12 @@ impl PostgresWatcher {
                 store: shown.clone(),
                 reason: format!("cannot start the client's runtime: {e}"),
             })?;
-        let bound = Bound {
-            runtime,
-            timeout: store.timeout,
-        };
+        let bound = Bound::new(runtime, store.timeout);
         let (client, mut connection) = bound
             .run(store.config.connect(NoTls))
             .map_err(|e| fail(&e))?;
         let (tx, notices) = tokio::sync::mpsc::unbounded_channel();
-        let driver = bound.runtime.spawn(async move {
+        let driver = bound.runtime().spawn(async move {
             while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
                 match message {
                     Ok(AsyncMessage::Notification(n)) => {
@@ -724,7 +790,7 @@ impl Watcher for PostgresWatcher {
         let notices = &mut self.notices;
         let heard = self
             .bound
-            .runtime
+            .runtime()
             .block_on(async { tokio::time::timeout(timeout, notices.recv()).await });
         match heard {
             Ok(Some(payload)) => Ok(Some(payload)),

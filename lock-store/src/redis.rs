@@ -30,14 +30,16 @@ const FORMAT: &str = "1";
 
 const CAS: &str = r"
 -- KEYS: record, counter. ARGV: expected, version, delete (0/1), bytes, fresh fences,
--- not_before (ms, -1: none), forget_at (ms, -1: none), seed counter from time (0/1).
+-- not_before (ms, -1: none), forget_at (ms, -1: none), seed counter from time (0/1), the
+-- bytes replaced (compared with the version: a record damaged in place is a conflict).
 -- Replies the fences written (a string, empty for none), or on a conflict an array: the
 -- server's time (seconds, microseconds) and the record's v, r, f.
 -- Written for the server's time per call (measured with INFO commandstats): no table is made
 -- and no helper called on the common paths, and the success reply is a string, not an array.
 local t = redis.call('TIME')
 local nb = ARGV[6]
-if (redis.call('HGET', KEYS[1], 'v') or '0') ~= ARGV[1]
+local cur = redis.call('HMGET', KEYS[1], 'v', 'r')
+if (cur[1] or '0') ~= ARGV[1] or (ARGV[1] ~= '0' and cur[2] ~= ARGV[9])
     or (nb ~= '-1' and t[1] * 1000 + (t[2] - t[2] % 1000) / 1000 < tonumber(nb)) then
   local rec = redis.call('HMGET', KEYS[1], 'v', 'r', 'f')
   return {t[1], t[2], rec[1], rec[2], rec[3]}
@@ -102,6 +104,10 @@ pub struct RedisStore {
     /// `{el:<ns>}:fence`, the token counter.
     counter: String,
     timeout: StdDuration,
+    /// The bound of the calls that follow, if less than `timeout` (see `Store::limit_calls`).
+    limit: Option<StdDuration>,
+    /// The socket timeouts of the live connection.
+    applied: StdDuration,
     seed_from_time: bool,
     script: redis::Script,
     /// The compare-and-set's command as sent, reused from call to call (see [`pack_cas`]).
@@ -153,6 +159,8 @@ impl RedisStore {
             record_prefix: format!("{prefix}:k:").into_bytes(),
             counter: format!("{prefix}:fence"),
             timeout,
+            limit: None,
+            applied: timeout,
             seed_from_time: true,
             script: redis::Script::new(CAS),
             packed: Vec::new(),
@@ -185,16 +193,36 @@ impl RedisStore {
     }
 
     fn connect(&mut self) -> Result<&mut Connection, StoreError> {
+        let bound = self.limit.unwrap_or(self.timeout);
+        if let Some(conn) = self.conn.as_mut().filter(|_| bound != self.applied) {
+            // A request's later calls get what is left of its bound (and the next request
+            // the whole bound again): two `setsockopt`s, only then.
+            let set = conn
+                .set_read_timeout(Some(bound))
+                .and_then(|()| conn.set_write_timeout(Some(bound)));
+            if set.is_err() {
+                self.conn = None;
+            }
+            self.applied = bound;
+        }
         if self.conn.is_none() {
-            let fail = |e: redis::RedisError| StoreError::Connect {
-                store: self.described.clone(),
-                reason: e.to_string(),
+            let fail = |e: redis::RedisError| {
+                let reason = if e.is_timeout() {
+                    format!("no answer within {bound:?}")
+                } else {
+                    e.to_string()
+                };
+                StoreError::Connect {
+                    store: self.described.clone(),
+                    reason,
+                }
             };
             let conn = (self.client)
-                .get_connection_with_timeout(self.timeout)
+                .get_connection_with_timeout(bound)
                 .map_err(fail)?;
-            conn.set_read_timeout(Some(self.timeout)).map_err(fail)?;
-            conn.set_write_timeout(Some(self.timeout)).map_err(fail)?;
+            conn.set_read_timeout(Some(bound)).map_err(fail)?;
+            conn.set_write_timeout(Some(bound)).map_err(fail)?;
+            self.applied = bound;
             let mut conn = conn;
             // Named, so that operators see whose connection it is (`CLIENT LIST`).
             redis::cmd("CLIENT")
@@ -213,11 +241,11 @@ impl RedisStore {
     /// Maps a failed call: a connection problem drops the connection (the next call
     /// reconnects) and is [`StoreError::Lost`]; anything else is the server's answer.
     fn failed(&mut self, e: &redis::RedisError) -> StoreError {
-        if e.is_io_error()
-            || e.is_timeout()
-            || e.is_connection_dropped()
-            || e.is_connection_refusal()
-        {
+        if e.is_timeout() {
+            self.conn = None;
+            return crate::store::no_answer(self.describe(), self.applied);
+        }
+        if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() {
             self.conn = None;
             return StoreError::Lost {
                 store: self.describe(),
@@ -471,6 +499,14 @@ impl Store for RedisStore {
         }
     }
 
+    fn bound(&self) -> Option<StdDuration> {
+        Some(self.timeout)
+    }
+
+    fn limit_calls(&mut self, left: Option<StdDuration>) {
+        self.limit = left.filter(|&left| left < self.timeout);
+    }
+
     fn watcher(&self) -> Option<OpenWatcher> {
         let listen = Listen {
             client: self.client.clone(),
@@ -647,7 +683,7 @@ fn pack_cas(
     seed_from_time: bool,
 ) {
     out.clear();
-    out.extend_from_slice(b"*13\r\n");
+    out.extend_from_slice(b"*14\r\n");
     resp_arg(out, &[b"EVALSHA"]);
     resp_arg(out, &[sha]);
     resp_arg(out, &[b"2"]);
@@ -667,6 +703,7 @@ fn pack_cas(
         }
     }
     resp_arg(out, &[if seed_from_time { b"1" } else { b"0" }]);
+    resp_arg(out, &[write.replaces]);
 }
 
 /// Appends one RESP bulk string made of `parts`, one after the other.
@@ -711,7 +748,8 @@ mod tests {
             .arg(write.fresh_fences)
             .arg(write.not_before.map_or(-1, instant_to_sql))
             .arg(write.forget_at.map_or(-1, instant_to_sql))
-            .arg(u8::from(seed));
+            .arg(u8::from(seed))
+            .arg(write.replaces);
         call.get_packed_command()
     }
 
@@ -721,6 +759,7 @@ mod tests {
         let writes = [
             Write {
                 expected: 0,
+                replaces: b"",
                 version: u64::MAX,
                 bytes: Some(&record),
                 fresh_fences: 1,
@@ -729,6 +768,7 @@ mod tests {
             },
             Write {
                 expected: 9_007_199_254_740_993,
+                replaces: b"LOCKTOMB",
                 version: 10,
                 bytes: None,
                 fresh_fences: 0,
@@ -737,6 +777,7 @@ mod tests {
             },
             Write {
                 expected: 1,
+                replaces: &record,
                 version: 9,
                 bytes: Some(b""),
                 fresh_fences: 12,
@@ -772,6 +813,7 @@ mod tests {
         for n in [0, 1, 9, 10, 99, 100, 12_345, u64::from(u32::MAX), u64::MAX] {
             let write = Write {
                 expected: n,
+                replaces: &record[..usize::try_from(n % 90).unwrap()],
                 version: n.max(1),
                 bytes: Some(&record),
                 fresh_fences: usize::try_from(n % 1000).unwrap(),

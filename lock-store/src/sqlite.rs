@@ -225,8 +225,11 @@ impl Store for SqliteStore {
         let row = Self::select(&tx, &namespace, key);
         let outcome = (|| -> rusqlite::Result<Result<Vec<Fence>, Option<Row>>> {
             let row = row?;
-            let current = row.as_ref().map_or(0, |r| version_from_sql(r.0));
-            if current != write.expected || write.not_before.is_some_and(|t| now < t) {
+            let replaced = match &row {
+                None => write.expected == 0,
+                Some(r) => version_from_sql(r.0) == write.expected && r.1 == write.replaces,
+            };
+            if !replaced || write.not_before.is_some_and(|t| now < t) {
                 return Ok(Err(row));
             }
             let n = write.fresh_fences as i64;

@@ -27,13 +27,20 @@ pub struct Read {
     pub now: Instant,
 }
 
-/// A compare-and-set: replace the record whose version is `expected` (0: no record) by `bytes`
-/// (`None`: delete it) with version `version`, allocating `fresh_fences` tokens from the
-/// namespace's counter in the same atomic step.
+/// A compare-and-set: replace the record whose version is `expected` (0: no record) and whose
+/// bytes are `replaces` by `bytes` (`None`: delete it) with version `version`, allocating
+/// `fresh_fences` tokens from the namespace's counter in the same atomic step.
+///
+/// The store compares the bytes as well as the version: a record damaged in place (its version
+/// left as it was) is never written over by a client that remembers it as it was; the write is
+/// a conflict, whose read reports the damage ([`StoreError::Corrupt`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Write<'a> {
     /// The version the writer decided on; 0 if it saw no record.
     pub expected: u64,
+    /// The bytes of the record the writer decided on (a [`TOMBSTONE`]'s included); ignored when
+    /// `expected` is 0.
+    pub replaces: &'a [u8],
     /// The new version (non-zero, never reused).
     pub version: u64,
     /// The new record, or `None` to delete it.
@@ -121,6 +128,20 @@ pub trait Store: Send {
         Ok(())
     }
 
+    /// How long one call may wait for the server (`None`: a local store that never waits on a
+    /// network). The engine holds a whole request (its reads, writes and the re-read of an
+    /// ambiguous write together) to this bound, with [`limit_calls`](Self::limit_calls).
+    fn bound(&self) -> Option<std::time::Duration> {
+        None
+    }
+
+    /// Limits each of the calls that follow to `left` (less than [`bound`](Self::bound): what
+    /// remains of a request's bound after its first calls); `None` gives them the whole bound
+    /// again. Stores without a bound ignore it (the default).
+    fn limit_calls(&mut self, left: Option<std::time::Duration>) {
+        let _ = left;
+    }
+
     /// How to open a connection of its own on which a waiter hears
     /// [`announce`](Self::announce)s of this namespace; `None` if the store cannot notify (its
     /// waiters look by themselves). Called while the store is in use by nobody else (the other
@@ -196,6 +217,22 @@ impl<S: Store + ?Sized> Store for Box<S> {
     }
     fn watcher(&self) -> Option<OpenWatcher> {
         (**self).watcher()
+    }
+    fn bound(&self) -> Option<std::time::Duration> {
+        (**self).bound()
+    }
+    fn limit_calls(&mut self, left: Option<std::time::Duration>) {
+        (**self).limit_calls(left);
+    }
+}
+
+/// The error of a call that had no answer within `bound`: [`StoreError::Lost`] (a write's
+/// outcome is unknown), worded the same on every store.
+#[must_use]
+pub fn no_answer(store: String, bound: std::time::Duration) -> StoreError {
+    StoreError::Lost {
+        store,
+        reason: format!("no answer within {bound:?}"),
     }
 }
 

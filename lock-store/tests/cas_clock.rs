@@ -11,7 +11,8 @@ use lock_store::{url, Read, Store, Write, Written};
 /// An hour, in milliseconds: far more than any clock step between two calls of a test.
 const HOUR: u64 = 3_600_000;
 
-/// `bytes` written over the record of version `expected` (0: none) as version `version`.
+/// `bytes` written over the record of version `expected` (0: none) as version `version`; the
+/// record replaced holds what this test wrote at version `expected`.
 fn write(
     version: u64,
     expected: u64,
@@ -21,6 +22,11 @@ fn write(
 ) -> Write<'_> {
     Write {
         expected,
+        replaces: match expected {
+            1 => b"first",
+            2 => b"second",
+            _ => b"",
+        },
         version,
         bytes,
         fresh_fences,
@@ -133,4 +139,52 @@ fn ahead_changes_nothing(label: &str, store: &mut dyn Store) {
     );
     assert_eq!(stored(store, key), None, "{label}");
     assert!(store.last_fence().unwrap() >= Fence(3), "{label}");
+}
+
+#[test]
+fn a_write_over_other_bytes_at_the_same_version_changes_nothing() {
+    common::each_store("casbytes", |label, open| {
+        other_bytes_change_nothing(label, open().as_mut())
+    });
+    let mut memory = url::open("memory:", "casbytes").unwrap();
+    other_bytes_change_nothing("memory", memory.as_mut());
+}
+
+/// A record damaged in place keeps its version: a writer that remembers the record as it was
+/// must be refused (a conflict that answers the damaged record), take no token, and change
+/// nothing, whether it replaces the record (with no token, one, several) or deletes it.
+fn other_bytes_change_nothing(label: &str, store: &mut dyn Store) {
+    let key = "nightly-report";
+    let now = store.read(key).unwrap().now;
+    assert!(matches!(
+        store
+            .write(key, &write(1, 0, Some(b"first"), 1, now))
+            .unwrap(),
+        Written::Done { .. }
+    ));
+    for fresh in [0, 1, 3] {
+        let other = Write {
+            replaces: b"firsT",
+            ..write(5, 1, Some(b"fifth"), fresh, now)
+        };
+        refused(store, label, key, &other);
+        let shorter = Write {
+            replaces: b"firs",
+            ..other
+        };
+        refused(store, label, key, &shorter);
+    }
+    let delete = Write {
+        replaces: b"",
+        ..write(5, 1, None, 0, now)
+    };
+    refused(store, label, key, &delete);
+    // The bytes as they are: done.
+    assert!(matches!(
+        store
+            .write(key, &write(2, 1, Some(b"second"), 1, now))
+            .unwrap(),
+        Written::Done { .. }
+    ));
+    assert_eq!(stored(store, key), Some((2, b"second".to_vec())), "{label}");
 }

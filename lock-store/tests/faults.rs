@@ -183,16 +183,41 @@ fn survives_a_drop_while_waiting(
     retry(&|| next.release());
 }
 
-/// Writes garbage as the record of a key held before the call, then checks that every call on
-/// it is [`StoreError::Corrupt`] and that the bytes are left as they were.
-fn corrupt_record_is_reported<S: Store>(
+/// Writes garbage as the record of a key held before the call (its version left as it was),
+/// then checks that every call on it is [`StoreError::Corrupt`], the holder's own too (it
+/// remembers the record as it was, and would write over it if the store compared versions
+/// only), and that the bytes are left as they were.
+fn corrupt_record_is_reported<S: Store, H: Store>(
     label: &str,
+    (mut holder, fence): (Engine<H>, Fence),
     store: S,
     overwrite: impl Fn(&[u8]),
     read_raw: impl Fn() -> Vec<u8>,
 ) {
     let garbage = b"LOCKKREC\x01\x00garbage that is not a record".to_vec();
     overwrite(&garbage);
+    let extend = holder.request("job", Instant::ZERO, |now| Request::Extend {
+        key: "job",
+        owner: "a",
+        fence,
+        ttl: Ms(60_000),
+        now,
+    });
+    assert!(
+        matches!(extend, Err(StoreError::Corrupt { ref key, .. }) if key == "job"),
+        "{label}: the holder's extend answered {extend:?}"
+    );
+    let release = holder.request("job", Instant::ZERO, |now| Request::Release {
+        key: "job",
+        owner: "a",
+        fence,
+        now,
+    });
+    assert!(
+        matches!(release, Err(StoreError::Corrupt { .. })),
+        "{label}: the holder's release answered {release:?}"
+    );
+    assert_eq!(read_raw(), garbage, "{label}: the holder wrote over it");
     let mut engine = Engine::new(store, Limits::default(), TimeSource::Store).unwrap();
     for _ in 0..2 {
         let answer = engine.request("job", Instant::ZERO, |now| Request::TryAcquire {
@@ -218,8 +243,9 @@ fn corrupt_record_is_reported<S: Store>(
     );
 }
 
-/// Takes "job" for "a" through `store`.
-fn hold_job<S: Store>(store: S) {
+/// Takes "job" for "a" through `store`: the holder's engine (which remembers the record) and
+/// its fence.
+fn hold_job<S: Store>(store: S) -> (Engine<S>, Fence) {
     let mut engine = Engine::new(store, Limits::default(), TimeSource::Store).unwrap();
     let d = engine
         .request("job", Instant::ZERO, |now| Request::TryAcquire {
@@ -229,10 +255,10 @@ fn hold_job<S: Store>(store: S) {
             now,
         })
         .unwrap();
-    assert!(matches!(
-        d.reply,
-        Response::Acquire(Ok(AcquireOutcome::Acquired(_)))
-    ));
+    match d.reply {
+        Response::Acquire(Ok(AcquireOutcome::Acquired(g))) => (engine, g.fence),
+        other => panic!("{other:?}"),
+    }
 }
 
 #[cfg(feature = "sqlite")]
@@ -242,10 +268,11 @@ fn sqlite_corrupt_record() {
     let dir = std::env::temp_dir().join(common::unique_namespace("faults"));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("locks.db");
-    hold_job(SqliteStore::open(&path, "faults").unwrap());
+    let holder = hold_job(SqliteStore::open(&path, "faults").unwrap());
     let (p1, p2) = (path.clone(), path.clone());
     corrupt_record_is_reported(
         "sqlite",
+        holder,
         SqliteStore::open(&path, "faults").unwrap(),
         move |bytes| {
             rusqlite::Connection::open(&p1)
@@ -336,11 +363,12 @@ mod redis_faults {
             let ns = ns.clone();
             move || open(&ns).uninstall().unwrap()
         });
-        hold_job(open(&ns));
+        let holder = hold_job(open(&ns));
         let key = format!("{{el:{ns}}}:k:job");
         let k2 = key.clone();
         corrupt_record_is_reported(
             "redis",
+            holder,
             open(&ns),
             move |bytes| {
                 let _: () = redis::cmd("HSET")
@@ -648,10 +676,11 @@ mod postgres_faults {
             let ns = ns.clone();
             move || open(&ns).uninstall().unwrap()
         });
-        hold_job(open(&ns));
+        let holder = hold_job(open(&ns));
         let (n1, n2) = (ns.clone(), ns.clone());
         corrupt_record_is_reported(
             "postgres",
+            holder,
             open(&ns),
             move |bytes| {
                 admin()
@@ -748,10 +777,11 @@ mod mysql_faults {
             let ns = ns.clone();
             move || drop_database(&ns)
         });
-        hold_job(MysqlStore::open(&url, "faults", Duration::from_secs(5)).unwrap());
+        let holder = hold_job(MysqlStore::open(&url, "faults", Duration::from_secs(5)).unwrap());
         let (n1, n2) = (ns.clone(), ns.clone());
         corrupt_record_is_reported(
             "mariadb",
+            holder,
             MysqlStore::open(&url, "faults", Duration::from_secs(5)).unwrap(),
             move |bytes| {
                 admin()

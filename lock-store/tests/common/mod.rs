@@ -2,6 +2,8 @@
 //! cannot have, and where the servers are.
 #![allow(dead_code)]
 
+pub mod proxy;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -211,10 +213,19 @@ pub fn each_store(purpose: &str, check: impl Fn(&str, &dyn Fn() -> Box<dyn Store
 /// client's read and its compare-and-set), answers `watcher` with `watcher` when set, and
 /// holds every answer of a read or a write back for `reply_delay` after the store gave it (a
 /// slow path back: the store's clock was read that long before the answer arrives), and
-/// counts the reads in `reads`.
+/// counts the reads in `reads`. Gray failures: `lose_answer` runs once after a write reached
+/// the store, whose answer is then lost (`Lost`); `fail_reads` reads fail with `Lost`.
+/// A test's action at a chosen moment.
+pub type Hook = Box<dyn FnOnce() + Send>;
+
 pub struct Wrapped {
     pub inner: Box<dyn Store>,
     pub before_write: Option<Box<dyn FnOnce() + Send>>,
+    /// Set by the test at a chosen moment: runs after the next write reached the store, whose
+    /// answer is then lost (`Lost`).
+    pub lose_answer: std::sync::Arc<std::sync::Mutex<Option<Hook>>>,
+    /// How many of the next reads fail with `Lost` (set by the test at a chosen moment).
+    pub fail_reads: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     pub watcher: Option<Box<dyn Fn() -> lock_store::OpenWatcher + Send>>,
     pub reply_delay: std::time::Duration,
     pub reads: std::sync::Arc<std::sync::atomic::AtomicUsize>,
@@ -226,6 +237,8 @@ impl Wrapped {
         Wrapped {
             inner,
             before_write: None,
+            lose_answer: Default::default(),
+            fail_reads: Default::default(),
             watcher: None,
             reply_delay: std::time::Duration::ZERO,
             reads: Default::default(),
@@ -238,6 +251,16 @@ impl Store for Wrapped {
         self.inner.describe()
     }
     fn read(&mut self, key: &str) -> Result<lock_store::Read, lock_store::StoreError> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let fail = self
+            .fail_reads
+            .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1));
+        if fail.is_ok() {
+            return Err(lock_store::StoreError::Lost {
+                store: self.describe(),
+                reason: "read failed by the test".into(),
+            });
+        }
         let read = self.inner.read(key);
         self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         std::thread::sleep(self.reply_delay);
@@ -253,6 +276,14 @@ impl Store for Wrapped {
         }
         let written = self.inner.write(key, write);
         std::thread::sleep(self.reply_delay);
+        let lose = self.lose_answer.lock().unwrap().take();
+        if let Some(hook) = lose {
+            hook();
+            return Err(lock_store::StoreError::Lost {
+                store: self.describe(),
+                reason: "answer lost by the test".into(),
+            });
+        }
         written
     }
     fn keys(&mut self) -> Result<Vec<String>, lock_store::StoreError> {
@@ -270,10 +301,40 @@ impl Store for Wrapped {
     fn announce(&mut self, key: &str, owner: &str) -> Result<(), lock_store::StoreError> {
         self.inner.announce(key, owner)
     }
+    fn bound(&self) -> Option<std::time::Duration> {
+        self.inner.bound()
+    }
+    fn limit_calls(&mut self, left: Option<std::time::Duration>) {
+        self.inner.limit_calls(left);
+    }
     fn watcher(&self) -> Option<lock_store::OpenWatcher> {
         match &self.watcher {
             Some(open) => Some(open()),
             None => self.inner.watcher(),
         }
     }
+}
+
+/// Polls `f` every 10 ms until it answers `Some` (at most 10 s: a liveness margin, not a
+/// timing).
+pub fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// The server stores this build has, as (label, URL).
+pub fn server_urls() -> Vec<(&'static str, String)> {
+    store_urls()
+        .into_iter()
+        .filter(|(label, _)| *label != "sqlite")
+        .collect()
 }

@@ -1,0 +1,174 @@
+//! A fault-injecting TCP proxy of the tests' own, between clients and a real server: it passes
+//! bytes both ways until told to fail in one of the gray ways a network does.
+//!
+//! - [`Fault::Blackhole`]: nothing is forwarded either way and no connection is closed (a path
+//!   that goes silent: a dead switch, a paused VM, a firewall that drops).
+//! - [`Fault::StallReplies`]: requests reach the server, its answers are held back (a one-way
+//!   stall: the write happens, the client never hears it).
+//! - [`Fault::Delay`]: every chunk waits this long in each direction.
+//! - [`Proxy::reset`]: every open connection is closed now (new ones pass).
+//!
+//! Held bytes are delivered, in order, once the fault is lifted (as TCP would after an outage
+//! shorter than its retries).
+#![allow(dead_code)] // each test binary uses part of it
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// What the proxy does to the traffic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Passes everything.
+    None,
+    /// Forwards nothing either way; connections stay open.
+    Blackhole,
+    /// Forwards requests to the server, holds its answers back.
+    StallReplies,
+    /// Delays every chunk by this much, both ways.
+    Delay(Duration),
+}
+
+#[derive(Default)]
+struct Shared {
+    fault: Mutex<Option<Fault>>,
+    /// Every connection's two sockets, to reset them.
+    open: Mutex<Vec<(TcpStream, TcpStream)>>,
+    accepted: AtomicUsize,
+}
+
+/// A proxy listening on 127.0.0.1 (see the module's documentation).
+#[derive(Clone)]
+pub struct Proxy {
+    shared: Arc<Shared>,
+    /// The port it listens on.
+    pub port: u16,
+}
+
+impl Proxy {
+    /// A proxy to `target` (`host:port`) that passes everything until told otherwise.
+    pub fn to(target: &str) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let shared = Arc::new(Shared::default());
+        *shared.fault.lock().unwrap() = Some(Fault::None);
+        let target = target.to_owned();
+        let accepting = Arc::clone(&shared);
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let Ok(server) = TcpStream::connect(&target) else {
+                    continue;
+                };
+                accepting.accepted.fetch_add(1, Ordering::SeqCst);
+                let _ = client.set_nodelay(true);
+                let _ = server.set_nodelay(true);
+                accepting
+                    .open
+                    .lock()
+                    .unwrap()
+                    .push((client.try_clone().unwrap(), server.try_clone().unwrap()));
+                let up = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                for (from, to, replies) in [(up.0, up.1, false), (server, client, true)] {
+                    let shared = Arc::clone(&accepting);
+                    std::thread::spawn(move || pump(&shared, from, to, replies));
+                }
+            }
+        });
+        Proxy { shared, port }
+    }
+
+    /// A proxy to the server of `url`.
+    pub fn for_url(url: &str) -> Proxy {
+        Proxy::to(&host_port(url))
+    }
+
+    /// `url` with its host and port replaced by the proxy's.
+    pub fn url(&self, url: &str) -> String {
+        url.replacen(&host_port(url), &format!("127.0.0.1:{}", self.port), 1)
+    }
+
+    /// From now on, `fault`.
+    pub fn set(&self, fault: Fault) {
+        *self.shared.fault.lock().unwrap() = Some(fault);
+    }
+
+    /// Closes every connection open now (both sides); later ones pass.
+    pub fn reset(&self) {
+        for (client, server) in self.shared.open.lock().unwrap().drain(..) {
+            let _ = client.shutdown(Shutdown::Both);
+            let _ = server.shutdown(Shutdown::Both);
+        }
+    }
+
+    /// How many connections it has accepted.
+    pub fn accepted(&self) -> usize {
+        self.shared.accepted.load(Ordering::SeqCst)
+    }
+
+    fn fault(&self) -> Fault {
+        current(&self.shared)
+    }
+}
+
+fn current(shared: &Shared) -> Fault {
+    shared.fault.lock().unwrap().unwrap_or(Fault::None)
+}
+
+/// Whether `fault` holds back traffic going this way (`replies`: server to client).
+fn holds(fault: Fault, replies: bool) -> bool {
+    match fault {
+        Fault::Blackhole => true,
+        Fault::StallReplies => replies,
+        Fault::None | Fault::Delay(_) => false,
+    }
+}
+
+fn pump(shared: &Shared, mut from: TcpStream, mut to: TcpStream, replies: bool) {
+    let mut buf = [0u8; 16384];
+    loop {
+        // Held before reading too, so that a blackholed request is not even read (its sender
+        // sees a full path, as with a dead link).
+        while holds(current(shared), replies) {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => {
+                let _ = to.shutdown(Shutdown::Write);
+                return;
+            }
+            Ok(n) => n,
+        };
+        loop {
+            match current(shared) {
+                f if holds(f, replies) => std::thread::sleep(Duration::from_millis(2)),
+                Fault::Delay(d) => {
+                    std::thread::sleep(d);
+                    break;
+                }
+                _ => break,
+            }
+        }
+        if to.write_all(&buf[..n]).is_err() {
+            let _ = from.shutdown(Shutdown::Both);
+            return;
+        }
+    }
+}
+
+/// `host:port` of a store URL.
+pub fn host_port(url: &str) -> String {
+    let rest = url.split_once("://").unwrap().1;
+    let authority = rest.split('/').next().unwrap();
+    authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, h)| h)
+        .to_owned()
+}
+
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "proxy on {} ({:?})", self.port, self.fault())
+    }
+}
