@@ -154,7 +154,11 @@ fn reason(e: &mysql::Error) -> String {
 /// Whether a socket timeout (no answer within the bound) caused `e`: the driver wraps it in an
 /// I/O or a codec error.
 fn timed_out(e: &mysql::Error) -> bool {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    // (The driver's error names no source: its codec error is looked into by hand.)
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = match e {
+        mysql::Error::CodecError(codec) => Some(codec),
+        other => Some(other),
+    };
     while let Some(error) = cause {
         if let Some(io) = error.downcast_ref::<std::io::Error>() {
             return matches!(

@@ -146,10 +146,16 @@ impl RedisStore {
     pub fn open(url: &str, namespace: &str, timeout: StdDuration) -> Result<Self, StoreError> {
         check_namespace(namespace)?;
         let shown = crate::url::without_password(url);
-        let client = Client::open(url).map_err(|e| StoreError::Url {
+        let bad_url = |e: redis::RedisError| StoreError::Url {
             url: shown.clone(),
             reason: e.to_string(),
-        })?;
+        };
+        // Without the client's own setup (`CLIENT SETINFO`, twice): its replies would each wait
+        // a whole bound on a server that stopped answering. The connection is named instead
+        // (`CLIENT SETNAME`, within the same bound as connecting).
+        let info = redis::IntoConnectionInfo::into_connection_info(url).map_err(bad_url)?;
+        let redis_info = info.redis_settings().clone().set_skip_set_lib_name();
+        let client = Client::open(info.set_redis_settings(redis_info)).map_err(bad_url)?;
         let prefix = format!("{{el:{namespace}}}");
         let mut store = RedisStore {
             client,
@@ -217,19 +223,25 @@ impl RedisStore {
                     reason,
                 }
             };
-            let conn = (self.client)
+            // Connecting (with the client's own setup) and naming the connection share the
+            // bound.
+            let until = std::time::Instant::now() + bound;
+            let mut conn = (self.client)
                 .get_connection_with_timeout(bound)
                 .map_err(fail)?;
-            conn.set_read_timeout(Some(bound)).map_err(fail)?;
-            conn.set_write_timeout(Some(bound)).map_err(fail)?;
-            self.applied = bound;
-            let mut conn = conn;
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            let left = Some(left.max(StdDuration::from_millis(1)));
+            conn.set_read_timeout(left).map_err(fail)?;
+            conn.set_write_timeout(left).map_err(fail)?;
             // Named, so that operators see whose connection it is (`CLIENT LIST`).
             redis::cmd("CLIENT")
                 .arg("SETNAME")
                 .arg(format!("lock-store:{}", self.namespace))
                 .query::<()>(&mut conn)
                 .map_err(fail)?;
+            conn.set_read_timeout(Some(bound)).map_err(fail)?;
+            conn.set_write_timeout(Some(bound)).map_err(fail)?;
+            self.applied = bound;
             self.conn = Some(conn);
         }
         match self.conn.as_mut() {
