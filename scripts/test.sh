@@ -9,25 +9,34 @@
 # the examples; the shared stores (lock-store) against real Redis, PostgreSQL and MariaDB servers
 # (the local ones if they answer, else throwaway instances: scripts/services.sh); and the build of
 # lock-core without std.
-# Longer runs: LOCK_CRASH_ROUNDS=200 LOCK_STRESS_SECS=600 FUZZ_SECONDS=600 scripts/test.sh
+# Longer runs: LOCK_CRASH_ROUNDS=200 LOCK_STRESS_SECS=600 FUZZ_SECONDS=600 LOCK_CONTENTION_MS=60000 scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each section prints its name, and its duration when the next one starts (CI's time budget).
+section_name=""
+section_start=$SECONDS
+section() {
+  if [ -n "$section_name" ]; then echo "   ($section_name: $((SECONDS - section_start)) s)"; fi
+  section_name="$1"
+  section_start=$SECONDS
+  [ -z "$1" ] || echo "== $1"
+}
 scripts/setup.sh --js --browser
 export PROPTEST_CASES="${PROPTEST_CASES:-1024}"
-echo "== cargo test (vectors, model-based proptest with $PROPTEST_CASES cases, loader, doctests)"
+section "cargo test (vectors, model-based proptest with $PROPTEST_CASES cases, loader, doctests)"
 cargo test --workspace
-echo "== shared stores (lock-store): every vector (native core and component deciding), the service API, faults, bursts and contention, against Redis, PostgreSQL and MariaDB"
+section "shared stores (lock-store): every vector (native core and component deciding), the service API, faults, bursts and contention, against Redis, PostgreSQL and MariaDB"
 # shellcheck source=scripts/services.sh
 source scripts/services.sh
 ensure_services
 trap stop_services EXIT
 cargo test -p lock-store --features all-stores,component
-echo "== lock-store builds with each store's feature alone, its tests too (nobody compiles clients they do not use)"
+section "lock-store builds with each store's feature alone, its tests too (nobody compiles clients they do not use)"
 for store in sqlite redis postgres mysql; do
   cargo check -q -p lock-store --no-default-features --features "$store" --tests
 done
 cargo check -q -p lock-store --no-default-features --lib
-echo "== the shared-store benchmark, smoke run (figures: cargo run --release -p lock-store --features all-stores --example bench)"
+section "the shared-store benchmark, smoke run (figures: cargo run --release -p lock-store --features all-stores --example bench)"
 cargo run -q -p lock-store --features all-stores --example bench -- 0.05 >/dev/null
 # The aims mode the README judges the aims with (only its cells, turn-by-turn ratios), and a
 # misspelt argument refused rather than ignored.
@@ -37,26 +46,27 @@ if grep -q "hot key\|| 64 |" <<<"$aims"; then echo "bench's aims mode measured a
 if cargo run -q -p lock-store --features all-stores --example bench -- 0.05 posgres 2>/dev/null; then
   echo "bench accepted a misspelt store"; exit 1
 fi
-echo "== scale at the documented limits (release build): a million leases expiring at once, saved and restored, within the default call bound"
+section "scale at the documented limits (release build): a million leases expiring at once, saved and restored, within the default call bound"
 cargo test --release -p host-wasmtime --test scale -- --ignored
-echo "== fuzzing lock-core (${FUZZ_SECONDS:-20} s per target; scripts/fuzz.sh 600 for longer)"
+section "fuzzing lock-core (${FUZZ_SECONDS:-20} s per target; scripts/fuzz.sh 600 for longer)"
 scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
-echo "== conformance vectors through the CLIs: native, then the wasm component"
+section "conformance vectors through the CLIs: native, then the wasm component"
 cargo run -q -p lock-conformance --bin lock-vectors -- tests/vectors web-demo/guides
 cargo run -q -p lockhost -- vectors tests/vectors web-demo/guides
-echo "== lock-core builds without std (wasm32v1-none)"
+section "lock-core builds without std (wasm32v1-none)"
 cargo build -p lock-core --target wasm32v1-none --release
-echo "== examples and smoke runs of the host demo (real clock) and the bench path"
+section "examples and smoke runs of the host demo (real clock) and the bench path"
 cargo run -q -p lock-core --example timeline >/dev/null
 cargo run -q -p host-wasmtime --example job_plugins
 cargo run -q -p lockhost -- demo >/dev/null
 cargo run -q -p lockhost -- bench 2000 >/dev/null
-echo "== release artifacts (component checked against the shipped copy, crates packaged and verified from their packages, npm tarball, playground, checksums)"
+section "release artifacts (component checked against the shipped copy, crates packaged and verified from their packages, npm tarball, playground, checksums)"
 scripts/release.sh
-echo "== Node: vectors (npm package, jco component), Locks API, package install + types; Chromium: playground, npm browser entry"
+section "Node: vectors (npm package, jco component), Locks API, package install + types; Chromium: playground, npm browser entry"
 npm test
-echo "== JS benchmark smoke run"
+section "JS benchmark smoke run"
 node scripts/bench-js.mjs 20000 >/dev/null
-echo "== the main job (scripts/run.sh): demos, then the playground served on 127.0.0.1"
+section "the main job (scripts/run.sh): demos, then the playground served on 127.0.0.1"
 scripts/check-run.sh
-echo "all tests passed"
+section ""
+echo "all tests passed in $SECONDS s"

@@ -62,6 +62,8 @@ pub(crate) struct LeaseState {
     /// extended it left this machine, plus the time that remained.
     local_end: Mutex<LocalInstant>,
     released: AtomicBool,
+    /// A release was sent whose outcome is unknown (its call failed after sending it).
+    release_unsure: AtomicBool,
     /// The store's time at which the release took effect (0 until then).
     released_at: AtomicU64,
     lost: AtomicBool,
@@ -88,6 +90,7 @@ impl LeaseState {
             deadline: AtomicU64::new(grant.deadline.0),
             local_end: Mutex::new(local_end),
             released: AtomicBool::new(false),
+            release_unsure: AtomicBool::new(false),
             released_at: AtomicU64::new(0),
             lost: AtomicBool::new(false),
             refusal: Mutex::new(None),
@@ -286,7 +289,8 @@ impl Lease {
     /// was handed the key, say), the record no longer shows whether this release took effect;
     /// then it is known done if the store's clock is still before the lease's deadline (before
     /// it, only its owner's release ends a lease), and otherwise answered as the core decides
-    /// on the record as it is (`expired`, `not-held` or `not-owner`: lost).
+    /// on the record as it is (`expired`, `not-held` or `not-owner`: lost). The same holds for
+    /// a release called again after one that failed with [`Error::Store`].
     pub fn release(&self) -> Result<(), Error> {
         release(&self.locks, &self.state)
     }
@@ -298,12 +302,15 @@ fn release(locks: &Locks, state: &LeaseState) -> Result<(), Error> {
         return Ok(());
     }
     let (key, owner, fence) = (&state.key, &state.owner, state.fence);
-    let decided = locks.request(key, |now| Request::Release {
-        key,
-        owner,
-        fence,
-        now,
-    })?;
+    let decided = locks
+        .request(key, |now| Request::Release {
+            key,
+            owner,
+            fence,
+            now,
+        })
+        .inspect_err(|_| state.release_unsure.store(true, Ordering::SeqCst))?;
+    let unsure = decided.ambiguous || state.release_unsure.load(Ordering::SeqCst);
     let deadline = Instant(state.deadline.load(Ordering::SeqCst));
     match decided.reply {
         Response::Done(Ok(())) => {
@@ -314,7 +321,7 @@ fn release(locks: &Locks, state: &LeaseState) -> Result<(), Error> {
         // This release's own write took effect before the writes the re-read found: nothing
         // else ends a lease before its deadline.
         Response::Done(Err(LockError::NotHeld | LockError::NotOwner))
-            if decided.ambiguous && decided.now < deadline =>
+            if unsure && decided.now < deadline =>
         {
             state.released_at.store(decided.now.0, Ordering::SeqCst);
             state.released.store(true, Ordering::SeqCst);

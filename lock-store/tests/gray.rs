@@ -48,12 +48,14 @@ fn a_silent_path_ends_the_lease_at_its_own_deadline_before_the_next_holder() {
         let lease = a
             .try_acquire("job", "a", Duration::from_millis(1500))
             .unwrap();
+        let granted_a = Instant::now();
         let (lost_tx, lost) = mpsc::channel();
         lease.on_lost(move |l| {
             let _ = lost_tx.send((Instant::now(), l.refusal.clone()));
         });
         lease.keep_alive();
         proxy.set(Fault::Blackhole);
+        let cut = Instant::now();
         let taken = b
             .acquire("job", "b", Duration::from_secs(10), Duration::from_secs(20))
             .unwrap();
@@ -62,6 +64,13 @@ fn a_silent_path_ends_the_lease_at_its_own_deadline_before_the_next_holder() {
             .try_recv()
             .unwrap_or_else(|_| panic!("{label}: b was handed the key before a's on_lost ran"));
         assert!(lost_at <= granted, "{label}");
+        println!(
+            "{label}: path cut {} ms after the grant (TTL 1500 ms, bound 30 s): on_lost {} ms \
+             after the cut, the other client granted {} ms after it",
+            (cut - granted_a).as_millis(),
+            (lost_at - cut).as_millis(),
+            (granted - cut).as_millis()
+        );
         assert_eq!(refusal, None, "{label}: lost on its own clock");
         assert!(lease.is_lost(), "{label}");
         assert!(taken.fence() > lease.fence(), "{label}");
@@ -128,6 +137,10 @@ fn lockstore_run_over_a_silent_path_stops_its_command_before_the_next_one_starts
         assert!(
             a_term < b_start + 250_000_000,
             "{label}: a was stopped at {a_term} ns, b started at {b_start} ns"
+        );
+        println!(
+            "{label}: a's command ran its SIGTERM trap {:.1} ms before b's command started",
+            (b_start as f64 - a_term as f64) / 1e6
         );
         proxy.set(Fault::None);
         let status = a.wait().unwrap();
@@ -207,6 +220,46 @@ fn a_release_whose_answer_is_lost_is_known_done_after_others_wrote() {
         assert_eq!(info.holder.owner, "c", "{label}");
         c.release().unwrap();
     });
+}
+
+/// The same on a real connection: the release's request reaches the server, its answer is held
+/// back (the proxy stalls the replies), another client is granted the key, and only then the
+/// connection is reset (killed between the write and its answer). The release answers `Ok`.
+#[test]
+fn a_release_killed_between_its_write_and_its_answer_is_known_done() {
+    for (label, real) in common::server_urls() {
+        let ns = common::unique_namespace("killedrelease");
+        let _cleanup = common::Cleanup(|| {
+            let _ = url::open(&real, &ns).and_then(|mut s| s.uninstall());
+        });
+        let (a, proxy) = through_proxy(&real, &ns, Duration::from_secs(30));
+        let other = Locks::open(&real, &ns).unwrap();
+        // Once before, so that the release's statement is prepared (MariaDB's client prepares
+        // it at its first use: with the answers held back, that would stall before the write).
+        let warm = a.try_acquire("warm", "a", Duration::from_secs(60)).unwrap();
+        warm.release().unwrap();
+        let lease = a.try_acquire("job", "a", Duration::from_secs(60)).unwrap();
+        let lost = Arc::new(Mutex::new(None));
+        let seen = Arc::clone(&lost);
+        lease.on_lost(move |l| *seen.lock().unwrap() = Some(l.clone()));
+        proxy.set(Fault::StallReplies);
+        std::thread::scope(|s| {
+            let releasing = s.spawn(|| lease.release());
+            let c = common::eventually("the key free for another client", || {
+                other.try_acquire("job", "c", Duration::from_secs(60)).ok()
+            });
+            proxy.reset();
+            proxy.set(Fault::None);
+            assert_eq!(releasing.join().unwrap(), Ok(()), "{label}");
+            assert_eq!(*lost.lock().unwrap(), None, "{label}: on_lost ran");
+            assert_eq!(
+                a.inspect("job").unwrap().unwrap().holder.owner,
+                "c",
+                "{label}"
+            );
+            c.release().unwrap();
+        });
+    }
 }
 
 /// Contention on one key (four clients, acquire and release as fast as they can, for a

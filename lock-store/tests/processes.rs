@@ -1,6 +1,8 @@
 //! Real processes on every store: several OS processes × threads contending on one hot key and
-//! on many keys with short TTLs (some leases expire mid-work), checked afterwards; a holder
-//! killed with SIGKILL; a waiter killed with SIGKILL.
+//! on many keys with short TTLs (some leases expire mid-work), checked afterwards, on healthy
+//! paths and through the tests' fault proxy cycling gray failures (silent paths, answers held
+//! back past a TTL, delays, connections reset); a holder killed with SIGKILL; a waiter killed
+//! with SIGKILL.
 //!
 //! The worker processes are this test binary run again with `LOCKSTORE_WORKER` set (see
 //! [`worker`]).
@@ -12,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant as LocalInstant};
 
+use common::proxy::{Fault, Proxy};
 use lock_core::LockError;
 use lock_store::{Error, Locks};
 
@@ -19,7 +22,13 @@ const PROCESSES: usize = 3;
 const THREADS: usize = 3;
 const KEYS: usize = 4;
 const TTL_MS: u64 = 120;
-const RUN_MS: u64 = 2500;
+/// How long the workers contend (`LOCK_CONTENTION_MS` for longer soaks).
+fn run_ms() -> u64 {
+    std::env::var("LOCK_CONTENTION_MS")
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+        .unwrap_or(2500)
+}
 
 /// One grant as a worker logged it.
 #[derive(Debug, Clone)]
@@ -37,6 +46,19 @@ struct Grant {
     live_at_write: bool,
     /// The release succeeded (the lease was never lost).
     released: bool,
+    /// The release answered at its first attempt (`end` is then when it took effect; after a
+    /// failed attempt, a release found done took effect at an unknown time before `end`).
+    end_known: bool,
+    /// This machine's monotonic clock (shared by every process) when the acquire returned and
+    /// when the holder wrote to the resource, in nanoseconds.
+    got_at: u128,
+    wrote_at: u128,
+}
+
+/// This machine's monotonic clock in nanoseconds: one clock for every process of the test.
+fn monotonic() -> u128 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec as u128 * 1_000_000_000 + t.tv_nsec as u128
 }
 
 /// The worker: when `LOCKSTORE_WORKER` is set, contends until its time is up and logs each
@@ -47,15 +69,16 @@ fn worker() {
         return;
     };
     let parts: Vec<&str> = spec.split('|').collect();
-    let [url, ns, log, resource, id] = parts[..] else {
+    let [url, ns, log, resource, id, gray] = parts[..] else {
         panic!("bad worker spec {spec}");
     };
-    let until = LocalInstant::now() + Duration::from_millis(RUN_MS);
+    let gray = gray == "gray";
+    let until = LocalInstant::now() + Duration::from_millis(run_ms());
     let threads: Vec<_> = (0..THREADS)
         .map(|t| {
             let (url, ns, resource) = (url.to_owned(), ns.to_owned(), PathBuf::from(resource));
             let owner = format!("p{id}t{t}");
-            std::thread::spawn(move || contend(&url, &ns, &owner, &resource, until))
+            std::thread::spawn(move || contend(&url, &ns, &owner, &resource, until, gray))
         })
         .collect();
     let mut out = std::fs::File::create(log).unwrap();
@@ -63,16 +86,42 @@ fn worker() {
         for g in t.join().unwrap() {
             writeln!(
                 out,
-                "{} {} {} {} {} {} {} {}",
-                g.key, g.owner, g.fence, g.start, g.end, g.accepted, g.live_at_write, g.released
+                "{} {} {} {} {} {} {} {} {} {} {}",
+                g.key,
+                g.owner,
+                g.fence,
+                g.start,
+                g.end,
+                g.accepted,
+                g.live_at_write,
+                g.released,
+                g.end_known,
+                g.got_at,
+                g.wrote_at
             )
             .unwrap();
         }
     }
 }
 
-fn contend(url: &str, ns: &str, owner: &str, resource: &Path, until: LocalInstant) -> Vec<Grant> {
-    let locks = Locks::open(url, ns).unwrap();
+/// One worker thread: acquires, works, writes to the fenced resource, releases, until `until`.
+/// With `gray` (a path that fails), a store error is tried again: an acquire until the time is
+/// up, a release until it answers (as a service would do).
+fn contend(
+    url: &str,
+    ns: &str,
+    owner: &str,
+    resource: &Path,
+    until: LocalInstant,
+    gray: bool,
+) -> Vec<Grant> {
+    let locks = loop {
+        match Locks::open(url, ns) {
+            Ok(locks) => break locks,
+            Err(_) if gray => std::thread::sleep(Duration::from_millis(50)),
+            Err(e) => panic!("{owner}: {e}"),
+        }
+    };
     let mut grants = Vec::new();
     let mut n = 0u64;
     while LocalInstant::now() < until {
@@ -90,8 +139,10 @@ fn contend(url: &str, ns: &str, owner: &str, resource: &Path, until: LocalInstan
             Duration::from_secs(8),
         ) {
             Ok(lease) => lease,
+            Err(Error::Store(_)) if gray => continue,
             Err(e) => panic!("{owner}: acquire {key}: {e}"),
         };
+        let got_at = monotonic();
         let start = lease.deadline().0 - TTL_MS;
         // Work: usually well inside the TTL, one time in six past it (the lease expires mid-work).
         let work = if n.is_multiple_of(6) {
@@ -101,8 +152,18 @@ fn contend(url: &str, ns: &str, owner: &str, resource: &Path, until: LocalInstan
         };
         std::thread::sleep(Duration::from_millis(work));
         let live_at_write = !lease.is_lost();
+        let wrote_at = monotonic();
         let accepted = fenced_write(resource, &key, lease.fence().0);
-        let released = lease.release().is_ok();
+        let mut attempts = 0;
+        let released = loop {
+            attempts += 1;
+            match lease.release() {
+                Err(Error::Store(_)) if gray && attempts < 100 => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                answer => break answer.is_ok(),
+            }
+        };
         let end = lease.released_at().map_or(lease.deadline().0, |t| t.0);
         grants.push(Grant {
             key,
@@ -113,6 +174,9 @@ fn contend(url: &str, ns: &str, owner: &str, resource: &Path, until: LocalInstan
             accepted,
             live_at_write,
             released,
+            end_known: attempts == 1 || !released,
+            got_at,
+            wrote_at,
         });
     }
     grants
@@ -156,6 +220,9 @@ fn read_log(path: &Path) -> Vec<Grant> {
                 accepted: f[5] == "true",
                 live_at_write: f[6] == "true",
                 released: f[7] == "true",
+                end_known: f[8] == "true",
+                got_at: f[9].parse().unwrap(),
+                wrote_at: f[10].parse().unwrap(),
             }
         })
         .collect()
@@ -163,6 +230,12 @@ fn read_log(path: &Path) -> Vec<Grant> {
 
 /// Runs the workers on `url` and checks their logs.
 fn contention(label: &str, url: &str) {
+    contention_through(label, url, None);
+}
+
+/// Runs the workers on `url`, each through a proxy of its own if `faults` is given (the faults
+/// are then cycled on them until the workers end), and checks their logs.
+fn contention_through(label: &str, url: &str, faults: Option<&[Fault]>) {
     let ns = common::unique_namespace("contention");
     let _cleanup = common::Cleanup(|| {
         let _ = lock_store::url::open(url, &ns).and_then(|mut s| s.uninstall());
@@ -173,10 +246,22 @@ fn contention(label: &str, url: &str) {
     // Install once before the workers start together.
     drop(Locks::open(url, &ns).unwrap());
     let me = std::env::current_exe().unwrap();
+    let proxies: Vec<Proxy> = match faults {
+        Some(_) => (0..PROCESSES).map(|_| Proxy::for_url(url)).collect(),
+        None => Vec::new(),
+    };
     let children: Vec<_> = (0..PROCESSES)
         .map(|p| {
             let log = dir.join(format!("worker{p}.log"));
-            let spec = format!("{url}|{ns}|{}|{}|{p}", log.display(), resource.display());
+            let (via, gray) = match proxies.get(p) {
+                Some(proxy) => (proxy.url(url), "gray"),
+                None => (url.to_owned(), "healthy"),
+            };
+            let spec = format!(
+                "{via}|{ns}|{}|{}|{p}|{gray}",
+                log.display(),
+                resource.display()
+            );
             let child = Command::new(&me)
                 .args(["--exact", "worker", "--nocapture", "--test-threads=1"])
                 .env("LOCKSTORE_WORKER", spec)
@@ -186,12 +271,57 @@ fn contention(label: &str, url: &str) {
             (child, log)
         })
         .collect();
+    let injected = faults.map(|faults| inject(&proxies, faults));
     let mut grants = Vec::new();
     for (mut child, log) in children {
         assert!(child.wait().unwrap().success(), "{label}: a worker failed");
         grants.extend(read_log(&log));
     }
+    if let Some((stop, injector)) = injected {
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let injected = injector.join().unwrap();
+        println!("{label}: faults injected: {injected}");
+    }
     check(label, &grants);
+}
+
+/// Cycles `faults` on the proxies until told to stop: each in turn, on one proxy picked at
+/// random, for 50-400 ms (a TTL is 120 ms), then a healthy gap. Answers what it injected.
+fn inject(
+    proxies: &[Proxy],
+    faults: &[Fault],
+) -> (
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<String>,
+) {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (proxies, faults, stopped) = (proxies.to_vec(), faults.to_vec(), stop.clone());
+    let injector = std::thread::spawn(move || {
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        let mut i = 0;
+        while !stopped.load(std::sync::atomic::Ordering::SeqCst) {
+            let r = lock_store::new_version();
+            let proxy = &proxies[(r % proxies.len() as u64) as usize];
+            let fault = faults[i % faults.len()];
+            i += 1;
+            let name = match fault {
+                Fault::None => {
+                    proxy.reset();
+                    "reset".to_owned()
+                }
+                other => {
+                    proxy.set(other);
+                    format!("{other:?}")
+                }
+            };
+            *counts.entry(name).or_default() += 1;
+            std::thread::sleep(Duration::from_millis(50 + (r >> 8) % 350));
+            proxy.set(Fault::None);
+            std::thread::sleep(Duration::from_millis(100 + (r >> 16) % 200));
+        }
+        format!("{counts:?}")
+    });
+    (stop, injector)
 }
 
 /// The checker: per key, fences strictly increase with the leases' start times and leases never
@@ -212,8 +342,19 @@ fn check(label: &str, grants: &[Grant]) {
         list.sort_by_key(|g| g.fence);
         for pair in list.windows(2) {
             let (a, b) = (pair[0], pair[1]);
+            // By the holders' own clocks (one monotonic clock on this machine): a holder that
+            // believed its lease live when it wrote did so before the next one was granted.
             assert!(
-                b.start >= a.end,
+                !a.live_at_write || a.wrote_at < b.got_at,
+                "{label}: {key}: {} (fence {}) wrote believing its lease live after {} (fence \
+                 {}) was granted",
+                a.owner,
+                a.fence,
+                b.owner,
+                b.fence
+            );
+            assert!(
+                !a.end_known || b.start >= a.end,
                 "{label}: {key}: {} (fence {}) held [{}, {}) overlaps {} (fence {}) from {}",
                 a.owner,
                 a.fence,
@@ -271,6 +412,22 @@ fn check(label: &str, grants: &[Grant]) {
 fn processes_contend_on_every_store() {
     for (label, url) in common::store_urls() {
         contention(label, &url);
+    }
+}
+
+/// The same contention and checker on every server store, each worker process through a proxy
+/// of its own on which gray failures are cycled: a silent path, answers held back (the request
+/// reaches the server, its answer does not come), delays, connections reset.
+#[test]
+fn processes_contend_through_gray_failures_on_every_server_store() {
+    let faults = [
+        Fault::Blackhole,
+        Fault::StallReplies,
+        Fault::Delay(Duration::from_millis(30)),
+        Fault::None, // a reset of every connection
+    ];
+    for (label, url) in common::server_urls() {
+        contention_through(label, &url, Some(&faults));
     }
 }
 
