@@ -7,12 +7,10 @@
 //! with generous margins, not timings: half a bound over it is allowed.)
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
+use common::proxy::{Fault, Proxy};
 use lock_store::{url, Error, Locks, StoreError};
 
 /// The bound the clients are opened with: short, yet long enough for a busy test machine to
@@ -32,59 +30,6 @@ fn silent_server() -> u16 {
         }
     });
     port
-}
-
-/// A TCP proxy to `target` that can be frozen: while frozen nothing is forwarded either way.
-fn proxy(target: &str, frozen: Arc<AtomicBool>) -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let target = target.to_owned();
-    std::thread::spawn(move || {
-        for client in listener.incoming().flatten() {
-            let Ok(server) = TcpStream::connect(&target) else {
-                continue;
-            };
-            for (mut from, mut to) in [
-                (client.try_clone().unwrap(), server.try_clone().unwrap()),
-                (server, client),
-            ] {
-                let frozen = Arc::clone(&frozen);
-                std::thread::spawn(move || {
-                    let mut buf = [0u8; 16384];
-                    loop {
-                        while frozen.load(Ordering::SeqCst) {
-                            std::thread::sleep(Duration::from_millis(5));
-                        }
-                        match from.read(&mut buf) {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => {
-                                while frozen.load(Ordering::SeqCst) {
-                                    std::thread::sleep(Duration::from_millis(5));
-                                }
-                                if to.write_all(&buf[..n]).is_err() {
-                                    return;
-                                }
-                            }
-                        }
-                    }
-                });
-            }
-        }
-    });
-    port
-}
-
-fn host_port(url: &str) -> String {
-    let rest = url.split_once("://").unwrap().1;
-    let authority = rest.split('/').next().unwrap();
-    authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, h)| h)
-        .to_owned()
-}
-
-fn with_port(url: &str, port: u16) -> String {
-    url.replacen(&host_port(url), &format!("127.0.0.1:{port}"), 1)
 }
 
 fn bounded<T>(what: &str, f: impl FnOnce() -> T) -> T {
@@ -162,13 +107,12 @@ fn a_frozen_path_mid_use_fails_calls_typed_and_the_client_recovers() {
         });
         // Installed directly first: through the proxy, opening only checks it.
         drop(url::open(&real, &ns).unwrap());
-        let frozen = Arc::new(AtomicBool::new(false));
-        let via = with_port(&real, proxy(&host_port(&real), Arc::clone(&frozen)));
-        let locks = Locks::new(url::open_with_timeout(&via, &ns, BOUND).unwrap());
+        let proxy = Proxy::for_url(&real);
+        let locks = Locks::new(url::open_with_timeout(&proxy.url(&real), &ns, BOUND).unwrap());
         let lease = locks
             .try_acquire("job", "a", Duration::from_secs(30))
             .unwrap();
-        frozen.store(true, Ordering::SeqCst);
+        proxy.set(Fault::Blackhole);
         // Through the frozen path: an extension (a write whose answer never comes, then the
         // re-read of the ambiguous write) and a look, each within one bound in all.
         let _ = within_the_bound(label, || lease.extend(Duration::from_secs(30)));
@@ -188,7 +132,7 @@ fn a_frozen_path_mid_use_fails_calls_typed_and_the_client_recovers() {
             matches!(inspected, Err(Error::Store(_))),
             "{label}: {inspected:?}"
         );
-        frozen.store(false, Ordering::SeqCst);
+        proxy.set(Fault::None);
         // The path is back: the client reconnects; the release is retried and answers.
         let again = bounded(label, || loop {
             match lease.release() {
