@@ -419,11 +419,19 @@ fn guard_thread(locks: &Locks, state: &Arc<LeaseState>) {
             extending = false;
             next_extend = match extended {
                 Extended::Done => now + period,
-                Extended::Refused => return,
+                // Lost (and `on_lost` run) if the refusal says so; either way no more
+                // extensions, and the lease's end is still timed.
+                Extended::Refused => {
+                    guard.extend = false;
+                    now
+                }
                 Extended::Failed => now + period.min(Duration::from_millis(100)),
             };
         }
         let end = state.local_end();
+        if state.lost.load(Ordering::SeqCst) {
+            return;
+        }
         if now >= end {
             drop(guard);
             state.lose(None);
