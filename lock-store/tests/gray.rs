@@ -148,10 +148,11 @@ fn lockstore_run_over_a_silent_path_stops_its_command_before_the_next_one_starts
     }
 }
 
-/// The hand-off's notice wakes the waiter, whose look then fails (its connection was just
-/// killed): it looks again 50 ms later and takes the hand-off, with its fence, instead of
-/// napping until its hand-off (a 300 ms TTL) ran out unseen and queueing again. Three rounds
-/// per store (the nap it took before the fix varied with its renewals).
+/// The hand-off's notice wakes the waiter, whose looks then fail twice (its connection was
+/// just killed): it looks again 50 ms after each and takes the hand-off, with its fence,
+/// instead of napping (up to a second, or to its next renewal) until its hand-off (a 600 ms
+/// TTL) ran out unseen and queueing again. Three rounds per store (the naps it took before the
+/// fix varied with its renewals).
 #[test]
 fn a_waiter_whose_look_fails_after_its_hand_off_still_takes_it() {
     common::each_store("lookfail", |label, open| {
@@ -168,7 +169,7 @@ fn a_waiter_whose_look_fails_after_its_hand_off_still_takes_it() {
                 w.acquire(
                     "job",
                     "w",
-                    Duration::from_millis(300),
+                    Duration::from_millis(600),
                     Duration::from_secs(20),
                 )
             });
@@ -176,7 +177,7 @@ fn a_waiter_whose_look_fails_after_its_hand_off_still_takes_it() {
                 let info = holder.inspect("job").unwrap()?;
                 info.waiters.iter().any(|w| w.owner == "w").then_some(())
             });
-            fail_reads.store(1, Ordering::SeqCst);
+            fail_reads.store(2, Ordering::SeqCst);
             held.release().unwrap();
             let handed = holder.last_fence().unwrap();
             let lease = waiting.join().unwrap().unwrap();

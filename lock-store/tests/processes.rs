@@ -826,6 +826,15 @@ fn tree_of(owner: &str) -> Vec<String> {
         .collect()
 }
 
+/// Waits until the tree of [`tree_under_lockstore`] is up: the guard, the shell and its two
+/// background processes (their `fork` and `exec` may still be under way when the shell says
+/// "started", and `/proc` then shows a process without its environment for an instant).
+fn tree_is_up(owner: &str) {
+    common::eventually("the command's tree", || {
+        (tree_of(owner).len() >= 4).then_some(())
+    });
+}
+
 /// `lockstore run` as `owner` over a fresh SQLite file, with a command that starts a process
 /// tree (a background subshell, a process in a session of its own, a loop) and prints
 /// "started"; with `ignore_term`, every process of it ignores SIGTERM.
@@ -882,11 +891,7 @@ fn a_killed_lockstore_takes_the_commands_whole_tree_with_it() {
             }
         }
         if moment != "at once" {
-            assert!(
-                tree_of(&owner).len() >= 4,
-                "{moment}: {:?}",
-                tree_of(&owner)
-            );
+            tree_is_up(&owner);
         }
         child.kill().unwrap();
         child.wait().unwrap();
@@ -904,7 +909,7 @@ fn a_lost_lock_stops_the_commands_whole_tree() {
     let owner = common::unique_namespace("losttree");
     let (mut child, dir) = tree_under_lockstore(&owner, false, &["--ttl", "600ms"]);
     wait_for_line(&mut child, "started");
-    assert!(tree_of(&owner).len() >= 4, "{:?}", tree_of(&owner));
+    tree_is_up(&owner);
     let url = format!("sqlite://{}", dir.join("locks.db").display());
     lock_store::url::open(&url, "tree")
         .unwrap()
