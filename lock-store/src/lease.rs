@@ -336,10 +336,15 @@ fn release(locks: &Locks, state: &LeaseState) -> Result<(), Error> {
     }
 }
 
+/// How long a `Lease` dropped inside an async runtime waits for its release before it lets the
+/// release finish on its own thread (a healthy store answers within a few milliseconds).
+const DROP_WAIT: Duration = Duration::from_millis(200);
+
 impl Drop for Lease {
     /// Releases the lease. Inside an async runtime (a `Lease` dropped in async code), the
-    /// release runs on a thread of its own, so that the executor's thread is not held for a
-    /// store's round trip (or, with a store that stopped answering, for its bound).
+    /// release runs on a thread of its own and the drop waits for it at most [`DROP_WAIT`], so
+    /// that the executor's thread is never held for a store that stopped answering (up to its
+    /// bound), while a healthy release is done when the drop returns.
     fn drop(&mut self) {
         if self.state.released.load(Ordering::SeqCst) {
             self.state.stop();
@@ -348,12 +353,15 @@ impl Drop for Lease {
         if tokio::runtime::Handle::try_current().is_ok() {
             self.state.stop();
             let (locks, state) = (self.locks.clone(), Arc::clone(&self.state));
+            let (done_tx, done) = std::sync::mpsc::channel();
             let spawned = std::thread::Builder::new()
                 .name("lock-store-release".into())
                 .spawn(move || {
                     let _ = release(&locks, &state);
+                    let _ = done_tx.send(());
                 });
             if spawned.is_ok() {
+                let _ = done.recv_timeout(DROP_WAIT);
                 return;
             }
         }
