@@ -342,7 +342,7 @@ const DROP_WAIT: Duration = Duration::from_millis(200);
 
 impl Drop for Lease {
     /// Releases the lease. Inside an async runtime (a `Lease` dropped in async code), the
-    /// release runs on a thread of its own and the drop waits for it at most [`DROP_WAIT`], so
+    /// release runs on a thread of its own and the drop waits for it at most 200 ms, so
     /// that the executor's thread is never held for a store that stopped answering (up to its
     /// bound), while a healthy release is done when the drop returns.
     fn drop(&mut self) {
