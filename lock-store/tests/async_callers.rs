@@ -8,7 +8,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::proxy::{Fault, Proxy};
+use common::proxy::{locks_through, Fault};
 use lock_store::{url, Locks};
 
 /// Both runtime flavours, each running `f` inside `block_on`.
@@ -69,14 +69,12 @@ fn a_lease_dropped_in_async_code_does_not_hold_the_executor_for_a_silent_store()
         let _cleanup = common::Cleanup(|| {
             let _ = url::open(&real, &ns).and_then(|mut s| s.uninstall());
         });
-        drop(url::open(&real, &ns).unwrap());
-        let proxy = Proxy::for_url(&real);
         let bound = Duration::from_secs(30);
+        let (locks, proxy) = locks_through(&real, &ns, bound);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
         let took = runtime.block_on(async {
-            let locks = Locks::new(url::open_with_timeout(&proxy.url(&real), &ns, bound).unwrap());
             let lease = locks
                 .try_acquire("job", "a", Duration::from_secs(60))
                 .unwrap();

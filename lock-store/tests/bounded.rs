@@ -10,8 +10,8 @@ mod common;
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
-use common::proxy::{Fault, Proxy};
-use lock_store::{url, Error, Locks, StoreError};
+use common::proxy::{locks_through, Fault};
+use lock_store::{url, Error, StoreError};
 
 /// The bound the clients are opened with: short, yet long enough for a busy test machine to
 /// install a namespace through the proxy.
@@ -105,10 +105,7 @@ fn a_frozen_path_mid_use_fails_calls_typed_and_the_client_recovers() {
         let _cleanup = common::Cleanup(|| {
             let _ = url::open(&real, &ns).and_then(|mut s| s.uninstall());
         });
-        // Installed directly first: through the proxy, opening only checks it.
-        drop(url::open(&real, &ns).unwrap());
-        let proxy = Proxy::for_url(&real);
-        let locks = Locks::new(url::open_with_timeout(&proxy.url(&real), &ns, BOUND).unwrap());
+        let (locks, proxy) = locks_through(&real, &ns, BOUND);
         let lease = locks
             .try_acquire("job", "a", Duration::from_secs(30))
             .unwrap();

@@ -19,18 +19,9 @@ use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::proxy::{Fault, Proxy};
+use common::proxy::{locks_through, Fault, Proxy};
 use lock_core::LockError;
 use lock_store::{url, Error, Lease, Locks};
-
-/// Opens `ns` on the server of `real` through a new proxy, with calls bounded at `bound`
-/// (installed directly first: through the proxy, opening only checks it).
-fn through_proxy(real: &str, ns: &str, bound: Duration) -> (Locks, Proxy) {
-    drop(url::open(real, ns).unwrap());
-    let proxy = Proxy::for_url(real);
-    let store = url::open_with_timeout(&proxy.url(real), ns, bound).unwrap();
-    (Locks::new(store), proxy)
-}
 
 /// A holder's path to the store goes silent (connections open, nothing forwarded) while its
 /// keep-alive runs, and the store's calls are bounded at 30 s: its lease still ends at its
@@ -43,7 +34,7 @@ fn a_silent_path_ends_the_lease_at_its_own_deadline_before_the_next_holder() {
         let _cleanup = common::Cleanup(|| {
             let _ = url::open(&real, &ns).and_then(|mut s| s.uninstall());
         });
-        let (a, proxy) = through_proxy(&real, &ns, Duration::from_secs(30));
+        let (a, proxy) = locks_through(&real, &ns, Duration::from_secs(30));
         let b = Locks::open(&real, &ns).unwrap();
         let lease = a
             .try_acquire("job", "a", Duration::from_millis(1500))
@@ -233,7 +224,7 @@ fn a_release_killed_between_its_write_and_its_answer_is_known_done() {
         let _cleanup = common::Cleanup(|| {
             let _ = url::open(&real, &ns).and_then(|mut s| s.uninstall());
         });
-        let (a, proxy) = through_proxy(&real, &ns, Duration::from_secs(30));
+        let (a, proxy) = locks_through(&real, &ns, Duration::from_secs(30));
         let other = Locks::open(&real, &ns).unwrap();
         // Once before, so that the release's statement is prepared (MariaDB's client prepares
         // it at its first use: with the answers held back, that would stall before the write).

@@ -633,9 +633,7 @@ fn a_killed_waiter_does_not_stop_the_queue() {
 /// (SIGTERM: prints "stopping" and exits 7, or ignores it), over a fresh SQLite file.
 fn supervised(ignore_term: bool, extra: &[&str]) -> (Child, String, String, PathBuf) {
     let ns = common::unique_namespace("signals");
-    let dir = std::env::temp_dir().join(&ns);
-    std::fs::create_dir_all(&dir).unwrap();
-    let url = format!("sqlite://{}", dir.join("locks.db").display());
+    let (dir, url) = sqlite_in_temp(&ns);
     let trap = if ignore_term {
         "trap '' TERM"
     } else {
@@ -679,6 +677,14 @@ fn assert_released(url: &str, ns: &str) {
         None,
         "the key was not released"
     );
+}
+
+/// A fresh directory in the temp directory named `name`, and the URL of a SQLite file in it.
+fn sqlite_in_temp(name: &str) -> (PathBuf, String) {
+    let dir = std::env::temp_dir().join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!("sqlite://{}", dir.join("locks.db").display());
+    (dir, url)
 }
 
 fn lose_the_lock(url: &str, ns: &str) {
@@ -740,9 +746,7 @@ fn a_signal_to_lockstore_reaches_the_command_and_the_key_is_released() {
 fn ctrl_c_at_a_terminal_reaches_the_command_once() {
     use std::io::{BufRead, Write};
     let ns = common::unique_namespace("ctrlc");
-    let dir = std::env::temp_dir().join(&ns);
-    std::fs::create_dir_all(&dir).unwrap();
-    let url = format!("sqlite://{}", dir.join("locks.db").display());
+    let (dir, url) = sqlite_in_temp(&ns);
     // The command: notes each SIGINT in a file; it waits for the first, then gives a second
     // one (which lockstore would pass on within milliseconds) time to arrive. It spins in shell
     // builtins rather than sleeping, so the shell runs its trap at once for each signal (two
@@ -838,10 +842,12 @@ fn tree_is_up(owner: &str) {
 /// `lockstore run` as `owner` over a fresh SQLite file, with a command that starts a process
 /// tree (a background subshell, a process in a session of its own, a loop) and prints
 /// "started"; with `ignore_term`, every process of it ignores SIGTERM.
-fn tree_under_lockstore(owner: &str, ignore_term: bool, extra: &[&str]) -> (Child, PathBuf) {
-    let dir = std::env::temp_dir().join(owner);
-    std::fs::create_dir_all(&dir).unwrap();
-    let url = format!("sqlite://{}", dir.join("locks.db").display());
+fn tree_under_lockstore(
+    owner: &str,
+    ignore_term: bool,
+    extra: &[&str],
+) -> (Child, PathBuf, String) {
+    let (dir, url) = sqlite_in_temp(owner);
     let trap = if ignore_term { "trap '' TERM; " } else { "" };
     let script = format!(
         "{trap}(sleep 1000) & setsid sleep 1000 & echo started; while :; do sleep 0.02; done"
@@ -863,7 +869,7 @@ fn tree_under_lockstore(owner: &str, ignore_term: bool, extra: &[&str]) -> (Chil
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    (child, dir)
+    (child, dir, url)
 }
 
 /// `lockstore run` killed with SIGKILL at chosen points (before its command can have started,
@@ -876,7 +882,7 @@ fn a_killed_lockstore_takes_the_commands_whole_tree_with_it() {
     for moment in ["at once", "while it runs", "while it is stopped"] {
         let owner = common::unique_namespace("killed");
         let ignore = moment == "while it is stopped";
-        let (mut child, dir) =
+        let (mut child, dir, _) =
             tree_under_lockstore(&owner, ignore, &["--ttl", "30s", "--grace", "60s"]);
         match moment {
             "at once" => {}
@@ -907,14 +913,10 @@ fn a_killed_lockstore_takes_the_commands_whole_tree_with_it() {
 #[test]
 fn a_lost_lock_stops_the_commands_whole_tree() {
     let owner = common::unique_namespace("losttree");
-    let (mut child, dir) = tree_under_lockstore(&owner, false, &["--ttl", "600ms"]);
+    let (mut child, dir, url) = tree_under_lockstore(&owner, false, &["--ttl", "600ms"]);
     wait_for_line(&mut child, "started");
     tree_is_up(&owner);
-    let url = format!("sqlite://{}", dir.join("locks.db").display());
-    lock_store::url::open(&url, "tree")
-        .unwrap()
-        .clear()
-        .unwrap();
+    lose_the_lock(&url, "tree");
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(4));
     assert_eq!(tree_of(&owner), Vec::<String>::new(), "left running");
@@ -926,9 +928,7 @@ fn a_lost_lock_stops_the_commands_whole_tree() {
 #[test]
 fn what_the_command_leaves_running_is_stopped_before_the_release() {
     let owner = common::unique_namespace("leftover");
-    let dir = std::env::temp_dir().join(&owner);
-    std::fs::create_dir_all(&dir).unwrap();
-    let url = format!("sqlite://{}", dir.join("locks.db").display());
+    let (dir, url) = sqlite_in_temp(&owner);
     let status = lockstore()
         .args([
             "run",

@@ -157,6 +157,15 @@ fn pump(shared: &Shared, mut from: TcpStream, mut to: TcpStream, replies: bool) 
     }
 }
 
+/// Opens namespace `ns` on the server of `real` through a new proxy, with calls bounded at
+/// `bound` (installed directly first: through the proxy, opening only checks it).
+pub fn locks_through(real: &str, ns: &str, bound: Duration) -> (lock_store::Locks, Proxy) {
+    drop(lock_store::url::open(real, ns).unwrap());
+    let proxy = Proxy::for_url(real);
+    let store = lock_store::url::open_with_timeout(&proxy.url(real), ns, bound).unwrap();
+    (lock_store::Locks::new(store), proxy)
+}
+
 /// `host:port` of a store URL.
 pub fn host_port(url: &str) -> String {
     let rest = url.split_once("://").unwrap().1;
