@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use common::proxy::{locks_through, Fault, Proxy};
 use lock_core::LockError;
-use lock_store::{url, Error, Lease, Locks};
+use lock_store::{url, Error, Lease, Locks, LostLease};
 
 /// A holder's path to the store goes silent (connections open, nothing forwarded) while its
 /// keep-alive runs, and the store's calls are bounded at 30 s: its lease still ends at its
@@ -195,9 +195,7 @@ fn a_release_whose_answer_is_lost_is_known_done_after_others_wrote() {
         let lease = locks
             .try_acquire("job", "a", Duration::from_secs(60))
             .unwrap();
-        let lost = Arc::new(Mutex::new(None));
-        let seen = Arc::clone(&lost);
-        lease.on_lost(move |l| *seen.lock().unwrap() = Some(l.clone()));
+        let lost = noted_on_lost(&lease);
         let taken: Arc<Mutex<Option<Lease>>> = Arc::default();
         let slot = Arc::clone(&taken);
         *lose_answer.lock().unwrap() = Some(Box::new(move || {
@@ -212,6 +210,14 @@ fn a_release_whose_answer_is_lost_is_known_done_after_others_wrote() {
         assert_eq!(info.holder.owner, "c", "{label}");
         c.release().unwrap();
     });
+}
+
+/// What `on_lost` is told, noted for the test (`None` while it has not run).
+fn noted_on_lost(lease: &Lease) -> Arc<Mutex<Option<LostLease>>> {
+    let lost = Arc::new(Mutex::new(None));
+    let seen = Arc::clone(&lost);
+    lease.on_lost(move |l| *seen.lock().unwrap() = Some(l.clone()));
+    lost
 }
 
 /// The same on a real connection: the release's request reaches the server, its answer is held
@@ -231,9 +237,7 @@ fn a_release_killed_between_its_write_and_its_answer_is_known_done() {
         let warm = a.try_acquire("warm", "a", Duration::from_secs(60)).unwrap();
         warm.release().unwrap();
         let lease = a.try_acquire("job", "a", Duration::from_secs(60)).unwrap();
-        let lost = Arc::new(Mutex::new(None));
-        let seen = Arc::clone(&lost);
-        lease.on_lost(move |l| *seen.lock().unwrap() = Some(l.clone()));
+        let lost = noted_on_lost(&lease);
         proxy.set(Fault::StallReplies);
         std::thread::scope(|s| {
             let releasing = s.spawn(|| lease.release());
