@@ -6,11 +6,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
+# Cargo's target directory: CARGO_TARGET_DIR if set (a shared cache, a CI runner), else ./target.
+target="${CARGO_TARGET_DIR:-target}"
 cargo rustc -q -p lock-wasm --no-default-features --features js \
   --target wasm32-unknown-unknown --profile wasm-js --crate-type cdylib
 rm -rf lock-wasm/js/engine
 wasm-bindgen --target web --out-dir lock-wasm/js/engine --out-name lock_wasm \
-  target/wasm32-unknown-unknown/wasm-js/lock_wasm.wasm
+  "$target/wasm32-unknown-unknown/wasm-js/lock_wasm.wasm"
 cp LICENSE-MIT LICENSE-APACHE lock-wasm/js/ # the package ships the licences its `license` field names
 wasm=lock-wasm/js/engine/lock_wasm_bg.wasm
 echo "npm engine: $wasm $(wc -c <"$wasm") bytes ($(gzip -9c "$wasm" | wc -c) gzipped)"

@@ -4,11 +4,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
+# Cargo's target directory: CARGO_TARGET_DIR if set (a shared cache, a CI runner), else ./target.
+target="${CARGO_TARGET_DIR:-target}"
 cargo rustc -q -p web-demo --target wasm32-unknown-unknown --profile wasm-web --crate-type cdylib
 rm -rf web-demo/dist
 mkdir -p web-demo/dist/vectors
 wasm-bindgen --target web --no-typescript --out-dir web-demo/dist/pkg \
-  target/wasm32-unknown-unknown/wasm-web/web_demo.wasm
+  "$target/wasm32-unknown-unknown/wasm-web/web_demo.wasm"
 cp web-demo/static/* web-demo/dist/
 cp tests/vectors/*.json web-demo/dist/vectors/
 (cd tests/vectors && ls *.json | python3 -c 'import json,sys; print(json.dumps([l.strip() for l in sys.stdin]))') \

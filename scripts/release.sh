@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds every release artifact into one folder, target/release-artifacts/:
+# Builds every release artifact into one folder, target/release-artifacts/ (under
+# CARGO_TARGET_DIR if set):
 #   lock.component.wasm         the lock component (imports nothing), as host-wasmtime ships it
 #   wit/                        the WIT package `expiring:lock` the component implements
 #   expiring-lock-<v>.tgz       the npm package (npm pack)
@@ -9,13 +10,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
-out=target/release-artifacts
+# Cargo's target directory: CARGO_TARGET_DIR if set (a shared cache, a CI runner), else ./target.
+target="${CARGO_TARGET_DIR:-target}"
+mkdir -p "$target"
+out="$(cd "$target" && pwd)/release-artifacts"
 rm -rf "$out"
 mkdir -p "$out"
 
 echo "== component (fresh build, checked against the copy host-wasmtime ships)"
 cargo build -q -p host-wasmtime
-if ! cmp -s target/lock.component.wasm host-wasmtime/component/lock.component.wasm; then
+if ! cmp -s "$target/lock.component.wasm" host-wasmtime/component/lock.component.wasm; then
   echo "host-wasmtime/component/lock.component.wasm is stale: run scripts/ship-component.sh" >&2
   exit 1
 fi
@@ -25,11 +29,11 @@ cp -r wit "$out/wit"
 echo "== crates"
 cargo package -q -p lock-core -p host-wasmtime --allow-dirty 2>/dev/null
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
-cp "target/package/lock-core-$version.crate" "target/package/host-wasmtime-$version.crate" "$out/"
+cp "$target/package/lock-core-$version.crate" "$target/package/host-wasmtime-$version.crate" "$out/"
 
 echo "== npm package"
 ./scripts/build-npm.sh >/dev/null
-(cd lock-wasm/js && npm pack --silent --pack-destination "../../$out" >/dev/null)
+(cd lock-wasm/js && npm pack --silent --pack-destination "$out" >/dev/null)
 
 echo "== playground"
 ./scripts/build-web.sh >/dev/null

@@ -60,6 +60,10 @@ cargo run -q -p lock-core --example timeline >/dev/null
 cargo run -q -p host-wasmtime --example job_plugins
 cargo run -q -p lockhost -- demo >/dev/null
 cargo run -q -p lockhost -- bench 2000 >/dev/null
+section "the build scripts write under CARGO_TARGET_DIR, never a hard-coded target/"
+if grep -nE '(^|[ "'"'"'(=])target/' scripts/{build-npm,build-web,release,ship-component}.sh | grep -vE ':[0-9]+:\s*#'; then
+  echo "a script above names target/ instead of \$target (\${CARGO_TARGET_DIR:-target})"; exit 1
+fi
 section "release artifacts (component checked against the shipped copy, crates packaged and verified from their packages, npm tarball, playground, checksums)"
 scripts/release.sh
 section "Node: vectors (npm package, jco component), Locks API, package install + types; Chromium: playground, npm browser entry"
