@@ -31,7 +31,7 @@ const JOB_PLUGIN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/job-plugin.c
 pub enum LockService {
     /// One table in this process (`LockHost`).
     Host(LockHost),
-    /// A namespace of a shared store (`lock_store::Locks::with_component`).
+    /// A namespace of a shared store (`lock_store::Options::component`).
     Store(lock_store::Locks),
 }
 
@@ -166,9 +166,10 @@ pub fn host_process(
     worker: &str,
 ) -> wasmtime::Result<String> {
     let fail = |e: &dyn std::fmt::Display| wasmtime::Error::msg(e.to_string());
-    let store = lock_store::url::open(url, namespace).map_err(|e| fail(&e))?;
-    let component = lock_store::Component::embedded().map_err(|e| fail(&e))?;
-    let locks = lock_store::Locks::with_component(store, component, lock_core::Limits::default())
+    let component = lock_store::store::Component::embedded().map_err(|e| fail(&e))?;
+    let locks = lock_store::Options::new()
+        .component(component)
+        .open(url, namespace)
         .map_err(|e| fail(&e))?;
     let mut answers = race(&LockService::Store(locks), 1, job, worker)?;
     answers

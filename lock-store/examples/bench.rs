@@ -632,7 +632,7 @@ fn decision_us() -> f64 {
 /// when built with the `component` feature.
 #[cfg(feature = "component")]
 fn component_decision_us() -> Option<f64> {
-    use lock_store::{Component, Decider};
+    use lock_store::{store::Component, store::Decider};
     let mut c = Component::embedded().ok()?;
     let limits = Limits::default();
     let rounds = 20_000u64;
@@ -942,13 +942,17 @@ fn main() {
         admin
             .query_drop(format!("DROP SEQUENCE `{floor_table}_fences`"))
             .unwrap();
-        if let Ok(mut store) = lock_store::url::open(&my_url, &ns) {
-            let _ = lock_store::Store::uninstall(&mut store);
+        if let Ok(mut store) =
+            lock_store::store::open(&my_url, &ns, lock_store::store::DEFAULT_BOUND)
+        {
+            let _ = lock_store::store::Store::uninstall(&mut store);
         }
     }
     if run("redis") {
-        if let Ok(mut store) = lock_store::url::open(&redis_url, &ns) {
-            let _ = lock_store::Store::uninstall(&mut store);
+        if let Ok(mut store) =
+            lock_store::store::open(&redis_url, &ns, lock_store::store::DEFAULT_BOUND)
+        {
+            let _ = lock_store::store::Store::uninstall(&mut store);
         }
         // The floor's counter (each floor pair deletes its record when dropped).
         if let Ok(mut conn) =

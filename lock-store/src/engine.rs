@@ -35,8 +35,8 @@ pub struct Decided<R> {
     pub next_deadline: Option<Instant>,
     /// What this client knew of the store's clock when it decided (with the store's time;
     /// `None` with the caller's, or when no store was touched): a holder's lease ends on its
-    /// own clock at [`StoreClock::earliest_local`] of the deadline.
-    pub clock: Option<StoreClock>,
+    /// own clock at the earliest local instant the store's clock can reach the deadline.
+    pub(crate) clock: Option<StoreClock>,
     /// A write of this call was sent and its answer lost, and the record read afterwards was
     /// neither the one it wrote nor the one it replaced: the write may have taken effect before
     /// other writes. The reply is decided on that later record (a release there may answer
@@ -136,8 +136,8 @@ impl<S: Store, D: Decider> Engine<S, D> {
     }
 
     /// How long a remembered record's read is trusted before the next decision on the key
-    /// reads it again ([`READ_LIFE`] unless set): the bound on the store's clock a holder's
-    /// view rests on loosens by [`MAX_DRIFT`](crate::MAX_DRIFT) of the read's age.
+    /// reads it again (30 s unless set): the bound on the store's clock a holder's view rests
+    /// on loosens by 0.1 % of the read's age (twice the most NTP slews a clock).
     pub fn set_read_life(&mut self, life: StdDuration) {
         self.read_life = life;
     }
@@ -184,12 +184,24 @@ impl<S: Store, D: Decider> Engine<S, D> {
                 }
             }
         }
-        self.run(
+        let decided = self.run(
             key,
             at,
             |decider, record, now| decider.handle(record, make(now), &limits),
             Step::<Response>::settle,
-        )
+        );
+        // A namespace that does not exist yet is created by its first write, and only then
+        // (reads create nothing).
+        if let Err(StoreError::NoNamespace { .. }) = decided {
+            self.store.install()?;
+            return self.run(
+                key,
+                at,
+                |decider, record, now| decider.handle(record, make(now), &limits),
+                Step::<Response>::settle,
+            );
+        }
+        decided
     }
 
     /// The key's holder and waiters (applying time first, which may write an expiry).

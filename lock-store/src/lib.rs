@@ -26,11 +26,14 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! # Layers
-//! - [`Locks`] and [`Lease`]: the API for services, with the store's clock.
-//! - [`Store`]: read, compare-and-set, list, clear; one implementation per store.
-//! - [`Engine`]: the decision loop (cached records, retries, ambiguous results).
-//! - [`StoreTable`]: a namespace seen as one lock table with the caller's clock (the vectors).
+//! # What is here
+//! - At the root, the API for services: [`Locks`] (opened by URL, or with [`Options`] for the
+//!   call bound and the limits), the [`Lease`] it hands out, and one [`Error`] for every call,
+//!   whose variants carry [`LockError`] (`held`, `not-owner`...) and [`StoreError`] (unreachable,
+//!   no namespace...): match them without depending on `lock-core`.
+//! - [`store`]: for store implementers and their tests: the [`store::Store`] trait, the stores of
+//!   this crate, the decision loop ([`store::Engine`]) and a namespace seen as one lock table with
+//!   the caller's clock ([`store::StoreTable`], for the shared conformance vectors).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -47,36 +50,19 @@ mod memory;
 #[cfg(feature = "mysql")]
 mod mysql;
 mod noop;
+mod options;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "redis")]
 mod redis;
 #[cfg(feature = "sqlite")]
 mod sqlite;
-mod store;
+pub mod store;
 mod table;
-pub mod url;
+mod url;
 
-pub use clock::{StoreClock, MAX_DRIFT, READ_LIFE};
-pub use decider::{AnyDecider, AnyRecord, DecideError, Decider, Decision, InspectReply, Native};
-#[cfg(feature = "component")]
-pub use decider::{Component, ComponentRecord};
-pub use engine::{Decided, Engine, TimeSource, MAX_ATTEMPTS, TOMBSTONE_LIFE};
 pub use lease::{Lease, LostLease};
+pub use lock_core::{Fence, HolderInfo, Instant, KeyInfo, Limits, LockError, WaiterInfo};
 pub use locks::{Error, Locks, WAIT_ALIVE};
-pub use memory::MemoryStore;
-#[cfg(feature = "mysql")]
-pub use mysql::MysqlStore;
-pub use noop::NoopStore;
-#[cfg(feature = "postgres")]
-pub use postgres::PostgresStore;
-#[cfg(feature = "redis")]
-pub use redis::RedisStore;
-#[cfg(feature = "sqlite")]
-pub use sqlite::SqliteStore;
-pub use store::{
-    check_namespace, fences_from_text, fences_to_text, instant_to_sql, new_version, no_answer,
-    notice, system_now, version_from_sql, version_to_sql, OpenWatcher, Read, Store, StoreError,
-    Stored, Watcher, Write, Written, MAX_FENCE, TOMBSTONE,
-};
-pub use table::{StoreTable, TableFault};
+pub use options::Options;
+pub use store::StoreError;

@@ -106,45 +106,24 @@ impl fmt::Debug for Locks {
 }
 
 impl Locks {
-    /// Locks over `store` with the core's default limits.
+    /// Locks over a store of your own with the default [`Options`](crate::Options) (to open one
+    /// by URL: [`Locks::open`]).
     pub fn new(store: impl Store + 'static) -> Self {
-        match Locks::with_limits(store, Limits::default()) {
+        match Locks::build(
+            Box::new(store),
+            AnyDecider::Native(Native),
+            Limits::default(),
+        ) {
             Ok(locks) => locks,
             Err(_) => unreachable!("the default limits are valid"),
         }
     }
 
-    /// Locks over `store`, checking requests against `limits`.
-    ///
-    /// # Errors
-    /// [`LockError::InvalidLimits`].
-    pub fn with_limits(store: impl Store + 'static, limits: Limits) -> Result<Self, LockError> {
-        Locks::build(Box::new(store), AnyDecider::Native(Native), limits)
-    }
-
-    /// Locks over `store` decided by the lock component (the same WebAssembly bytes as in the
-    /// browser, in Node and in a plugin host) instead of the native core.
-    ///
-    /// # Errors
-    /// [`LockError::InvalidLimits`].
-    #[cfg(feature = "component")]
-    pub fn with_component(
-        store: impl Store + 'static,
-        component: crate::Component,
-        limits: Limits,
-    ) -> Result<Self, LockError> {
-        Locks::build(
-            Box::new(store),
-            AnyDecider::Component(Box::new(component)),
-            limits,
-        )
-    }
-
-    fn build(
+    pub(crate) fn build(
         store: Box<dyn Store>,
         decider: AnyDecider,
         limits: Limits,
-    ) -> Result<Self, LockError> {
+    ) -> Result<Self, Error> {
         Ok(Locks {
             shared: Arc::new(Shared {
                 engine: Mutex::new(Engine::with_decider(
@@ -159,7 +138,10 @@ impl Locks {
         })
     }
 
-    /// Opens namespace `namespace` of the store at `url` (see [`crate::url::open`]).
+    /// Opens namespace `namespace` of the store at `url` with the default
+    /// [`Options`](crate::Options) (each server call bounded by 5 s). URLs:
+    /// `redis://HOST[:PORT][/DB]`, `postgres://USER@HOST[:PORT]/DB`,
+    /// `mysql://USER@HOST[:PORT]/DB` (or `mariadb://`), `sqlite://PATH`, `memory:`, `noop:`.
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -171,13 +153,14 @@ impl Locks {
     /// lease.on_lost(|l| eprintln!("lost {} (fence {})", l.key, l.fence.0));
     /// // ... write the report, passing lease.fence() to the storage that keeps it ...
     /// lease.release()?;                        // the next waiter, in any process, is handed the key
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # Ok::<(), lock_store::Error>(())
     /// ```
     ///
     /// # Errors
-    /// The store's [`StoreError`].
-    pub fn open(url: &str, namespace: &str) -> Result<Self, StoreError> {
-        Ok(Locks::new(crate::url::open(url, namespace)?))
+    /// [`Error::Store`]: a bad URL or namespace, a store this build lacks, a server that cannot
+    /// be reached.
+    pub fn open(url: &str, namespace: &str) -> Result<Self, Error> {
+        crate::Options::new().open(url, namespace)
     }
 
     /// A decider's answer of the wrong kind for the request (a broken component, say): the

@@ -158,6 +158,10 @@ impl Store for MemoryStore {
         ))
     }
 
+    fn install(&mut self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     fn clear(&mut self) -> Result<(), StoreError> {
         let mut space = self.space();
         let ns = self.namespace.clone();

@@ -95,6 +95,12 @@ pub struct MysqlStore {
     walk: CollectWalk<Vec<u8>>,
     /// The hot path's statement texts for this namespace, made once.
     hot: HotSql,
+    /// Whether the namespace's tables were seen: until then every call looks for them first,
+    /// and calls answer [`StoreError::NoNamespace`] without them.
+    installed: bool,
+    /// The namespace has objects of an earlier build: the next write installs again first,
+    /// which removes them.
+    upgrade: bool,
 }
 
 /// A deadlock or a lock wait past its bound: the server rolled the write back, so nothing
@@ -172,8 +178,9 @@ fn timed_out(e: &mysql::Error) -> bool {
 }
 
 impl MysqlStore {
-    /// Connects to `url` (`mysql://user[:password]@host[:port]/database`) and installs (or
-    /// checks) the namespace's objects in that database. Every call waits at most `timeout`
+    /// Connects to `url` (`mysql://user[:password]@host[:port]/database`, or `mariadb://...`)
+    /// and checks the namespace's objects in that database if they exist (creating nothing:
+    /// the first write installs them, see [`Store::install`]). Every call waits at most `timeout`
     /// (connect, read and write timeouts of the socket).
     ///
     /// # Errors
@@ -182,7 +189,12 @@ impl MysqlStore {
     pub fn open(url: &str, namespace: &str, timeout: StdDuration) -> Result<Self, StoreError> {
         check_namespace(namespace)?;
         let shown = crate::url::without_password(url);
-        let opts = Opts::from_url(url).map_err(|e| StoreError::Url {
+        // The driver knows `mysql://` only; messages show the URL as it was given.
+        let as_mysql = match url.strip_prefix("mariadb://") {
+            Some(rest) => format!("mysql://{rest}"),
+            None => url.to_owned(),
+        };
+        let opts = Opts::from_url(&as_mysql).map_err(|e| StoreError::Url {
             url: shown.clone(),
             reason: e.to_string(),
         })?;
@@ -207,9 +219,13 @@ impl MysqlStore {
             namespace: namespace.to_owned(),
             walk: CollectWalk::default(),
             hot: HotSql::new(|t| sql(t, namespace)),
+            installed: false,
+            upgrade: false,
         };
-        store.install()?;
-        Ok(store)
+        match store.present() {
+            Ok(()) | Err(StoreError::NoNamespace { .. }) => Ok(store),
+            Err(e) => Err(e),
+        }
     }
 
     fn conn(&mut self) -> Result<&mut Conn, StoreError> {
@@ -282,6 +298,12 @@ impl MysqlStore {
                     reason: reason(e),
                 },
                 4084 | 4135 => StoreError::FencesExhausted { store },
+                // No such table or procedure: never installed, or dropped since (`lockstore
+                // uninstall`); the next write installs it again.
+                1146 | 1305 => {
+                    self.installed = false;
+                    StoreError::NoNamespace { store }
+                }
                 _ => StoreError::Server {
                     store,
                     reason: reason(e),
@@ -304,6 +326,40 @@ impl MysqlStore {
         StoreError::Connect {
             store: self.describe(),
             reason: "no connection".into(),
+        }
+    }
+
+    /// Whether the namespace's tables exist (looked up until they were seen once).
+    fn present(&mut self) -> Result<(), StoreError> {
+        if self.installed {
+            return Ok(());
+        }
+        let meta = self.sql("SELECT value FROM `__NS___meta` WHERE name = 'format'");
+        let table = format!("{}_records", self.namespace);
+        let conn = self.conn()?;
+        match conn.query_first::<String, _>(meta) {
+            Ok(Some(format)) if format == FORMAT => {
+                // An index of earlier builds, which installing again removes (at the next
+                // write: reads change nothing).
+                let old_index = conn.exec_first::<String, _, _>(
+                    "SELECT index_name FROM information_schema.statistics WHERE table_schema = DATABASE() \
+                     AND table_name = ? AND index_name = 'forget_at' LIMIT 1",
+                    (&table,),
+                );
+                self.upgrade = matches!(old_index, Ok(Some(_)));
+                self.installed = true;
+                Ok(())
+            }
+            // The table without its row: another replica is installing it right now (MariaDB's
+            // DDL is not transactional). The write that needs it installs too, and waits for it.
+            Ok(None) => Err(StoreError::NoNamespace {
+                store: self.describe(),
+            }),
+            Ok(Some(format)) => Err(StoreError::Schema {
+                store: self.describe(),
+                reason: format!("namespace has format {format}; this build reads {FORMAT}"),
+            }),
+            Err(e) => Err(self.failed(&e)),
         }
     }
 
@@ -356,7 +412,10 @@ impl MysqlStore {
             let _ = conn.exec_drop("SELECT RELEASE_LOCK(?)", (&lock,));
         }
         match result {
-            Ok(Ok(())) => Ok(()),
+            Ok(Ok(())) => {
+                self.installed = true;
+                Ok(())
+            }
             Ok(Err(reason)) => Err(StoreError::Schema {
                 store: self.describe(),
                 reason,
@@ -543,6 +602,7 @@ impl Store for MysqlStore {
     }
 
     fn read(&mut self, key: &str) -> Result<Read, StoreError> {
+        self.present()?;
         self.conn()?;
         let (Some(conn), hot) = (self.conn.as_mut(), &self.hot) else {
             return Err(self.connection_missing());
@@ -559,6 +619,12 @@ impl Store for MysqlStore {
     }
 
     fn write(&mut self, key: &str, write: &Write<'_>) -> Result<Written, StoreError> {
+        self.present()?;
+        if self.upgrade {
+            // Best effort: a role that may not alter the table writes without it.
+            self.upgrade = false;
+            let _ = MysqlStore::install(self);
+        }
         let written = match write.bytes {
             Some(bytes) if write.expected != 0 && write.fresh_fences <= 1 => {
                 self.replace(key, write, bytes)?
@@ -572,6 +638,7 @@ impl Store for MysqlStore {
     }
 
     fn keys(&mut self) -> Result<Vec<String>, StoreError> {
+        self.present()?;
         let sql = self.sql("SELECT k FROM `__NS___records` WHERE LENGTH(record) > 8 ORDER BY k");
         let conn = self.conn()?;
         match conn.query::<Vec<u8>, _>(sql) {
@@ -584,6 +651,7 @@ impl Store for MysqlStore {
     }
 
     fn last_fence(&mut self) -> Result<Fence, StoreError> {
+        self.present()?;
         let sql = self.sql("SELECT next_not_cached_value - 1 FROM `__NS___fences`");
         let conn = self.conn()?;
         match conn.query_first::<i64, _>(sql) {
@@ -592,7 +660,15 @@ impl Store for MysqlStore {
         }
     }
 
+    fn install(&mut self) -> Result<(), StoreError> {
+        MysqlStore::install(self)
+    }
+
     fn clear(&mut self) -> Result<(), StoreError> {
+        match self.present() {
+            Err(StoreError::NoNamespace { .. }) => return Ok(()),
+            other => other?,
+        }
         let statements = [
             self.sql("DELETE FROM `__NS___records`"),
             self.sql("ALTER SEQUENCE `__NS___fences` RESTART WITH 1"),
@@ -607,6 +683,7 @@ impl Store for MysqlStore {
     }
 
     fn uninstall(&mut self) -> Result<(), StoreError> {
+        self.installed = false;
         let statements = [
             self.sql("DROP PROCEDURE IF EXISTS `__NS___cas`"),
             self.sql("DROP SEQUENCE IF EXISTS `__NS___fences`"),

@@ -73,6 +73,10 @@ impl Store for NoopStore {
         Ok(Fence(LAST.load(Ordering::SeqCst)))
     }
 
+    fn install(&mut self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     fn clear(&mut self) -> Result<(), StoreError> {
         Ok(())
     }

@@ -279,6 +279,12 @@ pub struct PostgresStore {
     schema: String,
     /// The collection of forgotten records.
     walk: CollectWalk<String>,
+    /// Whether the schema was seen to exist: until then each new connection looks for it, and
+    /// calls answer [`StoreError::NoNamespace`] without it.
+    installed: bool,
+    /// The schema holds objects of an earlier build (see [`SCHEMA`]): the next write installs
+    /// again first, which removes them (reads change nothing).
+    upgrade: bool,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -288,8 +294,9 @@ impl std::fmt::Debug for PostgresStore {
 }
 
 impl PostgresStore {
-    /// Connects to `url` (`postgres://user[:password]@host[:port]/database`) and installs (or
-    /// checks) schema `namespace`. Every call is bounded by `timeout` on this side (connect and
+    /// Connects to `url` (`postgres://user[:password]@host[:port]/database`) and checks schema
+    /// `namespace` if it exists (creating nothing: the first write installs it, see
+    /// [`Store::install`]). Every call is bounded by `timeout` on this side (connect and
     /// startup together, then each statement: past it the call fails with
     /// [`StoreError::Lost`] or [`StoreError::Connect`] and the connection is dropped), and on
     /// the server's side (`statement_timeout`, `lock_timeout`).
@@ -331,9 +338,13 @@ impl PostgresStore {
             shown,
             schema: namespace.to_owned(),
             walk: CollectWalk::default(),
+            installed: false,
+            upgrade: false,
         };
-        store.install()?;
-        Ok(store)
+        match store.connection() {
+            Ok(_) | Err(StoreError::NoNamespace { .. }) => Ok(store),
+            Err(e) => Err(e),
+        }
     }
 
     /// A new connection and its driver, within the bound.
@@ -350,6 +361,29 @@ impl PostgresStore {
     fn connection(&mut self) -> Result<&Conn, StoreError> {
         if self.conn.is_none() {
             let (client, driver) = self.new_connection()?;
+            if !self.installed {
+                let ns = self.schema.clone();
+                let found = self.bound.run(found(&client, &ns));
+                let missing = match found {
+                    Ok(Ok(Some(outdated))) => {
+                        self.upgrade = outdated;
+                        None
+                    }
+                    Ok(Ok(None)) => Some(StoreError::NoNamespace {
+                        store: self.describe(),
+                    }),
+                    Ok(Err(reason)) => Some(StoreError::Schema {
+                        store: self.describe(),
+                        reason,
+                    }),
+                    Err(e) => Some(self.failed(&e)),
+                };
+                if let Some(e) = missing {
+                    driver.abort();
+                    return Err(e);
+                }
+                self.installed = true;
+            }
             self.adopt(client, driver)?;
         }
         self.conn.as_ref().ok_or_else(|| StoreError::Connect {
@@ -418,6 +452,15 @@ impl PostgresStore {
                 store,
                 reason: reason(e),
             };
+        }
+        if e.code() == Some(&SqlState::UNDEFINED_TABLE)
+            || e.code() == Some(&SqlState::INVALID_SCHEMA_NAME)
+        {
+            // Dropped while this store had it (`lockstore uninstall`): the next write
+            // installs it again.
+            self.installed = false;
+            self.conn = None;
+            return StoreError::NoNamespace { store };
         }
         if e.code() == Some(&SqlState::INSUFFICIENT_PRIVILEGE) {
             return StoreError::Schema {
@@ -491,7 +534,11 @@ impl PostgresStore {
             },
         };
         match installed {
-            Ok(()) => self.adopt(client, driver),
+            Ok(()) => {
+                self.installed = true;
+                self.conn = None;
+                self.adopt(client, driver)
+            }
             Err(e) => {
                 drop(client);
                 driver.abort();
@@ -553,6 +600,60 @@ impl PostgresStore {
     }
 }
 
+/// What schema `ns` holds: `None` (no such schema or no `meta` table), this store's current
+/// tables (`Some(false)`), or its tables with objects an earlier build made that installing
+/// again removes (`Some(true)`); a reason if what is there is not ours or of another format.
+/// Reads only.
+async fn found(
+    client: &Client,
+    ns: &str,
+) -> Result<Result<Option<bool>, String>, tokio_postgres::Error> {
+    let meta: Option<String> = client
+        .query_one("SELECT to_regclass($1)::text", &[&format!("{ns}.meta")])
+        .await?
+        .get(0);
+    if meta.is_none() {
+        return Ok(Ok(None));
+    }
+    let columns: Vec<String> = client
+        .query(
+            "SELECT column_name::text FROM information_schema.columns \
+             WHERE table_schema = $1 AND table_name = 'records' ORDER BY column_name",
+            &[&ns],
+        )
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    if columns != COLUMNS {
+        return Ok(Err(format!(
+            "table {ns}.records is not ours: columns {columns:?}, expected {COLUMNS:?}"
+        )));
+    }
+    let format: Option<String> = client
+        .query_opt(
+            &format!("SELECT value FROM {ns}.meta WHERE name = 'format'"),
+            &[],
+        )
+        .await?
+        .map(|r| r.get(0));
+    let outdated: bool = client
+        .query_one(
+            "SELECT to_regclass($1) IS NOT NULL OR EXISTS (SELECT 1 FROM pg_proc AS p \
+             JOIN pg_namespace AS n ON n.oid = p.pronamespace \
+             WHERE n.nspname = $2 AND p.proname IN ('collect', 'now_ms'))",
+            &[&format!("{ns}.records_forget_at"), &ns],
+        )
+        .await?
+        .get(0);
+    match format.as_deref() {
+        Some(FORMAT) => Ok(Ok(Some(outdated))),
+        other => Ok(Err(format!(
+            "schema {ns} has format {other:?}; this build reads {FORMAT}"
+        ))),
+    }
+}
+
 /// `at` (milliseconds since the Unix epoch on the store's clock) as a `timestamptz`, for a
 /// `not_before`. Past the year 9999 (no server clock gets there) it stays at the year 9999, so
 /// that the client's conversion never wraps: the test against the clock then fails, as it did
@@ -606,6 +707,12 @@ impl Store for PostgresStore {
         let not_before = write.not_before.map(instant_to_timestamp);
         let forget_at = write.forget_at.map(instant_to_sql);
         self.connection()?;
+        if self.upgrade {
+            // Best effort: a role that may not change the schema writes without it.
+            self.upgrade = false;
+            let _ = PostgresStore::install(self);
+            self.connection()?;
+        }
         let result = match &self.conn {
             Some(c) => {
                 let s = &c.statements;
@@ -679,17 +786,29 @@ impl Store for PostgresStore {
         Ok(Fence(row.get::<_, i64>(0).max(0) as u64))
     }
 
+    fn install(&mut self) -> Result<(), StoreError> {
+        PostgresStore::install(self)
+    }
+
     fn clear(&mut self) -> Result<(), StoreError> {
         let sql = format!(
             "DELETE FROM {ns}.records; ALTER SEQUENCE {ns}.fences RESTART WITH 1;",
             ns = self.schema
         );
-        on_connection!(self, c => c.client.batch_execute(&sql))
+        match on_connection!(self, c => c.client.batch_execute(&sql)) {
+            Err(StoreError::NoNamespace { .. }) => Ok(()),
+            other => other,
+        }
     }
 
     fn uninstall(&mut self) -> Result<(), StoreError> {
         let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema);
-        on_connection!(self, c => c.client.batch_execute(&sql))
+        let (client, driver) = self.new_connection()?;
+        let dropped = self.bound.run(client.batch_execute(&sql));
+        driver.abort();
+        self.installed = false;
+        self.conn = None;
+        dropped.map_err(|e| self.failed(&e))
     }
 
     fn announce(&mut self, key: &str, owner: &str) -> Result<(), StoreError> {

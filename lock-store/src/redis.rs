@@ -103,12 +103,17 @@ pub struct RedisStore {
     record_prefix: Vec<u8>,
     /// `{el:<ns>}:fence`, the token counter.
     counter: String,
+    /// `{el:<ns>}:format`, the format marker.
+    format_key: String,
     timeout: StdDuration,
     /// The bound of the calls that follow, if less than `timeout` (see `Store::limit_calls`).
     limit: Option<StdDuration>,
     /// The socket timeouts of the live connection.
     applied: StdDuration,
     seed_from_time: bool,
+    /// Whether the namespace was seen to exist (its format marker or its counter): until then
+    /// every call looks first, and reads answer [`StoreError::NoNamespace`].
+    installed: bool,
     script: redis::Script,
     /// The compare-and-set's command as sent, reused from call to call (see [`pack_cas`]).
     packed: Vec<u8>,
@@ -137,8 +142,9 @@ fn int(v: &Value) -> Option<i64> {
 }
 
 impl RedisStore {
-    /// Connects to `url` (`redis://[user:password@]host[:port][/db]`), checks (or installs) the
-    /// namespace's format marker. Every call waits at most `timeout`.
+    /// Connects to `url` (`redis://[user:password@]host[:port][/db]`) and checks the
+    /// namespace's format marker if it has one (creating nothing: the first write installs it).
+    /// Every call waits at most `timeout`.
     ///
     /// # Errors
     /// [`StoreError::Url`], [`StoreError::Namespace`], [`StoreError::Connect`],
@@ -164,16 +170,20 @@ impl RedisStore {
             described: format!("{shown} namespace \"{namespace}\""),
             record_prefix: format!("{prefix}:k:").into_bytes(),
             counter: format!("{prefix}:fence"),
+            format_key: format!("{prefix}:format"),
             timeout,
             limit: None,
             applied: timeout,
             seed_from_time: true,
+            installed: false,
             script: redis::Script::new(CAS),
             packed: Vec::new(),
         };
         store.connect()?;
-        store.install()?;
-        Ok(store)
+        match store.present() {
+            Ok(()) | Err(StoreError::NoNamespace { .. }) => Ok(store),
+            Err(e) => Err(e),
+        }
     }
 
     /// Whether a missing counter restarts at the server's time in microseconds (the default)
@@ -275,7 +285,46 @@ impl RedisStore {
         }
     }
 
-    fn install(&mut self) -> Result<(), StoreError> {
+    /// Whether the namespace exists: looked up (its format marker, or its counter, which a
+    /// server that lost its data recreates at the next grant) until it was seen once.
+    fn present(&mut self) -> Result<(), StoreError> {
+        if self.installed {
+            return Ok(());
+        }
+        let key = format!("{}:format", self.prefix());
+        let counter = self.counter.clone();
+        let conn = self.connect()?;
+        let found: Result<(Value, i64), _> = redis::pipe()
+            .cmd("GET")
+            .arg(&key)
+            .cmd("EXISTS")
+            .arg(&counter)
+            .query(conn);
+        match found {
+            Ok((Value::Nil, 0)) => Err(StoreError::NoNamespace {
+                store: self.describe(),
+            }),
+            Ok((Value::Nil, _)) => {
+                self.installed = true;
+                Ok(())
+            }
+            Ok((v, _)) if bytes(&v) == Some(FORMAT.as_bytes()) => {
+                self.installed = true;
+                Ok(())
+            }
+            Ok((v, _)) => Err(StoreError::Schema {
+                store: self.describe(),
+                reason: format!("{key} holds {v:?}, not this build's format {FORMAT}"),
+            }),
+            Err(e) if e.to_string().contains("WRONGTYPE") => Err(StoreError::Schema {
+                store: self.describe(),
+                reason: format!("{key} is not ours (a value of another type)"),
+            }),
+            Err(e) => Err(self.failed(&e)),
+        }
+    }
+
+    fn install_marker(&mut self) -> Result<(), StoreError> {
         let key = format!("{}:format", self.prefix());
         let conn = self.connect()?;
         let found: Result<Value, _> = redis::cmd("SET")
@@ -285,8 +334,14 @@ impl RedisStore {
             .arg("GET")
             .query(conn);
         match found {
-            Ok(Value::Nil) => Ok(()),
-            Ok(v) if bytes(&v) == Some(FORMAT.as_bytes()) => Ok(()),
+            Ok(Value::Nil) => {
+                self.installed = true;
+                Ok(())
+            }
+            Ok(v) if bytes(&v) == Some(FORMAT.as_bytes()) => {
+                self.installed = true;
+                Ok(())
+            }
             Ok(v) => Err(StoreError::Schema {
                 store: self.describe(),
                 reason: format!("{key} holds {v:?}, not this build's format {FORMAT}"),
@@ -358,6 +413,7 @@ impl Store for RedisStore {
     }
 
     fn read(&mut self, key: &str) -> Result<Read, StoreError> {
+        self.present()?;
         let rk = self.record_key(key);
         let mut pipe = redis::pipe();
         pipe.cmd("TIME")
@@ -365,15 +421,26 @@ impl Store for RedisStore {
             .arg(&rk)
             .arg("v")
             .arg("r")
-            .arg("f");
+            .arg("f")
+            // Whether the namespace is still there (another client may have uninstalled it):
+            // one more lookup of two keys in the same round trip.
+            .cmd("EXISTS")
+            .arg(&self.format_key)
+            .arg(&self.counter);
         let conn = self.connect()?;
         let reply: Value = match pipe.query(conn) {
             Ok(v) => v,
             Err(e) => return Err(self.failed(&e)),
         };
         match &reply {
-            Value::Array(parts) if parts.len() == 2 => match (&parts[0], &parts[1]) {
-                (Value::Array(t), Value::Array(rec)) if t.len() == 2 && rec.len() == 3 => {
+            Value::Array(parts) if parts.len() == 3 => match (&parts[0], &parts[1], &parts[2]) {
+                (_, Value::Array(rec), Value::Int(0)) if rec.first() == Some(&Value::Nil) => {
+                    self.installed = false;
+                    Err(StoreError::NoNamespace {
+                        store: self.describe(),
+                    })
+                }
+                (Value::Array(t), Value::Array(rec), _) if t.len() == 2 && rec.len() == 3 => {
                     Ok(Read {
                         record: self.stored(key, &rec[0], &rec[1], &rec[2])?,
                         now: self.time(&t[0], &t[1])?,
@@ -386,6 +453,7 @@ impl Store for RedisStore {
     }
 
     fn write(&mut self, key: &str, write: &Write<'_>) -> Result<Written, StoreError> {
+        self.present()?;
         self.connect()?;
         let RedisStore {
             conn: Some(conn),
@@ -446,6 +514,7 @@ impl Store for RedisStore {
     }
 
     fn keys(&mut self) -> Result<Vec<String>, StoreError> {
+        self.present()?;
         let prefix = self.record_prefix.clone();
         let pattern = format!("{}*", glob_escape(&String::from_utf8_lossy(&prefix)));
         let found = self.scan(&pattern)?;
@@ -478,6 +547,7 @@ impl Store for RedisStore {
     }
 
     fn last_fence(&mut self) -> Result<Fence, StoreError> {
+        self.present()?;
         let key = self.counter.clone();
         let conn = self.connect()?;
         match redis::cmd("GET").arg(&key).query::<Value>(conn) {
@@ -490,11 +560,16 @@ impl Store for RedisStore {
         }
     }
 
+    fn install(&mut self) -> Result<(), StoreError> {
+        self.install_marker()
+    }
+
     fn clear(&mut self) -> Result<(), StoreError> {
         self.delete_namespace(false)
     }
 
     fn uninstall(&mut self) -> Result<(), StoreError> {
+        self.installed = false;
         self.delete_namespace(true)
     }
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration as StdDuration;
 
 use lock_core::Fence;
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
 use crate::store::{
     check_namespace, fences_from_text, fences_to_text, instant_to_sql, system_now,
@@ -49,9 +49,13 @@ type Row = (i64, Vec<u8>, String);
 
 /// Records in a SQLite file.
 pub struct SqliteStore {
-    conn: Connection,
+    /// The file, once it exists (reads never create it).
+    conn: Option<Connection>,
     path: PathBuf,
     namespace: String,
+    /// Whether the namespace was seen in the file: until then every call looks first, and
+    /// calls answer [`StoreError::NoNamespace`] without it.
+    installed: bool,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -61,7 +65,8 @@ impl std::fmt::Debug for SqliteStore {
 }
 
 impl SqliteStore {
-    /// Opens (creating if needed) the file at `path` and installs the namespace's tables.
+    /// Opens the file at `path` and checks the namespace if the file holds it. Creates nothing:
+    /// a missing file or namespace is created by the first write (see [`Store::install`]).
     ///
     /// # Errors
     /// [`StoreError::Namespace`], [`StoreError::Connect`] (the file cannot be opened),
@@ -69,20 +74,89 @@ impl SqliteStore {
     pub fn open(path: &Path, namespace: &str) -> Result<Self, StoreError> {
         check_namespace(namespace)?;
         let shown = format!("sqlite://{} namespace \"{namespace}\"", path.display());
-        let conn = Connection::open(path).map_err(|e| StoreError::Connect {
-            store: shown.clone(),
-            reason: e.to_string(),
-        })?;
-        let store = SqliteStore {
-            conn,
+        let _ = shown;
+        let mut store = SqliteStore {
+            conn: None,
             path: path.to_owned(),
             namespace: namespace.to_owned(),
+            installed: false,
         };
-        store.install().map_err(|e| match e {
-            StoreError::Server { store, reason } => StoreError::Schema { store, reason },
-            other => other,
-        })?;
-        Ok(store)
+        match store.present() {
+            Ok(()) | Err(StoreError::NoNamespace { .. }) => Ok(store),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The connection to the file, opened (and created if `create`) if there is none; `None`
+    /// if the file does not exist and `create` is false.
+    fn connect(&mut self, create: bool) -> Result<Option<&mut Connection>, StoreError> {
+        if self.conn.is_none() && (create || self.path.exists()) {
+            let flags = if create {
+                OpenFlags::default()
+            } else {
+                OpenFlags::default() - OpenFlags::SQLITE_OPEN_CREATE
+            };
+            let conn = Connection::open_with_flags(&self.path, flags).map_err(|e| {
+                StoreError::Connect {
+                    store: self.describe(),
+                    reason: e.to_string(),
+                }
+            })?;
+            conn.busy_timeout(BUSY_PATIENCE)
+                .map_err(|e| self.fail(&e))?;
+            self.conn = Some(conn);
+        }
+        Ok(self.conn.as_mut())
+    }
+
+    /// Whether the namespace is in the file (looked up until it was seen once).
+    fn present(&mut self) -> Result<(), StoreError> {
+        if self.installed {
+            return Ok(());
+        }
+        let shown = self.describe();
+        let missing = || StoreError::NoNamespace {
+            store: shown.clone(),
+        };
+        let namespace = self.namespace.clone();
+        let Some(conn) = self.connect(false)? else {
+            return Err(missing());
+        };
+        let format: rusqlite::Result<Option<i64>> = conn
+            .query_row(
+                "SELECT format FROM expiring_lock_meta WHERE namespace = ?1",
+                [&namespace],
+                |r| r.get(0),
+            )
+            .optional();
+        match format {
+            Ok(Some(FORMAT)) => {
+                self.installed = true;
+                Ok(())
+            }
+            Ok(None) => Err(missing()),
+            Err(e) if e.to_string().contains("no such table") => Err(missing()),
+            Ok(Some(format)) => Err(StoreError::Schema {
+                store: self.describe(),
+                reason: format!("namespace has format {format}; this build reads {FORMAT}"),
+            }),
+            Err(e) => Err(self.fail(&e)),
+        }
+    }
+
+    /// The open file of an installed namespace.
+    fn db(&mut self) -> Result<&mut Connection, StoreError> {
+        self.present()?;
+        match self.conn.as_mut() {
+            Some(conn) => Ok(conn),
+            None => Err(StoreError::NoNamespace {
+                store: format!(
+                    "sqlite://{} namespace \"{}\"",
+                    self.path.display(),
+                    self.namespace
+                ),
+            }),
+        }
     }
 
     fn fail(&self, e: &rusqlite::Error) -> StoreError {
@@ -95,29 +169,42 @@ impl SqliteStore {
     /// Installs, retrying while another process holds the file: replicas started together on a
     /// new file all convert it to WAL and create the tables at once, and SQLite answers "busy"
     /// at once (without waiting) to some of them.
-    fn install(&self) -> Result<(), StoreError> {
+    fn install_namespace(&mut self) -> Result<(), StoreError> {
+        self.connect(true)?;
+        let Some(conn) = self.conn.as_ref() else {
+            return Err(StoreError::Connect {
+                store: self.describe(),
+                reason: "the file did not open".into(),
+            });
+        };
         let started = std::time::Instant::now();
         let mut pause = StdDuration::from_millis(2);
         loop {
-            match self.install_once() {
+            match self.install_once(conn) {
                 Err(e) if is_busy(&e) && started.elapsed() < BUSY_PATIENCE => {
                     std::thread::sleep(pause);
                     pause = (pause * 2).min(StdDuration::from_millis(50));
                 }
-                Err(e) => return Err(self.fail(&e)),
-                Ok(done) => return done,
+                Err(e) => {
+                    return Err(StoreError::Schema {
+                        store: self.describe(),
+                        reason: e.to_string(),
+                    })
+                }
+                Ok(done) => {
+                    self.installed = done.is_ok();
+                    return done;
+                }
             }
         }
     }
 
     /// One installation attempt: a SQLite error (perhaps "busy"), or what the file holds.
-    fn install_once(&self) -> Result<Result<(), StoreError>, rusqlite::Error> {
-        self.conn.busy_timeout(BUSY_PATIENCE)?;
+    fn install_once(&self, conn: &Connection) -> Result<Result<(), StoreError>, rusqlite::Error> {
+        conn.busy_timeout(BUSY_PATIENCE)?;
         // WAL: readers never wait for the writer. The mode is the file's, set once.
-        let _: String = self
-            .conn
-            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
-        self.conn.execute_batch(SCHEMA)?;
+        let _: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+        conn.execute_batch(SCHEMA)?;
         for (table, columns) in [
             (
                 "expiring_lock_meta",
@@ -135,7 +222,7 @@ impl SqliteStore {
                 ][..],
             ),
         ] {
-            let mut stmt = (self.conn).prepare(&format!("PRAGMA table_info({table})"))?;
+            let mut stmt = conn.prepare(&format!("PRAGMA table_info({table})"))?;
             let found: Vec<String> = stmt
                 .query_map([], |r| r.get::<_, String>(1))?
                 .collect::<Result<_, _>>()?;
@@ -148,13 +235,13 @@ impl SqliteStore {
                 }));
             }
         }
-        self.conn
+        conn
             .execute(
                 "INSERT OR IGNORE INTO expiring_lock_meta (namespace, format, last_fence) VALUES (?1, ?2, 0)",
                 params![self.namespace, FORMAT],
             )
             ?;
-        let format: i64 = self.conn.query_row(
+        let format: i64 = conn.query_row(
             "SELECT format FROM expiring_lock_meta WHERE namespace = ?1",
             [&self.namespace],
             |r| r.get(0),
@@ -204,7 +291,14 @@ impl Store for SqliteStore {
     }
 
     fn read(&mut self, key: &str) -> Result<Read, StoreError> {
-        let row = Self::select(&self.conn, &self.namespace, key).map_err(|e| self.fail(&e))?;
+        let namespace = self.namespace.clone();
+        let row = Self::select(self.db()?, &namespace, key).map_err(|e| self.fail(&e))?;
+        if row.is_none() {
+            // No record: is the namespace itself still there (another process may have
+            // uninstalled it)? Only a miss pays this lookup.
+            self.installed = false;
+            self.present()?;
+        }
         Ok(Read {
             record: self.stored(row, key)?,
             now: system_now(),
@@ -218,7 +312,7 @@ impl Store for SqliteStore {
             store: shown.clone(),
             reason: e.to_string(),
         };
-        let tx = (self.conn)
+        let tx = (self.db()?)
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(fail)?;
         let now = system_now();
@@ -288,56 +382,75 @@ impl Store for SqliteStore {
     }
 
     fn keys(&mut self) -> Result<Vec<String>, StoreError> {
-        let mut stmt = (self.conn)
+        let namespace = self.namespace.clone();
+        let shown = self.describe();
+        let fail = |e: rusqlite::Error| StoreError::Server {
+            store: shown.clone(),
+            reason: e.to_string(),
+        };
+        let mut stmt = (self.db()?)
             .prepare_cached(
                 "SELECT key FROM expiring_lock_records WHERE namespace = ?1 AND length(record) > 8 ORDER BY CAST(key AS BLOB)",
             )
-            .map_err(|e| self.fail(&e))?;
+            .map_err(fail)?;
         let keys = stmt
-            .query_map([&self.namespace], |r| r.get::<_, String>(0))
+            .query_map([&namespace], |r| r.get::<_, String>(0))
             .and_then(|rows| rows.collect::<Result<Vec<_>, _>>());
         drop(stmt);
-        keys.map_err(|e| self.fail(&e))
+        keys.map_err(fail)
     }
 
     fn last_fence(&mut self) -> Result<Fence, StoreError> {
-        let last: i64 = (self.conn)
+        let namespace = self.namespace.clone();
+        let last: i64 = (self.db()?)
             .query_row(
                 "SELECT last_fence FROM expiring_lock_meta WHERE namespace = ?1",
-                [&self.namespace],
+                [&namespace],
                 |r| r.get(0),
             )
             .map_err(|e| self.fail(&e))?;
         Ok(Fence(last.max(0) as u64))
     }
 
+    fn install(&mut self) -> Result<(), StoreError> {
+        self.install_namespace()
+    }
+
     fn clear(&mut self) -> Result<(), StoreError> {
         let ns = self.namespace.clone();
-        let result = (self.conn).execute_batch("BEGIN IMMEDIATE").and_then(|()| {
-            self.conn.execute(
+        let conn = match self.db() {
+            Ok(conn) => conn,
+            Err(StoreError::NoNamespace { .. }) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let result = conn.execute_batch("BEGIN IMMEDIATE").and_then(|()| {
+            conn.execute(
                 "DELETE FROM expiring_lock_records WHERE namespace = ?1",
                 [&ns],
             )?;
-            self.conn.execute(
+            conn.execute(
                 "UPDATE expiring_lock_meta SET last_fence = 0 WHERE namespace = ?1",
                 [&ns],
             )?;
-            self.conn.execute_batch("COMMIT")
+            conn.execute_batch("COMMIT")
         });
-        result.map_err(|e| {
-            let _ = self.conn.execute_batch("ROLLBACK");
-            self.fail(&e)
-        })
+        if result.is_err() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        result.map_err(|e| self.fail(&e))
     }
 
     fn uninstall(&mut self) -> Result<(), StoreError> {
         self.clear()?;
-        (self.conn)
-            .execute(
+        let namespace = self.namespace.clone();
+        self.installed = false;
+        if let Some(conn) = self.conn.as_mut() {
+            let deleted = conn.execute(
                 "DELETE FROM expiring_lock_meta WHERE namespace = ?1",
-                [&self.namespace],
-            )
-            .map_err(|e| self.fail(&e))?;
+                [&namespace],
+            );
+            deleted.map_err(|e| self.fail(&e))?;
+        }
         Ok(())
     }
 }

@@ -1,10 +1,41 @@
-//! What every store implements: read a key's record with the store's time, and compare-and-set
-//! it while allocating fencing tokens. No lock rule lives here or in any store.
+//! For store implementers and their tests: what every store implements (read a key's record
+//! with the store's time, and compare-and-set it while allocating fencing tokens), the stores of
+//! this crate, the decision loop that runs `lock-core` over a store ([`Engine`]), and a namespace
+//! seen as one lock table with the caller's clock ([`StoreTable`]), which the shared conformance
+//! vectors drive. No lock rule lives in a store.
+//!
+//! A service does not need this module: [`crate::Locks::open`] opens a store by URL.
+//!
+//! ```
+//! use lock_store::store::{self, Store};
+//!
+//! // A store by URL with the default bound on each call, as `Locks::open` opens it.
+//! let mut memory = store::open("memory:", "jobs", store::DEFAULT_BOUND)?;
+//! assert_eq!(memory.keys()?, Vec::<String>::new());
+//! # Ok::<(), lock_store::StoreError>(())
+//! ```
 
 use std::fmt;
 use std::time::Duration;
 
 use lock_core::{Fence, Instant, LockError};
+
+#[cfg(feature = "component")]
+pub use crate::decider::{Component, ComponentRecord};
+pub use crate::decider::{DecideError, Decider, Decision, InspectReply, Native};
+pub use crate::engine::{Decided, Engine, TimeSource, MAX_ATTEMPTS, TOMBSTONE_LIFE};
+pub use crate::memory::MemoryStore;
+#[cfg(feature = "mysql")]
+pub use crate::mysql::MysqlStore;
+pub use crate::noop::NoopStore;
+#[cfg(feature = "postgres")]
+pub use crate::postgres::PostgresStore;
+#[cfg(feature = "redis")]
+pub use crate::redis::RedisStore;
+#[cfg(feature = "sqlite")]
+pub use crate::sqlite::SqliteStore;
+pub use crate::table::{StoreTable, TableFault};
+pub use crate::url::{open, DEFAULT_BOUND};
 
 /// A record as a store keeps it: opaque bytes (a [`lock_core::KeyRecord`]), the version a
 /// compare-and-set checks, and the fencing tokens allocated at its last write.
@@ -78,7 +109,9 @@ pub trait Store: Send {
     /// What this store is, for messages: `redis://127.0.0.1:6379 namespace "jobs"`.
     fn describe(&self) -> String;
 
-    /// The key's record and the store's time.
+    /// The key's record and the store's time. Creates nothing: a namespace that was never
+    /// installed answers [`StoreError::NoNamespace`] (here, and from [`write`](Self::write),
+    /// [`keys`](Self::keys) and [`last_fence`](Self::last_fence)).
     ///
     /// # Errors
     /// A [`StoreError`] naming what failed.
@@ -102,6 +135,17 @@ pub trait Store: Send {
     /// # Errors
     /// A [`StoreError`].
     fn last_fence(&mut self) -> Result<Fence, StoreError>;
+
+    /// Creates the namespace (tables, sequence, procedures, format marker: whatever this store
+    /// keeps), or checks that what is there is ours and of this build's format. Idempotent, and
+    /// safe for replicas to run together. It needs the rights to create (see `docs/stores.md`);
+    /// nothing else does. The engine calls it when a write finds no namespace
+    /// ([`StoreError::NoNamespace`]); operators may run it ahead (`lockstore install`), so that
+    /// the services' own role needs no such rights.
+    ///
+    /// # Errors
+    /// A [`StoreError`]: [`StoreError::Schema`] for a foreign object or missing rights.
+    fn install(&mut self) -> Result<(), StoreError>;
 
     /// Removes every record and the fence counter of this namespace (tests, and operators
     /// retiring a namespace). Never touches anything outside the namespace.
@@ -206,6 +250,9 @@ impl<S: Store + ?Sized> Store for Box<S> {
     fn last_fence(&mut self) -> Result<Fence, StoreError> {
         (**self).last_fence()
     }
+    fn install(&mut self) -> Result<(), StoreError> {
+        (**self).install()
+    }
     fn clear(&mut self) -> Result<(), StoreError> {
         (**self).clear()
     }
@@ -229,7 +276,7 @@ impl<S: Store + ?Sized> Store for Box<S> {
 /// The error of a call that had no answer within `bound`: [`StoreError::Lost`] (a write's
 /// outcome is unknown), worded the same on every store.
 #[must_use]
-pub fn no_answer(store: String, bound: std::time::Duration) -> StoreError {
+pub(crate) fn no_answer(store: String, bound: std::time::Duration) -> StoreError {
     StoreError::Lost {
         store,
         reason: format!("no answer within {bound:?}"),
@@ -281,6 +328,13 @@ pub enum StoreError {
         store: String,
         /// What is wrong.
         reason: String,
+    },
+    /// The namespace does not exist in this store: nothing was ever written to it (a misspelt
+    /// name?), or it was uninstalled. Reads answer this, never "free"; the first write creates
+    /// it (see [`Store::install`]).
+    NoNamespace {
+        /// The store and namespace.
+        store: String,
     },
     /// A stored record does not decode: it is reported, never reset.
     Corrupt {
@@ -337,6 +391,10 @@ impl fmt::Display for StoreError {
                 write!(f, "lost the connection to {store}: {reason}")
             }
             StoreError::Schema { store, reason } => write!(f, "{store}: {reason}"),
+            StoreError::NoNamespace { store } => write!(
+                f,
+                "{store} does not exist (nothing was ever locked in it; the first lock creates it)"
+            ),
             StoreError::Corrupt { key, error } => {
                 write!(f, "the record of key \"{key}\" is corrupt: {error}")
             }
@@ -406,14 +464,16 @@ pub fn system_now() -> Instant {
 
 /// Fencing tokens as the text some stores keep next to a record: decimals joined by commas.
 #[must_use]
-pub fn fences_to_text(fences: &[Fence]) -> String {
+#[allow(dead_code)] // the SQL stores use it, and a build may have none
+pub(crate) fn fences_to_text(fences: &[Fence]) -> String {
     let parts: Vec<String> = fences.iter().map(|f| f.0.to_string()).collect();
     parts.join(",")
 }
 
 /// Reads [`fences_to_text`]'s text; `None` if it is not that (a damaged or foreign value).
 #[must_use]
-pub fn fences_from_text(text: &str) -> Option<Vec<Fence>> {
+#[allow(dead_code)] // the SQL stores use it, and a build may have none
+pub(crate) fn fences_from_text(text: &str) -> Option<Vec<Fence>> {
     if text.is_empty() {
         return Some(Vec::new());
     }
@@ -429,18 +489,21 @@ pub fn fences_from_text(text: &str) -> Option<Vec<Fence>> {
 
 /// A stored version as the signed 64-bit integer SQL stores keep (the same bits).
 #[must_use]
-pub fn version_to_sql(version: u64) -> i64 {
+#[allow(dead_code)] // the SQL stores use it, and a build may have none
+pub(crate) fn version_to_sql(version: u64) -> i64 {
     i64::from_ne_bytes(version.to_ne_bytes())
 }
 
 /// The version back from [`version_to_sql`].
 #[must_use]
-pub fn version_from_sql(version: i64) -> u64 {
+#[allow(dead_code)] // the SQL stores use it, and a build may have none
+pub(crate) fn version_from_sql(version: i64) -> u64 {
     u64::from_ne_bytes(version.to_ne_bytes())
 }
 
 /// Clamps an instant to the signed milliseconds SQL and Lua keep (far beyond any real clock).
 #[must_use]
-pub fn instant_to_sql(at: Instant) -> i64 {
+#[allow(dead_code)] // the SQL stores use it, and a build may have none
+pub(crate) fn instant_to_sql(at: Instant) -> i64 {
     i64::try_from(at.0).unwrap_or(i64::MAX)
 }

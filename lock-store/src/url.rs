@@ -1,4 +1,4 @@
-//! Opening a store by URL: `sqlite://PATH`, `redis://HOST[:PORT][/DB]`,
+//! Opening a store by URL (see [`open`]): `sqlite://PATH`, `redis://HOST[:PORT][/DB]`,
 //! `postgres://USER@HOST[:PORT]/DB`, `mysql://USER@HOST[:PORT]/DB` (also `mariadb://`), and
 //! `memory:` (this process only) and `noop:` (keeps nothing: every acquire is granted).
 
@@ -6,43 +6,35 @@ use std::time::Duration;
 
 use crate::store::{Store, StoreError};
 
-/// How long any one store call may take before it fails ([`StoreError::Lost`]).
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long any one call to a server store may take before it fails ([`StoreError::Lost`]),
+/// unless [`crate::Options::bound`] says otherwise.
+pub const DEFAULT_BOUND: Duration = Duration::from_secs(5);
 
-/// Opens namespace `namespace` of the store at `url`, installing its schema or scripts if
-/// needed.
+/// Opens namespace `namespace` of the store at `url`, every call to a server bounded by
+/// `bound`. URLs: `sqlite://PATH`, `redis://HOST[:PORT][/DB]`, `postgres://USER@HOST[:PORT]/DB`,
+/// `mysql://USER@HOST[:PORT]/DB` (also `mariadb://`), `memory:` (this process only) and `noop:`
+/// (keeps nothing: every acquire is granted).
 ///
 /// # Errors
 /// [`StoreError::Url`] for an unknown scheme or a malformed URL, [`StoreError::NotCompiled`] for
 /// a store this build lacks, or the store's own error (unreachable server, foreign schema...).
-pub fn open(url: &str, namespace: &str) -> Result<Box<dyn Store>, StoreError> {
-    open_with_timeout(url, namespace, DEFAULT_TIMEOUT)
-}
-
-/// [`open`] with another bound on each call.
-///
-/// # Errors
-/// As [`open`].
-pub fn open_with_timeout(
-    url: &str,
-    namespace: &str,
-    timeout: Duration,
-) -> Result<Box<dyn Store>, StoreError> {
+pub fn open(url: &str, namespace: &str, bound: Duration) -> Result<Box<dyn Store>, StoreError> {
+    let timeout = bound;
     let _ = timeout; // unused when no server store is compiled in
     let scheme = url.split_once(':').map_or("", |(s, _)| s);
     match scheme {
-        "memory" => Ok(Box::new(crate::MemoryStore::new(namespace)?)),
-        "noop" => Ok(Box::new(crate::NoopStore::new(namespace)?)),
+        "memory" => Ok(Box::new(crate::store::MemoryStore::new(namespace)?)),
+        "noop" => Ok(Box::new(crate::store::NoopStore::new(namespace)?)),
         "sqlite" => open_sqlite(url, namespace),
         "redis" => {
             #[cfg(feature = "redis")]
-            return Ok(Box::new(crate::RedisStore::open(url, namespace, timeout)?));
+            return Ok(Box::new(crate::store::RedisStore::open(url, namespace, timeout)?));
             #[cfg(not(feature = "redis"))]
             return Err(not_compiled("redis", "redis"));
         }
         "postgres" | "postgresql" => {
             #[cfg(feature = "postgres")]
-            return Ok(Box::new(crate::PostgresStore::open(
+            return Ok(Box::new(crate::store::PostgresStore::open(
                 url, namespace, timeout,
             )?));
             #[cfg(not(feature = "postgres"))]
@@ -50,10 +42,8 @@ pub fn open_with_timeout(
         }
         "mysql" | "mariadb" => {
             #[cfg(feature = "mysql")]
-            return Ok(Box::new(crate::MysqlStore::open(
-                &url.replacen("mariadb://", "mysql://", 1),
-                namespace,
-                timeout,
+            return Ok(Box::new(crate::store::MysqlStore::open(
+                url, namespace, timeout,
             )?));
             #[cfg(not(feature = "mysql"))]
             return Err(not_compiled("mysql", "mysql"));
@@ -84,7 +74,7 @@ fn open_sqlite(url: &str, namespace: &str) -> Result<Box<dyn Store>, StoreError>
         });
     }
     #[cfg(feature = "sqlite")]
-    return Ok(Box::new(crate::SqliteStore::open(
+    return Ok(Box::new(crate::store::SqliteStore::open(
         std::path::Path::new(path),
         namespace,
     )?));
@@ -97,7 +87,7 @@ fn open_sqlite(url: &str, namespace: &str) -> Result<Box<dyn Store>, StoreError>
 
 /// `url` with any password replaced by `***`, for messages.
 #[must_use]
-pub fn without_password(url: &str) -> String {
+pub(crate) fn without_password(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
@@ -131,11 +121,11 @@ mod tests {
     #[test]
     fn bad_urls_are_named() {
         for url in ["ftp://x", "nothing", "sqlite://"] {
-            let e = open(url, "ns").err().unwrap();
+            let e = open(url, "ns", DEFAULT_BOUND).err().unwrap();
             assert!(matches!(e, StoreError::Url { .. }), "{url}: {e}");
         }
         assert!(matches!(
-            open("memory:", "Bad-Name"),
+            open("memory:", "Bad-Name", DEFAULT_BOUND),
             Err(StoreError::Namespace { .. })
         ));
     }

@@ -1,14 +1,21 @@
 //! Bad input: wrong URLs, unreachable servers, missing permissions, foreign tables and keys in
-//! a namespace. Each is a clear error naming what is wrong, and nothing in the store changes.
+//! a namespace. Each is a clear error naming what is wrong (at open, or at the install of the
+//! first write), and nothing in the store changes.
 mod common;
 
 use std::time::Duration;
 
-use lock_store::{url, StoreError};
+use lock_store::{store, StoreError};
 
+/// The error of opening `url` and installing namespace `ns` there (what a first write does:
+/// opening alone creates nothing).
 fn open_err(url: &str, ns: &str) -> StoreError {
-    match url::open_with_timeout(url, ns, Duration::from_secs(2)) {
-        Ok(store) => panic!("{url}: opened {}", store.describe()),
+    let installed = store::open(url, ns, Duration::from_secs(2)).and_then(|mut s| {
+        s.install()?;
+        Ok(s)
+    });
+    match installed {
+        Ok(store) => panic!("{url}: opened and installed {}", store.describe()),
         Err(e) => e,
     }
 }

@@ -11,7 +11,7 @@ use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 use common::proxy::{locks_through, Fault};
-use lock_store::{url, Error, StoreError};
+use lock_store::{store, Error, StoreError};
 
 /// The bound the clients are opened with: short, yet long enough for a busy test machine to
 /// install a namespace through the proxy.
@@ -72,7 +72,7 @@ fn a_silent_server_fails_the_connection_within_its_bound() {
     }
     for u in urls {
         let e = within_the_bound(&u, || {
-            url::open_with_timeout(&u, "bounded", BOUND)
+            store::open(&u, "bounded", BOUND)
                 .map(|_| ())
                 .map_err(Error::Store)
         });
@@ -103,7 +103,7 @@ fn a_frozen_path_mid_use_fails_calls_typed_and_the_client_recovers() {
     for (label, real) in cases {
         let ns = common::unique_namespace("bounded");
         let _cleanup = common::Cleanup(|| {
-            let _ = url::open(&real, &ns).and_then(|mut s| s.uninstall());
+            let _ = store::open(&real, &ns, store::DEFAULT_BOUND).and_then(|mut s| s.uninstall());
         });
         let (locks, proxy) = locks_through(&real, &ns, BOUND);
         let lease = locks

@@ -8,7 +8,7 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use lock_core::{Limits, LockError};
-use lock_store::{url, Error, Locks};
+use lock_store::{store, Error, Locks};
 
 const CONNECTIONS: usize = 32;
 
@@ -16,7 +16,7 @@ fn each_store(check: impl Fn(&str, &str, &str)) {
     for (label, url) in common::store_urls() {
         let ns = common::unique_namespace("burst");
         let _cleanup = common::Cleanup(|| {
-            let _ = url::open(&url, &ns).and_then(|mut s| s.uninstall());
+            let _ = store::open(&url, &ns, store::DEFAULT_BOUND).and_then(|mut s| s.uninstall());
         });
         check(label, &url, &ns);
     }
@@ -85,7 +85,12 @@ fn a_full_queue_refuses_and_waiters_are_served_in_order() {
             max_waiters_per_key: 6,
             ..Limits::default()
         };
-        let open = || Locks::with_limits(url::open(url, ns).unwrap(), limits.clone()).unwrap();
+        let open = || {
+            lock_store::Options::new()
+                .limits(limits.clone())
+                .open(url, ns)
+                .unwrap()
+        };
         let holder = open();
         let lease = holder
             .try_acquire("job", "holder", Duration::from_secs(30))
@@ -155,7 +160,7 @@ fn replicas_installing_at_once() {
     for (label, url) in cases {
         let ns = common::unique_namespace("install");
         let _cleanup = common::Cleanup(|| {
-            let _ = url::open(&url, &ns).and_then(|mut s| s.uninstall());
+            let _ = store::open(&url, &ns, store::DEFAULT_BOUND).and_then(|mut s| s.uninstall());
         });
         let barrier = Arc::new(Barrier::new(16));
         let threads: Vec<_> = (0..16)
@@ -163,20 +168,19 @@ fn replicas_installing_at_once() {
                 let (barrier, url, ns) = (Arc::clone(&barrier), url.clone(), ns.clone());
                 std::thread::spawn(move || {
                     barrier.wait();
-                    let locks = Locks::open(&url, &ns)?;
-                    Ok::<_, lock_store::StoreError>(
+                    Locks::open(&url, &ns).and_then(|locks| {
                         locks
                             .try_acquire("job", &format!("r{i}"), Duration::from_secs(30))
-                            .map(std::mem::forget),
-                    )
+                            .map(std::mem::forget)
+                    })
                 })
             })
             .collect();
         let mut granted = 0;
         for t in threads {
             match t.join().unwrap() {
-                Ok(Ok(())) => granted += 1,
-                Ok(Err(Error::Lock(LockError::Held { .. }))) => {}
+                Ok(()) => granted += 1,
+                Err(Error::Lock(LockError::Held { .. })) => {}
                 other => panic!("{label}: {other:?}"),
             }
         }

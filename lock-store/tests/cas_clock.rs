@@ -6,7 +6,7 @@
 mod common;
 
 use lock_core::{Fence, Instant};
-use lock_store::{url, Read, Store, Write, Written};
+use lock_store::{store, store::Read, store::Store, store::Write, store::Written};
 
 /// An hour, in milliseconds: far more than any clock step between two calls of a test.
 const HOUR: u64 = 3_600_000;
@@ -85,7 +85,7 @@ fn a_write_ahead_of_the_stores_clock_changes_nothing() {
     common::each_store("casclock", |label, open| {
         ahead_changes_nothing(label, open().as_mut())
     });
-    let mut memory = url::open("memory:", "casclock").unwrap();
+    let mut memory = store::open("memory:", "casclock", store::DEFAULT_BOUND).unwrap();
     ahead_changes_nothing("memory", memory.as_mut());
 }
 
@@ -146,7 +146,7 @@ fn a_write_over_other_bytes_at_the_same_version_changes_nothing() {
     common::each_store("casbytes", |label, open| {
         other_bytes_change_nothing(label, open().as_mut())
     });
-    let mut memory = url::open("memory:", "casbytes").unwrap();
+    let mut memory = store::open("memory:", "casbytes", store::DEFAULT_BOUND).unwrap();
     other_bytes_change_nothing("memory", memory.as_mut());
 }
 

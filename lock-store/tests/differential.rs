@@ -4,7 +4,7 @@
 mod common;
 
 use lock_core::{Call, Duration, Event, Fence, Instant, Limits, LockBackend, LockTable, Request};
-use lock_store::{Store, StoreTable};
+use lock_store::{store::Store, store::StoreTable};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
@@ -141,7 +141,7 @@ fn check<S: Store>(label: &str, open: impl Fn() -> S, cases: u32, max_steps: usi
 
 #[test]
 fn memory_answers_as_the_table() {
-    let store = lock_store::MemoryStore::new("diff").unwrap();
+    let store = lock_store::store::MemoryStore::new("diff").unwrap();
     check("memory", || store.clone(), 256, 60);
 }
 
@@ -153,7 +153,7 @@ fn sqlite_answers_as_the_table() {
     let path = dir.join("diff.db");
     check(
         "sqlite",
-        || lock_store::SqliteStore::open(&path, "diff").unwrap(),
+        || common::installed(lock_store::store::SqliteStore::open(&path, "diff")),
         48,
         40,
     );
@@ -164,12 +164,11 @@ fn sqlite_answers_as_the_table() {
 fn redis_answers_as_the_table() {
     let ns = common::unique_namespace("diff");
     let open = || {
-        let mut s = lock_store::RedisStore::open(
+        let mut s = common::installed(lock_store::store::RedisStore::open(
             &common::redis_url(),
             &ns,
             std::time::Duration::from_secs(5),
-        )
-        .unwrap();
+        ));
         s.set_seed_from_time(false);
         s
     };
@@ -182,12 +181,11 @@ fn redis_answers_as_the_table() {
 fn postgres_answers_as_the_table() {
     let ns = common::unique_namespace("diff");
     let open = || {
-        lock_store::PostgresStore::open(
+        common::installed(lock_store::store::PostgresStore::open(
             &common::postgres_url(),
             &ns,
             std::time::Duration::from_secs(5),
-        )
-        .unwrap()
+        ))
     };
     let _cleanup = common::Cleanup(|| open().uninstall().unwrap());
     check("postgres", open, 32, 40);
@@ -198,8 +196,11 @@ fn postgres_answers_as_the_table() {
 fn mariadb_answers_as_the_table() {
     let ns = common::unique_namespace("diff");
     let open = || {
-        lock_store::MysqlStore::open(&common::mysql_url(), &ns, std::time::Duration::from_secs(5))
-            .unwrap()
+        common::installed(lock_store::store::MysqlStore::open(
+            &common::mysql_url(),
+            &ns,
+            std::time::Duration::from_secs(5),
+        ))
     };
     let _cleanup = common::Cleanup(|| open().uninstall().unwrap());
     check("mariadb", open, 32, 40);

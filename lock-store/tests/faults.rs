@@ -11,7 +11,7 @@ use std::time::Duration;
 use lock_core::{
     AcquireOutcome, Duration as Ms, Fence, Instant, Limits, LockError, Request, Response,
 };
-use lock_store::{Engine, Store, StoreError, TimeSource};
+use lock_store::{store::Engine, store::Store, store::TimeSource, StoreError};
 
 #[allow(dead_code)] // used by the server stores' tests
 /// Acquires and releases one key `pairs` times while `kill` drops the client's connection from
@@ -29,7 +29,9 @@ fn survives_dropped_connections<S: Store>(
         let (stop, killed) = (Arc::clone(&stop), Arc::clone(&killed));
         std::thread::spawn(move || {
             while !stop.load(Ordering::SeqCst) {
-                std::thread::sleep(Duration::from_millis(1 + lock_store::new_version() % 12));
+                std::thread::sleep(Duration::from_millis(
+                    1 + lock_store::store::new_version() % 12,
+                ));
                 killed.fetch_add(kill(), Ordering::SeqCst);
             }
         })
@@ -264,16 +266,16 @@ fn hold_job<S: Store>(store: S) -> (Engine<S>, Fence) {
 #[cfg(feature = "sqlite")]
 #[test]
 fn sqlite_corrupt_record() {
-    use lock_store::SqliteStore;
+    use lock_store::store::SqliteStore;
     let dir = std::env::temp_dir().join(common::unique_namespace("faults"));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("locks.db");
-    let holder = hold_job(SqliteStore::open(&path, "faults").unwrap());
+    let holder = hold_job(common::installed(SqliteStore::open(&path, "faults")));
     let (p1, p2) = (path.clone(), path.clone());
     corrupt_record_is_reported(
         "sqlite",
         holder,
-        SqliteStore::open(&path, "faults").unwrap(),
+        common::installed(SqliteStore::open(&path, "faults")),
         move |bytes| {
             rusqlite::Connection::open(&p1)
                 .unwrap()
@@ -299,10 +301,14 @@ fn sqlite_corrupt_record() {
 #[cfg(feature = "redis")]
 mod redis_faults {
     use super::*;
-    use lock_store::RedisStore;
+    use lock_store::store::RedisStore;
 
     fn open(ns: &str) -> RedisStore {
-        RedisStore::open(&common::redis_url(), ns, Duration::from_secs(5)).unwrap()
+        common::installed(RedisStore::open(
+            &common::redis_url(),
+            ns,
+            Duration::from_secs(5),
+        ))
     }
 
     fn admin() -> redis::Connection {
@@ -594,10 +600,14 @@ mod redis_faults {
 #[cfg(feature = "postgres")]
 mod postgres_faults {
     use super::*;
-    use lock_store::PostgresStore;
+    use lock_store::store::PostgresStore;
 
     fn open(ns: &str) -> PostgresStore {
-        PostgresStore::open(&common::postgres_url(), ns, Duration::from_secs(5)).unwrap()
+        common::installed(PostgresStore::open(
+            &common::postgres_url(),
+            ns,
+            Duration::from_secs(5),
+        ))
     }
 
     fn admin() -> postgres::Client {
@@ -706,7 +716,7 @@ mod postgres_faults {
 #[cfg(feature = "mysql")]
 mod mysql_faults {
     use super::*;
-    use lock_store::MysqlStore;
+    use lock_store::store::MysqlStore;
     use mysql::prelude::Queryable;
 
     /// Each test gets its own database, so its connections can be told apart (and killed).
@@ -737,7 +747,7 @@ mod mysql_faults {
             let ns = ns.clone();
             move || drop_database(&ns)
         });
-        let store = MysqlStore::open(&url, "faults", Duration::from_secs(5)).unwrap();
+        let store = common::installed(MysqlStore::open(&url, "faults", Duration::from_secs(5)));
         survives_dropped_connections("mariadb", store, killer(&ns));
     }
 
@@ -777,12 +787,16 @@ mod mysql_faults {
             let ns = ns.clone();
             move || drop_database(&ns)
         });
-        let holder = hold_job(MysqlStore::open(&url, "faults", Duration::from_secs(5)).unwrap());
+        let holder = hold_job(common::installed(MysqlStore::open(
+            &url,
+            "faults",
+            Duration::from_secs(5),
+        )));
         let (n1, n2) = (ns.clone(), ns.clone());
         corrupt_record_is_reported(
             "mariadb",
             holder,
-            MysqlStore::open(&url, "faults", Duration::from_secs(5)).unwrap(),
+            common::installed(MysqlStore::open(&url, "faults", Duration::from_secs(5))),
             move |bytes| {
                 admin()
                     .exec_drop(

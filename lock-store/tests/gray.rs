@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use common::proxy::{locks_through, Fault, Proxy};
 use lock_core::LockError;
-use lock_store::{url, Error, Lease, Locks, LostLease};
+use lock_store::{store, Error, Lease, Locks, LostLease};
 
 /// A holder's path to the store goes silent (connections open, nothing forwarded) while its
 /// keep-alive runs, and the store's calls are bounded at 30 s: its lease still ends at its
@@ -32,7 +32,7 @@ fn a_silent_path_ends_the_lease_at_its_own_deadline_before_the_next_holder() {
     for (label, real) in common::server_urls() {
         let ns = common::unique_namespace("silent");
         let _cleanup = common::Cleanup(|| {
-            let _ = url::open(&real, &ns).and_then(|mut s| s.uninstall());
+            let _ = store::open(&real, &ns, store::DEFAULT_BOUND).and_then(|mut s| s.uninstall());
         });
         let (a, proxy) = locks_through(&real, &ns, Duration::from_secs(30));
         let b = Locks::open(&real, &ns).unwrap();
@@ -84,10 +84,10 @@ fn lockstore_run_over_a_silent_path_stops_its_command_before_the_next_one_starts
         let dir = std::env::temp_dir().join(&ns);
         std::fs::create_dir_all(&dir).unwrap();
         let _cleanup = common::Cleanup(|| {
-            let _ = url::open(&real, &ns).and_then(|mut s| s.uninstall());
+            let _ = store::open(&real, &ns, store::DEFAULT_BOUND).and_then(|mut s| s.uninstall());
             let _ = std::fs::remove_dir_all(&dir);
         });
-        drop(url::open(&real, &ns).unwrap());
+        drop(store::open(&real, &ns, store::DEFAULT_BOUND).unwrap());
         let proxy = Proxy::for_url(&real);
         let run = |store: &str, owner: &str, ttl: &str, wait: &str, script: &str| {
             std::process::Command::new(env!("CARGO_BIN_EXE_lockstore"))
@@ -228,7 +228,7 @@ fn a_release_killed_between_its_write_and_its_answer_is_known_done() {
     for (label, real) in common::server_urls() {
         let ns = common::unique_namespace("killedrelease");
         let _cleanup = common::Cleanup(|| {
-            let _ = url::open(&real, &ns).and_then(|mut s| s.uninstall());
+            let _ = store::open(&real, &ns, store::DEFAULT_BOUND).and_then(|mut s| s.uninstall());
         });
         let (a, proxy) = locks_through(&real, &ns, Duration::from_secs(30));
         let other = Locks::open(&real, &ns).unwrap();

@@ -18,7 +18,8 @@ fn on_every_store(check: impl Fn(&Locks, &Locks)) {
         let a = Locks::open(&url, &ns).unwrap_or_else(|e| panic!("{label}: {e}"));
         let b = Locks::open(&url, &ns).unwrap_or_else(|e| panic!("{label}: {e}"));
         let _cleanup = common::Cleanup(|| {
-            let _ = lock_store::url::open(&url, &ns).and_then(|mut s| s.uninstall());
+            let _ = lock_store::store::open(&url, &ns, lock_store::store::DEFAULT_BOUND)
+                .and_then(|mut s| s.uninstall());
         });
         println!("{label}");
         check(&a, &b);
@@ -135,19 +136,18 @@ fn keep_alive_holds_past_the_ttl() {
 #[cfg(feature = "component")]
 #[test]
 fn native_and_component_replicas_share_a_store() {
-    use lock_store::{Component, Locks};
+    use lock_store::{store::Component, Locks};
     for (label, url) in common::store_urls() {
         let ns = common::unique_namespace("mixed");
         let _cleanup = common::Cleanup(|| {
-            let _ = lock_store::url::open(&url, &ns).and_then(|mut s| s.uninstall());
+            let _ = lock_store::store::open(&url, &ns, lock_store::store::DEFAULT_BOUND)
+                .and_then(|mut s| s.uninstall());
         });
         let native = Locks::open(&url, &ns).unwrap();
-        let wasm = Locks::with_component(
-            lock_store::url::open(&url, &ns).unwrap(),
-            Component::embedded().unwrap(),
-            lock_core::Limits::default(),
-        )
-        .unwrap();
+        let wasm = lock_store::Options::new()
+            .component(Component::embedded().unwrap())
+            .open(&url, &ns)
+            .unwrap();
         let a = native.try_acquire("job", "native", 5000 * MS).unwrap();
         let waiter = {
             let wasm = wasm.clone();
@@ -229,7 +229,8 @@ fn forgotten_records_are_collected() {
     for (label, url) in urls {
         let ns = common::unique_namespace("forget");
         let _cleanup = common::Cleanup(|| {
-            let _ = lock_store::url::open(&url, &ns).and_then(|mut s| s.uninstall());
+            let _ = lock_store::store::open(&url, &ns, lock_store::store::DEFAULT_BOUND)
+                .and_then(|mut s| s.uninstall());
         });
         let limits = lock_core::Limits {
             // Long enough for the checks below on a busy machine (Redis drops the record by
@@ -237,7 +238,10 @@ fn forgotten_records_are_collected() {
             expired_retention: lock_core::Duration(2000),
             ..lock_core::Limits::default()
         };
-        let locks = Locks::with_limits(lock_store::url::open(&url, &ns).unwrap(), limits).unwrap();
+        let locks = lock_store::Options::new()
+            .limits(limits)
+            .open(&url, &ns)
+            .unwrap();
         let lease = locks.try_acquire("old", "a", 50 * MS).unwrap();
         std::thread::sleep(80 * MS);
         // Its expiry is applied and remembered: the record stays, free, until 2 s later.
@@ -272,7 +276,8 @@ fn a_decision_on_a_free_key_is_not_written_after_a_whole_lease_in_between() {
     for (label, url) in common::store_urls() {
         let ns = common::unique_namespace("aba");
         let _cleanup = common::Cleanup(|| {
-            let _ = lock_store::url::open(&url, &ns).and_then(|mut s| s.uninstall());
+            let _ = lock_store::store::open(&url, &ns, lock_store::store::DEFAULT_BOUND)
+                .and_then(|mut s| s.uninstall());
         });
         let b = Locks::open(&url, &ns).unwrap();
         let b_lease = std::sync::Arc::new(std::sync::Mutex::new(None));
@@ -289,7 +294,9 @@ fn a_decision_on_a_free_key_is_not_written_after_a_whole_lease_in_between() {
         };
         let a = Locks::new(common::Wrapped {
             before_write: Some(hook),
-            ..common::Wrapped::around(lock_store::url::open(&url, &ns).unwrap())
+            ..common::Wrapped::around(
+                lock_store::store::open(&url, &ns, lock_store::store::DEFAULT_BOUND).unwrap(),
+            )
         });
         let lease = a.try_acquire("job", "a", 5000 * MS).unwrap();
         let (b_fence, _, b_released) = b_lease.lock().unwrap().take().expect("b ran");
@@ -388,11 +395,13 @@ fn a_holder_with_slow_answers_stops_before_the_key_is_handed_on() {
 #[test]
 fn a_remembered_record_is_read_again_once_its_read_is_old() {
     use lock_core::{AcquireOutcome, Duration as Ms, Instant, Request, Response};
-    use lock_store::{Engine, TimeSource};
+    use lock_store::{store::Engine, store::TimeSource};
     let reads = Arc::new(AtomicUsize::new(0));
     let store = common::Wrapped {
         reads: Arc::clone(&reads),
-        ..common::Wrapped::around(Box::new(lock_store::MemoryStore::new("readlife").unwrap()))
+        ..common::Wrapped::around(Box::new(
+            lock_store::store::MemoryStore::new("readlife").unwrap(),
+        ))
     };
     let mut engine = Engine::new(store, lock_core::Limits::default(), TimeSource::Store).unwrap();
     engine.set_read_life(1000 * MS);

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use lock_core::LockError;
-use lock_store::{Error, Locks, NoopStore, Store, StoreError};
+use lock_store::{store::NoopStore, store::Store, Error, Locks, StoreError};
 
 const TTL: Duration = Duration::from_secs(30);
 

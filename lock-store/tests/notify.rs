@@ -7,7 +7,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use lock_store::{url, Locks};
+use lock_store::{store, Locks};
 
 /// Longer than any wait here may take before the test calls it a hang.
 const HANG: Duration = Duration::from_secs(15);
@@ -26,7 +26,7 @@ fn notifying_stores() -> Vec<(&'static str, String)> {
 fn with_namespace(label: &str, url: &str, check: impl FnOnce(&str)) {
     let ns = common::unique_namespace("notify");
     let _cleanup = common::Cleanup(|| {
-        let _ = url::open(url, &ns).and_then(|mut s| s.uninstall());
+        let _ = store::open(url, &ns, store::DEFAULT_BOUND).and_then(|mut s| s.uninstall());
     });
     println!("{label}");
     check(&ns);
@@ -51,7 +51,10 @@ fn a_watcher_hears_the_hand_off_to_its_owner_only() {
         with_namespace(label, &url, |ns| {
             let a = Locks::open(&url, ns).unwrap();
             let b = Locks::open(&url, ns).unwrap();
-            let open = (url::open(&url, ns).unwrap().watcher()).expect("this store notifies");
+            let open = (store::open(&url, ns, store::DEFAULT_BOUND)
+                .unwrap()
+                .watcher())
+            .expect("this store notifies");
             let mut watcher = open().unwrap();
             let c = Locks::open(&url, ns).unwrap();
             let lease = a.try_acquire("job", "a", Duration::from_secs(30)).unwrap();
@@ -102,7 +105,10 @@ fn stores_that_cannot_notify_have_no_watcher() {
     }
     for (label, url) in urls {
         with_namespace(label, &url, |ns| {
-            assert!(url::open(&url, ns).unwrap().watcher().is_none());
+            assert!(store::open(&url, ns, store::DEFAULT_BOUND)
+                .unwrap()
+                .watcher()
+                .is_none());
         });
     }
 }
@@ -200,7 +206,7 @@ fn a_slow_listening_connect_holds_up_no_other_call() {
     // A memory store whose listening connection takes as long as the test wants to open (then
     // fails, so its waiters look by themselves).
     let gate = std::sync::Arc::new(std::sync::Mutex::new(gate));
-    let slow_to_listen = move || -> lock_store::OpenWatcher {
+    let slow_to_listen = move || -> lock_store::store::OpenWatcher {
         let (opening, gate) = (opening.clone(), std::sync::Arc::clone(&gate));
         Box::new(move || {
             let _ = opening.send(());
@@ -213,7 +219,9 @@ fn a_slow_listening_connect_holds_up_no_other_call() {
     };
     let locks = Locks::new(common::Wrapped {
         watcher: Some(Box::new(slow_to_listen)),
-        ..common::Wrapped::around(Box::new(lock_store::MemoryStore::new("slow").unwrap()))
+        ..common::Wrapped::around(Box::new(
+            lock_store::store::MemoryStore::new("slow").unwrap(),
+        ))
     });
     let lease = locks
         .try_acquire("job", "a", Duration::from_secs(30))

@@ -126,7 +126,7 @@ fn contend(
     let mut n = 0u64;
     while LocalInstant::now() < until {
         n += 1;
-        let r = lock_store::new_version();
+        let r = lock_store::store::new_version();
         let key = if r.is_multiple_of(2) {
             "hot".to_owned()
         } else {
@@ -238,7 +238,8 @@ fn contention(label: &str, url: &str) {
 fn contention_through(label: &str, url: &str, faults: Option<&[Fault]>) {
     let ns = common::unique_namespace("contention");
     let _cleanup = common::Cleanup(|| {
-        let _ = lock_store::url::open(url, &ns).and_then(|mut s| s.uninstall());
+        let _ = lock_store::store::open(url, &ns, lock_store::store::DEFAULT_BOUND)
+            .and_then(|mut s| s.uninstall());
     });
     let dir = std::env::temp_dir().join(&ns);
     let resource = dir.join("resource");
@@ -300,7 +301,7 @@ fn inject(
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         let mut i = 0;
         while !stopped.load(std::sync::atomic::Ordering::SeqCst) {
-            let r = lock_store::new_version();
+            let r = lock_store::store::new_version();
             let proxy = &proxies[(r % proxies.len() as u64) as usize];
             let fault = faults[i % faults.len()];
             i += 1;
@@ -484,7 +485,8 @@ fn a_killed_holder_frees_the_key_at_its_deadline() {
     for (label, url) in common::store_urls() {
         let ns = common::unique_namespace("killed");
         let _cleanup = common::Cleanup(|| {
-            let _ = lock_store::url::open(&url, &ns).and_then(|mut s| s.uninstall());
+            let _ = lock_store::store::open(&url, &ns, lock_store::store::DEFAULT_BOUND)
+                .and_then(|mut s| s.uninstall());
         });
         let locks = Locks::open(&url, &ns).unwrap();
         let mut holder = lockstore()
@@ -506,7 +508,8 @@ fn a_killed_holder_frees_the_key_at_its_deadline() {
         common::eventually("the holder", || {
             locks
                 .inspect("job")
-                .unwrap()
+                .ok() // "does not exist" until the holder's first write installs it
+                .flatten()
                 .filter(|i| i.holder.owner == "victim")
         });
         std::thread::sleep(Duration::from_millis(300)); // let keep-alive extend at least once
@@ -552,7 +555,8 @@ fn a_killed_waiter_does_not_stop_the_queue() {
     for (label, url) in common::store_urls() {
         let ns = common::unique_namespace("ghost");
         let _cleanup = common::Cleanup(|| {
-            let _ = lock_store::url::open(&url, &ns).and_then(|mut s| s.uninstall());
+            let _ = lock_store::store::open(&url, &ns, lock_store::store::DEFAULT_BOUND)
+                .and_then(|mut s| s.uninstall());
         });
         let locks = Locks::open(&url, &ns).unwrap();
         let lease = locks
@@ -688,7 +692,10 @@ fn sqlite_in_temp(name: &str) -> (PathBuf, String) {
 }
 
 fn lose_the_lock(url: &str, ns: &str) {
-    lock_store::url::open(url, ns).unwrap().clear().unwrap();
+    lock_store::store::open(url, ns, lock_store::store::DEFAULT_BOUND)
+        .unwrap()
+        .clear()
+        .unwrap();
 }
 
 /// The lock is lost while the command runs: the command gets SIGTERM (its cleanup runs) and

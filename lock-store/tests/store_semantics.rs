@@ -6,14 +6,14 @@ use lock_core::{
     AcquireOutcome, Call, Duration, Fence, Instant, Limits, LockBackend, LockError, Reply, Request,
     Response,
 };
-use lock_store::{url, Store, StoreTable};
+use lock_store::{store, store::Store, store::StoreTable};
 
 fn table(store: Box<dyn Store>, limits: Limits) -> StoreTable<Box<dyn Store>> {
     StoreTable::new(store, limits).unwrap()
 }
 
 fn acquire(
-    t: &mut impl LockBackend<Fault = lock_store::TableFault>,
+    t: &mut impl LockBackend<Fault = lock_store::store::TableFault>,
     key: &str,
     owner: &str,
     ttl: u64,
@@ -34,7 +34,7 @@ fn acquire(
 }
 
 fn release(
-    t: &mut impl LockBackend<Fault = lock_store::TableFault>,
+    t: &mut impl LockBackend<Fault = lock_store::store::TableFault>,
     key: &str,
     owner: &str,
     fence: u64,
@@ -203,8 +203,8 @@ fn max_waiters_bounds_each_queue() {
 }
 
 /// A namespace installed by an earlier build has an index on `forget_at` (every write had to
-/// update it; PostgreSQL could not update in place): opening it drops the index, keeps the
-/// records, and the namespace works on.
+/// update it; PostgreSQL could not update in place): the first write after an upgrade drops
+/// the index (a read changes nothing), keeps the records, and the namespace works on.
 #[test]
 fn an_earlier_namespace_loses_its_forget_at_index() {
     /// For a namespace: the statement that adds the old index, the one that counts it.
@@ -229,7 +229,8 @@ fn an_earlier_namespace_loses_its_forget_at_index() {
     for (label, server_url, statements) in servers {
         let ns = common::unique_namespace("oldindex");
         let _cleanup = common::Cleanup(|| {
-            let _ = url::open(&server_url, &ns).and_then(|mut s| s.uninstall());
+            let _ =
+                store::open(&server_url, &ns, store::DEFAULT_BOUND).and_then(|mut s| s.uninstall());
         });
         let locks = lock_store::Locks::open(&server_url, &ns).unwrap();
         let lease = locks
@@ -257,6 +258,14 @@ fn an_earlier_namespace_loses_its_forget_at_index() {
         indexes(&add);
         assert_eq!(indexes(&count), 1, "{label}: the old index was not made");
         let reopened = lock_store::Locks::open(&server_url, &ns).unwrap();
+        // Reading changes nothing; the first write upgrades.
+        assert!(reopened.inspect("job").unwrap().is_some());
+        assert_eq!(indexes(&count), 1, "{label}: a read changed the schema");
+        reopened
+            .try_acquire("other", "b", std::time::Duration::from_secs(60))
+            .unwrap()
+            .release()
+            .unwrap();
         assert_eq!(indexes(&count), 0, "{label}: the old index is still there");
         let info = reopened.inspect("job").unwrap().expect("the lease is kept");
         assert_eq!(info.holder.fence, lease.fence(), "{label}");

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use host_wasmtime::LockComponent;
-use lock_store::{Component, Store};
+use lock_store::{store::Component, store::Store};
 
 /// Runs the vectors on `open()` with a fresh component instance per scenario.
 fn check<S: Store + 'static>(label: &str, open: impl Fn() -> S + Clone + 'static) {
@@ -26,7 +26,7 @@ fn check<S: Store + 'static>(label: &str, open: impl Fn() -> S + Clone + 'static
 
 #[test]
 fn memory() {
-    let store = lock_store::MemoryStore::new("vectors").unwrap();
+    let store = lock_store::store::MemoryStore::new("vectors").unwrap();
     check("memory", move || store.clone());
 }
 
@@ -37,7 +37,7 @@ fn sqlite() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("vectors.db");
     check("sqlite", move || {
-        lock_store::SqliteStore::open(&path, "vectors").unwrap()
+        common::installed(lock_store::store::SqliteStore::open(&path, "vectors"))
     });
 }
 
@@ -46,8 +46,11 @@ fn sqlite() {
 fn redis() {
     let ns = common::unique_namespace("vec_component");
     let open = move || {
-        let mut s = lock_store::RedisStore::open(&common::redis_url(), &ns, Duration::from_secs(5))
-            .unwrap();
+        let mut s = common::installed(lock_store::store::RedisStore::open(
+            &common::redis_url(),
+            &ns,
+            Duration::from_secs(5),
+        ));
         s.set_seed_from_time(false);
         s
     };
@@ -63,8 +66,11 @@ fn redis() {
 fn postgres() {
     let ns = common::unique_namespace("vec_component");
     let open = move || {
-        lock_store::PostgresStore::open(&common::postgres_url(), &ns, Duration::from_secs(5))
-            .unwrap()
+        common::installed(lock_store::store::PostgresStore::open(
+            &common::postgres_url(),
+            &ns,
+            Duration::from_secs(5),
+        ))
     };
     let _cleanup = common::Cleanup({
         let open = open.clone();
@@ -78,7 +84,11 @@ fn postgres() {
 fn mariadb() {
     let ns = common::unique_namespace("vec_component");
     let open = move || {
-        lock_store::MysqlStore::open(&common::mysql_url(), &ns, Duration::from_secs(5)).unwrap()
+        common::installed(lock_store::store::MysqlStore::open(
+            &common::mysql_url(),
+            &ns,
+            Duration::from_secs(5),
+        ))
     };
     let _cleanup = common::Cleanup({
         let open = open.clone();

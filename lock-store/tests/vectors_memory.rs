@@ -1,7 +1,7 @@
 //! Every vector scenario through the in-memory store, fresh and with outdated records.
 mod common;
 
-use lock_store::MemoryStore;
+use lock_store::store::MemoryStore;
 
 #[test]
 fn vectors_through_memory() {

@@ -5,11 +5,14 @@ mod common;
 
 use std::time::Duration;
 
-use lock_store::MysqlStore;
+use lock_store::store::MysqlStore;
 
 fn open(namespace: &str) -> MysqlStore {
-    MysqlStore::open(&common::mysql_url(), namespace, Duration::from_secs(5))
-        .unwrap_or_else(|e| panic!("{e}"))
+    common::installed(MysqlStore::open(
+        &common::mysql_url(),
+        namespace,
+        Duration::from_secs(5),
+    ))
 }
 
 #[test]

@@ -5,11 +5,14 @@ mod common;
 
 use std::time::Duration;
 
-use lock_store::PostgresStore;
+use lock_store::store::PostgresStore;
 
 fn open(namespace: &str) -> PostgresStore {
-    PostgresStore::open(&common::postgres_url(), namespace, Duration::from_secs(5))
-        .unwrap_or_else(|e| panic!("{e}"))
+    common::installed(PostgresStore::open(
+        &common::postgres_url(),
+        namespace,
+        Duration::from_secs(5),
+    ))
 }
 
 #[test]

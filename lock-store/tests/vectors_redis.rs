@@ -5,11 +5,14 @@ mod common;
 
 use std::time::Duration;
 
-use lock_store::RedisStore;
+use lock_store::store::RedisStore;
 
 fn open(namespace: &str) -> RedisStore {
-    let mut store = RedisStore::open(&common::redis_url(), namespace, Duration::from_secs(5))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let mut store = common::installed(RedisStore::open(
+        &common::redis_url(),
+        namespace,
+        Duration::from_secs(5),
+    ));
     // Tokens 1, 2, 3... as the vectors expect.
     store.set_seed_from_time(false);
     store

@@ -3,7 +3,7 @@
 
 mod common;
 
-use lock_store::SqliteStore;
+use lock_store::store::SqliteStore;
 
 fn file(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(common::unique_namespace("lockstore"));
@@ -16,7 +16,7 @@ fn vectors_through_sqlite() {
     let path = file("vectors.db");
     common::check_vectors(
         "sqlite",
-        move || SqliteStore::open(&path, "vectors").unwrap(),
+        move || common::installed(SqliteStore::open(&path, "vectors")),
         false,
     );
 }
@@ -26,7 +26,7 @@ fn vectors_through_sqlite_from_outdated_records() {
     let path = file("stale.db");
     common::check_vectors(
         "sqlite, stale",
-        move || SqliteStore::open(&path, "vectors").unwrap(),
+        move || common::installed(SqliteStore::open(&path, "vectors")),
         true,
     );
 }

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use lock_conformance::{load_file, run_loaded, vector_files, BackendDriver, Report};
-use lock_store::{Decider, Native, Store, StoreTable};
+use lock_store::{store::Decider, store::Native, store::Store, store::StoreTable};
 
 /// Every vector file: the shared suite and the playground's guided scenarios.
 pub fn vector_paths() -> Vec<PathBuf> {
@@ -144,7 +144,7 @@ pub fn unique_namespace(prefix: &str) -> String {
     format!(
         "{prefix}_{}_{:x}",
         std::process::id(),
-        lock_store::new_version() & 0xff_ffff
+        lock_store::store::new_version() & 0xff_ffff
     )
 }
 
@@ -195,14 +195,30 @@ pub fn store_urls() -> Vec<(&'static str, String)> {
     urls
 }
 
+/// A store just opened, its namespace installed (a raw store's reads answer `NoNamespace`
+/// until a write or `install` creates it).
+pub fn installed<S: Store>(opened: Result<S, lock_store::StoreError>) -> S {
+    let mut store = opened.unwrap();
+    store.install().unwrap();
+    store
+}
+
 /// Runs `check` on a fresh namespace (named after `purpose`) of each store of [`store_urls`],
-/// which `open()` opens (each call another connection); the namespace is uninstalled afterwards.
+/// which `open()` opens (each call another connection, the namespace installed); the namespace is
+/// uninstalled afterwards.
 pub fn each_store(purpose: &str, check: impl Fn(&str, &dyn Fn() -> Box<dyn Store>)) {
     for (label, url) in store_urls() {
         let ns = unique_namespace(purpose);
-        let open = || lock_store::url::open(&url, &ns).unwrap();
+        let open = || {
+            installed(lock_store::store::open(
+                &url,
+                &ns,
+                lock_store::store::DEFAULT_BOUND,
+            ))
+        };
         let _cleanup = Cleanup(|| {
-            let _ = lock_store::url::open(&url, &ns).and_then(|mut s| s.uninstall());
+            let _ = lock_store::store::open(&url, &ns, lock_store::store::DEFAULT_BOUND)
+                .and_then(|mut s| s.uninstall());
         });
         check(label, &open);
     }
@@ -226,7 +242,7 @@ pub struct Wrapped {
     pub lose_answer: std::sync::Arc<std::sync::Mutex<Option<Hook>>>,
     /// How many of the next reads fail with `Lost` (set by the test at a chosen moment).
     pub fail_reads: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-    pub watcher: Option<Box<dyn Fn() -> lock_store::OpenWatcher + Send>>,
+    pub watcher: Option<Box<dyn Fn() -> lock_store::store::OpenWatcher + Send>>,
     pub reply_delay: std::time::Duration,
     pub reads: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
@@ -250,7 +266,7 @@ impl Store for Wrapped {
     fn describe(&self) -> String {
         self.inner.describe()
     }
-    fn read(&mut self, key: &str) -> Result<lock_store::Read, lock_store::StoreError> {
+    fn read(&mut self, key: &str) -> Result<lock_store::store::Read, lock_store::StoreError> {
         use std::sync::atomic::Ordering::SeqCst;
         let fail = self
             .fail_reads
@@ -269,8 +285,8 @@ impl Store for Wrapped {
     fn write(
         &mut self,
         key: &str,
-        write: &lock_store::Write<'_>,
-    ) -> Result<lock_store::Written, lock_store::StoreError> {
+        write: &lock_store::store::Write<'_>,
+    ) -> Result<lock_store::store::Written, lock_store::StoreError> {
         if let Some(hook) = self.before_write.take() {
             hook();
         }
@@ -292,6 +308,9 @@ impl Store for Wrapped {
     fn last_fence(&mut self) -> Result<lock_core::Fence, lock_store::StoreError> {
         self.inner.last_fence()
     }
+    fn install(&mut self) -> Result<(), lock_store::StoreError> {
+        self.inner.install()
+    }
     fn clear(&mut self) -> Result<(), lock_store::StoreError> {
         self.inner.clear()
     }
@@ -307,7 +326,7 @@ impl Store for Wrapped {
     fn limit_calls(&mut self, left: Option<std::time::Duration>) {
         self.inner.limit_calls(left);
     }
-    fn watcher(&self) -> Option<lock_store::OpenWatcher> {
+    fn watcher(&self) -> Option<lock_store::store::OpenWatcher> {
         match &self.watcher {
             Some(open) => Some(open()),
             None => self.inner.watcher(),

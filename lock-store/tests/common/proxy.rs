@@ -160,9 +160,9 @@ fn pump(shared: &Shared, mut from: TcpStream, mut to: TcpStream, replies: bool) 
 /// Opens namespace `ns` on the server of `real` through a new proxy, with calls bounded at
 /// `bound` (installed directly first: through the proxy, opening only checks it).
 pub fn locks_through(real: &str, ns: &str, bound: Duration) -> (lock_store::Locks, Proxy) {
-    drop(lock_store::url::open(real, ns).unwrap());
+    drop(lock_store::store::open(real, ns, lock_store::store::DEFAULT_BOUND).unwrap());
     let proxy = Proxy::for_url(real);
-    let store = lock_store::url::open_with_timeout(&proxy.url(real), ns, bound).unwrap();
+    let store = lock_store::store::open(&proxy.url(real), ns, bound).unwrap();
     (lock_store::Locks::new(store), proxy)
 }
 

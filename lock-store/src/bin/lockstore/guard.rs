@@ -20,8 +20,11 @@ pub const COMMAND: &str = "__guard";
 
 /// The guard's exit status when it killed the tree (`lockstore` is gone: nobody reads it).
 const KILLED: u8 = 137;
-/// The guard's exit status when the command cannot be started (as a shell's).
-const CANNOT_START: u8 = 127;
+/// The guard's exit status when the command is not found (as a shell's, `env(1)`'s).
+const NOT_FOUND: u8 = 127;
+/// The guard's exit status when the command was found but cannot run (not executable, no
+/// permission), as a shell's.
+const CANNOT_RUN: u8 = 126;
 
 /// Runs the guard (see the module's documentation).
 pub fn run(args: &[String]) -> ExitCode {
@@ -55,7 +58,11 @@ pub fn run(args: &[String]) -> ExitCode {
         Ok(child) => child,
         Err(e) => {
             eprintln!("lockstore: cannot start {}: {e}", command[0]);
-            return ExitCode::from(CANNOT_START);
+            return ExitCode::from(if e.kind() == std::io::ErrorKind::NotFound {
+                NOT_FOUND
+            } else {
+                CANNOT_RUN
+            });
         }
     };
     let pid = Pid::from_child(&child);

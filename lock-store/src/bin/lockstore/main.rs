@@ -3,14 +3,18 @@
 //!
 //! ```text
 //! lockstore run --store URL --key KEY --ttl 30s [--wait 0s] [--grace 10s] [--namespace NS] [--owner NAME] -- CMD [ARGS...]
-//! lockstore inspect --store URL [--namespace NS] KEY
-//! lockstore list --store URL [--namespace NS]
+//! lockstore inspect --store URL [--namespace NS] [--json] KEY
+//! lockstore list --store URL [--namespace NS] [--json]
+//! lockstore install --store URL [--namespace NS]
+//! lockstore uninstall --store URL [--namespace NS] --yes
 //! lockstore demo [--store URL]...
 //! ```
 //!
-//! Exit status of `run`: the command's (128 + signal if it was killed by one); 3 when the key is
-//! held (and `--wait` ran out), 4 when the lock was lost while the command ran, 2 for a usage or
-//! store error.
+//! `--store` may come from `LOCKSTORE_URL`, `--namespace` from `LOCKSTORE_NAMESPACE`. Exit
+//! statuses (as `flock(1)`, `timeout(1)` and `env(1)` use them): `run` exits with its command's
+//! status (128 + the signal that killed it); 126 when the command cannot run, 127 when it is not
+//! found; and for `lockstore`'s own outcomes, [`HELD`], [`LOST`], [`USAGE`], [`STORE`] and
+//! [`NO_NAMESPACE`]. `lockstore help` prints them.
 //!
 //! The command is the whole process tree it starts. When the lock is lost, every process of
 //! it gets `SIGTERM` at once (at the lease's end on this machine's clock, whatever the store is
@@ -33,97 +37,190 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
+use clap::{Args, Parser, Subcommand};
+
 mod guard;
+mod show;
 mod tree;
 
-use lock_core::LockError;
-use lock_store::{Error, Locks};
+use lock_store::{Error, LockError, Locks, StoreError};
 
-const USAGE: &str = "usage:
-  lockstore run --store URL --key KEY --ttl DURATION [--wait DURATION] [--grace DURATION] [--namespace NS] [--owner NAME] -- CMD [ARGS...]
-  lockstore inspect --store URL [--namespace NS] KEY
-  lockstore list --store URL [--namespace NS]
-  lockstore demo [--store URL]...
-URL: sqlite://PATH, redis://HOST:PORT, postgres://USER@HOST/DB, mysql://USER@HOST/DB
-DURATION: 30s, 500ms, 2m, 1h (a bare number is seconds)";
-
-/// Exit status when the key is held by someone else.
+/// Exit status when the key is held by someone else (and `--wait` ran out).
 const HELD: u8 = 3;
 /// Exit status when the lock was lost while the command ran.
 const LOST: u8 = 4;
-/// Exit status for a usage or store error.
-const FAILED: u8 = 2;
+/// Exit status for a usage error (clap's, as every parser of this family).
+const USAGE: u8 = 2;
+/// Exit status when the store failed: unreachable, refused, a bad URL, missing rights.
+const STORE: u8 = 5;
+/// Exit status when a read-only command (`inspect`, `list`) finds no such namespace.
+const NO_NAMESPACE: u8 = 6;
 
-fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let result = match args.first().map(String::as_str) {
-        Some("run") => run(&args[1..]),
-        Some("inspect") => inspect(&args[1..]),
-        Some("list") => list(&args[1..]),
-        Some("demo") => demo(&args[1..]),
-        Some(guard::COMMAND) => return guard::run(&args[1..]),
-        Some("-h" | "--help") => {
-            println!("{USAGE}");
-            Ok(ExitCode::SUCCESS)
-        }
-        _ => Err(format!("unknown command\n{USAGE}")),
-    };
-    result.unwrap_or_else(|message| {
-        eprintln!("lockstore: {message}");
-        ExitCode::from(FAILED)
-    })
+const EXIT_CODES: &str = "\
+Exit status:
+  0    done (run: the command succeeded)
+  1-125, 128+N   run: the command's own status; 128+N when signal N ended it
+  2    usage: an unknown command or option, a bad value
+  3    held: the key is held by another owner (and --wait ran out)
+  4    lost: the lock was lost while the command ran (the command was stopped)
+  5    store error: unreachable, refused, a bad URL, missing rights
+  6    no such namespace (inspect, list: nothing was ever locked in it)
+  126  run: the command cannot run (not executable)
+  127  run: the command was not found
+
+Environment:
+  LOCKSTORE_URL        the store, when --store is not given
+  LOCKSTORE_NAMESPACE  the namespace, when --namespace is not given (default: default)
+  run sets for its command: EXPIRING_LOCK_KEY, EXPIRING_LOCK_FENCE, EXPIRING_LOCK_OWNER
+
+Stores: redis://HOST[:PORT][/DB], postgres://USER@HOST[:PORT]/DB, mysql://USER@HOST[:PORT]/DB
+(or mariadb://), sqlite://PATH";
+
+/// Expiring locks shared by every replica, over Redis, PostgreSQL, MariaDB/MySQL or a SQLite file.
+#[derive(Parser)]
+// An option given twice takes its last value (`--ttl 600ms ... --ttl 30s`), as in most tools.
+#[command(
+    name = "lockstore",
+    version,
+    after_help = EXIT_CODES,
+    arg_required_else_help = true,
+    args_override_self = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
 }
 
-/// Parsed `--name value` options and the rest.
-#[derive(Default)]
-struct Options {
-    stores: Vec<String>,
-    namespace: Option<String>,
-    key: Option<String>,
-    ttl: Option<Duration>,
-    wait: Option<Duration>,
-    grace: Option<Duration>,
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run a command while holding a lock; stop it if the lock is lost.
+    Run(RunArgs),
+    /// Show a key's holder (owner, fence, deadline) and its waiters.
+    Inspect {
+        #[command(flatten)]
+        at: Target,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+        /// The key.
+        key: String,
+    },
+    /// List the keys of a namespace with their holders.
+    List {
+        #[command(flatten)]
+        at: Target,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Create a namespace ahead of its first lock (for services whose role may not create).
+    Install {
+        #[command(flatten)]
+        at: Target,
+    },
+    /// Drop a namespace: its records, fence counter and tables.
+    Uninstall {
+        #[command(flatten)]
+        at: Target,
+        /// Yes, drop it (its locks and fence counter are gone for good).
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Two processes contend for one key on each store given (default: a SQLite file in the
+    /// temp directory).
+    Demo {
+        /// A store to run the demo on (repeat for several).
+        #[arg(long = "store", value_name = "URL")]
+        stores: Vec<String>,
+    },
+}
+
+/// Where the lock lives.
+#[derive(Args)]
+struct Target {
+    /// The store's URL.
+    #[arg(long = "store", value_name = "URL", env = "LOCKSTORE_URL")]
+    url: String,
+    /// The namespace (1-40 of a-z, 0-9, _, starting with a letter).
+    #[arg(
+        long,
+        value_name = "NS",
+        env = "LOCKSTORE_NAMESPACE",
+        default_value = "default"
+    )]
+    namespace: String,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    #[command(flatten)]
+    at: Target,
+    /// The key to lock.
+    #[arg(long)]
+    key: String,
+    /// The lease: kept alive while the command runs, so a crashed lockstore frees the key
+    /// within it. 30s, 500ms, 2m, 1h (a bare number is seconds).
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    ttl: Duration,
+    /// How long to wait in line for the key (0s: fail at once if held).
+    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "0s")]
+    wait: Duration,
+    /// How long the command may take to stop after SIGTERM once the lock is lost (then
+    /// SIGKILL; 0s: SIGKILL at once).
+    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "10s")]
+    grace: Duration,
+    /// Who holds the lock (default: this host and lockstore's process id).
+    #[arg(long, value_name = "NAME")]
     owner: Option<String>,
-    positional: Vec<String>,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<String>,
 }
 
-fn parse(args: &[String]) -> Result<Options, String> {
-    let mut o = Options::default();
-    let mut i = 0;
-    while i < args.len() {
-        let arg = args[i].as_str();
-        if arg == "--" {
-            o.command = args[i + 1..].to_vec();
-            break;
-        }
-        let mut value = || {
-            i += 1;
-            args.get(i)
-                .cloned()
-                .ok_or_else(|| format!("{arg} needs a value\n{USAGE}"))
-        };
-        match arg {
-            "--store" => o.stores.push(value()?),
-            "--namespace" => o.namespace = Some(value()?),
-            "--key" => o.key = Some(value()?),
-            "--ttl" => o.ttl = Some(duration(&value()?)?),
-            "--wait" => o.wait = Some(duration(&value()?)?),
-            "--grace" => o.grace = Some(duration(&value()?)?),
-            "--owner" => o.owner = Some(value()?),
-            other if other.starts_with("--") => {
-                return Err(format!("unknown option {other}\n{USAGE}"))
+/// A failure of `lockstore` itself: its message and exit status.
+struct Failed(u8, String);
+
+impl From<Error> for Failed {
+    fn from(e: Error) -> Self {
+        match e {
+            Error::Store(StoreError::NoNamespace { .. }) => Failed(NO_NAMESPACE, e.to_string()),
+            Error::Store(StoreError::Namespace { .. } | StoreError::Url { .. }) => {
+                Failed(USAGE, e.to_string())
             }
-            other => o.positional.push(other.to_owned()),
+            other => Failed(STORE, other.to_string()),
         }
-        i += 1;
     }
-    Ok(o)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(guard::COMMAND) {
+        return guard::run(&args[2..]);
+    }
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { USAGE } else { 0 });
+        }
+    };
+    let result = match cli.command {
+        Cmd::Run(args) => run(&args),
+        Cmd::Inspect { at, json, key } => inspect(&at, &key, json),
+        Cmd::List { at, json } => list(&at, json),
+        Cmd::Install { at } => install(&at),
+        Cmd::Uninstall { at, yes } => uninstall(&at, yes),
+        Cmd::Demo { stores } => demo(stores),
+    };
+    result.unwrap_or_else(|Failed(code, message)| {
+        eprintln!("lockstore: {message}");
+        ExitCode::from(code)
+    })
 }
 
 /// `30s`, `500ms`, `2m`, `1h`, or a bare number of seconds.
 fn duration(text: &str) -> Result<Duration, String> {
-    let bad = || format!("bad duration \"{text}\": use 30s, 500ms, 2m or 1h");
+    let bad = || format!("\"{text}\": use 30s, 500ms, 2m or 1h");
     let (number, unit) = text
         .find(|c: char| !c.is_ascii_digit())
         .map_or((text, "s"), |i| text.split_at(i));
@@ -138,14 +235,8 @@ fn duration(text: &str) -> Result<Duration, String> {
     ms.map(Duration::from_millis).ok_or_else(bad)
 }
 
-fn open(o: &Options) -> Result<Locks, String> {
-    let url = match o.stores.as_slice() {
-        [url] => url,
-        [] => return Err(format!("--store URL is required\n{USAGE}")),
-        _ => return Err("give --store once".into()),
-    };
-    let namespace = o.namespace.as_deref().unwrap_or("default");
-    Locks::open(url, namespace).map_err(|e| e.to_string())
+fn open(at: &Target) -> Result<Locks, Failed> {
+    Ok(Locks::open(&at.url, &at.namespace)?)
 }
 
 /// This process's default owner name: host and process id.
@@ -156,20 +247,15 @@ fn default_owner() -> String {
     format!("{host}:{}", std::process::id())
 }
 
-fn run(args: &[String]) -> Result<ExitCode, String> {
-    let o = parse(args)?;
-    let key = o.key.clone().ok_or("--key is required")?;
-    let ttl = o.ttl.ok_or("--ttl is required")?;
-    if o.command.is_empty() {
-        return Err(format!("no command after --\n{USAGE}"));
-    }
+fn run(o: &RunArgs) -> Result<ExitCode, Failed> {
+    let key = &o.key;
     let owner = o.owner.clone().unwrap_or_else(default_owner);
-    let locks = open(&o)?;
-    let lease = match locks.acquire(&key, &owner, ttl, o.wait.unwrap_or_default()) {
+    let locks = open(&o.at)?;
+    let lease = match locks.acquire(key, &owner, o.ttl, o.wait) {
         Ok(lease) => lease,
         Err(Error::Lock(LockError::Held { .. }) | Error::WaitTimedOut) => {
             let holder = locks
-                .inspect(&key)
+                .inspect(key)
                 .ok()
                 .flatten()
                 .map(|i| format!(" by {} (fence {})", i.holder.owner, i.holder.fence.0))
@@ -177,28 +263,30 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
             eprintln!("lockstore: key \"{key}\" is held{holder}; not running the command");
             return Ok(ExitCode::from(HELD));
         }
-        Err(e) => return Err(e.to_string()),
+        Err(e) => return Err(e.into()),
     };
     eprintln!(
         "lockstore: {owner} holds \"{key}\" with fence {} ({})",
         lease.fence().0,
         locks.describe()
     );
+    let fail = |e: String| Failed(STORE, e);
     // Signals for the command, from now on (before it starts, so none is missed).
-    let mut received = catch_signals()?;
+    let mut received = catch_signals().map_err(fail)?;
     tree::adopt_orphans();
-    let me = std::env::current_exe().map_err(|e| format!("cannot find lockstore itself: {e}"))?;
+    let me =
+        std::env::current_exe().map_err(|e| fail(format!("cannot find lockstore itself: {e}")))?;
     let mut child = Command::new(me)
         .arg(guard::COMMAND)
         .arg(std::process::id().to_string())
         .arg("--")
         .args(&o.command)
-        .env("EXPIRING_LOCK_KEY", &key)
+        .env("EXPIRING_LOCK_KEY", key)
         .env("EXPIRING_LOCK_FENCE", lease.fence().0.to_string())
         .env("EXPIRING_LOCK_OWNER", &owner)
         .stdin(Stdio::inherit())
         .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", o.command[0]))?;
+        .map_err(|e| Failed(126, format!("cannot start {}: {e}", o.command[0])))?;
     let lost = Arc::new(AtomicBool::new(false));
     let (lost_tx, lost_heard) = mpsc::channel();
     {
@@ -207,14 +295,15 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
             lost.store(true, Ordering::SeqCst);
             let _ = lost_tx.send(());
             eprintln!(
-                "lockstore: lost \"{}\" (fence {}); stopping the command",
-                l.key, l.fence.0
+                "lockstore: lost \"{}\" (fence {}): {}; stopping the command",
+                l.key,
+                l.fence.0,
+                show::lost_why(l)
             );
         });
     }
     lease.keep_alive();
-    let grace = o.grace.unwrap_or(DEFAULT_GRACE);
-    let status = supervise(&mut child, &lost, &lost_heard, grace, &mut received)?;
+    let status = supervise(&mut child, &lost, &lost_heard, o.grace, &mut received).map_err(fail)?;
     let released = lease.release();
     if lost.load(Ordering::SeqCst) {
         return Ok(ExitCode::from(LOST));
@@ -224,9 +313,6 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
     }
     Ok(ExitCode::from(exit_code(status)))
 }
-
-/// How long a command may take to stop after `SIGTERM` once the lock is lost.
-const DEFAULT_GRACE: Duration = Duration::from_secs(10);
 
 /// The signals `lockstore` passes on to its command: (the number the handler reports, the
 /// signal to send).
@@ -316,65 +402,87 @@ fn exit_code(status: std::process::ExitStatus) -> u8 {
     }
 }
 
-fn inspect(args: &[String]) -> Result<ExitCode, String> {
-    let o = parse(args)?;
-    let [key] = o.positional.as_slice() else {
-        return Err(format!("inspect takes one KEY\n{USAGE}"));
-    };
-    let locks = open(&o)?;
-    print_key(&locks, key)?;
+fn inspect(at: &Target, key: &str, json: bool) -> Result<ExitCode, Failed> {
+    let locks = open(at)?;
+    let info = locks.inspect(key)?;
+    if json {
+        println!("{}", show::key_json(key, info.as_ref()));
+    } else {
+        println!("{}", show::key_text(key, info.as_ref()));
+    }
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_key(locks: &Locks, key: &str) -> Result<(), String> {
-    match locks.inspect(key).map_err(|e| e.to_string())? {
-        None => println!("{key}: free"),
-        Some(info) => {
-            println!(
-                "{key}: held by {} with fence {} until {} ms",
-                info.holder.owner, info.holder.fence.0, info.holder.deadline.0
-            );
-            for (i, w) in info.waiters.iter().enumerate() {
-                println!(
-                    "  {}. {} (ttl {} ms, waits until {} ms)",
-                    i + 1,
-                    w.owner,
-                    w.ttl.0,
-                    w.wait_deadline.0
-                );
-            }
+fn list(at: &Target, json: bool) -> Result<ExitCode, Failed> {
+    let locks = open(at)?;
+    let keys = locks.keys()?;
+    let last = locks.last_fence()?;
+    let mut states = Vec::with_capacity(keys.len());
+    for key in &keys {
+        states.push((key, locks.inspect(key)?));
+    }
+    if json {
+        let keys: Vec<String> = states
+            .iter()
+            .map(|(k, i)| show::key_json(k, i.as_ref()))
+            .collect();
+        println!(
+            "{{\"store\":{},\"last_fence\":{},\"keys\":[{}]}}",
+            show::json_string(&locks.describe()),
+            last.0,
+            keys.join(",")
+        );
+    } else {
+        println!(
+            "{}: {} keys, last fence {}",
+            locks.describe(),
+            keys.len(),
+            last.0
+        );
+        for (key, info) in &states {
+            println!("{}", show::key_text(key, info.as_ref()));
         }
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }
 
-fn list(args: &[String]) -> Result<ExitCode, String> {
-    let o = parse(args)?;
-    let locks = open(&o)?;
-    let keys = locks.keys().map_err(|e| e.to_string())?;
-    println!(
-        "{}: {} keys, last fence {}",
-        locks.describe(),
-        keys.len(),
-        locks.last_fence().map_err(|e| e.to_string())?.0
-    );
-    for key in keys {
-        print_key(&locks, &key)?;
+fn install(at: &Target) -> Result<ExitCode, Failed> {
+    let mut store =
+        lock_store::store::open(&at.url, &at.namespace, lock_store::store::DEFAULT_BOUND)
+            .map_err(Error::from)?;
+    store.install().map_err(Error::from)?;
+    println!("{}: installed", store.describe());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn uninstall(at: &Target, yes: bool) -> Result<ExitCode, Failed> {
+    let mut store =
+        lock_store::store::open(&at.url, &at.namespace, lock_store::store::DEFAULT_BOUND)
+            .map_err(Error::from)?;
+    if !yes {
+        return Err(Failed(
+            USAGE,
+            format!(
+                "this drops {} with its locks and fence counter: add --yes to do it",
+                store.describe()
+            ),
+        ));
     }
+    store.uninstall().map_err(Error::from)?;
+    println!("{}: uninstalled", store.describe());
     Ok(ExitCode::SUCCESS)
 }
 
 /// Two `lockstore run` processes contend for one key on each store given (default: a SQLite
 /// file in the temp directory): the first holds it for a second, the second waits and is handed
 /// it with a higher fence.
-fn demo(args: &[String]) -> Result<ExitCode, String> {
-    let o = parse(args)?;
-    let mut stores = o.stores.clone();
+fn demo(mut stores: Vec<String>) -> Result<ExitCode, Failed> {
+    let fail = |e: std::io::Error| Failed(STORE, e.to_string());
     if stores.is_empty() {
         let path = std::env::temp_dir().join("lockstore-demo.db");
         stores.push(format!("sqlite://{}", path.display()));
     }
-    let me = std::env::current_exe().map_err(|e| e.to_string())?;
+    let me = std::env::current_exe().map_err(fail)?;
     let namespace = format!("demo_{}", std::process::id());
     for url in &stores {
         println!("== two processes, one key, on {url} ==");
@@ -388,19 +496,19 @@ fn demo(args: &[String]) -> Result<ExitCode, String> {
                     "echo \"  $EXPIRING_LOCK_OWNER works with fence $EXPIRING_LOCK_FENCE\"; sleep 1; echo \"  $EXPIRING_LOCK_OWNER done\"",
                 ])
                 .spawn()
-                .map_err(|e| e.to_string())
         };
-        let mut first = spawn("replica-1")?;
+        let mut first = spawn("replica-1").map_err(fail)?;
         std::thread::sleep(Duration::from_millis(300));
-        let mut second = spawn("replica-2")?;
-        let (a, b) = (
-            first.wait().map_err(|e| e.to_string())?,
-            second.wait().map_err(|e| e.to_string())?,
-        );
+        let mut second = spawn("replica-2").map_err(fail)?;
+        let (a, b) = (first.wait().map_err(fail)?, second.wait().map_err(fail)?);
         if !a.success() || !b.success() {
-            return Err(format!("a demo process failed on {url}: {a}, {b}"));
+            return Err(Failed(
+                STORE,
+                format!("a demo process failed on {url}: {a}, {b}"),
+            ));
         }
-        if let Ok(mut store) = lock_store::url::open(url, &namespace) {
+        let opened = lock_store::store::open(url, &namespace, lock_store::store::DEFAULT_BOUND);
+        if let Ok(mut store) = opened {
             let _ = store.uninstall();
         }
     }

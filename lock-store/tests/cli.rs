@@ -1,0 +1,276 @@
+//! `lockstore`'s conventions: help and version, exit statuses (`flock(1)`, `timeout(1)`,
+//! `env(1)`), the store from the environment, `--json`, and read-only commands that create
+//! nothing. Over SQLite files (the server stores have the same paths: `read_only.rs`).
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn lockstore() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_lockstore"));
+    c.env_remove("LOCKSTORE_URL")
+        .env_remove("LOCKSTORE_NAMESPACE");
+    c
+}
+
+fn out(c: &mut Command) -> (i32, String, String) {
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = c.output().unwrap();
+    (
+        status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&stdout).into_owned(),
+        String::from_utf8_lossy(&stderr).into_owned(),
+    )
+}
+
+/// A SQLite URL in a fresh directory (the file does not exist yet).
+fn fresh(label: &str) -> (PathBuf, String) {
+    let dir = std::env::temp_dir().join(common::unique_namespace(label));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("locks.db");
+    let url = format!("sqlite://{}", file.display());
+    (file, url)
+}
+
+fn sqlite_rows(file: &Path, sql: &str) -> i64 {
+    rusqlite::Connection::open(file)
+        .unwrap()
+        .query_row(sql, [], |r| r.get(0))
+        .unwrap()
+}
+
+#[test]
+fn help_version_and_usage_errors() {
+    for args in [
+        &["--help"][..],
+        &["help"],
+        &["run", "--help"],
+        &["help", "run"],
+    ] {
+        let (code, stdout, _) = out(lockstore().args(args));
+        assert_eq!(code, 0, "{args:?}");
+        assert!(stdout.contains("Usage: lockstore"), "{args:?}: {stdout}");
+    }
+    let (_, top, _) = out(lockstore().arg("--help"));
+    for needle in [
+        "Exit status",
+        "126",
+        "127",
+        "LOCKSTORE_URL",
+        "LOCKSTORE_NAMESPACE",
+        "install",
+        "uninstall",
+    ] {
+        assert!(top.contains(needle), "--help lacks {needle}: {top}");
+    }
+    let (_, run, _) = out(lockstore().args(["run", "--help"]));
+    for needle in [
+        "[default: 10s]",
+        "[default: 0s]",
+        "[default: default]",
+        "[env: LOCKSTORE_URL=]",
+        "--owner",
+    ] {
+        assert!(run.contains(needle), "run --help lacks {needle}: {run}");
+    }
+    let (code, version, _) = out(lockstore().arg("--version"));
+    assert_eq!(code, 0);
+    assert_eq!(
+        version.trim(),
+        format!("lockstore {}", env!("CARGO_PKG_VERSION"))
+    );
+    // No command: the help, as a usage error.
+    let (code, _, stderr) = out(&mut lockstore());
+    assert_eq!(code, 2);
+    assert!(stderr.contains("Usage: lockstore"), "{stderr}");
+    for args in [
+        &["frobnicate"][..],
+        &[
+            "run",
+            "--store",
+            "memory:",
+            "--key",
+            "k",
+            "--ttl",
+            "5 parsecs",
+            "--",
+            "true",
+        ],
+        &["run", "--store", "memory:", "--key", "k", "--ttl", "5s"],
+        &["inspect", "--store", "memory:"],
+    ] {
+        let (code, _, stderr) = out(lockstore().args(args));
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+    }
+    // A misspelt command is named with its likely meaning.
+    let (_, _, stderr) = out(lockstore().arg("lsit"));
+    assert!(stderr.contains("list"), "{stderr}");
+}
+
+#[test]
+fn reads_of_a_missing_namespace_create_nothing_and_exit_6() {
+    let (file, url) = fresh("cliro");
+    for args in [
+        &["inspect", "--store", &url, "job"][..],
+        &["list", "--store", &url],
+    ] {
+        let (code, stdout, stderr) = out(lockstore().args(args));
+        assert_eq!(code, 6, "{args:?}: {stdout} {stderr}");
+        assert!(stderr.contains("does not exist"), "{stderr}");
+    }
+    assert!(!file.exists(), "a read created {}", file.display());
+    // Once the file holds another namespace, a misspelt one still does not exist.
+    let (code, _, stderr) =
+        out(lockstore().args(["install", "--store", &url, "--namespace", "jobs"]));
+    assert_eq!(code, 0, "{stderr}");
+    let (code, _, _) =
+        out(lockstore().args(["inspect", "--store", &url, "--namespace", "jbos", "x"]));
+    assert_eq!(code, 6);
+    let (code, stdout, _) =
+        out(lockstore().args(["inspect", "--store", &url, "--namespace", "jobs", "x"]));
+    assert_eq!((code, stdout.trim()), (0, "x: free"));
+    assert_eq!(
+        sqlite_rows(
+            &file,
+            "SELECT count(*) FROM expiring_lock_meta WHERE namespace = 'jbos'"
+        ),
+        0
+    );
+}
+
+#[test]
+fn store_from_the_environment_json_and_readable_times() {
+    let (_file, url) = fresh("clienv");
+    let env = || {
+        let mut c = lockstore();
+        c.env("LOCKSTORE_URL", &url)
+            .env("LOCKSTORE_NAMESPACE", "jobs");
+        c
+    };
+    let mut holder = env()
+        .args([
+            "run",
+            "--key",
+            "report",
+            "--ttl",
+            "30s",
+            "--owner",
+            "replica-1",
+            "--",
+            "sleep",
+            "3",
+        ])
+        .spawn()
+        .unwrap();
+    let listed = common::eventually("the holder listed", || {
+        let (code, stdout, _) = out(env().args(["list"]));
+        (code == 0 && stdout.contains("held by")).then_some(stdout)
+    });
+    assert!(listed.contains("namespace \"jobs\": 1 keys"), "{listed}");
+    assert!(
+        listed.contains("report: held by replica-1 with fence 1, until 20"),
+        "{listed}"
+    );
+    // Kept alive: about the whole TTL remains.
+    assert!(
+        listed.contains("Z (in 30.0s)") || listed.contains("Z (in 29."),
+        "remaining time in {listed}"
+    );
+    let (code, json, _) = out(env().args(["inspect", "--json", "report"]));
+    assert_eq!(code, 0);
+    assert!(json.starts_with("{\"key\":\"report\",\"state\":\"held\",\"holder\":{\"owner\":\"replica-1\",\"fence\":1,\"deadline_ms\":"), "{json}");
+    assert!(json.trim_end().ends_with("\"waiters\":[]}"), "{json}");
+    // Held: 3, with who holds it.
+    let (code, _, stderr) =
+        out(env().args(["run", "--key", "report", "--ttl", "5s", "--", "true"]));
+    assert_eq!(code, 3, "{stderr}");
+    assert!(stderr.contains("held by replica-1 (fence 1)"), "{stderr}");
+    assert!(holder.wait().unwrap().success());
+    let (code, json, _) = out(env().args(["list", "--json"]));
+    assert_eq!(code, 0);
+    assert!(json.contains("\"last_fence\":1,\"keys\":[]"), "{json}");
+}
+
+#[test]
+fn commands_that_cannot_run_exit_126_or_127_and_store_errors_5() {
+    let (_file, url) = fresh("cliexec");
+    let run = |cmd: &str| {
+        out(lockstore().args([
+            "run", "--store", &url, "--key", "k", "--ttl", "5s", "--", cmd,
+        ]))
+    };
+    let (code, _, stderr) = run("/no/such/command");
+    assert_eq!(code, 127, "{stderr}");
+    let not_executable = std::env::temp_dir().join(common::unique_namespace("noexec"));
+    std::fs::write(&not_executable, "#!/bin/sh\n").unwrap();
+    let (code, _, stderr) = run(not_executable.to_str().unwrap());
+    assert_eq!(code, 126, "{stderr}");
+    let _ = std::fs::remove_file(not_executable);
+    let (code, _, _) = run("false");
+    assert_eq!(code, 1);
+    // A store that cannot be written: 5, with the store's words.
+    let (code, _, stderr) = out(lockstore().args([
+        "run",
+        "--store",
+        "sqlite:///no/such/dir/locks.db",
+        "--key",
+        "k",
+        "--ttl",
+        "5s",
+        "--",
+        "true",
+    ]));
+    assert_eq!(code, 5, "{stderr}");
+    assert!(stderr.contains("/no/such/dir/locks.db"), "{stderr}");
+    // A bad URL or namespace is a usage error.
+    let (code, _, stderr) = out(lockstore().args(["list", "--store", "ftp://x"]));
+    assert_eq!(code, 2, "{stderr}");
+    let (code, _, stderr) =
+        out(lockstore().args(["list", "--store", &url, "--namespace", "Bad Name"]));
+    assert_eq!(code, 2, "{stderr}");
+}
+
+#[test]
+fn uninstall_asks_for_yes() {
+    let (file, url) = fresh("cliun");
+    let (code, _, _) = out(lockstore().args([
+        "run", "--store", &url, "--key", "k", "--ttl", "5s", "--", "true",
+    ]));
+    assert_eq!(code, 0);
+    let (code, _, stderr) = out(lockstore().args(["uninstall", "--store", &url]));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--yes"), "{stderr}");
+    let (code, _, _) = out(lockstore().args(["list", "--store", &url]));
+    assert_eq!(code, 0, "the namespace went without --yes");
+    let (code, stdout, _) = out(lockstore().args(["uninstall", "--store", &url, "--yes"]));
+    assert_eq!(code, 0);
+    assert!(stdout.contains("uninstalled"), "{stdout}");
+    let (code, _, _) = out(lockstore().args(["list", "--store", &url]));
+    assert_eq!(code, 6);
+    // A client that had it open sees it gone too, and its next write installs it again.
+    let (code, _, _) = out(lockstore().args(["install", "--store", &url]));
+    assert_eq!(code, 0);
+    let open = lock_store::Locks::open(&url, "default").unwrap();
+    assert!(open.inspect("k").unwrap().is_none());
+    let (code, _, _) = out(lockstore().args(["uninstall", "--store", &url, "--yes"]));
+    assert_eq!(code, 0);
+    assert!(matches!(
+        open.inspect("k"),
+        Err(lock_store::Error::Store(
+            lock_store::StoreError::NoNamespace { .. }
+        ))
+    ));
+    open.try_acquire("k", "again", std::time::Duration::from_secs(5))
+        .unwrap()
+        .release()
+        .unwrap();
+    let (code, _, _) = out(lockstore().args(["uninstall", "--store", &url, "--yes"]));
+    assert_eq!(code, 0);
+    assert_eq!(
+        sqlite_rows(&file, "SELECT count(*) FROM expiring_lock_records"),
+        0
+    );
+}

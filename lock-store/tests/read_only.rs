@@ -1,0 +1,147 @@
+//! Reading creates nothing: on every store, a namespace that was never written answers
+//! `NoNamespace` to `inspect`, `keys` and `last_fence` (never "free") and the store holds
+//! nothing of it afterwards; the first acquire installs it; an uninstalled namespace is gone
+//! again, and a `Locks` that still has it open installs it anew at its next write. On
+//! PostgreSQL and MariaDB, a role without the rights to create uses a namespace an operator
+//! installed, and cannot install one itself (a clear error). (SQLite: `cli.rs`.)
+#![cfg(all(feature = "redis", feature = "postgres", feature = "mysql"))]
+mod common;
+
+use std::time::Duration;
+
+use lock_store::{store, Error, Locks, StoreError};
+
+fn no_namespace<T: std::fmt::Debug>(label: &str, r: Result<T, Error>) {
+    match r {
+        Err(Error::Store(StoreError::NoNamespace { store })) => {
+            assert!(store.contains("namespace"), "{label}: {store}");
+        }
+        other => panic!("{label}: {other:?}"),
+    }
+}
+
+/// What the server holds of namespace `ns` (tables, schema, keys), by its own client.
+fn traces(label: &str, url: &str, ns: &str) -> usize {
+    match label {
+        "redis" => {
+            let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+            let keys: Vec<String> = redis::cmd("KEYS")
+                .arg(format!("{{el:{ns}}}*"))
+                .query(&mut c)
+                .unwrap();
+            keys.len()
+        }
+        "postgres" => {
+            let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
+            let n: i64 = c
+                .query_one(
+                    "SELECT count(*) FROM information_schema.schemata WHERE schema_name = $1",
+                    &[&ns],
+                )
+                .unwrap()
+                .get(0);
+            n as usize
+        }
+        "mysql" => {
+            use mysql::prelude::Queryable;
+            let mut c = mysql::Conn::new(mysql::Opts::from_url(url).unwrap()).unwrap();
+            let n: Option<i64> = c
+                .exec_first(
+                    "SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name LIKE ?",
+                    (format!("{ns}\\_%"),),
+                )
+                .unwrap();
+            n.unwrap_or(0) as usize
+        }
+        other => panic!("no traces for {other}"),
+    }
+}
+
+#[test]
+fn reads_create_nothing_and_the_first_write_installs() {
+    for (label, url) in common::server_urls() {
+        let ns = common::unique_namespace("readonly");
+        let _cleanup = common::Cleanup(|| {
+            let _ = store::open(&url, &ns, store::DEFAULT_BOUND).and_then(|mut s| s.uninstall());
+        });
+        let reader = Locks::open(&url, &ns).unwrap();
+        no_namespace(label, reader.inspect("job"));
+        no_namespace(label, reader.keys());
+        no_namespace(label, reader.last_fence());
+        assert_eq!(
+            traces(label, &url, &ns),
+            0,
+            "{label}: a read created something"
+        );
+        // The first acquire, by another client, installs; the reader then sees the key.
+        let writer = Locks::open(&url, &ns).unwrap();
+        let lease = writer
+            .try_acquire("job", "w", Duration::from_secs(30))
+            .unwrap();
+        assert!(traces(label, &url, &ns) > 0, "{label}");
+        let info = reader.inspect("job").unwrap().expect("held");
+        assert_eq!(info.holder.fence, lease.fence(), "{label}");
+        assert_eq!(reader.keys().unwrap(), vec!["job".to_owned()], "{label}");
+        lease.release().unwrap();
+        // Uninstalled: gone for readers; the next write of an open `Locks` installs it again.
+        store::open(&url, &ns, store::DEFAULT_BOUND)
+            .unwrap()
+            .uninstall()
+            .unwrap();
+        assert_eq!(
+            traces(label, &url, &ns),
+            0,
+            "{label}: uninstall left something"
+        );
+        no_namespace(label, reader.inspect("job"));
+        let again = writer
+            .try_acquire("job", "w", Duration::from_secs(30))
+            .unwrap();
+        assert!(reader.inspect("job").unwrap().is_some(), "{label}");
+        again.release().unwrap();
+    }
+}
+
+/// A PostgreSQL role with the rights to use a namespace (the service's) but not to create one
+/// (`lockstore install` ran as an operator): it locks and reads; it cannot install another.
+#[test]
+fn postgres_a_role_that_may_not_create_uses_an_installed_namespace() {
+    let base = common::postgres_url();
+    let ns = common::unique_namespace("rights");
+    let role = format!("{ns}_svc");
+    let mut admin = postgres::Client::connect(&base, postgres::NoTls).unwrap();
+    let _cleanup = common::Cleanup(|| {
+        let mut admin = postgres::Client::connect(&base, postgres::NoTls).unwrap();
+        let _ = admin.batch_execute(&format!(
+            "DROP SCHEMA IF EXISTS {ns} CASCADE; DROP OWNED BY {role}; DROP ROLE IF EXISTS {role}"
+        ));
+    });
+    store::open(&base, &ns, store::DEFAULT_BOUND)
+        .unwrap()
+        .install()
+        .unwrap();
+    admin
+        .batch_execute(&format!(
+            "CREATE ROLE {role} LOGIN; \
+             GRANT USAGE ON SCHEMA {ns} TO {role}; \
+             GRANT SELECT, INSERT, UPDATE, DELETE ON {ns}.records TO {role}; \
+             GRANT SELECT ON {ns}.meta TO {role}; \
+             GRANT USAGE, SELECT ON SEQUENCE {ns}.fences TO {role};"
+        ))
+        .unwrap();
+    let url = base.replacen("postgres@", &format!("{role}@"), 1);
+    let locks = Locks::open(&url, &ns).unwrap();
+    let lease = locks
+        .try_acquire("job", "svc", Duration::from_secs(30))
+        .unwrap();
+    assert_eq!(locks.keys().unwrap(), vec!["job".to_owned()]);
+    lease.release().unwrap();
+    // Another namespace: it cannot create it, and says why.
+    let other = Locks::open(&url, &format!("{ns}_x")).unwrap();
+    match other.try_acquire("job", "svc", Duration::from_secs(30)) {
+        Err(Error::Store(StoreError::Schema { reason, .. })) => {
+            assert!(reason.contains("42501"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
