@@ -59,6 +59,8 @@ mod redis;
 mod sqlite;
 pub mod store;
 mod table;
+#[cfg(any(feature = "redis", feature = "postgres", feature = "mysql"))]
+mod tls;
 mod url;
 
 pub use lease::{Lease, LostLease};

@@ -103,6 +103,49 @@ pub struct MysqlStore {
     upgrade: bool,
 }
 
+/// TLS from the URL's parameters, as the `mysql` client names them (`ssl-mode`, `ssl-ca`,
+/// `ssl-cert`, `ssl-key`; `_` for `-` too): `REQUIRED` and `VERIFY_IDENTITY` check the server's
+/// certificate (its chain up to the CA file, or to the public roots built in, and the host
+/// name), `VERIFY_CA` its chain only, `DISABLED` (and no `ssl-mode`) is plain TCP. `PREFERRED` is
+/// `REQUIRED` here (a silent fall back to plain text is what TLS is there to prevent); MySQL's
+/// `REQUIRED` does not check the certificate, which stops no one in the middle.
+fn ssl_opts(params: &[(String, String)]) -> Result<Option<mysql::SslOpts>, String> {
+    let get = |name: &str| {
+        let other = name.replace('-', "_");
+        params
+            .iter()
+            .find(|(n, _)| *n == name || *n == other)
+            .map(|(_, v)| v.as_str())
+    };
+    let files = get("ssl-ca").is_some() || get("ssl-cert").is_some();
+    let mode = get("ssl-mode").map(str::to_ascii_uppercase);
+    let chain_only = match mode.as_deref() {
+        Some("DISABLED") => return Ok(None),
+        None if !files => return Ok(None),
+        None | Some("REQUIRED" | "PREFERRED" | "VERIFY_IDENTITY") => false,
+        Some("VERIFY_CA") => true,
+        Some(other) => {
+            return Err(format!(
+                "ssl-mode={other}: use DISABLED, REQUIRED, VERIFY_CA or VERIFY_IDENTITY"
+            ))
+        }
+    };
+    let identity = match (get("ssl-cert"), get("ssl-key")) {
+        (Some(cert), Some(key)) => Some(mysql::ClientIdentity::new(
+            std::path::PathBuf::from(cert),
+            std::path::PathBuf::from(key),
+        )),
+        (None, None) => None,
+        _ => return Err("ssl-cert and ssl-key go together".into()),
+    };
+    Ok(Some(
+        mysql::SslOpts::default()
+            .with_root_cert_path(get("ssl-ca").map(std::path::PathBuf::from))
+            .with_danger_skip_domain_validation(chain_only)
+            .with_client_identity(identity),
+    ))
+}
+
 /// A deadlock or a lock wait past its bound: the server rolled the write back, so nothing
 /// happened, as in a conflict.
 fn rolled_back(e: &mysql::Error) -> bool {
@@ -154,7 +197,24 @@ impl std::fmt::Debug for MysqlStore {
 }
 
 fn reason(e: &mysql::Error) -> String {
-    e.to_string()
+    // The driver's own `Display` wraps each kind in its Rust name (`CodecError { .. }`).
+    match e {
+        mysql::Error::IoError(io) => io.to_string(),
+        mysql::Error::CodecError(codec) => {
+            let text = codec.to_string();
+            // An I/O error of the codec reads "IO error: `...'".
+            match text
+                .strip_prefix("IO error: `")
+                .and_then(|t| t.strip_suffix('\''))
+            {
+                Some(io) => io.to_owned(),
+                None => text,
+            }
+        }
+        mysql::Error::MySqlError(server) => server.to_string(),
+        mysql::Error::DriverError(driver) => driver.to_string(),
+        other => other.to_string(),
+    }
 }
 
 /// Whether a socket timeout (no answer within the bound) caused `e`: the driver wraps it in an
@@ -194,6 +254,17 @@ impl MysqlStore {
             Some(rest) => format!("mysql://{rest}"),
             None => url.to_owned(),
         };
+        let (as_mysql, tls) = crate::tls::take_params(
+            &as_mysql,
+            &[
+                "ssl-mode", "ssl_mode", "ssl-ca", "ssl_ca", "ssl-cert", "ssl_cert", "ssl-key",
+                "ssl_key",
+            ],
+        );
+        let ssl = ssl_opts(&tls).map_err(|reason| StoreError::Url {
+            url: shown.clone(),
+            reason,
+        })?;
         let opts = Opts::from_url(&as_mysql).map_err(|e| StoreError::Url {
             url: shown.clone(),
             reason: e.to_string(),
@@ -204,7 +275,12 @@ impl MysqlStore {
                 reason: "no database: add /DATABASE to the URL".into(),
             });
         }
-        let opts: Opts = OptsBuilder::from_opts(opts)
+        let mut opts = OptsBuilder::from_opts(opts);
+        if let Some(ssl) = ssl {
+            crate::tls::use_ring();
+            opts = opts.ssl_opts(Some(ssl));
+        }
+        let opts: Opts = opts
             .prefer_socket(false)
             .tcp_connect_timeout(Some(timeout))
             .read_timeout(Some(timeout))
@@ -244,7 +320,7 @@ impl MysqlStore {
                 reason: if timed_out(&e) {
                     format!("no answer within {bound:?}")
                 } else {
-                    reason(&e)
+                    crate::tls::explain(reason(&e))
                 },
             })?;
             // Row locks only: no gap locks between writers of different keys.

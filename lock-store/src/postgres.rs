@@ -15,9 +15,11 @@ use std::future::Future;
 use crate::collect::CollectWalk;
 use tokio::runtime::Runtime;
 use tokio::task::JoinHandle;
+use tokio_postgres::config::SslMode;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{AsyncMessage, Client, Config, NoTls, Row, Statement};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::store::{
     check_namespace, instant_to_sql, notice, version_from_sql, version_to_sql, OpenWatcher, Read,
@@ -235,13 +237,29 @@ impl Bound {
         }
     }
 
-    /// A new connection (connect and startup bounded together), its driver spawned.
-    fn connect(&self, config: &Config) -> Result<(Client, JoinHandle<()>), Failure> {
-        let (client, connection) = self.run(config.connect(NoTls))?;
-        let driver = self.runtime().spawn(async move {
-            let _ = connection.await;
-        });
-        Ok((client, driver))
+    /// A new connection (connect, TLS if `tls`, and startup bounded together), its driver
+    /// spawned.
+    fn connect(
+        &self,
+        config: &Config,
+        tls: Option<&MakeRustlsConnect>,
+    ) -> Result<(Client, JoinHandle<()>), Failure> {
+        Ok(match tls {
+            None => {
+                let (client, connection) = self.run(config.connect(NoTls))?;
+                let driver = self.runtime().spawn(async move {
+                    let _ = connection.await;
+                });
+                (client, driver)
+            }
+            Some(tls) => {
+                let (client, connection) = self.run(config.connect(tls.clone()))?;
+                let driver = self.runtime().spawn(async move {
+                    let _ = connection.await;
+                });
+                (client, driver)
+            }
+        })
     }
 }
 
@@ -273,6 +291,8 @@ const COLUMNS: [&str; 5] = ["fences", "forget_at", "key", "record", "version"];
 /// Records in PostgreSQL.
 pub struct PostgresStore {
     config: Config,
+    /// TLS (`sslmode=require`, `verify-ca`, `verify-full`), or plain TCP.
+    tls: Option<MakeRustlsConnect>,
     conn: Option<Conn>,
     bound: Bound,
     shown: String,
@@ -307,12 +327,19 @@ impl PostgresStore {
     pub fn open(url: &str, namespace: &str, timeout: StdDuration) -> Result<Self, StoreError> {
         check_namespace(namespace)?;
         let shown = crate::url::without_password(url);
+        let (url, tls) = tls_of(url).map_err(|reason| StoreError::Url {
+            url: shown.clone(),
+            reason,
+        })?;
         let mut config: Config =
             url.parse()
                 .map_err(|e: tokio_postgres::Error| StoreError::Url {
                     url: shown.clone(),
                     reason: e.to_string(),
                 })?;
+        if tls.is_some() {
+            config.ssl_mode(SslMode::Require);
+        }
         let ms = timeout.as_millis();
         config
             .connect_timeout(timeout)
@@ -333,6 +360,7 @@ impl PostgresStore {
             })?;
         let mut store = PostgresStore {
             config,
+            tls,
             conn: None,
             bound: Bound::new(runtime, timeout),
             shown,
@@ -350,10 +378,10 @@ impl PostgresStore {
     /// A new connection and its driver, within the bound.
     fn new_connection(&self) -> Result<(Client, JoinHandle<()>), StoreError> {
         self.bound
-            .connect(&self.config)
+            .connect(&self.config, self.tls.as_ref())
             .map_err(|e| StoreError::Connect {
                 store: self.describe(),
-                reason: failure_reason(&e),
+                reason: crate::tls::explain(failure_reason(&e)),
             })
     }
 
@@ -600,6 +628,43 @@ impl PostgresStore {
     }
 }
 
+/// The URL's TLS parameters (libpq's names) taken out of it: the URL the client parses, and
+/// TLS if `sslmode` asks for it. `require` and `verify-full` check the server's certificate
+/// (its chain up to `sslrootcert`, or to the system's roots, and the host name); `verify-ca`
+/// its chain only; `disable` (and no `sslmode`) is plain TCP. Stricter than libpq's `require`,
+/// which checks nothing without a root file: an unchecked certificate stops no one in the
+/// middle. `sslcert` and `sslkey` are the client's certificate and key, for servers that ask.
+fn tls_of(url: &str) -> Result<(String, Option<MakeRustlsConnect>), String> {
+    let (rest, params) =
+        crate::tls::take_params(url, &["sslmode", "sslrootcert", "sslcert", "sslkey"]);
+    let get = |name: &str| {
+        params
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let files = get("sslrootcert").is_some() || get("sslcert").is_some();
+    let check = match get("sslmode") {
+        Some("disable") => return Ok((rest, None)),
+        None if !files => return Ok((rest, None)),
+        None | Some("require" | "verify-full" | "prefer" | "allow") => crate::tls::Check::Full,
+        Some("verify-ca") => crate::tls::Check::ChainOnly,
+        Some(other) => {
+            return Err(format!(
+                "sslmode={other}: use disable, require, verify-ca or verify-full"
+            ))
+        }
+    };
+    let client = match (get("sslcert"), get("sslkey")) {
+        (Some(cert), Some(key)) => Some((std::path::Path::new(cert), std::path::Path::new(key))),
+        (None, None) => None,
+        _ => return Err("sslcert and sslkey go together".into()),
+    };
+    let config =
+        crate::tls::client_config(get("sslrootcert").map(std::path::Path::new), client, check)?;
+    Ok((rest, Some(MakeRustlsConnect::new(config))))
+}
+
 /// What schema `ns` holds: `None` (no such schema or no `meta` table), this store's current
 /// tables (`Some(false)`), or its tables with objects an earlier build made that installing
 /// again removes (`Some(true)`); a reason if what is there is not ours or of another format.
@@ -829,6 +894,7 @@ impl Store for PostgresStore {
     fn watcher(&self) -> Option<OpenWatcher> {
         let listen = Listen {
             config: self.config.clone(),
+            tls: self.tls.clone(),
             timeout: self.bound.timeout,
             channel: self.channel(),
             shown: self.describe(),
@@ -852,9 +918,32 @@ struct PostgresWatcher {
 /// What a [`PostgresWatcher`] needs to connect, taken from its store.
 struct Listen {
     config: Config,
+    tls: Option<MakeRustlsConnect>,
     timeout: StdDuration,
     channel: String,
     shown: String,
+}
+
+/// Drives a listening connection, passing each notice's payload on to `tx` until either end
+/// is gone.
+async fn forward<S, T>(
+    mut connection: tokio_postgres::Connection<S, T>,
+    tx: tokio::sync::mpsc::UnboundedSender<String>,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+        match message {
+            Ok(AsyncMessage::Notification(n)) => {
+                if tx.send(n.payload().to_owned()).is_err() {
+                    return;
+                }
+            }
+            Ok(_) => {}
+            Err(_) => return,
+        }
+    }
 }
 
 impl PostgresWatcher {
@@ -872,23 +961,21 @@ impl PostgresWatcher {
                 reason: format!("cannot start the client's runtime: {e}"),
             })?;
         let bound = Bound::new(runtime, store.timeout);
-        let (client, mut connection) = bound
-            .run(store.config.connect(NoTls))
-            .map_err(|e| fail(&e))?;
         let (tx, notices) = tokio::sync::mpsc::unbounded_channel();
-        let driver = bound.runtime().spawn(async move {
-            while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
-                match message {
-                    Ok(AsyncMessage::Notification(n)) => {
-                        if tx.send(n.payload().to_owned()).is_err() {
-                            return;
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(_) => return,
-                }
+        let (client, driver) = match &store.tls {
+            None => {
+                let (client, connection) = bound
+                    .run(store.config.connect(NoTls))
+                    .map_err(|e| fail(&e))?;
+                (client, bound.runtime().spawn(forward(connection, tx)))
             }
-        });
+            Some(tls) => {
+                let (client, connection) = bound
+                    .run(store.config.connect(tls.clone()))
+                    .map_err(|e| fail(&e))?;
+                (client, bound.runtime().spawn(forward(connection, tx)))
+            }
+        };
         let listen = format!("LISTEN \"{}\"", store.channel);
         if let Err(e) = bound.run(client.batch_execute(&listen)) {
             driver.abort();

@@ -134,6 +134,33 @@ fn bytes(v: &Value) -> Option<&[u8]> {
     }
 }
 
+/// The CA and client certificate files of a `rediss://` URL (`cacert`, `cert`, `key`, as
+/// `redis-cli` names them), read.
+fn tls_files(params: &[(String, String)]) -> Result<redis::TlsCertificates, String> {
+    let get = |name: &str| params.iter().find(|(n, _)| n == name).map(|(_, v)| v);
+    let read = |path: &String| std::fs::read(path).map_err(|e| format!("cannot read {path}: {e}"));
+    let client_tls = match (get("cert"), get("key")) {
+        (Some(cert), Some(key)) => Some(redis::ClientTlsConfig {
+            client_cert: read(cert)?,
+            client_key: read(key)?,
+        }),
+        (None, None) => None,
+        _ => return Err("cert and key go together".into()),
+    };
+    Ok(redis::TlsCertificates {
+        client_tls,
+        root_cert: get("cacert").map(read).transpose()?,
+    })
+}
+
+/// A value for a message: its text if it is a string, else its shape.
+fn text(v: &Value) -> String {
+    match bytes(v) {
+        Some(b) => format!("\"{}\"", String::from_utf8_lossy(b)),
+        None => format!("{v:?}"),
+    }
+}
+
 fn int(v: &Value) -> Option<i64> {
     match v {
         Value::Int(i) => Some(*i),
@@ -142,7 +169,10 @@ fn int(v: &Value) -> Option<i64> {
 }
 
 impl RedisStore {
-    /// Connects to `url` (`redis://[user:password@]host[:port][/db]`) and checks the
+    /// Connects to `url` (`redis://[user:password@]host[:port][/db]`, or `rediss://` for TLS:
+    /// the server's certificate checked against the system's roots, or the CA file of
+    /// `?cacert=PATH`, and its host name; `&cert=PATH&key=PATH` for a server that asks for a
+    /// client certificate) and checks the
     /// namespace's format marker if it has one (creating nothing: the first write installs it).
     /// Every call waits at most `timeout`.
     ///
@@ -159,9 +189,26 @@ impl RedisStore {
         // Without the client's own setup (`CLIENT SETINFO`, twice): its replies would each wait
         // a whole bound on a server that stopped answering. The connection is named instead
         // (`CLIENT SETNAME`, within the same bound as connecting).
-        let info = redis::IntoConnectionInfo::into_connection_info(url).map_err(bad_url)?;
+        let (url, tls) = crate::tls::take_params(url, &["cacert", "cert", "key"]);
+        let info =
+            redis::IntoConnectionInfo::into_connection_info(url.as_str()).map_err(bad_url)?;
         let redis_info = info.redis_settings().clone().set_skip_set_lib_name();
-        let client = Client::open(info.set_redis_settings(redis_info)).map_err(bad_url)?;
+        let info = info.set_redis_settings(redis_info);
+        let client = if url.starts_with("rediss://") {
+            let certificates = tls_files(&tls).map_err(|reason| StoreError::Url {
+                url: shown.clone(),
+                reason,
+            })?;
+            crate::tls::use_ring();
+            Client::build_with_tls(info, certificates).map_err(bad_url)?
+        } else if tls.is_empty() {
+            Client::open(info).map_err(bad_url)?
+        } else {
+            return Err(StoreError::Url {
+                url: shown,
+                reason: "cacert, cert and key are for rediss:// (TLS)".into(),
+            });
+        };
         let prefix = format!("{{el:{namespace}}}");
         let mut store = RedisStore {
             client,
@@ -226,7 +273,7 @@ impl RedisStore {
                 let reason = if e.is_timeout() {
                     format!("no answer within {bound:?}")
                 } else {
-                    e.to_string()
+                    crate::tls::explain(e.to_string())
                 };
                 StoreError::Connect {
                     store: self.described.clone(),
@@ -314,7 +361,7 @@ impl RedisStore {
             }
             Ok((v, _)) => Err(StoreError::Schema {
                 store: self.describe(),
-                reason: format!("{key} holds {v:?}, not this build's format {FORMAT}"),
+                reason: format!("{key} holds {}, not this build's format {FORMAT}", text(&v)),
             }),
             Err(e) if e.to_string().contains("WRONGTYPE") => Err(StoreError::Schema {
                 store: self.describe(),
@@ -344,7 +391,7 @@ impl RedisStore {
             }
             Ok(v) => Err(StoreError::Schema {
                 store: self.describe(),
-                reason: format!("{key} holds {v:?}, not this build's format {FORMAT}"),
+                reason: format!("{key} holds {}, not this build's format {FORMAT}", text(&v)),
             }),
             Err(e) if e.to_string().contains("WRONGTYPE") => Err(StoreError::Schema {
                 store: self.describe(),

@@ -26,7 +26,7 @@ pub fn open(url: &str, namespace: &str, bound: Duration) -> Result<Box<dyn Store
         "memory" => Ok(Box::new(crate::store::MemoryStore::new(namespace)?)),
         "noop" => Ok(Box::new(crate::store::NoopStore::new(namespace)?)),
         "sqlite" => open_sqlite(url, namespace),
-        "redis" => {
+        "redis" | "rediss" => {
             #[cfg(feature = "redis")]
             return Ok(Box::new(crate::store::RedisStore::open(url, namespace, timeout)?));
             #[cfg(not(feature = "redis"))]

@@ -1,0 +1,171 @@
+//! TLS on every server store, against throwaway Redis, PostgreSQL and MariaDB servers that speak
+//! it, with a CA made at test time: a good certificate connects (and locks); a certificate from
+//! a CA the client does not trust, an expired one and one for another host each fail with a
+//! connection error that says which; PostgreSQL's `verify-ca` and MariaDB's `VERIFY_CA` accept a
+//! certificate for another host (chain only); Redis asking for a client certificate refuses a
+//! client without one and accepts one with it; `lockstore` takes the same URLs.
+mod common;
+#[path = "common/tls_servers.rs"]
+mod tls_servers;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use lock_store::{Error, Locks, StoreError};
+use tls_servers::{Pki, Server};
+
+/// The URL of `server` for `label` at `host`, with the TLS parameters of that store's
+/// ecosystem: `ca` the CA file (none: the system's roots), `chain_only` to skip the host name.
+fn url(label: &str, server: &Server, host: &str, ca: Option<&Path>, chain_only: bool) -> String {
+    let port = server.tls_port;
+    let ca = ca.map(|p| p.display().to_string());
+    match label {
+        "redis" => match ca {
+            Some(ca) => format!("rediss://{host}:{port}/0?cacert={ca}"),
+            None => format!("rediss://{host}:{port}/0"),
+        },
+        "postgres" => {
+            let mode = if chain_only {
+                "verify-ca"
+            } else {
+                "verify-full"
+            };
+            match ca {
+                Some(ca) => {
+                    format!("postgres://postgres@{host}:{port}/postgres?sslmode={mode}&sslrootcert={ca}")
+                }
+                None => format!("postgres://postgres@{host}:{port}/postgres?sslmode=require"),
+            }
+        }
+        "mysql" => {
+            let mode = if chain_only {
+                "VERIFY_CA"
+            } else {
+                "VERIFY_IDENTITY"
+            };
+            match ca {
+                Some(ca) => format!("mysql://root@{host}:{port}/test?ssl-mode={mode}&ssl-ca={ca}"),
+                None => format!("mysql://root@{host}:{port}/test?ssl-mode=REQUIRED"),
+            }
+        }
+        other => panic!("{other}"),
+    }
+}
+
+/// Opens `url` and takes, then releases, a lock there (the namespace installed over TLS too).
+fn lock(url: &str) -> Result<(), Error> {
+    let locks = Locks::open(url, "tls")?;
+    locks
+        .try_acquire("job", "tls", Duration::from_secs(5))?
+        .release()
+}
+
+/// The connection error of `url`, which must say `words`. A server reloading its certificate
+/// (PostgreSQL) may present the former one for a moment: tried for up to 10 s.
+fn refused(label: &str, url: &str, words: &str) {
+    let start = Instant::now();
+    loop {
+        let got = lock(url);
+        match &got {
+            Err(Error::Store(StoreError::Connect { reason, .. })) if reason.contains(words) => {
+                assert!(reason.starts_with("TLS: "), "{label}: {reason}");
+                println!("{label}: {reason}");
+                return;
+            }
+            _ if start.elapsed() < Duration::from_secs(10) => {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            other => panic!("{label} {url}: expected \"{words}\", got {other:?}"),
+        }
+    }
+}
+
+/// `url` locks (after the server's reload, as in [`refused`]).
+fn locks(label: &str, url: &str) {
+    let start = Instant::now();
+    loop {
+        match lock(url) {
+            Ok(()) => return,
+            Err(_) if start.elapsed() < Duration::from_secs(10) => {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => panic!("{label} {url}: {e}"),
+        }
+    }
+}
+
+/// `lockstore list` over `url`: its exit status.
+fn lockstore_list(url: &str) -> i32 {
+    std::process::Command::new(env!("CARGO_BIN_EXE_lockstore"))
+        .args(["list", "--store", url, "--namespace", "never_used"])
+        .env_remove("LOCKSTORE_URL")
+        .stderr(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap()
+        .code()
+        .unwrap_or(-1)
+}
+
+#[test]
+fn every_server_store_speaks_tls_and_says_which_check_failed() {
+    let dir = std::env::temp_dir().join(common::unique_namespace("tls"));
+    let pki = Pki::new(&dir.join("pki"));
+    let servers = [
+        ("redis", tls_servers::redis(&dir, &pki, &pki.good)),
+        ("postgres", tls_servers::postgres(&dir, &pki.good)),
+        ("mysql", tls_servers::mariadb(&dir, &pki, &pki.good)),
+    ];
+    for (label, server) in &servers {
+        let (label, server) = (*label, server);
+        let good = url(label, server, "127.0.0.1", Some(&pki.ca), false);
+        locks(label, &good);
+        // lockstore takes the URL: the namespace it lists does not exist (6), not a failure (5).
+        assert_eq!(lockstore_list(&good), 6, "{label}");
+        // The system's roots do not hold the test's CA, nor does another CA file.
+        refused(
+            label,
+            &url(label, server, "127.0.0.1", None, false),
+            "not signed by a CA this client trusts",
+        );
+        refused(
+            label,
+            &url(label, server, "127.0.0.1", Some(&pki.other_ca), false),
+            "not signed by a CA this client trusts",
+        );
+        // A certificate for another host.
+        server.present(label, &pki.other_host);
+        refused(label, &good, "for another host name");
+        if label != "redis" {
+            // The chain alone is checked on request.
+            locks(label, &url(label, server, "127.0.0.1", Some(&pki.ca), true));
+        }
+        server.present(label, &pki.expired);
+        refused(label, &good, "has expired");
+        assert_eq!(
+            lockstore_list(&good),
+            5,
+            "{label}: a TLS failure is a store error"
+        );
+        server.present(label, &pki.good);
+        locks(label, &good);
+    }
+    // A Redis server that asks for a client certificate.
+    let redis = &servers[0].1;
+    redis.require_client_certificates();
+    let good = url("redis", redis, "127.0.0.1", Some(&pki.ca), false);
+    match lock(&good) {
+        Err(Error::Store(StoreError::Connect { .. } | StoreError::Lost { .. })) => {}
+        other => panic!("redis without a client certificate: {other:?}"),
+    }
+    locks(
+        "redis",
+        &format!(
+            "{good}&cert={}&key={}",
+            pki.client.cert.display(),
+            pki.client.key.display()
+        ),
+    );
+    drop(servers);
+    let _ = std::fs::remove_dir_all(&dir);
+}
