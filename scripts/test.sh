@@ -66,6 +66,8 @@ if grep -nE '(^|[ "'"'"'(=])target/' scripts/{build-npm,build-web,release,ship-c
 fi
 section "release artifacts (component checked against the shipped copy, crates packaged and verified from their packages, npm tarball, playground, checksums)"
 scripts/release.sh
+section "the README's sizes, vector counts and links against this build (scripts/check-readme.py)"
+python3 scripts/check-readme.py
 section "Node: vectors (npm package, jco component), Locks API, package install + types; Chromium: playground, npm browser entry"
 npm test
 section "JS benchmark smoke run"

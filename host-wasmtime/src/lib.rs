@@ -38,7 +38,25 @@ pub use host::{LockHost, Recovery};
 pub use lease::{Lease, LostLease};
 pub use persist::{CLOCK_BLOCK, FENCE_BLOCK};
 
-/// The README's Rust examples (core and host), compiled and run as doctests so they cannot rot.
+/// The README's Rust examples (core, host, stores), compiled and run as doctests so they cannot
+/// rot.
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 struct ReadmeDoctests;
+
+/// The examples of the documentation pages of each face, compiled (and run where they can) too.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/core.md")]
+struct CoreDocDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/plugin-host.md")]
+struct PluginHostDocDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/release.md")]
+struct ReleaseDocDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/lock-store.md")]
+struct LockStoreDocDoctests;
