@@ -16,6 +16,8 @@
 //! The lock semantics are decided by `lock-core` inside the component; this crate never decides
 //! an outcome.
 
+#![warn(missing_docs)]
+
 mod builder;
 pub mod clock;
 pub mod component;

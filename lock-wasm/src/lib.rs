@@ -8,6 +8,8 @@
 //!
 //! Both only translate types: every outcome is decided by `lock-core`.
 
+#![warn(missing_docs)]
+
 #[cfg(feature = "component")]
 mod component;
 #[cfg(feature = "js")]
