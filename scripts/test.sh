@@ -24,7 +24,9 @@ section() {
 scripts/setup.sh --js --browser
 export PROPTEST_CASES="${PROPTEST_CASES:-1024}"
 section "cargo test (vectors, model-based proptest with $PROPTEST_CASES cases, loader, doctests)"
-cargo test --workspace
+# lock-store's tests and doctests run in the next section, with every store and the component:
+# a superset of its default features (built once, not twice).
+cargo test --workspace --exclude lock-store
 section "shared stores (lock-store): every vector (native core and component deciding), the service API, faults, bursts and contention, against Redis, PostgreSQL and MariaDB"
 # shellcheck source=scripts/services.sh
 source scripts/services.sh

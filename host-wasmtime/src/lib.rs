@@ -46,11 +46,8 @@ pub use persist::{CLOCK_BLOCK, FENCE_BLOCK};
 #[doc = include_str!("../../README.md")]
 struct ReadmeDoctests;
 
-/// The examples of the documentation pages of each face, compiled (and run where they can) too.
-#[cfg(doctest)]
-#[doc = include_str!("../../docs/core.md")]
-struct CoreDocDoctests;
-
+/// The examples of the plugin-host and release pages, compiled too (those of the core's and
+/// lock-store's pages are doctests of their own crates, which link no wasmtime).
 #[cfg(doctest)]
 #[doc = include_str!("../../docs/plugin-host.md")]
 struct PluginHostDocDoctests;
@@ -58,7 +55,3 @@ struct PluginHostDocDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../../docs/release.md")]
 struct ReleaseDocDoctests;
-
-#[cfg(doctest)]
-#[doc = include_str!("../../docs/lock-store.md")]
-struct LockStoreDocDoctests;

@@ -82,3 +82,8 @@ pub use outcome::{AcquireOutcome, Grant, HolderInfo, KeyInfo, Stats, WaiterInfo}
 pub use record::{KeyRecord, Step};
 pub use table::LockTable;
 pub use time::{Duration, Fence, Instant};
+
+/// The example of `docs/core.md`, compiled and run as a doctest so that it cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/core.md")]
+struct CoreDocDoctests;

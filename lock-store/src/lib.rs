@@ -68,3 +68,8 @@ pub use lock_core::{Fence, HolderInfo, Instant, KeyInfo, Limits, LockError, Wait
 pub use locks::{Error, Locks, WAIT_ALIVE};
 pub use options::Options;
 pub use store::StoreError;
+
+/// The example of `docs/lock-store.md`, compiled as a doctest so that it cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/lock-store.md")]
+struct LockStoreDocDoctests;

@@ -2,7 +2,7 @@
 //! `NoNamespace` to `inspect`, `keys` and `last_fence` (never "free") and the store holds
 //! nothing of it afterwards; the first acquire installs it; an uninstalled namespace is gone
 //! again, and a `Locks` that still has it open installs it anew at its next write. On
-//! PostgreSQL and MariaDB, a role without the rights to create uses a namespace an operator
+//! PostgreSQL and MariaDB, a role with only the rights to use a namespace uses one an operator
 //! installed, and cannot install one itself (a clear error). (SQLite: `cli.rs`.)
 #![cfg(all(feature = "redis", feature = "postgres", feature = "mysql"))]
 mod common;
@@ -141,6 +141,77 @@ fn postgres_a_role_that_may_not_create_uses_an_installed_namespace() {
     match other.try_acquire("job", "svc", Duration::from_secs(30)) {
         Err(Error::Store(StoreError::Schema { reason, .. })) => {
             assert!(reason.contains("42501"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A MariaDB user with the rights docs/stores.md lists for using a namespace (not creating one)
+/// locks, waits its turn and reads in a namespace an operator installed; it cannot install
+/// another, and says why.
+#[test]
+fn mariadb_a_user_that_may_not_create_uses_an_installed_namespace() {
+    use mysql::prelude::Queryable;
+    let base = common::mysql_url();
+    let ns = common::unique_namespace("rights");
+    let user = format!("{ns}_svc");
+    let admin = || mysql::Conn::new(mysql::Opts::from_url(&base).unwrap()).unwrap();
+    let _cleanup = common::Cleanup(|| {
+        let _ = admin().query_drop(format!("DROP USER IF EXISTS '{user}'@'%'"));
+        let _ = store::open(&base, &ns, store::DEFAULT_BOUND).and_then(|mut s| s.uninstall());
+    });
+    store::open(&base, &ns, store::DEFAULT_BOUND)
+        .unwrap()
+        .install()
+        .unwrap();
+    let mut a = admin();
+    a.query_drop(format!("CREATE USER '{user}'@'%'")).unwrap();
+    for grant in [
+        format!("GRANT SELECT, INSERT, UPDATE, DELETE ON test.`{ns}_records` TO '{user}'@'%'"),
+        format!("GRANT SELECT ON test.`{ns}_meta` TO '{user}'@'%'"),
+        format!("GRANT SELECT, INSERT ON test.`{ns}_fences` TO '{user}'@'%'"),
+        format!("GRANT EXECUTE ON PROCEDURE test.`{ns}_cas` TO '{user}'@'%'"),
+    ] {
+        a.query_drop(grant).unwrap();
+    }
+    let url = base.replacen("root@", &format!("{user}@"), 1);
+    let locks = Locks::open(&url, &ns).unwrap();
+    let lease = locks
+        .try_acquire("job", "svc", Duration::from_secs(30))
+        .unwrap();
+    let waiter = {
+        let locks = locks.clone();
+        std::thread::spawn(move || {
+            locks.acquire(
+                "job",
+                "next",
+                Duration::from_secs(30),
+                Duration::from_secs(10),
+            )
+        })
+    };
+    common::eventually("the waiter queued", || {
+        locks
+            .inspect("job")
+            .unwrap()
+            .filter(|i| !i.waiters.is_empty())
+    });
+    assert_eq!(locks.keys().unwrap(), vec!["job".to_owned()]);
+    assert_eq!(locks.last_fence().unwrap(), lease.fence());
+    lease.release().unwrap();
+    let next = waiter.join().unwrap().unwrap();
+    assert!(next.fence() > lease.fence());
+    next.release().unwrap();
+    // Another namespace: MariaDB refuses even to look for its tables (privileges are checked
+    // before existence), at open or at the first write; either way the error says why.
+    let other = Locks::open(&url, &format!("{ns}_x")).and_then(|other| {
+        other
+            .try_acquire("job", "svc", Duration::from_secs(30))
+            .map(drop)
+    });
+    match other {
+        Err(Error::Store(StoreError::Schema { reason, .. })) => {
+            assert!(reason.contains("denied"), "{reason}");
         }
         other => panic!("{other:?}"),
     }
