@@ -68,6 +68,7 @@ fn help_version_and_usage_errors() {
     }
     let (_, run, _) = out(lockstore().args(["run", "--help"]));
     for needle in [
+        "Exit status",
         "[default: 10s]",
         "[default: 0s]",
         "[default: default]",

@@ -94,6 +94,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run a command while holding a lock; stop it if the lock is lost.
+    #[command(after_help = EXIT_CODES)]
     Run(RunArgs),
     /// Show a key's holder (owner, fence, deadline) and its waiters.
     Inspect {
