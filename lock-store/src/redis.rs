@@ -355,11 +355,20 @@ impl RedisStore {
                 self.installed = true;
                 Ok(())
             }
-            Ok((v, _)) if bytes(&v) == Some(FORMAT.as_bytes()) => {
+            Ok((v, _)) => self.marker(&key, Ok(v)),
+            Err(e) => self.marker(&key, Err(e)),
+        }
+    }
+
+    /// The verdict on the format marker found at `key` (present: this build's format, or
+    /// another's; or not a string at all); `installed` once it is ours.
+    fn marker(&mut self, key: &str, found: redis::RedisResult<Value>) -> Result<(), StoreError> {
+        match found {
+            Ok(v) if bytes(&v) == Some(FORMAT.as_bytes()) => {
                 self.installed = true;
                 Ok(())
             }
-            Ok((v, _)) => Err(StoreError::Schema {
+            Ok(v) => Err(StoreError::Schema {
                 store: self.describe(),
                 reason: format!("{key} holds {}, not this build's format {FORMAT}", text(&v)),
             }),
@@ -381,23 +390,12 @@ impl RedisStore {
             .arg("GET")
             .query(conn);
         match found {
+            // Nothing was there: ours now.
             Ok(Value::Nil) => {
                 self.installed = true;
                 Ok(())
             }
-            Ok(v) if bytes(&v) == Some(FORMAT.as_bytes()) => {
-                self.installed = true;
-                Ok(())
-            }
-            Ok(v) => Err(StoreError::Schema {
-                store: self.describe(),
-                reason: format!("{key} holds {}, not this build's format {FORMAT}", text(&v)),
-            }),
-            Err(e) if e.to_string().contains("WRONGTYPE") => Err(StoreError::Schema {
-                store: self.describe(),
-                reason: format!("{key} is not ours (a value of another type)"),
-            }),
-            Err(e) => Err(self.failed(&e)),
+            other => self.marker(&key, other),
         }
     }
 
