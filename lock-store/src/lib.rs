@@ -57,6 +57,8 @@ mod postgres;
 mod redis;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+#[cfg(any(feature = "redis", feature = "postgres", feature = "mysql", feature = "sqlite"))]
+mod steps;
 pub mod store;
 mod table;
 #[cfg(any(feature = "redis", feature = "postgres", feature = "mysql"))]

@@ -16,6 +16,7 @@ use mysql::prelude::Queryable;
 use mysql::{Conn, Opts, OptsBuilder, Row, Value};
 
 use crate::collect::CollectWalk;
+use crate::steps;
 use crate::store::{
     check_namespace, fences_from_text, instant_to_sql, Read, Store, StoreError, Stored, Write,
     Written,
@@ -24,59 +25,17 @@ use crate::store::{
 /// The format this build installs (in `<ns>_meta`).
 const FORMAT: &str = "1";
 
-const TABLES: &[&str] = &[
-    "CREATE TABLE IF NOT EXISTS `__NS___meta` (name VARCHAR(64) PRIMARY KEY, value VARCHAR(64) NOT NULL) ENGINE=InnoDB",
-    "INSERT IGNORE INTO `__NS___meta` VALUES ('format', '__FORMAT__')",
-    "CREATE TABLE IF NOT EXISTS `__NS___records` (
-        k VARBINARY(3072) NOT NULL PRIMARY KEY,
-        version BIGINT UNSIGNED NOT NULL,
-        record LONGBLOB NOT NULL,
-        fences TEXT NOT NULL,
-        forget_at BIGINT NULL
-    ) ENGINE=InnoDB",
-    "CREATE SEQUENCE IF NOT EXISTS `__NS___fences` START WITH 1 MINVALUE 1 MAXVALUE 9007199254740991 INCREMENT BY 1 NOCACHE NOCYCLE",
-    "CREATE OR REPLACE PROCEDURE `__NS___cas`(
-        IN p_key VARBINARY(3072), IN p_expected BIGINT UNSIGNED, IN p_version BIGINT UNSIGNED,
-        IN p_record LONGBLOB, IN p_n INT, IN p_not_before BIGINT, IN p_forget_at BIGINT,
-        IN p_replaces LONGBLOB)
-    MODIFIES SQL DATA
-    BEGIN
-        DECLARE t BIGINT DEFAULT FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000);
-        DECLARE f TEXT DEFAULT '';
-        DECLARE n_rows INT DEFAULT 0;
-        DECLARE i INT DEFAULT 0;
-        DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
-        START TRANSACTION;
-        IF p_not_before IS NULL OR t >= p_not_before THEN
-            IF p_expected = 0 THEN
-                INSERT IGNORE INTO `__NS___records` (k, version, record, fences, forget_at)
-                VALUES (p_key, p_version, p_record, '', p_forget_at);
-            ELSEIF p_record IS NULL THEN
-                DELETE FROM `__NS___records`
-                WHERE k = p_key AND version = p_expected AND record = p_replaces;
-            ELSE
-                UPDATE `__NS___records`
-                SET version = p_version, record = p_record, fences = '', forget_at = p_forget_at
-                WHERE k = p_key AND version = p_expected AND record = p_replaces;
-            END IF;
-            SET n_rows = ROW_COUNT();
-            IF n_rows = 1 AND p_n > 0 THEN
-                WHILE i < p_n DO
-                    SET f = CONCAT(f, IF(i = 0, '', ','), NEXTVAL(`__NS___fences`));
-                    SET i = i + 1;
-                END WHILE;
-                UPDATE `__NS___records` SET fences = f WHERE k = p_key;
-            END IF;
-        END IF;
-        COMMIT;
-        IF n_rows = 1 THEN
-            SELECT 1, t, p_version, NULL, f;
-        ELSE
-            SELECT 0, t, r.version, r.record, r.fences
-            FROM (SELECT 1) AS one LEFT JOIN `__NS___records` AS r ON r.k = p_key;
-        END IF;
-    END",
+/// The install's steps, in order (`steps/mysql.sql`).
+const INSTALL: [&str; 5] = [
+    "create-meta",
+    "insert-format",
+    "create-records",
+    "create-fences",
+    "create-cas",
 ];
+
+/// The uninstall's steps, in order.
+const UNINSTALL: [&str; 4] = ["drop-cas", "drop-fences", "drop-records", "drop-meta"];
 
 const COLUMNS: [&str; 5] = ["fences", "forget_at", "k", "record", "version"];
 
@@ -152,11 +111,13 @@ fn rolled_back(e: &mysql::Error) -> bool {
     matches!(e, mysql::Error::MySqlError(m) if m.code == 1213 || m.code == 1205)
 }
 
-/// `template` for namespace `namespace` (its `__NS__` and `__FORMAT__` filled in).
-fn sql(template: &str, namespace: &str) -> String {
-    template
-        .replace("__NS__", namespace)
-        .replace("__FORMAT__", FORMAT)
+/// Step `name` of `steps/mysql.sql` for namespace `namespace`.
+fn sql(name: &str, namespace: &str) -> String {
+    steps::step(
+        steps::MYSQL,
+        name,
+        &[("ns", namespace), ("format", FORMAT)],
+    )
 }
 
 /// The texts of the statements every call uses, for one namespace.
@@ -169,23 +130,10 @@ struct HotSql {
 
 impl HotSql {
     fn new(sql: impl Fn(&str) -> String) -> Self {
-        let replace = |fences: &str| {
-            sql(&format!(
-                "UPDATE `__NS___records` SET version = ?, record = ?, fences = {fences}, forget_at = ? \
-                 WHERE k = ? AND version = ? AND record = ? \
-                 AND (? IS NULL OR FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000) >= ?)"
-            ))
-        };
         HotSql {
-            read: sql(
-                "SELECT FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000), r.version, r.record, r.fences \
-                 FROM (SELECT 1) AS one LEFT JOIN `__NS___records` AS r ON r.k = ?",
-            ),
-            cas: sql("CALL `__NS___cas`(?, ?, ?, ?, ?, ?, ?, ?)"),
-            replace: [
-                replace("''"),
-                replace("LAST_INSERT_ID(NEXTVAL(`__NS___fences`))"),
-            ],
+            read: sql("read"),
+            cas: sql("cas"),
+            replace: [sql("replace"), sql("replace-with-token")],
         }
     }
 }
@@ -324,7 +272,7 @@ impl MysqlStore {
                 },
             })?;
             // Row locks only: no gap locks between writers of different keys.
-            conn.query_drop("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+            conn.query_drop(sql("isolation", &self.namespace))
                 .map_err(|e| StoreError::Connect {
                     store: format!("{} namespace \"{}\"", self.shown, self.namespace),
                     reason: reason(&e),
@@ -392,8 +340,8 @@ impl MysqlStore {
         }
     }
 
-    fn sql(&self, template: &str) -> String {
-        sql(template, &self.namespace)
+    fn sql(&self, name: &str) -> String {
+        sql(name, &self.namespace)
     }
 
     /// The error for a connection that [`conn`](Self::conn) has just made but is not there
@@ -410,18 +358,15 @@ impl MysqlStore {
         if self.installed {
             return Ok(());
         }
-        let meta = self.sql("SELECT value FROM `__NS___meta` WHERE name = 'format'");
+        let meta = self.sql("format");
+        let old_index = self.sql("old-index");
         let table = format!("{}_records", self.namespace);
         let conn = self.conn()?;
         match conn.query_first::<String, _>(meta) {
             Ok(Some(format)) if format == FORMAT => {
                 // An index of earlier builds, which installing again removes (at the next
                 // write: reads change nothing).
-                let old_index = conn.exec_first::<String, _, _>(
-                    "SELECT index_name FROM information_schema.statistics WHERE table_schema = DATABASE() \
-                     AND table_name = ? AND index_name = 'forget_at' LIMIT 1",
-                    (&table,),
-                );
+                let old_index = conn.exec_first::<String, _, _>(old_index, (&table,));
                 self.upgrade = matches!(old_index, Ok(Some(_)));
                 self.installed = true;
                 Ok(())
@@ -441,23 +386,24 @@ impl MysqlStore {
 
     fn install(&mut self) -> Result<(), StoreError> {
         let lock = format!("expiring-locks install {}", self.namespace);
-        let statements: Vec<String> = TABLES.iter().map(|t| self.sql(t)).collect();
+        let statements = INSTALL.map(|name| self.sql(name));
         let table = format!("{}_records", self.namespace);
-        let meta = format!(
-            "SELECT value FROM `{}_meta` WHERE name = 'format'",
-            self.namespace
-        );
+        let [meta, take, give, columns_of, old_index, drop_old_index] = [
+            "format",
+            "install-lock",
+            "install-unlock",
+            "columns",
+            "old-index",
+            "drop-old-index",
+        ]
+        .map(|name| self.sql(name));
         let conn = self.conn()?;
         let result = (|| -> Result<Result<(), String>, mysql::Error> {
-            let got: Option<i64> = conn.exec_first("SELECT GET_LOCK(?, 10)", (&lock,))?;
+            let got: Option<i64> = conn.exec_first(&take, (&lock,))?;
             if got != Some(1) {
                 return Ok(Err("timed out waiting for another installer".into()));
             }
-            let columns: Vec<String> = conn.exec(
-                "SELECT column_name FROM information_schema.columns \
-                 WHERE table_schema = DATABASE() AND table_name = ? ORDER BY column_name",
-                (&table,),
-            )?;
+            let columns: Vec<String> = conn.exec(&columns_of, (&table,))?;
             if !columns.is_empty() && columns != COLUMNS {
                 return Ok(Err(format!(
                     "table {table} is not ours: columns {columns:?}, expected {COLUMNS:?}"
@@ -468,13 +414,9 @@ impl MysqlStore {
             }
             // Namespaces made by earlier builds had an index on forget_at, which every write
             // had to update; collection now walks the primary key instead.
-            let old_index: Option<String> = conn.exec_first(
-                "SELECT index_name FROM information_schema.statistics WHERE table_schema = DATABASE() \
-                 AND table_name = ? AND index_name = 'forget_at' LIMIT 1",
-                (&table,),
-            )?;
+            let old_index: Option<String> = conn.exec_first(&old_index, (&table,))?;
             if old_index.is_some() {
-                conn.query_drop(format!("ALTER TABLE `{table}` DROP INDEX forget_at"))?;
+                conn.query_drop(&drop_old_index)?;
             }
             let format: Option<String> = conn.query_first(&meta)?;
             if format.as_deref() != Some(FORMAT) {
@@ -485,7 +427,7 @@ impl MysqlStore {
             Ok(Ok(()))
         })();
         if let Some(conn) = self.conn.as_mut() {
-            let _ = conn.exec_drop("SELECT RELEASE_LOCK(?)", (&lock,));
+            let _ = conn.exec_drop(&give, (&lock,));
         }
         match result {
             Ok(Ok(())) => {
@@ -642,11 +584,8 @@ impl MysqlStore {
     /// One step of the collection walk: looks at the next keys after `after`, deletes those
     /// that are free and forgotten (best effort: a failure only delays it).
     fn collect(&mut self, after: &[u8]) -> Result<(), StoreError> {
-        let next = self.sql("SELECT k FROM `__NS___records` WHERE k > ? ORDER BY k LIMIT ?");
-        let delete = self.sql(
-            "DELETE FROM `__NS___records` WHERE k > ? AND k <= ? \
-             AND forget_at <= FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000)",
-        );
+        let next = self.sql("collect-next");
+        let delete = self.sql("collect-delete");
         let conn = self.conn()?;
         let seen: Vec<Vec<u8>> = match conn.exec(&next, (after, CollectWalk::<Vec<u8>>::EVERY)) {
             Ok(seen) => seen,
@@ -715,7 +654,7 @@ impl Store for MysqlStore {
 
     fn keys(&mut self) -> Result<Vec<String>, StoreError> {
         self.present()?;
-        let sql = self.sql("SELECT k FROM `__NS___records` WHERE LENGTH(record) > 8 ORDER BY k");
+        let sql = self.sql("keys");
         let conn = self.conn()?;
         match conn.query::<Vec<u8>, _>(sql) {
             Ok(keys) => Ok(keys
@@ -728,7 +667,7 @@ impl Store for MysqlStore {
 
     fn last_fence(&mut self) -> Result<Fence, StoreError> {
         self.present()?;
-        let sql = self.sql("SELECT next_not_cached_value - 1 FROM `__NS___fences`");
+        let sql = self.sql("last-fence");
         let conn = self.conn()?;
         match conn.query_first::<i64, _>(sql) {
             Ok(last) => Ok(Fence(last.unwrap_or(0).max(0) as u64)),
@@ -745,10 +684,7 @@ impl Store for MysqlStore {
             Err(StoreError::NoNamespace { .. }) => return Ok(()),
             other => other?,
         }
-        let statements = [
-            self.sql("DELETE FROM `__NS___records`"),
-            self.sql("ALTER SEQUENCE `__NS___fences` RESTART WITH 1"),
-        ];
+        let statements = ["clear-records", "clear-fences"].map(|name| self.sql(name));
         let conn = self.conn()?;
         for s in statements {
             if let Err(e) = conn.query_drop(s) {
@@ -760,12 +696,7 @@ impl Store for MysqlStore {
 
     fn uninstall(&mut self) -> Result<(), StoreError> {
         self.installed = false;
-        let statements = [
-            self.sql("DROP PROCEDURE IF EXISTS `__NS___cas`"),
-            self.sql("DROP SEQUENCE IF EXISTS `__NS___fences`"),
-            self.sql("DROP TABLE IF EXISTS `__NS___records`"),
-            self.sql("DROP TABLE IF EXISTS `__NS___meta`"),
-        ];
+        let statements = UNINSTALL.map(|name| self.sql(name));
         let conn = self.conn()?;
         for s in statements {
             if let Err(e) = conn.query_drop(s) {

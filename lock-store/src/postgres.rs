@@ -13,6 +13,7 @@ use lock_core::{Fence, Instant};
 use std::future::Future;
 
 use crate::collect::CollectWalk;
+use crate::steps;
 use tokio::runtime::Runtime;
 use tokio::task::JoinHandle;
 use tokio_postgres::config::SslMode;
@@ -29,31 +30,14 @@ use crate::store::{
 /// The schema format this build installs (in `<schema>.meta`).
 const FORMAT: &str = "1";
 
-/// The schema, for namespace `__NS__` (a checked identifier).
-const SCHEMA: &str = r#"
-CREATE SCHEMA IF NOT EXISTS __NS__;
-CREATE TABLE IF NOT EXISTS __NS__.meta (name text PRIMARY KEY, value text NOT NULL);
-INSERT INTO __NS__.meta VALUES ('format', '__FORMAT__') ON CONFLICT (name) DO NOTHING;
-CREATE TABLE IF NOT EXISTS __NS__.records (
-    key text PRIMARY KEY,
-    version bigint NOT NULL,
-    record bytea NOT NULL,
-    fences bigint[] NOT NULL,
-    forget_at bigint
-) WITH (fillfactor = 90);
--- No index but the key's: every write changes forget_at, and an index on it would make every
--- write a non-HOT update (new entries in every index). Collection walks the keys instead.
-DROP INDEX IF EXISTS __NS__.records_forget_at;
-CREATE SEQUENCE IF NOT EXISTS __NS__.fences MINVALUE 1 MAXVALUE 9007199254740991 NO CYCLE;
--- The collection step is a statement each connection prepares (see `Statements`); earlier
--- builds of this format installed it as a function.
-DROP FUNCTION IF EXISTS __NS__.collect(int);
-DROP FUNCTION IF EXISTS __NS__.collect(text, int);
-DROP FUNCTION IF EXISTS __NS__.now_ms();
-"#;
-
-/// The server's time in milliseconds, as SQL.
-const NOW_MS: &str = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
+/// Step `name` of `steps/postgres.sql` for schema `ns`.
+fn step(name: &str, ns: &str) -> String {
+    steps::step(
+        steps::POSTGRES,
+        name,
+        &[("ns", ns), ("format", FORMAT)],
+    )
+}
 
 /// The statements of the hot path, prepared once per connection: the read, the three
 /// compare-and-sets (replace a row, insert one, delete one) and a step of the collection. A
@@ -71,7 +55,7 @@ const NOW_MS: &str = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigin
 /// can burn the loser's tokens (a gap, never a repeat).
 ///
 /// A write's `not_before` is a `timestamptz` compared with `clock_timestamp()` as it is: the
-/// same test as the milliseconds of [`NOW_MS`] (a whole number of milliseconds against the
+/// same test as the milliseconds of the read's time (a whole number of milliseconds against the
 /// clock's microseconds), without its `numeric` arithmetic at every write (measured: ~4 % more
 /// pairs per second at 16 connections).
 struct Statements {
@@ -82,72 +66,11 @@ struct Statements {
     collect: Statement,
 }
 
-/// The compare-and-sets' test of the server's clock against parameter `$n`, a `not_before`.
-fn clock_reached(n: u8) -> String {
-    format!("(${n}::timestamptz IS NULL OR clock_timestamp() >= ${n}::timestamptz)")
-}
-
 impl Statements {
     /// The texts of the read, the three compare-and-sets and the collection step for schema
-    /// `ns`.
+    /// `ns` (`steps/postgres.sql` says what each does).
     fn texts(ns: &str) -> [String; 5] {
-        let tokens = |n: &str| {
-            format!(
-                "CASE WHEN {n}::int = 0 THEN '{{}}'::bigint[] \
-                 WHEN {n}::int = 1 THEN ARRAY[nextval('{ns}.fences')] \
-                 ELSE ARRAY(SELECT nextval('{ns}.fences') FROM generate_series(1, {n}::int)) END"
-            )
-        };
-        let read = format!(
-            "SELECT {NOW_MS}, r.version, r.record, r.fences \
-             FROM (SELECT 1) AS one LEFT JOIN {ns}.records AS r ON r.key = $1"
-        );
-        // $1 key, $2 expected, $3 version, $4 record, $5 tokens, $6 forget_at, $7 not_before,
-        // $8 the record replaced. The row is locked first (`locked`) and the tokens taken in
-        // the `UPDATE` that joins it: a writer that loses the race waits for the lock, finds
-        // the version changed and takes none. (Without it, two `UPDATE`s of one row both
-        // computed their new row, `nextval` included, before the loser found the version
-        // changed: every lost race burnt tokens.)
-        let update = format!(
-            "WITH locked AS MATERIALIZED (SELECT key FROM {ns}.records \
-                 WHERE key = $1 AND version = $2 AND record = $8 AND {} FOR NO KEY UPDATE) \
-             UPDATE {ns}.records AS r SET version = $3, record = $4, forget_at = $6, fences = {} \
-             FROM locked WHERE r.key = locked.key RETURNING r.fences",
-            clock_reached(7),
-            tokens("$5")
-        );
-        // $1 key, $2 version, $3 record, $4 tokens, $5 forget_at, $6 not_before. The
-        // `NOT EXISTS` spares a token when the row is already there (`ON CONFLICT` alone would
-        // take it first).
-        let insert = format!(
-            "INSERT INTO {ns}.records AS r (key, version, record, fences, forget_at) \
-             SELECT $1, $2, $3, {}, $5 \
-             WHERE {} AND NOT EXISTS (SELECT 1 FROM {ns}.records AS e WHERE e.key = $1) \
-             ON CONFLICT (key) DO NOTHING RETURNING r.fences",
-            tokens("$4"),
-            clock_reached(6)
-        );
-        // $1 key, $2 expected, $3 not_before, $4 the record replaced.
-        let delete = format!(
-            "DELETE FROM {ns}.records WHERE key = $1 AND version = $2 AND record = $4 AND {} \
-             RETURNING '{{}}'::bigint[]",
-            clock_reached(3)
-        );
-        // $1 after, $2 limit: deletes the records that are free and forgotten among the $2
-        // keys after $1 (a cursor each writer walks through the key space); answers the last
-        // key looked at, NULL at the end (the walk starts again). A statement planned once
-        // rather than a SQL function planned at each call (measured with `pgbench`: ~0.24 ms
-        // against ~0.45 ms per step).
-        let collect = format!(
-            "WITH seen AS (SELECT key FROM {ns}.records WHERE key > $1 ORDER BY key LIMIT $2), \
-             gone AS (DELETE FROM {ns}.records WHERE key IN ( \
-                 SELECT key FROM {ns}.records \
-                 WHERE key IN (SELECT key FROM seen) AND forget_at <= {NOW_MS} \
-                 FOR UPDATE SKIP LOCKED) \
-             RETURNING 1) \
-             SELECT max(key) FROM seen"
-        );
-        [read, update, insert, delete, collect]
+        ["read", "update", "insert", "delete", "collect"].map(|name| step(name, ns))
     }
 }
 
@@ -302,7 +225,7 @@ pub struct PostgresStore {
     /// Whether the schema was seen to exist: until then each new connection looks for it, and
     /// calls answer [`StoreError::NoNamespace`] without it.
     installed: bool,
-    /// The schema holds objects of an earlier build (see [`SCHEMA`]): the next write installs
+    /// The schema holds objects of an earlier build (see `steps/postgres.sql`): the next write installs
     /// again first, which removes them (reads change nothing).
     upgrade: bool,
 }
@@ -428,9 +351,7 @@ impl PostgresStore {
             // plan does as well as a custom one; left to choose, PostgreSQL plans the
             // compare-and-set anew at every call (measured with `pgbench -M prepared`:
             // ~140 µs per write instead of ~100 µs). Servers before 12 lack the setting.
-            let _ = client
-                .batch_execute("SET plan_cache_mode = force_generic_plan")
-                .await;
+            let _ = client.batch_execute(&step("plan-cache", "")).await;
             Ok::<_, tokio_postgres::Error>(Statements {
                 read: client.prepare(&read).await?,
                 update: client.prepare(&update).await?,
@@ -507,24 +428,16 @@ impl PostgresStore {
 
     fn install(&mut self) -> Result<(), StoreError> {
         let ns = self.schema.clone();
-        let sql = SCHEMA.replace("__NS__", &ns).replace("__FORMAT__", FORMAT);
+        let sql = step("schema", &ns);
         // The hot path's statements are prepared on the same connection once the schema
         // exists: the store is connected when it is opened, and its first call does not
         // connect.
         let (mut client, driver) = self.new_connection()?;
         let result = self.bound.run(async {
             let tx = client.transaction().await?;
-            tx.execute(
-                "SELECT pg_advisory_xact_lock(hashtext('expiring-locks install ' || $1))",
-                &[&ns],
-            )
-            .await?;
+            tx.execute(&step("install-lock", &ns), &[&ns]).await?;
             let columns: Vec<String> = tx
-                .query(
-                    "SELECT column_name::text FROM information_schema.columns \
-                     WHERE table_schema = $1 AND table_name = 'records' ORDER BY column_name",
-                    &[&ns],
-                )
+                .query(&step("columns", &ns), &[&ns])
                 .await?
                 .iter()
                 .map(|r| r.get(0))
@@ -536,10 +449,7 @@ impl PostgresStore {
             }
             tx.batch_execute(&sql).await?;
             let format: String = tx
-                .query_one(
-                    &format!("SELECT value FROM {ns}.meta WHERE name = 'format'"),
-                    &[],
-                )
+                .query_one(&step("format", &ns), &[])
                 .await?
                 .get(0);
             if format != FORMAT {
@@ -674,18 +584,14 @@ async fn found(
     ns: &str,
 ) -> Result<Result<Option<bool>, String>, tokio_postgres::Error> {
     let meta: Option<String> = client
-        .query_one("SELECT to_regclass($1)::text", &[&format!("{ns}.meta")])
+        .query_one(&step("meta-exists", ns), &[&format!("{ns}.meta")])
         .await?
         .get(0);
     if meta.is_none() {
         return Ok(Ok(None));
     }
     let columns: Vec<String> = client
-        .query(
-            "SELECT column_name::text FROM information_schema.columns \
-             WHERE table_schema = $1 AND table_name = 'records' ORDER BY column_name",
-            &[&ns],
-        )
+        .query(&step("columns", ns), &[&ns])
         .await?
         .iter()
         .map(|r| r.get(0))
@@ -696,17 +602,12 @@ async fn found(
         )));
     }
     let format: Option<String> = client
-        .query_opt(
-            &format!("SELECT value FROM {ns}.meta WHERE name = 'format'"),
-            &[],
-        )
+        .query_opt(&step("format", ns), &[])
         .await?
         .map(|r| r.get(0));
     let outdated: bool = client
         .query_one(
-            "SELECT to_regclass($1) IS NOT NULL OR EXISTS (SELECT 1 FROM pg_proc AS p \
-             JOIN pg_namespace AS n ON n.oid = p.pronamespace \
-             WHERE n.nspname = $2 AND p.proname IN ('collect', 'now_ms'))",
+            &step("outdated", ns),
             &[&format!("{ns}.records_forget_at"), &ns],
         )
         .await?
@@ -834,19 +735,13 @@ impl Store for PostgresStore {
     }
 
     fn keys(&mut self) -> Result<Vec<String>, StoreError> {
-        let sql = format!(
-            "SELECT key FROM {}.records WHERE length(record) > 8 ORDER BY convert_to(key, 'UTF8')",
-            self.schema
-        );
+        let sql = step("keys", &self.schema);
         let rows = on_connection!(self, c => c.client.query(sql.as_str(), &[]))?;
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
     fn last_fence(&mut self) -> Result<Fence, StoreError> {
-        let sql = format!(
-            "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {}.fences",
-            self.schema
-        );
+        let sql = step("last-fence", &self.schema);
         let row = on_connection!(self, c => c.client.query_one(sql.as_str(), &[]))?;
         Ok(Fence(row.get::<_, i64>(0).max(0) as u64))
     }
@@ -856,10 +751,7 @@ impl Store for PostgresStore {
     }
 
     fn clear(&mut self) -> Result<(), StoreError> {
-        let sql = format!(
-            "DELETE FROM {ns}.records; ALTER SEQUENCE {ns}.fences RESTART WITH 1;",
-            ns = self.schema
-        );
+        let sql = step("clear", &self.schema);
         match on_connection!(self, c => c.client.batch_execute(&sql)) {
             Err(StoreError::NoNamespace { .. }) => Ok(()),
             other => other,
@@ -867,7 +759,7 @@ impl Store for PostgresStore {
     }
 
     fn uninstall(&mut self) -> Result<(), StoreError> {
-        let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema);
+        let sql = step("uninstall", &self.schema);
         let (client, driver) = self.new_connection()?;
         let dropped = self.bound.run(client.batch_execute(&sql));
         driver.abort();
@@ -879,7 +771,8 @@ impl Store for PostgresStore {
     fn announce(&mut self, key: &str, owner: &str) -> Result<(), StoreError> {
         let channel = self.channel();
         let payload = notice(key, owner);
-        on_connection!(self, c => c.client.execute("SELECT pg_notify($1, $2)", &[&channel, &payload]))
+        let sql = step("announce", &self.schema);
+        on_connection!(self, c => c.client.execute(sql.as_str(), &[&channel, &payload]))
             .map(|_| ())
     }
 
@@ -976,7 +869,7 @@ impl PostgresWatcher {
                 (client, bound.runtime().spawn(forward(connection, tx)))
             }
         };
-        let listen = format!("LISTEN \"{}\"", store.channel);
+        let listen = steps::step(steps::POSTGRES, "listen", &[("channel", &store.channel)]);
         if let Err(e) = bound.run(client.batch_execute(&listen)) {
             driver.abort();
             return Err(fail(&e));

@@ -20,6 +20,7 @@ use std::time::Duration as StdDuration;
 use lock_core::{Fence, Instant};
 use redis::{Client, Connection, ConnectionLike, Value};
 
+use crate::steps;
 use crate::store::{
     check_namespace, fences_from_text, instant_to_sql, notice, OpenWatcher, Read, Store,
     StoreError, Stored, Watcher, Write, Written, TOMBSTONE,
@@ -27,58 +28,6 @@ use crate::store::{
 
 /// The format this build writes, kept at `{el:<ns>}:format`.
 const FORMAT: &str = "1";
-
-const CAS: &str = r"
--- KEYS: record, counter. ARGV: expected, version, delete (0/1), bytes, fresh fences,
--- not_before (ms, -1: none), forget_at (ms, -1: none), seed counter from time (0/1), the
--- bytes replaced (compared with the version: a record damaged in place is a conflict).
--- Replies the fences written (a string, empty for none), or on a conflict an array: the
--- server's time (seconds, microseconds) and the record's v, r, f.
--- Written for the server's time per call (measured with INFO commandstats): no table is made
--- and no helper called on the common paths, and the success reply is a string, not an array.
-local t = redis.call('TIME')
-local nb = ARGV[6]
-local cur = redis.call('HMGET', KEYS[1], 'v', 'r')
-if (cur[1] or '0') ~= ARGV[1] or (ARGV[1] ~= '0' and cur[2] ~= ARGV[9])
-    or (nb ~= '-1' and t[1] * 1000 + (t[2] - t[2] % 1000) / 1000 < tonumber(nb)) then
-  local rec = redis.call('HMGET', KEYS[1], 'v', 'r', 'f')
-  return {t[1], t[2], rec[1], rec[2], rec[3]}
-end
-local n = tonumber(ARGV[5])
-local fences = ''
-if n > 0 then
-  local last = redis.call('INCRBY', KEYS[2], n)
-  if last == n and ARGV[8] == '1' then
-    -- The counter was missing (a new namespace, or Redis lost its data): restart above every
-    -- token issued before, at the server's time in microseconds.
-    last = t[1] * 1000000 + t[2] + n
-    redis.call('SET', KEYS[2], string.format('%d', last))
-  end
-  if last > 9007199254740991 then
-    return redis.error_reply('EXHAUSTED fencing tokens reached 2^53')
-  end
-  if n == 1 then
-    fences = string.format('%d', last)
-  else
-    local parts = {}
-    for i = n - 1, 0, -1 do
-      parts[#parts + 1] = string.format('%d', last - i)
-    end
-    fences = table.concat(parts, ',')
-  end
-end
-if ARGV[3] == '1' then
-  redis.call('DEL', KEYS[1])
-else
-  redis.call('HSET', KEYS[1], 'v', ARGV[2], 'r', ARGV[4], 'f', fences)
-  if ARGV[7] ~= '-1' then
-    redis.call('PEXPIREAT', KEYS[1], ARGV[7])
-  else
-    redis.call('PERSIST', KEYS[1])
-  end
-end
-return fences
-";
 
 /// The error Redis answers an `EVALSHA` of a script it does not have.
 const NO_SCRIPT: redis::ErrorKind = redis::ErrorKind::Server(redis::ServerErrorKind::NoScript);
@@ -223,7 +172,7 @@ impl RedisStore {
             applied: timeout,
             seed_from_time: true,
             installed: false,
-            script: redis::Script::new(CAS),
+            script: redis::Script::new(steps::REDIS_CAS),
             packed: Vec::new(),
         };
         store.connect()?;
@@ -801,7 +750,7 @@ impl RedisStore {
     }
 }
 
-/// Packs the compare-and-set's `EVALSHA` (see [`CAS`] for its keys and arguments) as RESP into
+/// Packs the compare-and-set's `EVALSHA` (see `steps/redis-cas.lua` for its keys and arguments) as RESP into
 /// `out`, replacing what it held. Written out rather than built as a `redis::Cmd`, which
 /// measured (callgrind, a loop of pairs) ~10 000 client instructions per pair more: two vectors
 /// grown argument by argument, every number formatted through `fmt`, the command copied once

@@ -3,11 +3,13 @@
 //! `BEGIN IMMEDIATE` transaction, so writers take turns on the file.
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::time::Duration as StdDuration;
 
 use lock_core::Fence;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
+use crate::steps;
 use crate::store::{
     check_namespace, fences_from_text, fences_to_text, instant_to_sql, system_now,
     version_from_sql, version_to_sql, Read, Store, StoreError, Stored, Write, Written, MAX_FENCE,
@@ -16,22 +18,16 @@ use crate::store::{
 /// The format of the tables this build writes (kept in `expiring_lock_meta`).
 const FORMAT: i64 = 1;
 
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS expiring_lock_meta (
-    namespace TEXT PRIMARY KEY,
-    format INTEGER NOT NULL,
-    last_fence INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS expiring_lock_records (
-    namespace TEXT NOT NULL,
-    key TEXT NOT NULL,
-    version INTEGER NOT NULL,
-    record BLOB NOT NULL,
-    fences TEXT NOT NULL,
-    forget_at INTEGER,
-    PRIMARY KEY (namespace, key)
-) WITHOUT ROWID;
-";
+/// Step `name` of `steps/sqlite.sql` (no placeholders: each is parsed once).
+fn sql(name: &str) -> &'static str {
+    static STEPS: OnceLock<Vec<(&'static str, String)>> = OnceLock::new();
+    let found = STEPS
+        .get_or_init(|| steps::all(steps::SQLITE))
+        .iter()
+        .find(|(n, _)| *n == name);
+    debug_assert!(found.is_some(), "no step {name:?} in steps/sqlite.sql");
+    found.map_or("", |(_, text)| text.as_str())
+}
 
 /// How long a call waits for another process that holds the file.
 const BUSY_PATIENCE: StdDuration = StdDuration::from_secs(10);
@@ -123,11 +119,7 @@ impl SqliteStore {
             return Err(missing());
         };
         let format: rusqlite::Result<Option<i64>> = conn
-            .query_row(
-                "SELECT format FROM expiring_lock_meta WHERE namespace = ?1",
-                [&namespace],
-                |r| r.get(0),
-            )
+            .query_row(sql("format"), [&namespace], |r| r.get(0))
             .optional();
         match format {
             Ok(Some(FORMAT)) => {
@@ -203,15 +195,17 @@ impl SqliteStore {
     fn install_once(&self, conn: &Connection) -> Result<Result<(), StoreError>, rusqlite::Error> {
         conn.busy_timeout(BUSY_PATIENCE)?;
         // WAL: readers never wait for the writer. The mode is the file's, set once.
-        let _: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
-        conn.execute_batch(SCHEMA)?;
-        for (table, columns) in [
+        let _: String = conn.query_row(sql("wal"), [], |r| r.get(0))?;
+        conn.execute_batch(sql("schema"))?;
+        for (table, step, columns) in [
             (
                 "expiring_lock_meta",
+                "meta-columns",
                 &["namespace", "format", "last_fence"][..],
             ),
             (
                 "expiring_lock_records",
+                "records-columns",
                 &[
                     "namespace",
                     "key",
@@ -222,7 +216,7 @@ impl SqliteStore {
                 ][..],
             ),
         ] {
-            let mut stmt = conn.prepare(&format!("PRAGMA table_info({table})"))?;
+            let mut stmt = conn.prepare(sql(step))?;
             let found: Vec<String> = stmt
                 .query_map([], |r| r.get::<_, String>(1))?
                 .collect::<Result<_, _>>()?;
@@ -236,16 +230,9 @@ impl SqliteStore {
             }
         }
         conn
-            .execute(
-                "INSERT OR IGNORE INTO expiring_lock_meta (namespace, format, last_fence) VALUES (?1, ?2, 0)",
-                params![self.namespace, FORMAT],
-            )
+            .execute(sql("insert-namespace"), params![self.namespace, FORMAT])
             ?;
-        let format: i64 = conn.query_row(
-            "SELECT format FROM expiring_lock_meta WHERE namespace = ?1",
-            [&self.namespace],
-            |r| r.get(0),
-        )?;
+        let format: i64 = conn.query_row(sql("format"), [&self.namespace], |r| r.get(0))?;
         if format != FORMAT {
             return Ok(Err(StoreError::Schema {
                 store: self.describe(),
@@ -273,9 +260,7 @@ impl SqliteStore {
     }
 
     fn select(conn: &Connection, namespace: &str, key: &str) -> rusqlite::Result<Option<Row>> {
-        conn.prepare_cached(
-            "SELECT version, record, fences FROM expiring_lock_records WHERE namespace = ?1 AND key = ?2",
-        )?
+        conn.prepare_cached(sql("select"))?
         .query_row([namespace, key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
         .optional()
     }
@@ -328,23 +313,16 @@ impl Store for SqliteStore {
             }
             let n = write.fresh_fences as i64;
             let last: i64 = tx
-                .prepare_cached(
-                    "UPDATE expiring_lock_meta SET last_fence = last_fence + ?2 WHERE namespace = ?1 RETURNING last_fence",
-                )?
+                .prepare_cached(sql("take-fences"))?
                 .query_row(params![namespace, n], |r| r.get(0))?;
             let fences: Vec<Fence> = ((last - n + 1)..=last).map(|f| Fence(f as u64)).collect();
             match write.bytes {
                 None => {
-                    tx.prepare_cached(
-                        "DELETE FROM expiring_lock_records WHERE namespace = ?1 AND key = ?2",
-                    )?
+                    tx.prepare_cached(sql("delete"))?
                     .execute([&namespace, key])?;
                 }
                 Some(bytes) => {
-                    tx.prepare_cached(
-                        "INSERT OR REPLACE INTO expiring_lock_records \
-                         (namespace, key, version, record, fences, forget_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                    )?
+                    tx.prepare_cached(sql("upsert"))?
                     .execute(params![
                         namespace,
                         key,
@@ -356,10 +334,7 @@ impl Store for SqliteStore {
                 }
             }
             // Collect a few records that are free and forgotten.
-            tx.prepare_cached(
-                "DELETE FROM expiring_lock_records WHERE namespace = ?1 AND key IN \
-                 (SELECT key FROM expiring_lock_records WHERE namespace = ?1 AND forget_at <= ?2 LIMIT 8)",
-            )?
+            tx.prepare_cached(sql("collect"))?
             .execute(params![namespace, instant_to_sql(now)])?;
             Ok(Ok(fences))
         })();
@@ -389,9 +364,7 @@ impl Store for SqliteStore {
             reason: e.to_string(),
         };
         let mut stmt = (self.db()?)
-            .prepare_cached(
-                "SELECT key FROM expiring_lock_records WHERE namespace = ?1 AND length(record) > 8 ORDER BY CAST(key AS BLOB)",
-            )
+            .prepare_cached(sql("keys"))
             .map_err(fail)?;
         let keys = stmt
             .query_map([&namespace], |r| r.get::<_, String>(0))
@@ -403,11 +376,7 @@ impl Store for SqliteStore {
     fn last_fence(&mut self) -> Result<Fence, StoreError> {
         let namespace = self.namespace.clone();
         let last: i64 = (self.db()?)
-            .query_row(
-                "SELECT last_fence FROM expiring_lock_meta WHERE namespace = ?1",
-                [&namespace],
-                |r| r.get(0),
-            )
+            .query_row(sql("last-fence"), [&namespace], |r| r.get(0))
             .map_err(|e| self.fail(&e))?;
         Ok(Fence(last.max(0) as u64))
     }
@@ -424,14 +393,8 @@ impl Store for SqliteStore {
             Err(e) => return Err(e),
         };
         let result = conn.execute_batch("BEGIN IMMEDIATE").and_then(|()| {
-            conn.execute(
-                "DELETE FROM expiring_lock_records WHERE namespace = ?1",
-                [&ns],
-            )?;
-            conn.execute(
-                "UPDATE expiring_lock_meta SET last_fence = 0 WHERE namespace = ?1",
-                [&ns],
-            )?;
+            conn.execute(sql("clear-records"), [&ns])?;
+            conn.execute(sql("clear-fences"), [&ns])?;
             conn.execute_batch("COMMIT")
         });
         if result.is_err() {
@@ -445,10 +408,7 @@ impl Store for SqliteStore {
         let namespace = self.namespace.clone();
         self.installed = false;
         if let Some(conn) = self.conn.as_mut() {
-            let deleted = conn.execute(
-                "DELETE FROM expiring_lock_meta WHERE namespace = ?1",
-                [&namespace],
-            );
+            let deleted = conn.execute(sql("uninstall"), [&namespace]);
             deleted.map_err(|e| self.fail(&e))?;
         }
         Ok(())

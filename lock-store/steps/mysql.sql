@@ -1,0 +1,149 @@
+-- The MariaDB / MySQL store's steps: everything its clients send. Format: steps/README.md.
+-- Placeholders: {ns} the namespace (a checked identifier; its tables are `{ns}_meta`,
+-- `{ns}_records`, its sequence `{ns}_fences`, its procedure `{ns}_cas`), {format} the format
+-- the client installs. Each step is one statement.
+
+-- step: isolation
+-- Once per connection. Row locks only: no gap locks between writers of different keys.
+SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED
+
+-- step: install-lock
+-- ? "expiring-locks install <ns>". Installers of one namespace take turns (10 s at most).
+SELECT GET_LOCK(?, 10)
+
+-- step: install-unlock
+SELECT RELEASE_LOCK(?)
+
+-- step: columns
+-- ? "<ns>_records": the columns of the records table, to tell ours from another's.
+SELECT column_name FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ? ORDER BY column_name
+
+-- step: create-meta
+-- The install: create-meta, insert-format, create-records, create-fences, create-cas, in
+-- this order (MariaDB's DDL is not transactional: each is idempotent).
+CREATE TABLE IF NOT EXISTS `{ns}_meta` (name VARCHAR(64) PRIMARY KEY, value VARCHAR(64) NOT NULL) ENGINE=InnoDB
+
+-- step: insert-format
+INSERT IGNORE INTO `{ns}_meta` VALUES ('format', '{format}')
+
+-- step: create-records
+CREATE TABLE IF NOT EXISTS `{ns}_records` (
+    k VARBINARY(3072) NOT NULL PRIMARY KEY,
+    version BIGINT UNSIGNED NOT NULL,
+    record LONGBLOB NOT NULL,
+    fences TEXT NOT NULL,
+    forget_at BIGINT NULL
+) ENGINE=InnoDB
+
+-- step: create-fences
+CREATE SEQUENCE IF NOT EXISTS `{ns}_fences` START WITH 1 MINVALUE 1 MAXVALUE 9007199254740991 INCREMENT BY 1 NOCACHE NOCYCLE
+
+-- step: create-cas
+-- The compare-and-set: compares the version, the record replaced and the server's clock,
+-- writes, allocates the tokens, in one transaction; answers (1, time, version, NULL, fences)
+-- if it wrote, else (0, time, and the row as it is now).
+CREATE OR REPLACE PROCEDURE `{ns}_cas`(
+    IN p_key VARBINARY(3072), IN p_expected BIGINT UNSIGNED, IN p_version BIGINT UNSIGNED,
+    IN p_record LONGBLOB, IN p_n INT, IN p_not_before BIGINT, IN p_forget_at BIGINT,
+    IN p_replaces LONGBLOB)
+MODIFIES SQL DATA
+BEGIN
+    DECLARE t BIGINT DEFAULT FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000);
+    DECLARE f TEXT DEFAULT '';
+    DECLARE n_rows INT DEFAULT 0;
+    DECLARE i INT DEFAULT 0;
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    START TRANSACTION;
+    IF p_not_before IS NULL OR t >= p_not_before THEN
+        IF p_expected = 0 THEN
+            INSERT IGNORE INTO `{ns}_records` (k, version, record, fences, forget_at)
+            VALUES (p_key, p_version, p_record, '', p_forget_at);
+        ELSEIF p_record IS NULL THEN
+            DELETE FROM `{ns}_records`
+            WHERE k = p_key AND version = p_expected AND record = p_replaces;
+        ELSE
+            UPDATE `{ns}_records`
+            SET version = p_version, record = p_record, fences = '', forget_at = p_forget_at
+            WHERE k = p_key AND version = p_expected AND record = p_replaces;
+        END IF;
+        SET n_rows = ROW_COUNT();
+        IF n_rows = 1 AND p_n > 0 THEN
+            WHILE i < p_n DO
+                SET f = CONCAT(f, IF(i = 0, '', ','), NEXTVAL(`{ns}_fences`));
+                SET i = i + 1;
+            END WHILE;
+            UPDATE `{ns}_records` SET fences = f WHERE k = p_key;
+        END IF;
+    END IF;
+    COMMIT;
+    IF n_rows = 1 THEN
+        SELECT 1, t, p_version, NULL, f;
+    ELSE
+        SELECT 0, t, r.version, r.record, r.fences
+        FROM (SELECT 1) AS one LEFT JOIN `{ns}_records` AS r ON r.k = p_key;
+    END IF;
+END
+
+-- step: old-index
+-- ? "<ns>_records": an index on forget_at, which earlier builds made and every write had to
+-- update (collection walks the primary key instead); the next install drops it.
+SELECT index_name FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = ? AND index_name = 'forget_at' LIMIT 1
+
+-- step: drop-old-index
+ALTER TABLE `{ns}_records` DROP INDEX forget_at
+
+-- step: format
+SELECT value FROM `{ns}_meta` WHERE name = 'format'
+
+-- step: read
+-- ? key. The server's time in milliseconds, and the row (none: NULLs).
+SELECT FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000), r.version, r.record, r.fences FROM (SELECT 1) AS one LEFT JOIN `{ns}_records` AS r ON r.k = ?
+
+-- step: cas
+-- key, expected, version, record (NULL: delete), tokens, not_before, forget_at, the record
+-- replaced.
+CALL `{ns}_cas`(?, ?, ?, ?, ?, ?, ?, ?)
+
+-- step: replace
+-- The common write in one statement, without a procedure call: replaces an existing row that
+-- takes no token. version, record, forget_at, key, expected, the record replaced, not_before
+-- twice.
+UPDATE `{ns}_records` SET version = ?, record = ?, fences = '', forget_at = ? WHERE k = ? AND version = ? AND record = ? AND (? IS NULL OR FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000) >= ?)
+
+-- step: replace-with-token
+-- As replace, for a write that takes one token (read back with LAST_INSERT_ID()).
+UPDATE `{ns}_records` SET version = ?, record = ?, fences = LAST_INSERT_ID(NEXTVAL(`{ns}_fences`)), forget_at = ? WHERE k = ? AND version = ? AND record = ? AND (? IS NULL OR FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000) >= ?)
+
+-- step: collect-next
+-- after, limit: the next keys of the collection walk.
+SELECT k FROM `{ns}_records` WHERE k > ? ORDER BY k LIMIT ?
+
+-- step: collect-delete
+-- after, the last key seen: deletes the free and forgotten records among them.
+DELETE FROM `{ns}_records` WHERE k > ? AND k <= ? AND forget_at <= FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000)
+
+-- step: keys
+-- The keys that hold something (a tombstone is 8 bytes).
+SELECT k FROM `{ns}_records` WHERE LENGTH(record) > 8 ORDER BY k
+
+-- step: last-fence
+SELECT next_not_cached_value - 1 FROM `{ns}_fences`
+
+-- step: clear-records
+DELETE FROM `{ns}_records`
+
+-- step: clear-fences
+ALTER SEQUENCE `{ns}_fences` RESTART WITH 1
+
+-- step: drop-cas
+-- The uninstall: drop-cas, drop-fences, drop-records, drop-meta, in this order.
+DROP PROCEDURE IF EXISTS `{ns}_cas`
+
+-- step: drop-fences
+DROP SEQUENCE IF EXISTS `{ns}_fences`
+
+-- step: drop-records
+DROP TABLE IF EXISTS `{ns}_records`
+
+-- step: drop-meta
+DROP TABLE IF EXISTS `{ns}_meta`

@@ -1,0 +1,98 @@
+-- The PostgreSQL store's steps: everything its clients send. Format: steps/README.md.
+-- Placeholders: {ns} the namespace's schema (a checked identifier), {format} the schema format
+-- the client installs, {channel} the hand-off channel ("<ns>_handoff").
+
+-- step: schema
+-- The schema, in one batch (simple query). No index but the key's: every write changes
+-- forget_at, and an index on it would make every write a non-HOT update (new entries in every
+-- index). Collection walks the keys instead (step collect). Earlier builds of this format made
+-- an index on forget_at and functions collect and now_ms: installing again drops them.
+CREATE SCHEMA IF NOT EXISTS {ns};
+CREATE TABLE IF NOT EXISTS {ns}.meta (name text PRIMARY KEY, value text NOT NULL);
+INSERT INTO {ns}.meta VALUES ('format', '{format}') ON CONFLICT (name) DO NOTHING;
+CREATE TABLE IF NOT EXISTS {ns}.records (
+    key text PRIMARY KEY,
+    version bigint NOT NULL,
+    record bytea NOT NULL,
+    fences bigint[] NOT NULL,
+    forget_at bigint
+) WITH (fillfactor = 90);
+DROP INDEX IF EXISTS {ns}.records_forget_at;
+CREATE SEQUENCE IF NOT EXISTS {ns}.fences MINVALUE 1 MAXVALUE 9007199254740991 NO CYCLE;
+DROP FUNCTION IF EXISTS {ns}.collect(int);
+DROP FUNCTION IF EXISTS {ns}.collect(text, int);
+DROP FUNCTION IF EXISTS {ns}.now_ms();
+
+-- step: install-lock
+-- $1 the schema's name. Installers of one namespace take turns (in the install transaction).
+SELECT pg_advisory_xact_lock(hashtext('expiring-locks install ' || $1))
+
+-- step: columns
+-- $1 the schema's name: the columns of its records table, to tell ours from another's.
+SELECT column_name::text FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'records' ORDER BY column_name
+
+-- step: meta-exists
+-- $1 "<schema>.meta": whether the namespace is installed (reads only).
+SELECT to_regclass($1)::text
+
+-- step: format
+SELECT value FROM {ns}.meta WHERE name = 'format'
+
+-- step: outdated
+-- $1 "<schema>.records_forget_at", $2 the schema's name: whether objects of an earlier build
+-- are there (installing again removes them).
+SELECT to_regclass($1) IS NOT NULL OR EXISTS (SELECT 1 FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace WHERE n.nspname = $2 AND p.proname IN ('collect', 'now_ms'))
+
+-- step: plan-cache
+-- Once per connection: generic plans from the first execution (the custom plans PostgreSQL
+-- tries first re-plan the compare-and-set at every call; measured with pgbench -M prepared).
+SET plan_cache_mode = force_generic_plan
+
+-- step: read
+-- $1 key. The server's time in milliseconds, and the row (none: NULLs).
+SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint, r.version, r.record, r.fences FROM (SELECT 1) AS one LEFT JOIN {ns}.records AS r ON r.key = $1
+
+-- step: update
+-- $1 key, $2 expected, $3 version, $4 record, $5 tokens, $6 forget_at, $7 not_before, $8 the
+-- record replaced. The row is locked first (locked) and the tokens taken in the UPDATE that
+-- joins it: a writer that loses the race waits for the lock, finds the version changed and
+-- takes none. (Without it, two UPDATEs of one row both computed their new row, nextval
+-- included, before the loser found the version changed: every lost race burnt tokens.)
+-- not_before is a timestamptz compared with clock_timestamp() as it is.
+WITH locked AS MATERIALIZED (SELECT key FROM {ns}.records WHERE key = $1 AND version = $2 AND record = $8 AND ($7::timestamptz IS NULL OR clock_timestamp() >= $7::timestamptz) FOR NO KEY UPDATE) UPDATE {ns}.records AS r SET version = $3, record = $4, forget_at = $6, fences = CASE WHEN $5::int = 0 THEN '{}'::bigint[] WHEN $5::int = 1 THEN ARRAY[nextval('{ns}.fences')] ELSE ARRAY(SELECT nextval('{ns}.fences') FROM generate_series(1, $5::int)) END FROM locked WHERE r.key = locked.key RETURNING r.fences
+
+-- step: insert
+-- $1 key, $2 version, $3 record, $4 tokens, $5 forget_at, $6 not_before. The NOT EXISTS
+-- spares a token when the row is already there (ON CONFLICT alone would take it first).
+INSERT INTO {ns}.records AS r (key, version, record, fences, forget_at) SELECT $1, $2, $3, CASE WHEN $4::int = 0 THEN '{}'::bigint[] WHEN $4::int = 1 THEN ARRAY[nextval('{ns}.fences')] ELSE ARRAY(SELECT nextval('{ns}.fences') FROM generate_series(1, $4::int)) END, $5 WHERE ($6::timestamptz IS NULL OR clock_timestamp() >= $6::timestamptz) AND NOT EXISTS (SELECT 1 FROM {ns}.records AS e WHERE e.key = $1) ON CONFLICT (key) DO NOTHING RETURNING r.fences
+
+-- step: delete
+-- $1 key, $2 expected, $3 not_before, $4 the record replaced.
+DELETE FROM {ns}.records WHERE key = $1 AND version = $2 AND record = $4 AND ($3::timestamptz IS NULL OR clock_timestamp() >= $3::timestamptz) RETURNING '{}'::bigint[]
+
+-- step: collect
+-- $1 after, $2 limit: deletes the records that are free and forgotten among the $2 keys after
+-- $1 (a cursor each writer walks through the key space); answers the last key looked at, NULL
+-- at the end (the walk starts again). A statement planned once rather than a SQL function
+-- planned at each call (measured with pgbench: ~0.24 ms against ~0.45 ms per step).
+WITH seen AS (SELECT key FROM {ns}.records WHERE key > $1 ORDER BY key LIMIT $2), gone AS (DELETE FROM {ns}.records WHERE key IN (SELECT key FROM {ns}.records WHERE key IN (SELECT key FROM seen) AND forget_at <= floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint FOR UPDATE SKIP LOCKED) RETURNING 1) SELECT max(key) FROM seen
+
+-- step: keys
+-- The keys that hold something (a tombstone is 8 bytes), in byte order.
+SELECT key FROM {ns}.records WHERE length(record) > 8 ORDER BY convert_to(key, 'UTF8')
+
+-- step: last-fence
+SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {ns}.fences
+
+-- step: clear
+DELETE FROM {ns}.records; ALTER SEQUENCE {ns}.fences RESTART WITH 1;
+
+-- step: uninstall
+DROP SCHEMA IF EXISTS {ns} CASCADE
+
+-- step: announce
+-- $1 the channel, $2 the notice ("key\nowner").
+SELECT pg_notify($1, $2)
+
+-- step: listen
+LISTEN "{channel}"
