@@ -113,11 +113,7 @@ fn rolled_back(e: &mysql::Error) -> bool {
 
 /// Step `name` of `steps/mysql.sql` for namespace `namespace`.
 fn sql(name: &str, namespace: &str) -> String {
-    steps::step(
-        steps::MYSQL,
-        name,
-        &[("ns", namespace), ("format", FORMAT)],
-    )
+    steps::step(steps::MYSQL, name, &[("ns", namespace), ("format", FORMAT)])
 }
 
 /// The texts of the statements every call uses, for one namespace.

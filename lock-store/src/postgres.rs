@@ -32,11 +32,7 @@ const FORMAT: &str = "1";
 
 /// Step `name` of `steps/postgres.sql` for schema `ns`.
 fn step(name: &str, ns: &str) -> String {
-    steps::step(
-        steps::POSTGRES,
-        name,
-        &[("ns", ns), ("format", FORMAT)],
-    )
+    steps::step(steps::POSTGRES, name, &[("ns", ns), ("format", FORMAT)])
 }
 
 /// The statements of the hot path, prepared once per connection: the read, the three
@@ -448,10 +444,7 @@ impl PostgresStore {
                 )));
             }
             tx.batch_execute(&sql).await?;
-            let format: String = tx
-                .query_one(&step("format", &ns), &[])
-                .await?
-                .get(0);
+            let format: String = tx.query_one(&step("format", &ns), &[]).await?.get(0);
             if format != FORMAT {
                 return Ok(Err(format!(
                     "schema {ns} has format {format}; this build reads {FORMAT}"
@@ -772,8 +765,7 @@ impl Store for PostgresStore {
         let channel = self.channel();
         let payload = notice(key, owner);
         let sql = step("announce", &self.schema);
-        on_connection!(self, c => c.client.execute(sql.as_str(), &[&channel, &payload]))
-            .map(|_| ())
+        on_connection!(self, c => c.client.execute(sql.as_str(), &[&channel, &payload])).map(|_| ())
     }
 
     fn bound(&self) -> Option<StdDuration> {

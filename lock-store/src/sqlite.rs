@@ -100,6 +100,8 @@ impl SqliteStore {
             })?;
             conn.busy_timeout(BUSY_PATIENCE)
                 .map_err(|e| self.fail(&e))?;
+            #[cfg(test)]
+            tests::trace(&conn);
             self.conn = Some(conn);
         }
         Ok(self.conn.as_mut())
@@ -229,9 +231,7 @@ impl SqliteStore {
                 }));
             }
         }
-        conn
-            .execute(sql("insert-namespace"), params![self.namespace, FORMAT])
-            ?;
+        conn.execute(sql("insert-namespace"), params![self.namespace, FORMAT])?;
         let format: i64 = conn.query_row(sql("format"), [&self.namespace], |r| r.get(0))?;
         if format != FORMAT {
             return Ok(Err(StoreError::Schema {
@@ -261,8 +261,8 @@ impl SqliteStore {
 
     fn select(conn: &Connection, namespace: &str, key: &str) -> rusqlite::Result<Option<Row>> {
         conn.prepare_cached(sql("select"))?
-        .query_row([namespace, key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .optional()
+            .query_row([namespace, key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .optional()
     }
 }
 
@@ -319,11 +319,10 @@ impl Store for SqliteStore {
             match write.bytes {
                 None => {
                     tx.prepare_cached(sql("delete"))?
-                    .execute([&namespace, key])?;
+                        .execute([&namespace, key])?;
                 }
                 Some(bytes) => {
-                    tx.prepare_cached(sql("upsert"))?
-                    .execute(params![
+                    tx.prepare_cached(sql("upsert"))?.execute(params![
                         namespace,
                         key,
                         version_to_sql(write.version),
@@ -335,7 +334,7 @@ impl Store for SqliteStore {
             }
             // Collect a few records that are free and forgotten.
             tx.prepare_cached(sql("collect"))?
-            .execute(params![namespace, instant_to_sql(now)])?;
+                .execute(params![namespace, instant_to_sql(now)])?;
             Ok(Ok(fences))
         })();
         match outcome.map_err(fail)? {
@@ -363,9 +362,7 @@ impl Store for SqliteStore {
             store: shown.clone(),
             reason: e.to_string(),
         };
-        let mut stmt = (self.db()?)
-            .prepare_cached(sql("keys"))
-            .map_err(fail)?;
+        let mut stmt = (self.db()?).prepare_cached(sql("keys")).map_err(fail)?;
         let keys = stmt
             .query_map([&namespace], |r| r.get::<_, String>(0))
             .and_then(|rows| rows.collect::<Result<Vec<_>, _>>());
@@ -412,5 +409,80 @@ impl Store for SqliteStore {
             deleted.map_err(|e| self.fail(&e))?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use rusqlite::trace::{TraceEvent, TraceEventCodes};
+
+    use super::*;
+    use crate::{Error, LockError, Locks};
+
+    /// Every statement this test binary's SQLite connections ran, as prepared.
+    static RAN: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+    fn record(event: TraceEvent<'_>) {
+        if let TraceEvent::Stmt(stmt, _) = event {
+            RAN.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(stmt.sql().into_owned());
+        }
+    }
+
+    /// Traces every statement of `conn` (each connection a store makes, in tests).
+    pub(super) fn trace(conn: &Connection) {
+        conn.trace_v2(TraceEventCodes::SQLITE_TRACE_STMT, Some(record));
+    }
+
+    /// As `tests/steps.rs` does for the server stores: every statement the SQLite store ran
+    /// through every call is a step of `steps/sqlite.sql` (or transaction control).
+    #[test]
+    fn every_statement_the_store_runs_is_a_step_of_the_shared_file() {
+        const MS: Duration = Duration::from_millis(1);
+        let dir = std::env::temp_dir().join(format!("steps-sqlite-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("locks.db");
+        let mut raw = SqliteStore::open(&path, "steps").unwrap();
+        assert!(matches!(
+            raw.read("job"),
+            Err(StoreError::NoNamespace { .. })
+        ));
+        let locks = Locks::new(SqliteStore::open(&path, "steps").unwrap());
+        let lease = locks.try_acquire("job", "a", 5000 * MS).unwrap();
+        lease.extend(5000 * MS).unwrap();
+        assert!(matches!(
+            locks.try_acquire("job", "b", 5000 * MS),
+            Err(Error::Lock(LockError::Held { .. }))
+        ));
+        assert!(locks.inspect("job").unwrap().is_some());
+        lease.release().unwrap();
+        for i in 0..20 {
+            let _ = locks
+                .try_acquire(&format!("k{i}"), "a", MS)
+                .map(|l| l.release());
+        }
+        locks.keys().unwrap();
+        locks.last_fence().unwrap();
+        raw.clear().unwrap();
+        raw.uninstall().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let steps: Vec<String> = steps::all(steps::SQLITE)
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect();
+        let ran = RAN
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        assert!(ran.len() > 20, "the trace saw {ran:?}");
+        let strangers: Vec<&String> = ran.iter().filter(|t| !steps::is_step(t, &steps)).collect();
+        assert!(
+            strangers.is_empty(),
+            "not steps of steps/sqlite.sql: {strangers:#?}"
+        );
     }
 }

@@ -74,6 +74,33 @@ pub(crate) fn fill(text: &str, values: &[(&str, &str)]) -> String {
 }
 
 #[cfg(test)]
+/// What a client sends that is not a step: transaction control around steps, and the
+/// drivers' own questions (the `mysql` crate asks for `max_allowed_packet` at each connection).
+/// `steps/README.md` lists them too.
+pub(crate) const FRAMING: [&str; 6] = [
+    "START TRANSACTION",
+    "BEGIN",
+    "BEGIN IMMEDIATE",
+    "COMMIT",
+    "ROLLBACK",
+    "SELECT @@max_allowed_packet",
+];
+
+#[cfg(test)]
+/// Whether `text` is one of `steps`, one statement of one (a batch's part), or framing.
+pub(crate) fn is_step(text: &str, steps: &[String]) -> bool {
+    let norm = |t: &str| t.trim().trim_end_matches(';').trim().to_owned();
+    let text = norm(text);
+    FRAMING.contains(&text.as_str())
+        || steps.iter().any(|step| {
+            norm(step) == text
+                || step
+                    .split(';')
+                    .any(|part| !norm(part).is_empty() && norm(part) == text)
+        })
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -83,7 +110,10 @@ mod tests {
                     FROM t\n\n-- step: two\n\nSELECT '{}', {ns}\n";
         assert_eq!(
             all(file),
-            [("one", "SELECT 1\nFROM t".into()), ("two", "SELECT '{}', {ns}".into())]
+            [
+                ("one", "SELECT 1\nFROM t".into()),
+                ("two", "SELECT '{}', {ns}".into())
+            ]
         );
         assert_eq!(step(file, "two", &[("ns", "app")]), "SELECT '{}', app");
     }
@@ -109,7 +139,10 @@ mod tests {
             assert_eq!(names.len(), steps.len(), "{label}: a name twice");
             for (name, text) in &steps {
                 assert!(!text.is_empty(), "{label}: {name} is empty");
-                let filled = fill(text, &placeholders.iter().map(|p| (*p, "x")).collect::<Vec<_>>());
+                let filled = fill(
+                    text,
+                    &placeholders.iter().map(|p| (*p, "x")).collect::<Vec<_>>(),
+                );
                 for p in ["{ns}", "{format}", "{channel}", "{table}"] {
                     assert!(!filled.contains(p), "{label}: {name} leaves {p}");
                 }

@@ -8,6 +8,9 @@
 //! - [`Fault::Delay`]: every chunk waits this long in each direction.
 //! - [`Proxy::reset`]: every open connection is closed now (new ones pass).
 //!
+//! [`Proxy::recording`] also keeps every byte each client sent, per connection, for tests that
+//! read what went over the wire.
+//!
 //! Held bytes are delivered, in order, once the fault is lifted (as TCP would after an outage
 //! shorter than its retries).
 #![allow(dead_code)] // each test binary uses part of it
@@ -31,12 +34,17 @@ pub enum Fault {
     Delay(Duration),
 }
 
+/// The bytes one connection's client sent.
+type Recorded = Arc<Mutex<Vec<u8>>>;
+
 #[derive(Default)]
 struct Shared {
     fault: Mutex<Option<Fault>>,
     /// Every connection's two sockets, to reset them.
     open: Mutex<Vec<(TcpStream, TcpStream)>>,
     accepted: AtomicUsize,
+    /// What each connection's client sent, if recording.
+    recorded: Option<Mutex<Vec<Recorded>>>,
 }
 
 /// A proxy listening on 127.0.0.1 (see the module's documentation).
@@ -50,9 +58,36 @@ pub struct Proxy {
 impl Proxy {
     /// A proxy to `target` (`host:port`) that passes everything until told otherwise.
     pub fn to(target: &str) -> Proxy {
+        Proxy::start(target, Shared::default())
+    }
+
+    /// A proxy to the server of `url` that keeps what every client sends (see [`Proxy::sent`]).
+    pub fn recording(url: &str) -> Proxy {
+        Proxy::start(
+            &host_port(url),
+            Shared {
+                recorded: Some(Mutex::default()),
+                ..Shared::default()
+            },
+        )
+    }
+
+    /// The bytes each connection's client sent so far, one buffer per connection, in the
+    /// order they were accepted (empty unless made by [`Proxy::recording`]).
+    pub fn sent(&self) -> Vec<Vec<u8>> {
+        self.shared.recorded.as_ref().map_or_else(Vec::new, |all| {
+            all.lock()
+                .unwrap()
+                .iter()
+                .map(|one| one.lock().unwrap().clone())
+                .collect()
+        })
+    }
+
+    fn start(target: &str, shared: Shared) -> Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(shared);
         *shared.fault.lock().unwrap() = Some(Fault::None);
         let target = target.to_owned();
         let accepting = Arc::clone(&shared);
@@ -69,10 +104,16 @@ impl Proxy {
                     .lock()
                     .unwrap()
                     .push((client.try_clone().unwrap(), server.try_clone().unwrap()));
+                let record = accepting.recorded.as_ref().map(|all| {
+                    let one = Arc::new(Mutex::new(Vec::new()));
+                    all.lock().unwrap().push(Arc::clone(&one));
+                    one
+                });
                 let up = (client.try_clone().unwrap(), server.try_clone().unwrap());
                 for (from, to, replies) in [(up.0, up.1, false), (server, client, true)] {
                     let shared = Arc::clone(&accepting);
-                    std::thread::spawn(move || pump(&shared, from, to, replies));
+                    let record = if replies { None } else { record.clone() };
+                    std::thread::spawn(move || pump(&shared, from, to, replies, record));
                 }
             }
         });
@@ -125,7 +166,13 @@ fn holds(fault: Fault, replies: bool) -> bool {
     }
 }
 
-fn pump(shared: &Shared, mut from: TcpStream, mut to: TcpStream, replies: bool) {
+fn pump(
+    shared: &Shared,
+    mut from: TcpStream,
+    mut to: TcpStream,
+    replies: bool,
+    record: Option<Recorded>,
+) {
     let mut buf = [0u8; 16384];
     loop {
         // Held before reading too, so that a blackholed request is not even read (its sender
@@ -140,6 +187,9 @@ fn pump(shared: &Shared, mut from: TcpStream, mut to: TcpStream, replies: bool) 
             }
             Ok(n) => n,
         };
+        if let Some(record) = &record {
+            record.lock().unwrap().extend_from_slice(&buf[..n]);
+        }
         loop {
             match current(shared) {
                 f if holds(f, replies) => std::thread::sleep(Duration::from_millis(2)),
