@@ -2,7 +2,8 @@
 //! it, with a CA made at test time: a good certificate connects (and locks); a certificate from
 //! a CA the client does not trust, an expired one and one for another host each fail with a
 //! connection error that says which; PostgreSQL's `verify-ca` and MariaDB's `VERIFY_CA` accept a
-//! certificate for another host (chain only); Redis asking for a client certificate refuses a
+//! certificate for another host (chain only); a server asking for a client certificate (Redis
+//! `tls-auth-clients`, PostgreSQL `clientcert=verify-ca`, MariaDB `REQUIRE X509`) refuses a
 //! client without one and accepts one with it; `lockstore` takes the same URLs.
 mod common;
 #[path = "common/tls_servers.rs"]
@@ -54,7 +55,13 @@ fn url(label: &str, server: &Server, host: &str, ca: Option<&Path>, chain_only: 
 
 /// Opens `url` and takes, then releases, a lock there (the namespace installed over TLS too).
 fn lock(url: &str) -> Result<(), Error> {
-    let locks = Locks::open(url, "tls")?;
+    // The namespace's owner is the URL's user: one namespace per user.
+    let ns = if url.contains(tls_servers::CERT_USER) {
+        "tls_cert"
+    } else {
+        "tls"
+    };
+    let locks = Locks::open(url, ns)?;
     locks
         .try_acquire("job", "tls", Duration::from_secs(5))?
         .release()
@@ -113,7 +120,7 @@ fn every_server_store_speaks_tls_and_says_which_check_failed() {
     let pki = Pki::new(&dir.join("pki"));
     let servers = [
         ("redis", tls_servers::redis(&dir, &pki, &pki.good)),
-        ("postgres", tls_servers::postgres(&dir, &pki.good)),
+        ("postgres", tls_servers::postgres(&dir, &pki, &pki.good)),
         ("mysql", tls_servers::mariadb(&dir, &pki, &pki.good)),
     ];
     for (label, server) in &servers {
@@ -166,6 +173,36 @@ fn every_server_store_speaks_tls_and_says_which_check_failed() {
             pki.client.key.display()
         ),
     );
+    // PostgreSQL and MariaDB users that must present one.
+    let user = tls_servers::CERT_USER;
+    let ca = pki.ca.display();
+    let (cert, key) = (pki.client.cert.display(), pki.client.key.display());
+    for (label, without, with) in [
+        (
+            "postgres",
+            format!(
+                "postgres://{user}@127.0.0.1:{}/postgres?sslmode=verify-full&sslrootcert={ca}",
+                servers[1].1.tls_port
+            ),
+            format!("&sslcert={cert}&sslkey={key}"),
+        ),
+        (
+            "mysql",
+            format!(
+                "mysql://{user}@127.0.0.1:{}/test?ssl-mode=VERIFY_IDENTITY&ssl-ca={ca}",
+                servers[2].1.tls_port
+            ),
+            format!("&ssl-cert={cert}&ssl-key={key}"),
+        ),
+    ] {
+        match lock(&without) {
+            Err(Error::Store(StoreError::Connect { reason, .. })) => {
+                println!("{label} without a client certificate: {reason}");
+            }
+            other => panic!("{label} without a client certificate: {other:?}"),
+        }
+        locks(label, &format!("{without}{with}"));
+    }
     drop(servers);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -204,7 +204,9 @@ pub fn redis(dir: &Path, pki: &Pki, pem: &Pem) -> Server {
 }
 
 /// PostgreSQL with TLS (`ssl = on`) on `tls_port`, presenting `pem`; plain connections too.
-pub fn postgres(dir: &Path, pem: &Pem) -> Server {
+/// Role `certuser` (see [`CERT_USER`]) may connect only over TLS with a client certificate
+/// signed by the CA (`clientcert=verify-ca` in `pg_hba.conf`).
+pub fn postgres(dir: &Path, pki: &Pki, pem: &Pem) -> Server {
     let bin = std::fs::read_dir("/usr/lib/postgresql")
         .expect("PostgreSQL's binaries in /usr/lib/postgresql (Debian: postgresql)")
         .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
@@ -242,6 +244,16 @@ pub fn postgres(dir: &Path, pem: &Pem) -> Server {
         ]),
         "initdb",
     );
+    let hba = data.join("pg_hba.conf");
+    let rules = std::fs::read_to_string(&hba).unwrap();
+    std::fs::write(
+        &hba,
+        format!(
+            "hostssl all {CERT_USER} 127.0.0.1/32 trust clientcert=verify-ca\n\
+             host all {CERT_USER} 127.0.0.1/32 reject\n{rules}"
+        ),
+    )
+    .unwrap();
     let served = install_pem(pem, &dir, owner);
     let port = free_port();
     let child = as_owner(bin.join("postgres"))
@@ -261,6 +273,8 @@ pub fn postgres(dir: &Path, pem: &Pem) -> Server {
         .arg(format!("ssl_cert_file={}", served.cert.display()))
         .arg("-c")
         .arg(format!("ssl_key_file={}", served.key.display()))
+        .arg("-c")
+        .arg(format!("ssl_ca_file={}", pki.ca.display()))
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
@@ -272,9 +286,20 @@ pub fn postgres(dir: &Path, pem: &Pem) -> Server {
     };
     wait_until("postgres", || server.postgres_admin().is_ok());
     server
+        .postgres_admin()
+        .unwrap()
+        .batch_execute(&format!(
+            "CREATE ROLE {CERT_USER} LOGIN; GRANT CREATE ON DATABASE postgres TO {CERT_USER}"
+        ))
+        .unwrap();
+    server
 }
 
-/// MariaDB with TLS on `tls_port`, presenting `pem`; plain connections too.
+/// The user that PostgreSQL and MariaDB admit only with a client certificate signed by the CA.
+pub const CERT_USER: &str = "certuser";
+
+/// MariaDB with TLS on `tls_port`, presenting `pem`; plain connections too. User `certuser`
+/// ([`CERT_USER`]) must present a client certificate signed by the CA (`REQUIRE X509`).
 pub fn mariadb(dir: &Path, pki: &Pki, pem: &Pem) -> Server {
     let dir = dir.join("mariadb");
     std::fs::create_dir_all(&dir).unwrap();
@@ -322,6 +347,13 @@ pub fn mariadb(dir: &Path, pki: &Pki, pem: &Pem) -> Server {
         .mariadb_admin()
         .unwrap()
         .query_drop("CREATE DATABASE IF NOT EXISTS test")
+        .unwrap();
+    let mut admin = server.mariadb_admin().unwrap();
+    admin
+        .query_drop(format!("CREATE USER '{CERT_USER}'@'%' REQUIRE X509"))
+        .unwrap();
+    admin
+        .query_drop(format!("GRANT ALL ON test.* TO '{CERT_USER}'@'%'"))
         .unwrap();
     server
 }
