@@ -10,7 +10,8 @@ use lock_core::{
 
 use crate::clock::{StoreClock, READ_LIFE};
 use crate::decider::{DecideError, Decider, Decision, Native};
-use crate::store::{new_version, Read, Store, StoreError, Write, Written, TOMBSTONE};
+use crate::exchange::{Exchange, Io, Seen, Stop};
+use crate::store::{new_version, Store, StoreError, TOMBSTONE};
 
 /// Where `now` comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,18 +43,6 @@ pub struct Decided<R> {
     /// other writes. The reply is decided on that later record (a release there may answer
     /// `not-held`; see `Lease::release`).
     pub ambiguous: bool,
-}
-
-/// A record as last seen: its version, as the decider keeps it, and what the read that
-/// fetched it (and the writes since) tell of the store's clock.
-#[derive(Clone, Debug)]
-struct Seen<R> {
-    version: u64,
-    /// The record's bytes as stored (a [`TOMBSTONE`]'s; empty for none): a write replaces
-    /// exactly these or nothing.
-    bytes: Vec<u8>,
-    record: R,
-    clock: StoreClock,
 }
 
 /// How long an emptied record stays as a tombstone (store's time) before the store may collect
@@ -265,52 +254,11 @@ impl<S: Store, D: Decider> Engine<S, D> {
         }
     }
 
-    fn read(&mut self, key: &str, budget: &mut Budget) -> Result<Seen<D::Record>, StoreError> {
-        budget.before_call(&mut self.store)?;
-        let sent = LocalInstant::now();
-        let read = self.store.read(key)?;
-        self.seen_from(key, read, sent)
-    }
-
-    /// The record `read` answered, for a request sent at `sent` (the store read its clock
-    /// after that).
-    fn seen_from(
-        &mut self,
-        key: &str,
-        read: Read,
-        sent: LocalInstant,
-    ) -> Result<Seen<D::Record>, StoreError> {
-        let (version, bytes, record) = match read.record {
-            None => (0, Vec::new(), self.decider.empty()),
-            // A tombstone: an empty key, with the version a compare-and-set checks.
-            Some(stored) if stored.bytes == TOMBSTONE => {
-                (stored.version, stored.bytes, self.decider.empty())
-            }
-            Some(stored) => {
-                let record = (self.decider)
-                    .load(&stored, &self.limits)
-                    .map_err(|e| self.decide_error(key, e))?;
-                (stored.version, stored.bytes, record)
-            }
-        };
-        Ok(Seen {
-            version,
-            bytes,
-            record,
-            clock: StoreClock::from_read(read.now, sent, LocalInstant::now()),
-        })
-    }
-
     /// The record to start from at local instant `t`: the one last seen (an outdated one in
-    /// stale mode), else a read.
-    fn start(
-        &mut self,
-        key: &str,
-        t: LocalInstant,
-        budget: &mut Budget,
-    ) -> Result<(Seen<D::Record>, bool), StoreError> {
+    /// stale mode), or none (a read first).
+    fn remembered(&mut self, key: &str, t: LocalInstant) -> Option<Seen<D::Record>> {
         if self.stale {
-            let old = match self.previous.get(key) {
+            return Some(match self.previous.get(key) {
                 Some(old) => old.clone(),
                 None => Seen {
                     version: 0,
@@ -318,15 +266,14 @@ impl<S: Store, D: Decider> Engine<S, D> {
                     record: self.decider.empty(),
                     clock: StoreClock::from_read(Instant::ZERO, t, t),
                 },
-            };
-            return Ok((old, true));
+            });
         }
-        match self.seen.get(key) {
-            // A remembered record whose read is too old to bound the store's clock closely
-            // enough is read again (see `set_read_life`).
-            Some(seen) if seen.clock.read_age(t) <= self.read_life => Ok((seen.clone(), true)),
-            _ => Ok((self.read(key, budget)?, false)),
-        }
+        // A remembered record whose read is too old to bound the store's clock closely enough
+        // is read again (see `set_read_life`).
+        self.seen
+            .get(key)
+            .filter(|seen| seen.clock.read_age(t) <= self.read_life)
+            .cloned()
     }
 
     fn remember(&mut self, key: &str, seen: Seen<D::Record>) {
@@ -366,163 +313,82 @@ impl<S: Store, D: Decider> Engine<S, D> {
         at: Instant,
         first: LocalInstant,
         budget: &mut Budget,
-        decide: impl Fn(&mut D, &D::Record, Instant) -> Result<Decision<D::Record, R>, DecideError>,
+        mut decide: impl FnMut(
+            &mut D,
+            &D::Record,
+            Instant,
+        ) -> Result<Decision<D::Record, R>, DecideError>,
         settle: fn(&mut Step<R>, &[Fence]),
     ) -> Result<Decided<R>, StoreError> {
-        let (mut seen, mut from_memory) = self.start(key, first, budget)?;
-        let mut ambiguous = false;
-        for attempt in 0..MAX_ATTEMPTS {
-            let t = if attempt == 0 {
-                first
-            } else {
-                LocalInstant::now()
-            };
-            let now = match self.time {
-                TimeSource::Caller => at,
-                TimeSource::Store => seen.clock.at_least_at(t),
-            };
-            let store_time = self.time == TimeSource::Store;
-            let decision = decide(&mut self.decider, &seen.record, now)
-                .map_err(|e| self.decide_error(key, e))?;
-            let Decision {
-                mut step,
-                mut after,
-                bytes,
-                clock,
-                next_deadline,
-                forget_at,
-            } = decision;
-            if !step.changed {
-                if from_memory {
-                    // A refusal or a read from memory may be outdated: confirm it on a fresh read.
-                    seen = self.read(key, budget)?;
-                    from_memory = false;
-                    continue;
+        let limits = self.limits.clone();
+        let remembered = self.remembered(key, first);
+        let mut exchange =
+            Exchange::<D, R>::new(self.time, at, &limits, remembered, new_version(), settle);
+        // One reading of this machine's clock per decision: it dates the decision (the lower
+        // bound) and, being before the write is sent, the read a conflict answers.
+        let mut t = first;
+        loop {
+            let polled = exchange.poll(&mut self.decider, t, &mut decide);
+            let done = match polled {
+                Err(stop) => return Err(self.stopped(key, stop)),
+                Ok(None) => break,
+                Ok(Some(Io::Pause(pause))) => {
+                    std::thread::sleep(pause);
+                    None
                 }
-                self.remember(
-                    key,
-                    Seen {
-                        record: after,
-                        ..seen
-                    },
-                );
-                return Ok(Decided {
-                    reply: step.reply,
-                    events: step.events,
-                    now: clock,
-                    next_deadline,
-                    clock: store_time.then_some(seen.clock),
-                    ambiguous,
-                });
-            }
-            // With the store's time, an emptied record is not deleted but left as a tombstone
-            // (TOMBSTONE bytes, a version) until TOMBSTONE_LIFE later: a writer that decided on the
-            // record as it was before (absent, say) must not succeed after the key went through
-            // a whole lease meanwhile, which a deleted record could not tell (version 0 again).
-            let tombstone = store_time && bytes.is_none();
-            let write = Write {
-                expected: seen.version,
-                replaces: &seen.bytes,
-                version: new_version(),
-                bytes: if tombstone {
-                    Some(TOMBSTONE)
-                } else {
-                    bytes.as_deref()
-                },
-                fresh_fences: step.fresh_fences,
-                not_before: store_time.then_some(clock),
-                forget_at: match (store_time, tombstone) {
-                    (false, _) => None,
-                    (true, true) => Some(clock.saturating_add(TOMBSTONE_LIFE)),
-                    (true, false) => forget_at,
-                },
-            };
-            budget.before_call(&mut self.store)?;
-            let fences = match self.store.write(key, &write) {
-                Ok(Written::Done { fences }) => fences,
-                Ok(Written::Conflict(read)) => {
-                    seen = self.seen_from(key, read, t)?;
-                    from_memory = false;
-                    backoff(attempt);
-                    continue;
-                }
-                Err(StoreError::Lost { store, reason }) => {
-                    // Ambiguous: find out by reading whether our version is the stored one,
-                    // within what remains of the call's bound (none left: the write's outcome
-                    // stays unknown, and the caller hears the lost connection).
-                    let lost = || StoreError::Lost {
-                        store: store.clone(),
-                        reason: reason.clone(),
-                    };
-                    budget.before_call(&mut self.store).map_err(|_| lost())?;
+                Ok(Some(Io::Read)) => {
                     let sent = LocalInstant::now();
-                    let read = self.store.read(key).map_err(|_| lost())?;
-                    let found = read.record.as_ref().map_or(0, |stored| stored.version);
-                    match &read.record {
-                        Some(stored) if stored.version == write.version => stored.fences.clone(),
-                        None if write.bytes.is_none() && write.expected != 0 => Vec::new(),
-                        _ => {
-                            // Neither ours nor the one ours replaced: ours may have taken
-                            // effect before the writes that followed it.
-                            ambiguous |= found != write.expected;
-                            seen = self.seen_from(key, read, sent)?;
-                            from_memory = false;
-                            continue;
-                        }
-                    }
+                    let read = budget
+                        .before_call(&mut self.store)
+                        .and_then(|()| self.store.read(key));
+                    Some(Err((read, sent)))
                 }
-                Err(e) => return Err(e),
+                Ok(Some(Io::Write(write))) => {
+                    budget.before_call(&mut self.store)?;
+                    Some(Ok(self.store.write(key, &write)))
+                }
             };
-            if fences.len() != step.fresh_fences {
-                return Err(StoreError::Server {
-                    store: self.store.describe(),
-                    reason: format!(
-                        "asked for {} fencing tokens, got {}",
-                        step.fresh_fences,
-                        fences.len()
-                    ),
-                });
-            }
-            settle(&mut step, &fences);
-            self.decider.settle(&mut after, &fences);
+            let arrived = LocalInstant::now();
+            let handled = match done {
+                None => Ok(()),
+                Some(Err((read, sent))) => {
+                    exchange.handle_read(&mut self.decider, read, sent, arrived)
+                }
+                Some(Ok(written)) => exchange.handle_written(&mut self.decider, written, arrived),
+            };
+            handled.map_err(|stop| self.stopped(key, stop))?;
+            t = LocalInstant::now();
+        }
+        let Some(finished) = exchange.finished() else {
+            return Err(self.stopped(key, Stop::Contention));
+        };
+        if finished.wrote {
             // Wake whoever was just handed the key (best effort: waiters also look by
             // themselves).
-            for event in &step.events {
+            for event in &finished.decided.events {
                 if let EventKind::Granted { owner, .. } = &event.kind {
                     let _ = self.store.announce(key, owner);
                 }
             }
-            let (version, written) = match write.bytes {
-                Some(bytes) => (write.version, bytes.to_vec()),
-                None => (0, Vec::new()),
-            };
-            // The write was refused unless the store's clock had reached `clock`.
-            let mut store_clock = seen.clock;
-            if store_time {
-                store_clock.reached(clock, LocalInstant::now());
-            }
-            self.remember(
-                key,
-                Seen {
-                    version,
-                    bytes: written,
-                    record: after,
-                    clock: store_clock,
-                },
-            );
-            return Ok(Decided {
-                reply: step.reply,
-                events: step.events,
-                now: clock,
-                next_deadline,
-                clock: store_time.then_some(store_clock),
-                ambiguous,
-            });
         }
-        Err(StoreError::Contention {
-            key: key.to_owned(),
-            attempts: MAX_ATTEMPTS,
-        })
+        self.remember(key, finished.remember);
+        Ok(finished.decided)
+    }
+
+    /// The error of an exchange that stopped.
+    fn stopped(&self, key: &str, stop: Stop) -> StoreError {
+        match stop {
+            Stop::Store(e) => e,
+            Stop::Decide(e) => self.decide_error(key, e),
+            Stop::Fences { asked, got } => StoreError::Server {
+                store: self.store.describe(),
+                reason: format!("asked for {asked} fencing tokens, got {got}"),
+            },
+            Stop::Contention => StoreError::Contention {
+                key: key.to_owned(),
+                attempts: MAX_ATTEMPTS,
+            },
+        }
     }
 }
 
@@ -563,15 +429,4 @@ impl Budget {
         }
         Ok(())
     }
-}
-
-/// After the first conflict, a short random pause that doubles (up to 16 ms) so that writers
-/// racing on one key spread out.
-fn backoff(attempt: u32) {
-    if attempt == 0 {
-        return;
-    }
-    let cap_us = 250u64 << attempt.min(6);
-    let pause = new_version() % cap_us;
-    std::thread::sleep(StdDuration::from_micros(pause));
 }

@@ -43,6 +43,7 @@ mod clock;
 mod collect;
 mod decider;
 mod engine;
+mod exchange;
 mod lease;
 mod listen;
 mod locks;
