@@ -320,10 +320,15 @@ impl<S: Store, D: Decider> Engine<S, D> {
         ) -> Result<Decision<D::Record, R>, DecideError>,
         settle: fn(&mut Step<R>, &[Fence]),
     ) -> Result<Decided<R>, StoreError> {
-        let limits = self.limits.clone();
         let remembered = self.remembered(key, first);
-        let mut exchange =
-            Exchange::<D, R>::new(self.time, at, &limits, remembered, new_version(), settle);
+        let mut exchange = Exchange::<D, R>::new(
+            self.time,
+            at,
+            &self.limits,
+            remembered,
+            new_version(),
+            settle,
+        );
         // One reading of this machine's clock per decision: it dates the decision (the lower
         // bound) and, being before the write is sent, the read a conflict answers.
         let mut t = first;
@@ -334,30 +339,30 @@ impl<S: Store, D: Decider> Engine<S, D> {
                 Ok(None) => break,
                 Ok(Some(Io::Pause(pause))) => {
                     std::thread::sleep(pause);
-                    None
+                    t = LocalInstant::now();
+                    continue;
                 }
                 Ok(Some(Io::Read)) => {
                     let sent = LocalInstant::now();
                     let read = budget
                         .before_call(&mut self.store)
                         .and_then(|()| self.store.read(key));
-                    Some(Err((read, sent)))
+                    Err((read, sent))
                 }
                 Ok(Some(Io::Write(write))) => {
                     budget.before_call(&mut self.store)?;
-                    Some(Ok(self.store.write(key, &write)))
+                    Ok(self.store.write(key, &write))
                 }
             };
             let arrived = LocalInstant::now();
             let handled = match done {
-                None => Ok(()),
-                Some(Err((read, sent))) => {
-                    exchange.handle_read(&mut self.decider, read, sent, arrived)
-                }
-                Some(Ok(written)) => exchange.handle_written(&mut self.decider, written, arrived),
+                Err((read, sent)) => exchange.handle_read(&mut self.decider, read, sent, arrived),
+                Ok(written) => exchange.handle_written(&mut self.decider, written, arrived),
             };
             handled.map_err(|stop| self.stopped(key, stop))?;
-            t = LocalInstant::now();
+            // The next decision, if any, is dated when the answer arrived: before any write
+            // it sends.
+            t = arrived;
         }
         let Some(finished) = exchange.finished() else {
             return Err(self.stopped(key, Stop::Contention));
