@@ -1,16 +1,15 @@
 //! The decision loop: read (or reuse) a key's record, run one `lock-core` transition, write back
 //! with compare-and-set, and on a conflict decide again from the record the conflict returned.
 
-use std::collections::HashMap;
 use std::time::{Duration as StdDuration, Instant as LocalInstant};
 
 use lock_core::{
     EventKind, Fence, Instant, KeyEvent, KeyInfo, Limits, LockError, Request, Response, Step,
 };
 
-use crate::clock::{StoreClock, READ_LIFE};
+use crate::clock::StoreClock;
 use crate::decider::{DecideError, Decider, Decision, Native};
-use crate::exchange::{Exchange, Io, Seen, Stop};
+use crate::exchange::{Exchange, Io, Memory, Stop};
 use crate::store::{new_version, Store, StoreError, TOMBSTONE};
 
 /// Where `now` comes from.
@@ -60,12 +59,8 @@ pub struct Engine<S, D: Decider = Native> {
     decider: D,
     limits: Limits,
     time: TimeSource,
-    seen: HashMap<String, Seen<D::Record>>,
-    /// Test mode: every call starts from an outdated record (see [`Engine::set_stale`]).
-    stale: bool,
-    previous: HashMap<String, Seen<D::Record>>,
-    /// How long a remembered record's read is trusted (see [`READ_LIFE`]).
-    read_life: StdDuration,
+    /// The records last seen.
+    memory: Memory<D::Record>,
 }
 
 impl<S: Store> Engine<S> {
@@ -95,10 +90,7 @@ impl<S: Store, D: Decider> Engine<S, D> {
             decider,
             limits,
             time,
-            seen: HashMap::new(),
-            stale: false,
-            previous: HashMap::new(),
-            read_life: READ_LIFE,
+            memory: Memory::default(),
         })
     }
 
@@ -121,20 +113,19 @@ impl<S: Store, D: Decider> Engine<S, D> {
     /// record), so that every write meets a conflict and every refusal a re-read: the conflict
     /// path then runs the whole contract.
     pub fn set_stale(&mut self, stale: bool) {
-        self.stale = stale;
+        self.memory.stale = stale;
     }
 
     /// How long a remembered record's read is trusted before the next decision on the key
     /// reads it again (30 s unless set): the bound on the store's clock a holder's view rests
     /// on loosens by 0.1 % of the read's age (twice the most NTP slews a clock).
     pub fn set_read_life(&mut self, life: StdDuration) {
-        self.read_life = life;
+        self.memory.read_life = life;
     }
 
     /// Forgets every record seen (the next call on each key reads it).
     pub fn forget_seen(&mut self) {
-        self.seen.clear();
-        self.previous.clear();
+        self.memory.forget();
     }
 
     /// Runs `make(now)` on `key`. In [`TimeSource::Caller`] mode `at` is the caller's `now`;
@@ -254,36 +245,6 @@ impl<S: Store, D: Decider> Engine<S, D> {
         }
     }
 
-    /// The record to start from at local instant `t`: the one last seen (an outdated one in
-    /// stale mode), or none (a read first).
-    fn remembered(&mut self, key: &str, t: LocalInstant) -> Option<Seen<D::Record>> {
-        if self.stale {
-            return Some(match self.previous.get(key) {
-                Some(old) => old.clone(),
-                None => Seen {
-                    version: 0,
-                    bytes: Vec::new(),
-                    record: self.decider.empty(),
-                    clock: StoreClock::from_read(Instant::ZERO, t, t),
-                },
-            });
-        }
-        // A remembered record whose read is too old to bound the store's clock closely enough
-        // is read again (see `set_read_life`).
-        self.seen
-            .get(key)
-            .filter(|seen| seen.clock.read_age(t) <= self.read_life)
-            .cloned()
-    }
-
-    fn remember(&mut self, key: &str, seen: Seen<D::Record>) {
-        if let Some(old) = self.seen.insert(key.to_owned(), seen) {
-            if self.stale {
-                self.previous.insert(key.to_owned(), old);
-            }
-        }
-    }
-
     fn run<R>(
         &mut self,
         key: &str,
@@ -320,7 +281,7 @@ impl<S: Store, D: Decider> Engine<S, D> {
         ) -> Result<Decision<D::Record, R>, DecideError>,
         settle: fn(&mut Step<R>, &[Fence]),
     ) -> Result<Decided<R>, StoreError> {
-        let remembered = self.remembered(key, first);
+        let remembered = self.memory.start(key, first, &mut self.decider);
         let mut exchange = Exchange::<D, R>::new(
             self.time,
             at,
@@ -376,7 +337,7 @@ impl<S: Store, D: Decider> Engine<S, D> {
                 }
             }
         }
-        self.remember(key, finished.remember);
+        self.memory.keep(key, finished.remember);
         Ok(finished.decided)
     }
 

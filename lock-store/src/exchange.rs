@@ -19,11 +19,12 @@
 //!   else means ours may have taken effect before other writes (`ambiguous`).
 //! - At most [`MAX_ATTEMPTS`] compare-and-sets.
 
+use std::collections::HashMap;
 use std::time::{Duration as StdDuration, Instant as LocalInstant};
 
 use lock_core::{Fence, Instant, Limits, Step};
 
-use crate::clock::StoreClock;
+use crate::clock::{StoreClock, READ_LIFE};
 use crate::decider::{DecideError, Decider, Decision};
 use crate::engine::{Decided, TimeSource, MAX_ATTEMPTS, TOMBSTONE_LIFE};
 use crate::store::{Read, StoreError, Write, Written, TOMBSTONE};
@@ -47,6 +48,72 @@ pub(crate) type Decide<'f, D, R> = dyn FnMut(
         Instant,
     ) -> Result<Decision<<D as Decider>::Record, R>, DecideError>
     + 'f;
+
+/// The records a client last saw, one per key, which its next call on the key starts from
+/// (an uncontended call is then one compare-and-set): what every driver keeps between calls.
+pub(crate) struct Memory<Rec> {
+    seen: HashMap<String, Seen<Rec>>,
+    /// Test mode: every call starts from an outdated record (the one seen before the last).
+    pub(crate) stale: bool,
+    previous: HashMap<String, Seen<Rec>>,
+    /// How long a remembered record's read is trusted (see [`READ_LIFE`]).
+    pub(crate) read_life: StdDuration,
+}
+
+impl<Rec> Default for Memory<Rec> {
+    fn default() -> Self {
+        Memory {
+            seen: HashMap::new(),
+            stale: false,
+            previous: HashMap::new(),
+            read_life: READ_LIFE,
+        }
+    }
+}
+
+impl<Rec: Clone> Memory<Rec> {
+    /// The record a call on `key` at local instant `t` starts from: the one last seen (an
+    /// outdated one in stale mode), or none (a read first).
+    pub(crate) fn start<D: Decider<Record = Rec>>(
+        &self,
+        key: &str,
+        t: LocalInstant,
+        decider: &mut D,
+    ) -> Option<Seen<Rec>> {
+        if self.stale {
+            return Some(match self.previous.get(key) {
+                Some(old) => old.clone(),
+                None => Seen {
+                    version: 0,
+                    bytes: Vec::new(),
+                    record: decider.empty(),
+                    clock: StoreClock::from_read(Instant::ZERO, t, t),
+                },
+            });
+        }
+        // A remembered record whose read is too old to bound the store's clock closely enough
+        // is read again.
+        self.seen
+            .get(key)
+            .filter(|seen| seen.clock.read_age(t) <= self.read_life)
+            .cloned()
+    }
+
+    /// Keeps what a call on `key` ended with.
+    pub(crate) fn keep(&mut self, key: &str, seen: Seen<Rec>) {
+        if let Some(old) = self.seen.insert(key.to_owned(), seen) {
+            if self.stale {
+                self.previous.insert(key.to_owned(), old);
+            }
+        }
+    }
+
+    /// Forgets every record (the next call on each key reads it).
+    pub(crate) fn forget(&mut self) {
+        self.seen.clear();
+        self.previous.clear();
+    }
+}
 
 /// What the exchange needs done next.
 #[derive(Debug)]
