@@ -666,18 +666,30 @@ mod tests {
         Limits::default()
     }
 
+    /// A call with the store's time, from no remembered record.
+    fn fresh(limits: &Limits) -> Ex<'_> {
+        Ex::new(
+            TimeSource::Store,
+            Instant(0),
+            limits,
+            None,
+            7,
+            Step::<Response>::settle,
+        )
+    }
+
+    /// Polls the acquire's first read and answers it: no record, the store's time 5 000.
+    fn read_nothing(ex: &mut Ex<'_>, t: LocalInstant) {
+        assert_eq!(poll(ex, t, &mut acquire).unwrap(), Asked::Read);
+        ex.handle_read(&mut Native, read(None, 5_000), t, t)
+            .unwrap();
+    }
+
     #[test]
     fn a_fresh_call_reads_decides_at_the_stores_time_and_writes_once() {
         let limits = limits();
         let t = LocalInstant::now();
-        let mut ex = Ex::new(
-            TimeSource::Store,
-            Instant(0),
-            &limits,
-            None,
-            7,
-            Step::<Response>::settle,
-        );
+        let mut ex = fresh(&limits);
         assert_eq!(poll(&mut ex, t, &mut acquire).unwrap(), Asked::Read);
         ex.handle_read(&mut Native, read(None, 5_000), t, t)
             .unwrap();
@@ -739,17 +751,8 @@ mod tests {
     fn a_conflict_decides_again_on_the_record_it_returned_and_pauses_from_the_second() {
         let limits = limits();
         let t = LocalInstant::now();
-        let mut ex = Ex::new(
-            TimeSource::Store,
-            Instant(0),
-            &limits,
-            None,
-            7,
-            Step::<Response>::settle,
-        );
-        poll(&mut ex, t, &mut acquire).unwrap();
-        ex.handle_read(&mut Native, read(None, 5_000), t, t)
-            .unwrap();
+        let mut ex = fresh(&limits);
+        read_nothing(&mut ex, t);
         let Asked::Write { .. } = poll(&mut ex, t, &mut acquire).unwrap() else {
             panic!()
         };
@@ -773,17 +776,8 @@ mod tests {
         ));
         assert_eq!(done.remember.version, 9);
         // A second conflict in one call pauses first; each write has a version of its own.
-        let mut ex = Ex::new(
-            TimeSource::Store,
-            Instant(0),
-            &limits,
-            None,
-            7,
-            Step::<Response>::settle,
-        );
-        poll(&mut ex, t, &mut acquire).unwrap();
-        ex.handle_read(&mut Native, read(None, 5_000), t, t)
-            .unwrap();
+        let mut ex = fresh(&limits);
+        read_nothing(&mut ex, t);
         let mut versions = Vec::new();
         for round in 0..3 {
             match poll(&mut ex, t, &mut acquire).unwrap() {
@@ -822,17 +816,8 @@ mod tests {
             reason: "reset".into(),
         };
         // Our version was stored: done, with the tokens the store kept next to it.
-        let mut ex = Ex::new(
-            TimeSource::Store,
-            Instant(0),
-            &limits,
-            None,
-            7,
-            Step::<Response>::settle,
-        );
-        poll(&mut ex, t, &mut acquire).unwrap();
-        ex.handle_read(&mut Native, read(None, 5_000), t, t)
-            .unwrap();
+        let mut ex = fresh(&limits);
+        read_nothing(&mut ex, t);
         let Asked::Write { version, bytes, .. } = poll(&mut ex, t, &mut acquire).unwrap() else {
             panic!()
         };
@@ -853,17 +838,8 @@ mod tests {
             Response::Acquire(Ok(AcquireOutcome::Acquired(g))) if g.fence == Fence(77)
         ));
         // The read that would resolve it fails: the caller hears the lost connection.
-        let mut ex = Ex::new(
-            TimeSource::Store,
-            Instant(0),
-            &limits,
-            None,
-            7,
-            Step::<Response>::settle,
-        );
-        poll(&mut ex, t, &mut acquire).unwrap();
-        ex.handle_read(&mut Native, read(None, 5_000), t, t)
-            .unwrap();
+        let mut ex = fresh(&limits);
+        read_nothing(&mut ex, t);
         poll(&mut ex, t, &mut acquire).unwrap();
         ex.handle_written(&mut Native, Err(lost()), t).unwrap();
         poll(&mut ex, t, &mut acquire).unwrap();
@@ -876,17 +852,8 @@ mod tests {
             Err(Stop::Store(StoreError::Lost { .. }))
         ));
         // Neither ours nor the one ours replaced: ambiguous, decided again on what is there.
-        let mut ex = Ex::new(
-            TimeSource::Store,
-            Instant(0),
-            &limits,
-            None,
-            7,
-            Step::<Response>::settle,
-        );
-        poll(&mut ex, t, &mut acquire).unwrap();
-        ex.handle_read(&mut Native, read(None, 5_000), t, t)
-            .unwrap();
+        let mut ex = fresh(&limits);
+        read_nothing(&mut ex, t);
         poll(&mut ex, t, &mut acquire).unwrap();
         ex.handle_written(&mut Native, Err(lost()), t).unwrap();
         poll(&mut ex, t, &mut acquire).unwrap();
@@ -945,14 +912,7 @@ mod tests {
     fn an_emptied_record_is_written_as_a_tombstone_with_the_stores_time() {
         let limits = limits();
         let t = LocalInstant::now();
-        let mut ex = Ex::new(
-            TimeSource::Store,
-            Instant(0),
-            &limits,
-            None,
-            7,
-            Step::<Response>::settle,
-        );
+        let mut ex = fresh(&limits);
         let mut release = release(42);
         poll(&mut ex, t, &mut release).unwrap();
         ex.handle_read(
@@ -1011,17 +971,8 @@ mod tests {
     fn conflicts_without_end_stop_at_the_most_attempts() {
         let limits = limits();
         let t = LocalInstant::now();
-        let mut ex = Ex::new(
-            TimeSource::Store,
-            Instant(0),
-            &limits,
-            None,
-            7,
-            Step::<Response>::settle,
-        );
-        poll(&mut ex, t, &mut acquire).unwrap();
-        ex.handle_read(&mut Native, read(None, 5_000), t, t)
-            .unwrap();
+        let mut ex = fresh(&limits);
+        read_nothing(&mut ex, t);
         let mut writes = 0;
         loop {
             match poll(&mut ex, t, &mut acquire) {
