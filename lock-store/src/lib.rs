@@ -54,6 +54,7 @@ mod noop;
 mod options;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod queue;
 #[cfg(feature = "redis")]
 mod redis;
 #[cfg(feature = "sqlite")]

@@ -7,17 +7,16 @@
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant as LocalInstant};
+use std::time::Duration;
 
-use lock_core::{
-    AcquireOutcome, Fence, Grant, Instant, KeyInfo, Limits, LockError, Request, Response,
-};
+use lock_core::{Fence, Grant, Instant, KeyInfo, Limits, LockError, Request, Response};
 
-use crate::clock::{millis, StoreClock};
+use crate::clock::StoreClock;
 use crate::decider::{AnyDecider, Native};
 use crate::engine::{Decided, Engine, TimeSource};
 use crate::lease::{local_end, Lease, LeaseState};
 use crate::listen::{Hub, Subscription};
+use crate::queue::{Acquiring, Want};
 use crate::store::{Store, StoreError};
 
 /// Why a call failed.
@@ -62,24 +61,6 @@ impl From<LockError> for Error {
 /// ahead and renews it (`renew-wait`) while it waits, so a waiter whose process dies leaves the
 /// queue within this time and is never handed the key.
 pub const WAIT_ALIVE: Duration = Duration::from_secs(2);
-
-/// One caller waiting in a key's queue.
-struct Waiting<'a> {
-    key: &'a str,
-    owner: &'a str,
-    ttl: Duration,
-    /// When its whole wait is over, in the store's time.
-    until: Instant,
-    /// Where it hears that the key was handed to it, if the store notifies.
-    watcher: Option<Subscription>,
-}
-
-/// With a store that announces hand-offs, a waiter still looks by itself at least this often
-/// (a notice can be lost).
-const WATCHED_POLL: Duration = Duration::from_secs(1);
-
-/// A waiter renews when less than this remains of its kept-alive wait.
-const RENEW_WHEN_LEFT: u64 = WAIT_ALIVE.as_millis() as u64 * 2 / 3;
 
 pub(crate) struct Shared {
     engine: Mutex<Engine<Box<dyn Store>, AnyDecider>>,
@@ -230,51 +211,50 @@ impl Locks {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lease, Error> {
-        let ttl_ms = millis(ttl);
-        let wait_ms = millis(wait);
-        let mut wait_deadline: Option<Instant> = None;
+        let mut acquiring = Acquiring::new(key, owner, ttl, wait, self.shared.poll);
         let mut watcher: Option<Subscription> = None;
         let mut watch_failed = false;
-        loop {
-            let decided = self.request(key, |now| {
-                let until = wait_deadline.unwrap_or_else(|| now.saturating_add(wait_ms));
-                // Queued with a short deadline, renewed while this caller lives.
-                let alive = until.min(now.saturating_add(millis(WAIT_ALIVE)));
-                if until <= now {
-                    Request::TryAcquire {
-                        key,
-                        owner,
-                        ttl: ttl_ms,
-                        now,
+        let granted = loop {
+            let step = match acquiring.want() {
+                Want::Ask => {
+                    let decided = self.request(key, |now| acquiring.request(now))?;
+                    acquiring.asked(decided, |r| self.unexpected(r))
+                }
+                Want::Renew => {
+                    let decided = self.request(key, |now| acquiring.request(now));
+                    acquiring.renewed(decided, |r| self.unexpected(r))
+                }
+                Want::Look => acquiring.looked(self.engine().inspect(key, Instant::ZERO)),
+                Want::Pause(pause) => {
+                    std::thread::sleep(pause);
+                    continue;
+                }
+                Want::Nap(nap) => {
+                    match watcher.as_ref().map(|w| w.wait(nap)) {
+                        Some(Ok(_)) => {}
+                        // The notice connection failed: look by ourselves from now on.
+                        Some(Err(())) => {
+                            watcher = None;
+                            acquiring.watching(false);
+                        }
+                        None => std::thread::sleep(nap),
                     }
-                } else {
-                    Request::Acquire {
-                        key,
-                        owner,
-                        ttl: ttl_ms,
-                        wait_deadline: alive,
-                        now,
+                    continue;
+                }
+            };
+            match step {
+                Ok(Some(granted)) => break granted,
+                Ok(None) => {}
+                Err(e) => {
+                    if acquiring.in_line() {
+                        let _ = self.request(key, |now| Request::CancelWait { key, owner, now });
                     }
+                    return Err(e);
                 }
-            })?;
-            let until = *wait_deadline.get_or_insert(decided.now.saturating_add(wait_ms));
-            match decided.reply {
-                Response::Acquire(Ok(
-                    AcquireOutcome::Acquired(g) | AcquireOutcome::AlreadyHeld(g),
-                )) => {
-                    return Ok(self.lease(key, owner, ttl, g, decided.clock));
-                }
-                Response::Acquire(Ok(AcquireOutcome::AlreadyWaiting { .. })) => {
-                    return Err(Error::AlreadyWaiting);
-                }
-                Response::Acquire(Ok(AcquireOutcome::Queued { .. })) => {}
-                Response::Acquire(Err(e)) => return Err(Error::Lock(e)),
-                other => return Err(self.unexpected(&other)),
             }
             // Notices of hand-offs, if the store sends them (one listening connection for all
             // the waiting calls of this `Locks`).
-            let mut look_first = false;
-            if watcher.is_none() && !watch_failed {
+            if acquiring.in_line() && watcher.is_none() && !watch_failed {
                 let subscribed = (self.shared.hub).subscribe(key, owner, || {
                     // The store is held only to learn how to connect: the other calls of
                     // this `Locks` (a lease's keep-alive, say) do not wait for the connect.
@@ -282,161 +262,16 @@ impl Locks {
                     open.map(|open| open()).transpose()
                 });
                 match subscribed {
-                    // A hand-off before it listened was not heard: look once at once.
-                    Ok(Some(w)) => (watcher, look_first) = (Some(w), true),
+                    Ok(Some(w)) => {
+                        watcher = Some(w);
+                        acquiring.watching(true);
+                    }
                     // The store cannot notify, or listening failed: look by ourselves.
                     Ok(None) | Err(_) => watch_failed = true,
                 }
             }
-            let mut waiting = Waiting {
-                key,
-                owner,
-                ttl,
-                until,
-                watcher: watcher.take(),
-            };
-            let waited =
-                self.wait_in_line(&mut waiting, decided.next_deadline, decided.now, look_first);
-            watcher = waiting.watcher;
-            match waited {
-                Ok(Some(lease)) => return Ok(lease),
-                Ok(None) => {}
-                Err(e) => {
-                    let _ = self.request(key, |now| Request::CancelWait { key, owner, now });
-                    return Err(e);
-                }
-            }
-        }
-    }
-
-    /// Waits in `key`'s queue until this owner holds it (`Some`), it is no longer queued and
-    /// time remains (`None`: ask again: its hand-off ended before it looked, or its kept-alive
-    /// deadline passed before a renewal), or the wait is over. Renews its place (`renew-wait`)
-    /// when less than two thirds of [`WAIT_ALIVE`] remain of it.
-    fn wait_in_line(
-        &self,
-        waiting: &mut Waiting<'_>,
-        mut next: Option<Instant>,
-        mut now: Instant,
-        mut look_first: bool,
-    ) -> Result<Option<Lease>, Error> {
-        let (key, owner, ttl, until) = (waiting.key, waiting.owner, waiting.ttl, waiting.until);
-        let watcher = &mut waiting.watcher;
-        let mut alive = until.min(now.saturating_add(millis(WAIT_ALIVE)));
-        // A lost connection does not end the wait: the store reconnects on the next call, which
-        // is tried again every `poll` until the wait is over on this machine's clock.
-        let give_up = LocalInstant::now() + Duration::from_millis(until.0.saturating_sub(now.0));
-        let ride_out = |e: StoreError| -> Result<(), Error> {
-            match e {
-                StoreError::Lost { .. } | StoreError::Connect { .. }
-                    if LocalInstant::now() < give_up =>
-                {
-                    std::thread::sleep(self.shared.poll);
-                    Ok(())
-                }
-                e => Err(Error::Store(e)),
-            }
         };
-        loop {
-            if alive < until && alive.0.saturating_sub(now.0) < RENEW_WHEN_LEFT {
-                let renewed = self.request(key, |now| Request::RenewWait {
-                    key,
-                    owner,
-                    wait_deadline: until.min(now.saturating_add(millis(WAIT_ALIVE))),
-                    now,
-                });
-                let decided = match renewed {
-                    Ok(decided) => decided,
-                    Err(e) => {
-                        ride_out(e)?;
-                        continue;
-                    }
-                };
-                now = decided.now;
-                next = decided.next_deadline;
-                match decided.reply {
-                    Response::Acquire(Ok(AcquireOutcome::AlreadyHeld(grant))) => {
-                        return Ok(Some(self.lease(key, owner, ttl, grant, decided.clock)));
-                    }
-                    Response::Acquire(Ok(AcquireOutcome::AlreadyWaiting { .. })) => {
-                        alive = until.min(now.saturating_add(millis(WAIT_ALIVE)));
-                    }
-                    Response::Acquire(Err(LockError::NotWaiting)) => {
-                        return if now >= until {
-                            Err(Error::WaitTimedOut)
-                        } else {
-                            Ok(None)
-                        };
-                    }
-                    Response::Acquire(Err(e)) => return Err(Error::Lock(e)),
-                    other => return Err(self.unexpected(&other)),
-                }
-            }
-            // Sleep to the key's next change (a deadline) or the next renewal, and at most
-            // `poll`; with a watcher, until the store says the key was handed to this owner,
-            // at most WATCHED_POLL (a notice can be lost).
-            let to_next = next.map_or(u64::MAX, |t| t.0.saturating_sub(now.0));
-            let to_renew = if alive < until {
-                alive
-                    .0
-                    .saturating_sub(now.0)
-                    .saturating_sub(RENEW_WHEN_LEFT)
-            } else {
-                u64::MAX
-            };
-            let most = if watcher.is_some() {
-                WATCHED_POLL
-            } else {
-                self.shared.poll
-            };
-            let nap = most.min(Duration::from_millis(to_next.min(to_renew).max(1)));
-            let nap = if look_first { Duration::ZERO } else { nap };
-            look_first = false;
-            match watcher.as_ref().map(|w| w.wait(nap)) {
-                Some(Ok(_)) => {}
-                // The notice connection failed: look by ourselves from now on.
-                Some(Err(())) => *watcher = None,
-                None => std::thread::sleep(nap),
-            }
-            let looked = self.engine().inspect(key, Instant::ZERO);
-            let decided = match looked {
-                Ok(decided) => decided,
-                Err(e) => {
-                    // Look again after `poll`, not at the next notice: the one that woke this
-                    // look (a hand-off with a short TTL, say) is spent.
-                    ride_out(e)?;
-                    look_first = true;
-                    continue;
-                }
-            };
-            now = decided.now;
-            next = decided.next_deadline;
-            let info = decided.reply.map_err(Error::Lock)?;
-            if let Some(holder) = info
-                .as_ref()
-                .map(|i| &i.holder)
-                .filter(|h| h.owner == owner)
-            {
-                let grant = Grant {
-                    fence: holder.fence,
-                    deadline: holder.deadline,
-                };
-                return Ok(Some(self.lease(key, owner, ttl, grant, decided.clock)));
-            }
-            let waiting = info
-                .as_ref()
-                .is_some_and(|i| i.waiters.iter().any(|w| w.owner == owner));
-            if waiting {
-                continue;
-            }
-            // Not queued any more: the whole wait is over, or only its kept-alive part (a late
-            // renewal) or a hand-off that ended unseen: then queue again.
-            return if now >= until {
-                Err(Error::WaitTimedOut)
-            } else {
-                Ok(None)
-            };
-        }
+        Ok(self.lease(key, owner, ttl, granted.grant, granted.clock))
     }
 
     fn lease(
