@@ -3,9 +3,7 @@
 
 use std::time::{Duration as StdDuration, Instant as LocalInstant};
 
-use lock_core::{
-    EventKind, Fence, Instant, KeyEvent, KeyInfo, Limits, LockError, Request, Response, Step,
-};
+use lock_core::{Fence, Instant, KeyEvent, KeyInfo, Limits, LockError, Request, Response, Step};
 
 use crate::clock::StoreClock;
 use crate::decider::{DecideError, Decider, Decision, Native};
@@ -140,29 +138,10 @@ impl<S: Store, D: Decider> Engine<S, D> {
         make: impl Fn(Instant) -> Request<'r>,
     ) -> Result<Decided<Response>, StoreError> {
         let limits = self.limits.clone();
-        // Bad input is refused before the store is touched (a key the store could not even
-        // hold, such as one with a NUL, never reaches it). The core's check is a few
-        // comparisons, so valid requests (the hot path) pay nothing more; an invalid one is
-        // answered by the decider itself, on an empty record.
-        if make(at).validate(&limits).is_err() {
-            let empty = self.decider.empty();
-            let probe = (self.decider)
-                .handle(&empty, make(at), &limits)
-                .map_err(|e| self.decide_error(key, e))?;
-            if let Response::Acquire(Err(e)) | Response::Done(Err(e)) | Response::Extend(Err(e)) =
-                &probe.step.reply
-            {
-                if e.is_invalid_request() && !probe.step.changed {
-                    return Ok(Decided {
-                        reply: probe.step.reply,
-                        events: Vec::new(),
-                        now: at,
-                        next_deadline: None,
-                        clock: None,
-                        ambiguous: false,
-                    });
-                }
-            }
+        if let Some(refused) = refuse_invalid(&mut self.decider, &limits, at, &make)
+            .map_err(|e| decide_error(&self.store.describe(), key, e))?
+        {
+            return Ok(refused);
         }
         let decided = self.run(
             key,
@@ -195,14 +174,7 @@ impl<S: Store, D: Decider> Engine<S, D> {
     ) -> Result<Decided<Result<Option<KeyInfo>, LockError>>, StoreError> {
         let limits = self.limits.clone();
         if let Err(e) = limits.check_key(key) {
-            return Ok(Decided {
-                reply: Err(e),
-                events: Vec::new(),
-                now: at,
-                next_deadline: None,
-                clock: None,
-                ambiguous: false,
-            });
+            return Ok(Decided::unchanged(Err(e), at));
         }
         self.run(
             key,
@@ -229,19 +201,6 @@ impl<S: Store, D: Decider> Engine<S, D> {
                     },
                 )
             }
-        }
-    }
-
-    fn decide_error(&self, key: &str, e: DecideError) -> StoreError {
-        match e {
-            DecideError::Corrupt(error) => StoreError::Corrupt {
-                key: key.to_owned(),
-                error,
-            },
-            DecideError::Failed(reason) => StoreError::Decider {
-                store: self.store.describe(),
-                reason,
-            },
         }
     }
 
@@ -328,14 +287,9 @@ impl<S: Store, D: Decider> Engine<S, D> {
         let Some(finished) = exchange.finished() else {
             return Err(self.stopped(key, Stop::Contention));
         };
-        if finished.wrote {
-            // Wake whoever was just handed the key (best effort: waiters also look by
-            // themselves).
-            for event in &finished.decided.events {
-                if let EventKind::Granted { owner, .. } = &event.kind {
-                    let _ = self.store.announce(key, owner);
-                }
-            }
+        // Wake whoever was just handed the key (best effort: waiters also look by themselves).
+        for owner in finished.handed_to() {
+            let _ = self.store.announce(key, owner);
         }
         self.memory.keep(key, finished.remember);
         Ok(finished.decided)
@@ -343,18 +297,76 @@ impl<S: Store, D: Decider> Engine<S, D> {
 
     /// The error of an exchange that stopped.
     fn stopped(&self, key: &str, stop: Stop) -> StoreError {
-        match stop {
-            Stop::Store(e) => e,
-            Stop::Decide(e) => self.decide_error(key, e),
-            Stop::Fences { asked, got } => StoreError::Server {
-                store: self.store.describe(),
-                reason: format!("asked for {asked} fencing tokens, got {got}"),
-            },
-            Stop::Contention => StoreError::Contention {
-                key: key.to_owned(),
-                attempts: MAX_ATTEMPTS,
-            },
+        stopped(&self.store.describe(), key, stop)
+    }
+}
+
+impl<R> Decided<R> {
+    /// An answer given without touching the store (bad input).
+    pub(crate) fn unchanged(reply: R, at: Instant) -> Self {
+        Decided {
+            reply,
+            events: Vec::new(),
+            now: at,
+            next_deadline: None,
+            clock: None,
+            ambiguous: false,
         }
+    }
+}
+
+/// Bad input is refused before the store is touched (a key the store could not even hold,
+/// such as one with a NUL, never reaches it): `Some` answer if `make(at)` is invalid. The core's
+/// check is a few comparisons, so valid requests (the hot path) pay nothing more; an invalid one
+/// is answered by the decider itself, on an empty record.
+pub(crate) fn refuse_invalid<'r, D: Decider>(
+    decider: &mut D,
+    limits: &Limits,
+    at: Instant,
+    make: &impl Fn(Instant) -> Request<'r>,
+) -> Result<Option<Decided<Response>>, DecideError> {
+    if make(at).validate(limits).is_ok() {
+        return Ok(None);
+    }
+    let empty = decider.empty();
+    let probe = decider.handle(&empty, make(at), limits)?;
+    if let Response::Acquire(Err(e)) | Response::Done(Err(e)) | Response::Extend(Err(e)) =
+        &probe.step.reply
+    {
+        if e.is_invalid_request() && !probe.step.changed {
+            return Ok(Some(Decided::unchanged(probe.step.reply, at)));
+        }
+    }
+    Ok(None)
+}
+
+/// A decider's failure as the store error a caller hears.
+pub(crate) fn decide_error(store: &str, key: &str, e: DecideError) -> StoreError {
+    match e {
+        DecideError::Corrupt(error) => StoreError::Corrupt {
+            key: key.to_owned(),
+            error,
+        },
+        DecideError::Failed(reason) => StoreError::Decider {
+            store: store.to_owned(),
+            reason,
+        },
+    }
+}
+
+/// The error of an exchange on `key` of `store` that stopped.
+pub(crate) fn stopped(store: &str, key: &str, stop: Stop) -> StoreError {
+    match stop {
+        Stop::Store(e) => e,
+        Stop::Decide(e) => decide_error(store, key, e),
+        Stop::Fences { asked, got } => StoreError::Server {
+            store: store.to_owned(),
+            reason: format!("asked for {asked} fencing tokens, got {got}"),
+        },
+        Stop::Contention => StoreError::Contention {
+            key: key.to_owned(),
+            attempts: MAX_ATTEMPTS,
+        },
     }
 }
 

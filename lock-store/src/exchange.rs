@@ -153,6 +153,21 @@ pub(crate) struct Finished<Rec, R> {
     pub(crate) wrote: bool,
 }
 
+impl<Rec, R> Finished<Rec, R> {
+    /// The owners this call's write handed the key to (whose waiters the driver tells).
+    pub(crate) fn handed_to(&self) -> impl Iterator<Item = &str> {
+        let events = if self.wrote {
+            &self.decided.events[..]
+        } else {
+            &[]
+        };
+        events.iter().filter_map(|event| match &event.kind {
+            lock_core::EventKind::Granted { owner, .. } => Some(owner.as_str()),
+            _ => None,
+        })
+    }
+}
+
 /// A decision waiting for its write's answer.
 struct InFlight<Rec, R> {
     step: Step<R>,

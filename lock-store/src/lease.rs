@@ -8,7 +8,9 @@ use std::time::{Duration, Instant as LocalInstant};
 use lock_core::{Fence, Grant, Instant, LockError, Request, Response};
 
 use crate::clock::{millis, StoreClock};
+use crate::engine::Decided;
 use crate::locks::{Error, Locks};
+use crate::store::StoreError;
 
 /// What an `on_lost` callback is told.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -72,6 +74,9 @@ pub(crate) struct LeaseState {
     on_lost: Mutex<Option<LostCallback>>,
     guard: Mutex<Guard>,
     wake: Condvar,
+    /// Wakes the async tasks that watch this lease (`aio::Lease::lost`).
+    #[cfg(feature = "tokio")]
+    pub(crate) signal: tokio::sync::Notify,
 }
 
 impl LeaseState {
@@ -97,10 +102,64 @@ impl LeaseState {
             on_lost: Mutex::new(None),
             guard: Mutex::new(Guard::default()),
             wake: Condvar::new(),
+            #[cfg(feature = "tokio")]
+            signal: tokio::sync::Notify::new(),
         }
     }
 
-    fn local_end(&self) -> LocalInstant {
+    /// The key.
+    pub(crate) fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The owner.
+    pub(crate) fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// The fencing token.
+    pub(crate) fn fence(&self) -> Fence {
+        self.fence
+    }
+
+    /// The TTL it was taken (and is kept alive) with.
+    pub(crate) fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// The deadline in the store's time.
+    pub(crate) fn deadline(&self) -> Instant {
+        Instant(self.deadline.load(Ordering::SeqCst))
+    }
+
+    /// When the release took effect, in the store's time.
+    pub(crate) fn released_at(&self) -> Option<Instant> {
+        let at = self.released_at.load(Ordering::SeqCst);
+        (self.released.load(Ordering::SeqCst) && at > 0).then_some(Instant(at))
+    }
+
+    /// Released (or known lost at a release): nothing more to send.
+    pub(crate) fn is_released(&self) -> bool {
+        self.released.load(Ordering::SeqCst)
+    }
+
+    /// Known lost, or this holder's own clock passed its end.
+    pub(crate) fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::SeqCst) || LocalInstant::now() >= self.local_end()
+    }
+
+    /// What the loss was, once it is known (`None` before).
+    pub(crate) fn lost_lease(&self) -> Option<LostLease> {
+        let refusal = self.refusal.lock().unwrap_or_else(PoisonError::into_inner);
+        self.lost.load(Ordering::SeqCst).then(|| LostLease {
+            key: self.key.clone(),
+            owner: self.owner.clone(),
+            fence: self.fence,
+            refusal: refusal.clone(),
+        })
+    }
+
+    pub(crate) fn local_end(&self) -> LocalInstant {
         *self
             .local_end
             .lock()
@@ -112,7 +171,7 @@ impl LeaseState {
     }
 
     /// Marks the lease lost (the first call only) and runs the callback if it is set.
-    fn lose(&self, refusal: Option<LockError>) {
+    pub(crate) fn lose(&self, refusal: Option<LockError>) {
         if self.released.load(Ordering::SeqCst) {
             return;
         }
@@ -124,6 +183,7 @@ impl LeaseState {
             *why = refusal;
             self.lost.store(true, Ordering::SeqCst);
         }
+        self.changed();
         self.fire();
     }
 
@@ -138,18 +198,8 @@ impl LeaseState {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        if let Some(callback) = callback {
-            let refusal = self
-                .refusal
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone();
-            callback(&LostLease {
-                key: self.key.clone(),
-                owner: self.owner.clone(),
-                fence: self.fence,
-                refusal,
-            });
+        if let (Some(callback), Some(lost)) = (callback, self.lost_lease()) {
+            callback(&lost);
         }
     }
 
@@ -195,39 +245,38 @@ impl Lease {
     /// The key.
     #[must_use]
     pub fn key(&self) -> &str {
-        &self.state.key
+        self.state.key()
     }
 
     /// The owner.
     #[must_use]
     pub fn owner(&self) -> &str {
-        &self.state.owner
+        self.state.owner()
     }
 
     /// The fencing token: pass it with every write to the protected resource.
     #[must_use]
     pub fn fence(&self) -> Fence {
-        self.state.fence
+        self.state.fence()
     }
 
     /// The deadline in the store's time (milliseconds since the Unix epoch).
     #[must_use]
     pub fn deadline(&self) -> Instant {
-        Instant(self.state.deadline.load(Ordering::SeqCst))
+        self.state.deadline()
     }
 
     /// When [`release`](Self::release) took effect, in the store's time (for audit logs).
     #[must_use]
     pub fn released_at(&self) -> Option<Instant> {
-        let at = self.state.released_at.load(Ordering::SeqCst);
-        (self.state.released.load(Ordering::SeqCst) && at > 0).then_some(Instant(at))
+        self.state.released_at()
     }
 
     /// True once the lease is known lost, or this holder's own clock passed its end: stop
     /// working on the resource. Conservative: it turns true before the store frees the key.
     #[must_use]
     pub fn is_lost(&self) -> bool {
-        self.state.lost.load(Ordering::SeqCst) || LocalInstant::now() >= self.state.local_end()
+        self.state.is_lost()
     }
 
     /// Moves the deadline to the store's now + `ttl` (same fence).
@@ -297,42 +346,120 @@ impl Lease {
 }
 
 fn release(locks: &Locks, state: &LeaseState) -> Result<(), Error> {
-    state.stop();
-    if state.released.load(Ordering::SeqCst) {
+    if !state.begin_release() {
         return Ok(());
     }
-    let (key, owner, fence) = (&state.key, &state.owner, state.fence);
-    let decided = locks
-        .request(key, |now| Request::Release {
+    let decided = locks.request(&state.key, state.release_request());
+    state.released_as(decided, |r| locks.unexpected(r))
+}
+
+impl LeaseState {
+    /// Stops the guard; `false` if the lease is already released (nothing to send).
+    pub(crate) fn begin_release(&self) -> bool {
+        self.stop();
+        !self.released.load(Ordering::SeqCst)
+    }
+
+    /// What a release's answer means for this lease (see [`Lease::release`]).
+    pub(crate) fn released_as(
+        &self,
+        decided: Result<Decided<Response>, StoreError>,
+        unexpected: impl FnOnce(&Response) -> Error,
+    ) -> Result<(), Error> {
+        let decided = decided.inspect_err(|_| self.release_unsure.store(true, Ordering::SeqCst))?;
+        let unsure = decided.ambiguous || self.release_unsure.load(Ordering::SeqCst);
+        let deadline = Instant(self.deadline.load(Ordering::SeqCst));
+        match decided.reply {
+            Response::Done(Ok(())) => {
+                self.released_at.store(decided.now.0, Ordering::SeqCst);
+                self.released.store(true, Ordering::SeqCst);
+                self.changed();
+                Ok(())
+            }
+            // This release's own write took effect before the writes the re-read found: nothing
+            // else ends a lease before its deadline.
+            Response::Done(Err(LockError::NotHeld | LockError::NotOwner))
+                if unsure && decided.now < deadline =>
+            {
+                self.released_at.store(decided.now.0, Ordering::SeqCst);
+                self.released.store(true, Ordering::SeqCst);
+                self.changed();
+                Ok(())
+            }
+            Response::Done(Err(e)) => {
+                self.lose(Some(e.clone()));
+                self.released.store(true, Ordering::SeqCst);
+                self.changed();
+                Err(Error::Lock(e))
+            }
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// What an extension's answer means for this lease (see [`Lease::extend`]).
+    pub(crate) fn extended_as(
+        &self,
+        decided: Result<Decided<Response>, StoreError>,
+        unexpected: impl FnOnce(&Response) -> Error,
+    ) -> Result<(), Error> {
+        let decided = decided?;
+        match decided.reply {
+            Response::Extend(Ok(grant)) => {
+                self.deadline.store(grant.deadline.0, Ordering::SeqCst);
+                *self
+                    .local_end
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) =
+                    local_end(decided.clock, grant.deadline);
+                self.changed();
+                Ok(())
+            }
+            Response::Extend(Err(e)) => {
+                if matches!(
+                    e,
+                    LockError::Expired { .. } | LockError::NotHeld | LockError::NotOwner
+                ) {
+                    self.lose(Some(e.clone()));
+                }
+                Err(Error::Lock(e))
+            }
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// The request of an extension by `ttl`.
+    pub(crate) fn extension<'s>(
+        &'s self,
+        ttl: Duration,
+    ) -> impl Fn(Instant) -> Request<'s> + Send + Sync + 's {
+        let (key, owner, fence) = (&self.key, &self.owner, self.fence);
+        let ttl = millis(ttl);
+        move |now| Request::Extend {
+            key,
+            owner,
+            fence,
+            ttl,
+            now,
+        }
+    }
+
+    /// The request of this lease's release.
+    pub(crate) fn release_request<'s>(
+        &'s self,
+    ) -> impl Fn(Instant) -> Request<'s> + Send + Sync + 's {
+        let (key, owner, fence) = (&self.key, &self.owner, self.fence);
+        move |now| Request::Release {
             key,
             owner,
             fence,
             now,
-        })
-        .inspect_err(|_| state.release_unsure.store(true, Ordering::SeqCst))?;
-    let unsure = decided.ambiguous || state.release_unsure.load(Ordering::SeqCst);
-    let deadline = Instant(state.deadline.load(Ordering::SeqCst));
-    match decided.reply {
-        Response::Done(Ok(())) => {
-            state.released_at.store(decided.now.0, Ordering::SeqCst);
-            state.released.store(true, Ordering::SeqCst);
-            Ok(())
         }
-        // This release's own write took effect before the writes the re-read found: nothing
-        // else ends a lease before its deadline.
-        Response::Done(Err(LockError::NotHeld | LockError::NotOwner))
-            if unsure && decided.now < deadline =>
-        {
-            state.released_at.store(decided.now.0, Ordering::SeqCst);
-            state.released.store(true, Ordering::SeqCst);
-            Ok(())
-        }
-        Response::Done(Err(e)) => {
-            state.lose(Some(e.clone()));
-            state.released.store(true, Ordering::SeqCst);
-            Err(Error::Lock(e))
-        }
-        other => Err(locks.unexpected(&other)),
+    }
+
+    /// Wakes the async tasks that watch this lease (its end moved, or it is lost or released).
+    fn changed(&self) {
+        #[cfg(feature = "tokio")]
+        self.signal.notify_waiters();
     }
 }
 
@@ -346,7 +473,7 @@ impl Drop for Lease {
     /// that the executor's thread is never held for a store that stopped answering (up to its
     /// bound), while a healthy release is done when the drop returns.
     fn drop(&mut self) {
-        if self.state.released.load(Ordering::SeqCst) {
+        if self.state.is_released() {
             self.state.stop();
             return;
         }
@@ -370,35 +497,8 @@ impl Drop for Lease {
 }
 
 fn extend(locks: &Locks, state: &LeaseState, ttl: Duration) -> Result<(), Error> {
-    let (key, owner, fence) = (&state.key, &state.owner, state.fence);
-    let ttl_ms = millis(ttl);
-    let decided = locks.request(key, |now| Request::Extend {
-        key,
-        owner,
-        fence,
-        ttl: ttl_ms,
-        now,
-    })?;
-    match decided.reply {
-        Response::Extend(Ok(grant)) => {
-            state.deadline.store(grant.deadline.0, Ordering::SeqCst);
-            *state
-                .local_end
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner) = local_end(decided.clock, grant.deadline);
-            Ok(())
-        }
-        Response::Extend(Err(e)) => {
-            if matches!(
-                e,
-                LockError::Expired { .. } | LockError::NotHeld | LockError::NotOwner
-            ) {
-                state.lose(Some(e.clone()));
-            }
-            Err(Error::Lock(e))
-        }
-        other => Err(locks.unexpected(&other)),
-    }
+    let decided = locks.request(&state.key, state.extension(ttl));
+    state.extended_as(decided, |r| locks.unexpected(r))
 }
 
 /// Where a holder stops believing in its lease ending at `deadline` (store's time), on its own
@@ -414,7 +514,7 @@ pub(crate) fn local_end(clock: Option<StoreClock>, deadline: Instant) -> LocalIn
 /// thread of their own: a store call that hangs (up to its bound) never delays the lease's end,
 /// which this thread's timer alone decides.
 fn guard_thread(locks: &Locks, state: &Arc<LeaseState>) {
-    let period = (state.ttl / 3).max(Duration::from_millis(1));
+    let period = (state.ttl() / 3).max(Duration::from_millis(1));
     let mut next_extend = LocalInstant::now() + period;
     let mut extending = false;
     let mut guard = state.guard();

@@ -38,6 +38,8 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+#[cfg(feature = "tokio")]
+pub mod aio;
 mod clock;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 mod collect;

@@ -28,10 +28,31 @@ enum Heard {
     Failed,
 }
 
+/// Where a subscriber hears: a blocking call's channel, or an async task's.
+enum Tell {
+    Blocking(Sender<Heard>),
+    #[cfg(feature = "tokio")]
+    Async(tokio::sync::mpsc::UnboundedSender<Heard>),
+}
+
+impl Tell {
+    fn send(&self, heard: Heard) {
+        match self {
+            Tell::Blocking(tx) => {
+                let _ = tx.send(heard);
+            }
+            #[cfg(feature = "tokio")]
+            Tell::Async(tx) => {
+                let _ = tx.send(heard);
+            }
+        }
+    }
+}
+
 #[derive(Default)]
 struct State {
     /// The subscribers by the payload they wait for.
-    waiting: HashMap<String, Vec<(u64, Sender<Heard>)>>,
+    waiting: HashMap<String, Vec<(u64, Tell)>>,
     next_id: u64,
     /// Whether a listening thread is running.
     listening: bool,
@@ -76,8 +97,36 @@ impl Hub {
         owner: &str,
         open: impl FnOnce() -> Result<Option<Box<dyn Watcher>>, StoreError>,
     ) -> Result<Option<Subscription>, StoreError> {
+        let (tx, heard) = mpsc::channel();
+        let ticket = self.enter(key, owner, Tell::Blocking(tx), open)?;
+        Ok(ticket.map(|ticket| Subscription { ticket, heard }))
+    }
+
+    /// [`subscribe`](Self::subscribe) for an async task (call it where blocking is allowed:
+    /// `open` connects).
+    ///
+    /// # Errors
+    /// As [`subscribe`](Self::subscribe).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn subscribe_async(
+        self: &Arc<Self>,
+        key: &str,
+        owner: &str,
+        open: impl FnOnce() -> Result<Option<Box<dyn Watcher>>, StoreError>,
+    ) -> Result<Option<AsyncSubscription>, StoreError> {
+        let (tx, heard) = tokio::sync::mpsc::unbounded_channel();
+        let ticket = self.enter(key, owner, Tell::Async(tx), open)?;
+        Ok(ticket.map(|ticket| AsyncSubscription { ticket, heard }))
+    }
+
+    fn enter(
+        self: &Arc<Self>,
+        key: &str,
+        owner: &str,
+        tell: Tell,
+        open: impl FnOnce() -> Result<Option<Box<dyn Watcher>>, StoreError>,
+    ) -> Result<Option<Ticket>, StoreError> {
         let payload = notice(key, owner);
-        let (tx, rx) = mpsc::channel();
         let mut state = self.state();
         if !state.listening {
             // Opened while holding the hub's lock, so that two subscribers never open two.
@@ -103,12 +152,11 @@ impl Hub {
             .waiting
             .entry(payload.clone())
             .or_default()
-            .push((id, tx));
-        Ok(Some(Subscription {
+            .push((id, tell));
+        Ok(Some(Ticket {
             hub: Arc::clone(self),
             payload,
             id,
-            heard: rx,
         }))
     }
 
@@ -122,16 +170,16 @@ impl Hub {
             match next {
                 Ok(Some(payload)) => {
                     if let Some(subscribers) = state.waiting.get(&payload) {
-                        for (_, tx) in subscribers {
-                            let _ = tx.send(Heard::Notice);
+                        for (_, tell) in subscribers {
+                            tell.send(Heard::Notice);
                         }
                     }
                 }
                 Ok(None) => {}
                 Err(_) => {
                     for (_, subscribers) in state.waiting.drain() {
-                        for (_, tx) in subscribers {
-                            let _ = tx.send(Heard::Failed);
+                        for (_, tell) in subscribers {
+                            tell.send(Heard::Failed);
                         }
                     }
                     state.listening = false;
@@ -157,11 +205,29 @@ impl Hub {
     }
 }
 
-/// One waiting call's subscription; dropping it unsubscribes.
-pub(crate) struct Subscription {
+/// One subscriber's place in the hub; dropping it unsubscribes.
+struct Ticket {
     hub: Arc<Hub>,
     payload: String,
     id: u64,
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let mut state = self.hub.state();
+        if let Some(subscribers) = state.waiting.get_mut(&self.payload) {
+            subscribers.retain(|(id, _)| *id != self.id);
+            if subscribers.is_empty() {
+                state.waiting.remove(&self.payload);
+            }
+        }
+    }
+}
+
+/// One waiting call's subscription; dropping it unsubscribes.
+pub(crate) struct Subscription {
+    #[allow(dead_code)] // held for its `Drop`
+    ticket: Ticket,
     heard: Receiver<Heard>,
 }
 
@@ -180,14 +246,25 @@ impl Subscription {
     }
 }
 
-impl Drop for Subscription {
-    fn drop(&mut self) {
-        let mut state = self.hub.state();
-        if let Some(subscribers) = state.waiting.get_mut(&self.payload) {
-            subscribers.retain(|(id, _)| *id != self.id);
-            if subscribers.is_empty() {
-                state.waiting.remove(&self.payload);
-            }
+/// One waiting task's subscription; dropping it unsubscribes.
+#[cfg(feature = "tokio")]
+pub(crate) struct AsyncSubscription {
+    #[allow(dead_code)] // held for its `Drop`
+    ticket: Ticket,
+    heard: tokio::sync::mpsc::UnboundedReceiver<Heard>,
+}
+
+#[cfg(feature = "tokio")]
+impl AsyncSubscription {
+    /// Waits at most `timeout` for the notice (see [`Subscription::wait`]).
+    ///
+    /// # Errors
+    /// `Err(())` if the listening connection failed.
+    pub(crate) async fn wait(&mut self, timeout: Duration) -> Result<bool, ()> {
+        match tokio::time::timeout(timeout, self.heard.recv()).await {
+            Ok(Some(Heard::Notice)) => Ok(true),
+            Ok(Some(Heard::Failed) | None) => Err(()),
+            Err(_) => Ok(false),
         }
     }
 }

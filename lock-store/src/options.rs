@@ -101,6 +101,33 @@ impl Options {
         Locks::build(store, self.decider, self.limits)
     }
 
+    /// Opens namespace `namespace` of the store at `url` for async code (see
+    /// [`aio::Locks::open`](crate::aio::Locks::open)): the connect runs on a blocking thread,
+    /// and more connections are opened as tasks need them (at most
+    /// [`POOL_SIZE`](crate::aio::POOL_SIZE)).
+    ///
+    /// # Errors
+    /// As [`open`](Self::open); also [`Error::Store`] if called outside a tokio runtime.
+    #[cfg(feature = "tokio")]
+    pub async fn open_async(self, url: &str, namespace: &str) -> Result<crate::aio::Locks, Error> {
+        let pooled = pool(url, namespace, self.bound).await?;
+        crate::aio::Locks::build(std::sync::Arc::new(pooled), self.decider, self.limits)
+    }
+
+    /// [`aio::Locks`](crate::aio::Locks) over an async store of your own (call it within a
+    /// tokio runtime).
+    ///
+    /// # Errors
+    /// [`Error::Lock`] with [`LockError::InvalidLimits`](crate::LockError::InvalidLimits);
+    /// [`Error::Store`] outside a tokio runtime.
+    #[cfg(feature = "tokio")]
+    pub fn over_async(
+        self,
+        store: impl crate::aio::AsyncStore,
+    ) -> Result<crate::aio::Locks, Error> {
+        crate::aio::Locks::build(std::sync::Arc::new(store), self.decider, self.limits)
+    }
+
     /// Locks over a store of your own (the bound is the store's: see
     /// [`Store::bound`](crate::store::Store::bound)).
     ///
@@ -109,4 +136,31 @@ impl Options {
     pub fn over(self, store: impl Store + 'static) -> Result<Locks, Error> {
         Locks::build(Box::new(store), self.decider, self.limits)
     }
+}
+
+/// The connections of an async `Locks` to the store at `url`: the first opened now (on a
+/// blocking thread), the rest as tasks need them, by URL; for `memory:`, clones of the first
+/// (whose contents they share).
+#[cfg(feature = "tokio")]
+async fn pool(url: &str, namespace: &str, bound: Duration) -> Result<crate::aio::Pooled, Error> {
+    use crate::store::{MemoryStore, Store};
+    let size = crate::aio::POOL_SIZE;
+    if url == "memory:" {
+        let memory = MemoryStore::new(namespace)?;
+        let more = memory.clone();
+        let more: crate::aio::OpenStore =
+            Box::new(move || Ok(Box::new(more.clone()) as Box<dyn Store>));
+        return Ok(crate::aio::Pooled::new(Box::new(memory), Some(more), size));
+    }
+    let (url, namespace) = (url.to_owned(), namespace.to_owned());
+    let open = move || crate::store::open(&url, &namespace, bound);
+    let first = tokio::task::spawn_blocking(open.clone())
+        .await
+        .map_err(|e| {
+            Error::Store(crate::StoreError::Server {
+                store: String::new(),
+                reason: format!("the connect failed on its thread: {e}"),
+            })
+        })??;
+    Ok(crate::aio::Pooled::new(first, Some(Box::new(open)), size))
 }

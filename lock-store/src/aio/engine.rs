@@ -1,0 +1,195 @@
+//! The async driver of the decision loop: the same [`Exchange`] and [`Memory`] as the blocking
+//! [`Engine`](crate::store::Engine), with the IO awaited on an [`AsyncStore`]. It holds no lock
+//! across an await: the records it remembers and the decider are locked only while a decision
+//! is made, so the calls of many tasks (on different keys, or the same) are in flight at once;
+//! two on one key settle it by compare-and-set, as two processes would.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration as StdDuration, Instant as LocalInstant};
+
+use lock_core::{Fence, Instant, KeyInfo, Limits, LockError, Request, Response, Step};
+
+use crate::aio::store::AsyncStore;
+use crate::decider::{DecideError, Decider, Decision};
+use crate::engine::{decide_error, refuse_invalid, stopped, Decided, TimeSource};
+use crate::exchange::{Exchange, Io, Memory, Stop};
+use crate::store::{new_version, no_answer, StoreError};
+
+/// Decides calls on one async store with the store's clock.
+pub(crate) struct AsyncEngine<D: Decider> {
+    store: Arc<dyn AsyncStore>,
+    decider: Mutex<D>,
+    limits: Limits,
+    memory: Mutex<Memory<D::Record>>,
+}
+
+impl<D: Decider> AsyncEngine<D> {
+    /// An engine over `store` decided by `decider`.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidLimits`] if a limit is out of range.
+    pub(crate) fn new(
+        store: Arc<dyn AsyncStore>,
+        decider: D,
+        limits: Limits,
+    ) -> Result<Self, LockError> {
+        limits.validate()?;
+        Ok(AsyncEngine {
+            store,
+            decider: Mutex::new(decider),
+            limits,
+            memory: Mutex::new(Memory::default()),
+        })
+    }
+
+    pub(crate) fn store(&self) -> &Arc<dyn AsyncStore> {
+        &self.store
+    }
+
+    // Neither lock is held across an await (their guards are not `Send`), and no invariant
+    // spans a panic: at worst a remembered record is stale and the next compare-and-set
+    // corrects it.
+    fn decider(&self) -> MutexGuard<'_, D> {
+        self.decider.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn memory(&self) -> MutexGuard<'_, Memory<D::Record>> {
+        self.memory.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `make(now)` on `key` at the store's time (see
+    /// [`Engine::request`](crate::store::Engine::request)).
+    pub(crate) async fn request<'r>(
+        &self,
+        key: &str,
+        make: impl Fn(Instant) -> Request<'r> + Send + Sync,
+    ) -> Result<Decided<Response>, StoreError> {
+        let limits = &self.limits;
+        let refused = refuse_invalid(&mut *self.decider(), limits, Instant::ZERO, &make);
+        if let Some(refused) = refused.map_err(|e| decide_error(&self.store.describe(), key, e))? {
+            return Ok(refused);
+        }
+        let decide = |d: &mut D, record: &D::Record, now| d.handle(record, make(now), limits);
+        let decided = self.run(key, decide, Step::<Response>::settle).await;
+        // A namespace that does not exist yet is created by its first write, and only then.
+        if let Err(StoreError::NoNamespace { .. }) = decided {
+            self.bounded(self.store.install(), LocalInstant::now(), true)
+                .await?;
+            return self.run(key, decide, Step::<Response>::settle).await;
+        }
+        decided
+    }
+
+    /// The key's holder and waiters at the store's time.
+    pub(crate) async fn inspect(
+        &self,
+        key: &str,
+    ) -> Result<Decided<Result<Option<KeyInfo>, LockError>>, StoreError> {
+        let limits = &self.limits;
+        if let Err(e) = limits.check_key(key) {
+            return Ok(Decided::unchanged(Err(e), Instant::ZERO));
+        }
+        let decide = |d: &mut D, record: &D::Record, now| d.inspect(record, key, now, limits);
+        self.run(
+            key,
+            decide,
+            Step::<Result<Option<KeyInfo>, LockError>>::settle,
+        )
+        .await
+    }
+
+    /// One store call held to what remains of the request's bound (the whole bound for its
+    /// first call): past it, [`StoreError::Lost`].
+    async fn bounded<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<T, StoreError>>,
+        start: LocalInstant,
+        first: bool,
+    ) -> Result<T, StoreError> {
+        let Some(bound) = self.store.bound() else {
+            return call.await;
+        };
+        let left = if first {
+            bound
+        } else {
+            bound.saturating_sub(start.elapsed())
+        };
+        match tokio::time::timeout(left, call).await {
+            Ok(result) => result,
+            Err(_) => Err(no_answer(self.store.describe(), bound)),
+        }
+    }
+
+    async fn run<R>(
+        &self,
+        key: &str,
+        mut decide: impl FnMut(&mut D, &D::Record, Instant) -> Result<Decision<D::Record, R>, DecideError>
+            + Send,
+        settle: fn(&mut Step<R>, &[Fence]),
+    ) -> Result<Decided<R>, StoreError> {
+        let start = LocalInstant::now();
+        let remembered = self.memory().start(key, start, &mut *self.decider());
+        let limits = &self.limits;
+        let mut exchange = Exchange::<D, R>::new(
+            TimeSource::Store,
+            Instant::ZERO,
+            limits,
+            remembered,
+            new_version(),
+            settle,
+        );
+        let describe = || self.store.describe();
+        let mut t = start;
+        let mut first = true;
+        loop {
+            let mut pause = StdDuration::ZERO;
+            let polled = exchange.poll(&mut *self.decider(), t, &mut decide);
+            let (done, sent) = match polled {
+                Err(stop) => return Err(stopped(&describe(), key, stop)),
+                Ok(None) => break,
+                Ok(Some(Io::Pause(p))) => {
+                    pause = p;
+                    (None, t)
+                }
+                Ok(Some(Io::Read)) => {
+                    let sent = LocalInstant::now();
+                    let read = self.bounded(self.store.read(key), start, first).await;
+                    (Some(Err(read)), sent)
+                }
+                Ok(Some(Io::Write(write))) => {
+                    let written = self
+                        .bounded(self.store.write(key, &write), start, first)
+                        .await;
+                    (Some(Ok(written)), t)
+                }
+            };
+            if done.is_none() {
+                tokio::time::sleep(pause).await;
+                t = LocalInstant::now();
+                continue;
+            }
+            first = false;
+            let arrived = LocalInstant::now();
+            let handled = match done {
+                Some(Err(read)) => exchange.handle_read(&mut *self.decider(), read, sent, arrived),
+                Some(Ok(written)) => {
+                    exchange.handle_written(&mut *self.decider(), written, arrived)
+                }
+                None => Ok(()),
+            };
+            handled.map_err(|stop| stopped(&describe(), key, stop))?;
+            t = arrived;
+        }
+        let Some(finished) = exchange.finished() else {
+            return Err(stopped(&describe(), key, Stop::Contention));
+        };
+        // Wake whoever was just handed the key (best effort: waiters also look by themselves).
+        for owner in finished.handed_to() {
+            let _ = self
+                .bounded(self.store.announce(key, owner), LocalInstant::now(), true)
+                .await;
+        }
+        self.memory().keep(key, finished.remember);
+        Ok(finished.decided)
+    }
+}
