@@ -32,6 +32,29 @@ pub(crate) const WATCHED_POLL: Duration = Duration::from_secs(1);
 /// A waiter renews when less than this remains of its kept-alive wait.
 const RENEW_WHEN_LEFT: u64 = WAIT_ALIVE.as_millis() as u64 * 2 / 3;
 
+/// Where a queued wait is kept alive to when renewed at the store's `now`: [`WAIT_ALIVE`]
+/// ahead, never past `until` (the end of the whole wait).
+fn kept_alive(until: Instant, now: Instant) -> Instant {
+    until.min(now.saturating_add(millis(WAIT_ALIVE)))
+}
+
+/// The `renew-wait` of [`Want::Renew`] for `owner`, whose whole wait ends at `until` (see
+/// [`Acquiring::until`]), at the store's `now`. A driver may send it as it is, or with the
+/// renewals of other callers on the same key (one write for all).
+pub(crate) fn renew_wait<'a>(
+    key: &'a str,
+    owner: &'a str,
+    until: Instant,
+    now: Instant,
+) -> Request<'a> {
+    Request::RenewWait {
+        key,
+        owner,
+        wait_deadline: kept_alive(until, now),
+        now,
+    }
+}
+
 /// What the driver does next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Want {
@@ -81,6 +104,8 @@ struct Line {
     look_first: bool,
     /// The last nap is over: look.
     napped: bool,
+    /// The last nap lasts to the renewal: renew after it rather than look.
+    renew_after_nap: bool,
     /// Past this local instant a failing store ends the wait.
     give_up: LocalInstant,
 }
@@ -122,6 +147,11 @@ impl<'a> Acquiring<'a> {
         }
     }
 
+    /// When the whole wait is over, in the store's time (once the first answer came).
+    pub(crate) fn until(&self) -> Instant {
+        self.until.unwrap_or(Instant::ZERO)
+    }
+
     /// The caller is queued (a store call may fail from here on, and a failed call then
     /// cancels the wait: see [`CancelWait`](Request::CancelWait)).
     pub(crate) fn in_line(&self) -> bool {
@@ -156,6 +186,10 @@ impl<'a> Acquiring<'a> {
         }
         if line.napped {
             line.napped = false;
+            // A nap that lasted to the renewal renews: its answer says all a look would.
+            if std::mem::take(&mut line.renew_after_nap) {
+                return Want::Renew;
+            }
             return Want::Look;
         }
         if line.look_first {
@@ -182,6 +216,8 @@ impl<'a> Acquiring<'a> {
         } else {
             self.poll
         };
+        let most_ms = u64::try_from(most.as_millis()).unwrap_or(u64::MAX);
+        line.renew_after_nap = to_renew <= to_next.min(most_ms);
         Want::Nap(most.min(Duration::from_millis(to_next.min(to_renew).max(1))))
     }
 
@@ -190,14 +226,9 @@ impl<'a> Acquiring<'a> {
         let (key, owner, ttl) = (self.key, self.owner, self.ttl);
         let until = self.until.unwrap_or_else(|| now.saturating_add(self.wait));
         // Queued with a short deadline, renewed while this caller lives.
-        let alive = until.min(now.saturating_add(millis(WAIT_ALIVE)));
+        let alive = kept_alive(until, now);
         match self.phase {
-            Phase::InLine(_) | Phase::Pause(_) => Request::RenewWait {
-                key,
-                owner,
-                wait_deadline: alive,
-                now,
-            },
+            Phase::InLine(_) | Phase::Pause(_) => renew_wait(key, owner, until, now),
             Phase::Ask if until <= now => Request::TryAcquire {
                 key,
                 owner,
@@ -241,9 +272,10 @@ impl<'a> Acquiring<'a> {
                 self.phase = Phase::InLine(Line {
                     now,
                     next: decided.next_deadline,
-                    alive: until.min(now.saturating_add(millis(WAIT_ALIVE))),
+                    alive: kept_alive(until, now),
                     look_first: false,
                     napped: false,
+                    renew_after_nap: false,
                     give_up: LocalInstant::now()
                         + Duration::from_millis(until.0.saturating_sub(now.0)),
                 });
@@ -280,7 +312,7 @@ impl<'a> Acquiring<'a> {
                 clock: decided.clock,
             })),
             Response::Acquire(Ok(AcquireOutcome::AlreadyWaiting { .. })) => {
-                line.alive = until.min(decided.now.saturating_add(millis(WAIT_ALIVE)));
+                line.alive = kept_alive(until, decided.now);
                 Ok(None)
             }
             Response::Acquire(Err(LockError::NotWaiting)) => self.not_queued(decided.now),
@@ -482,6 +514,31 @@ mod tests {
         assert!(a.renewed(Ok(renewed), unexpected).unwrap().is_none());
         // Watched: at most WATCHED_POLL, and the next renewal is due in 2 000 - 1 333 ms.
         assert_eq!(a.want(), Want::Nap(Duration::from_millis(667)));
+        // That nap ends in the renewal, not in a look first: a renewal's answer says whether
+        // the key was handed over, so a waiter sends one call per renewal period, not two.
+        assert_eq!(a.want(), Want::Renew);
+        let renewed = decided(
+            Response::Acquire(Ok(AcquireOutcome::AlreadyWaiting { position: 1 })),
+            11_400,
+            Some(60_000),
+        );
+        assert!(a.renewed(Ok(renewed), unexpected).unwrap().is_none());
+        assert_eq!(a.want(), Want::Nap(Duration::from_millis(667)));
+        // A nap cut short by the key's next deadline looks.
+        let mut b = Acquiring::new(
+            KEY,
+            ME,
+            Duration::from_secs(5),
+            Duration::from_secs(10),
+            Duration::from_millis(50),
+        );
+        b.asked(queued(10_000, 10_100), unexpected).unwrap();
+        b.watching(true);
+        assert_eq!(b.want(), Want::Look);
+        b.looked(Ok(decided(Ok(info("a", &[ME])), 10_000, Some(10_100))))
+            .unwrap();
+        assert_eq!(b.want(), Want::Nap(Duration::from_millis(100)));
+        assert_eq!(b.want(), Want::Look);
     }
 
     #[test]
