@@ -3,7 +3,9 @@
 //! browser, in Node and in a plugin host. Both run `lock-core`'s `KeyRecord`; a decider only
 //! holds records between calls and reports what a transition did.
 
-use lock_core::{Fence, Instant, KeyInfo, KeyRecord, Limits, LockError, Request, Response, Step};
+use lock_core::{
+    Fence, Instant, KeyEvent, KeyInfo, KeyRecord, Limits, LockError, Request, Response, Step,
+};
 
 use crate::store::Stored;
 
@@ -73,8 +75,95 @@ pub trait Decider: Send {
         limits: &Limits,
     ) -> Result<Decision<Self::Record, InspectReply>, DecideError>;
 
+    /// Runs `first`, then each of `rest`, as one transition, each on the record the one before
+    /// it left, and stops after the first that allocates fresh fencing tokens (the next would
+    /// number its own from the same provisional base): the steps of those run, in order, and
+    /// the record after the last. Written once, they all hold or none does.
+    ///
+    /// The default runs [`handle`](Self::handle) for each; a decider that can change a record
+    /// in place does it without a copy and an encoding per request.
+    ///
+    /// # Errors
+    /// [`DecideError`].
+    fn handle_each<'r>(
+        &mut self,
+        record: &Self::Record,
+        first: Request<'r>,
+        rest: &mut dyn Iterator<Item = Request<'r>>,
+        limits: &Limits,
+    ) -> Result<Decision<Self::Record, Vec<Step<Response>>>, DecideError> {
+        let mut together = Together::default();
+        let mut bytes = None;
+        let mut decided = self.handle(record, first, limits)?;
+        loop {
+            let Decision {
+                step,
+                after,
+                bytes: written,
+                clock,
+                next_deadline,
+                forget_at,
+            } = decided;
+            if step.changed {
+                bytes = Some(written);
+            }
+            let next = if together.push(step) {
+                rest.next()
+            } else {
+                None
+            };
+            match next {
+                Some(request) => decided = self.handle(&after, request, limits)?,
+                None => {
+                    return Ok(Decision {
+                        step: together.step(),
+                        after,
+                        bytes: bytes.flatten(),
+                        clock,
+                        next_deadline,
+                        forget_at,
+                    })
+                }
+            }
+        }
+    }
+
     /// Puts the tokens the store allocated in place of the provisional ones, after the write.
     fn settle(&mut self, record: &mut Self::Record, fresh: &[Fence]);
+}
+
+/// The steps of requests run one after the other as one transition (see
+/// [`Decider::handle_each`]).
+#[derive(Default)]
+struct Together {
+    steps: Vec<Step<Response>>,
+    events: Vec<KeyEvent>,
+    changed: bool,
+    fresh_fences: usize,
+}
+
+impl Together {
+    /// Adds the next request's step: `false` when no more may follow (it allocates fresh
+    /// fencing tokens).
+    fn push(&mut self, step: Step<Response>) -> bool {
+        self.changed |= step.changed;
+        self.fresh_fences += step.fresh_fences;
+        self.events.extend(step.events.iter().cloned());
+        let more = step.fresh_fences == 0;
+        self.steps.push(step);
+        more
+    }
+
+    /// One step for all: each request's own in the reply; every event, for the hand-offs a
+    /// driver announces (each reply's events are settled with the tokens, these are not).
+    fn step(self) -> Step<Vec<Step<Response>>> {
+        Step {
+            reply: self.steps,
+            events: self.events,
+            changed: self.changed,
+            fresh_fences: self.fresh_fences,
+        }
+    }
 }
 
 /// The native core decides.
@@ -113,6 +202,24 @@ impl Decider for Native {
         let mut after = record.clone();
         let step = after.handle(request, limits);
         Ok(native_decision(step, after, limits))
+    }
+
+    fn handle_each<'r>(
+        &mut self,
+        record: &KeyRecord,
+        first: Request<'r>,
+        rest: &mut dyn Iterator<Item = Request<'r>>,
+        limits: &Limits,
+    ) -> Result<Decision<KeyRecord, Vec<Step<Response>>>, DecideError> {
+        // One copy and one encoding for the whole batch.
+        let mut after = record.clone();
+        let mut together = Together::default();
+        let mut more = together.push(after.handle(first, limits));
+        while more {
+            let Some(request) = rest.next() else { break };
+            more = together.push(after.handle(request, limits));
+        }
+        Ok(native_decision(together.step(), after, limits))
     }
 
     fn inspect(
@@ -314,6 +421,28 @@ impl Decider for AnyDecider {
             (AnyDecider::Component(d), AnyRecord::Component(r)) => {
                 Ok(wrap(d.handle(r, request, limits)?, AnyRecord::Component))
             }
+            #[cfg(feature = "component")]
+            _ => Err(mismatch()),
+        }
+    }
+
+    fn handle_each<'r>(
+        &mut self,
+        record: &AnyRecord,
+        first: Request<'r>,
+        rest: &mut dyn Iterator<Item = Request<'r>>,
+        limits: &Limits,
+    ) -> Result<Decision<AnyRecord, Vec<Step<Response>>>, DecideError> {
+        match (self, record) {
+            (AnyDecider::Native(d), AnyRecord::Native(r)) => Ok(wrap(
+                d.handle_each(r, first, rest, limits)?,
+                AnyRecord::Native,
+            )),
+            #[cfg(feature = "component")]
+            (AnyDecider::Component(d), AnyRecord::Component(r)) => Ok(wrap(
+                d.handle_each(r, first, rest, limits)?,
+                AnyRecord::Component,
+            )),
             #[cfg(feature = "component")]
             _ => Err(mismatch()),
         }
