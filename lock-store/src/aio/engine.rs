@@ -1,14 +1,18 @@
 //! The async driver of the decision loop: the same [`Exchange`] and [`Memory`] as the blocking
-//! [`Engine`](crate::store::Engine), with the IO awaited on an [`AsyncStore`]. It holds no lock
-//! across an await: the records it remembers and the decider are locked only while a decision
-//! is made, so the calls of many tasks (on different keys, or the same) are in flight at once;
-//! two on one key settle it by compare-and-set, as two processes would.
+//! [`Engine`](crate::store::Engine), with the IO awaited on an [`AsyncStore`]. The records it
+//! remembers and the decider are locked only while a decision is made, so the calls of many
+//! tasks on different keys are in flight at once. Calls on one key take turns (first come,
+//! first served): they would otherwise only meet each other's compare-and-sets, and each starts
+//! from the record the one before it wrote, so an uncontended call stays one round trip.
+//! Waiters' renewals due at once take one turn together (`renewals.rs`).
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration as StdDuration, Instant as LocalInstant};
 
 use lock_core::{Fence, Instant, KeyInfo, Limits, LockError, Request, Response, Step};
 
+use crate::aio::renewals::Renewals;
 use crate::aio::store::AsyncStore;
 use crate::decider::{DecideError, Decider, Decision};
 use crate::engine::{decide_error, refuse_invalid, stopped, Decided, TimeSource};
@@ -21,6 +25,31 @@ pub(crate) struct AsyncEngine<D: Decider> {
     decider: Mutex<D>,
     limits: Limits,
     memory: Mutex<Memory<D::Record>>,
+    /// One turn per key with calls in flight (see [`Turn`]).
+    turns: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Waiters' renewals due, decided together (see [`Renewals`]).
+    renewals: Renewals,
+}
+
+/// A call's turn on its key: the calls of one engine on one key run one at a time, in the order
+/// they asked (tokio's mutex is fair). The key's entry goes when nobody holds or waits for it.
+pub(crate) struct Turn<'e> {
+    turns: &'e Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    key: &'e str,
+    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        drop(self.guard.take());
+        let mut turns = self.turns.lock().unwrap_or_else(PoisonError::into_inner);
+        if turns
+            .get(self.key)
+            .is_some_and(|m| Arc::strong_count(m) == 1)
+        {
+            turns.remove(self.key);
+        }
+    }
 }
 
 impl<D: Decider> AsyncEngine<D> {
@@ -39,11 +68,21 @@ impl<D: Decider> AsyncEngine<D> {
             decider: Mutex::new(decider),
             limits,
             memory: Mutex::new(Memory::default()),
+            turns: Mutex::new(HashMap::new()),
+            renewals: Renewals::default(),
         })
     }
 
     pub(crate) fn store(&self) -> &Arc<dyn AsyncStore> {
         &self.store
+    }
+
+    pub(crate) fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    pub(crate) fn renewals(&self) -> &Renewals {
+        &self.renewals
     }
 
     // Neither lock is held across an await (their guards are not `Send`), and no invariant
@@ -55,6 +94,21 @@ impl<D: Decider> AsyncEngine<D> {
 
     fn memory(&self) -> MutexGuard<'_, Memory<D::Record>> {
         self.memory.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Waits for this call's turn on `key`.
+    pub(crate) async fn turn<'e>(&'e self, key: &'e str) -> Turn<'e> {
+        let mutex = {
+            let mut turns = self.turns.lock().unwrap_or_else(PoisonError::into_inner);
+            Arc::clone(turns.entry(key.to_owned()).or_default())
+        };
+        let mut turn = Turn {
+            turns: &self.turns,
+            key,
+            guard: None,
+        };
+        turn.guard = Some(mutex.lock_owned().await);
+        turn
     }
 
     /// Runs `make(now)` on `key` at the store's time (see
@@ -120,7 +174,20 @@ impl<D: Decider> AsyncEngine<D> {
         }
     }
 
+    /// One call on `key`, in its turn.
     async fn run<R>(
+        &self,
+        key: &str,
+        decide: impl FnMut(&mut D, &D::Record, Instant) -> Result<Decision<D::Record, R>, DecideError>
+            + Send,
+        settle: fn(&mut Step<R>, &[Fence]),
+    ) -> Result<Decided<R>, StoreError> {
+        let _turn = self.turn(key).await;
+        self.run_in_turn(key, decide, settle).await
+    }
+
+    /// One call on `key` by a caller that holds the key's [`Turn`].
+    pub(crate) async fn run_in_turn<R>(
         &self,
         key: &str,
         mut decide: impl FnMut(&mut D, &D::Record, Instant) -> Result<Decision<D::Record, R>, DecideError>

@@ -196,7 +196,7 @@ impl Locks {
                     }
                 }
                 Want::Renew => {
-                    let decided = engine.request(key, |now| acquiring.request(now)).await;
+                    let decided = engine.renew_wait(key, owner, acquiring.until()).await;
                     acquiring.renewed(decided, |r| self.unexpected(r))
                 }
                 Want::Look => acquiring.looked(engine.inspect(key).await),

@@ -24,6 +24,7 @@
 mod engine;
 mod lease;
 mod locks;
+mod renewals;
 mod store;
 
 pub use lease::Lease;
