@@ -27,17 +27,18 @@ section "cargo test (vectors, model-based proptest with $PROPTEST_CASES cases, l
 # lock-store's tests and doctests run in the next section, with every store and the component:
 # a superset of its default features (built once, not twice).
 cargo test --workspace --exclude lock-store
-section "shared stores (lock-store): every vector (native core and component deciding), the service API, faults, bursts and contention, against Redis, PostgreSQL and MariaDB"
+section "shared stores (lock-store): every vector (native core and component deciding), the service API and its async face (tokio), faults, bursts and contention, against Redis, PostgreSQL and MariaDB"
 # shellcheck source=scripts/services.sh
 source scripts/services.sh
 ensure_services
 trap stop_services EXIT
-cargo test -p lock-store --features all-stores,component
+cargo test -p lock-store --features all-stores,component,tokio
 section "lock-store builds with each store's feature alone, its tests too (nobody compiles clients they do not use)"
 for store in sqlite redis postgres mysql; do
   cargo check -q -p lock-store --no-default-features --features "$store" --tests
 done
 cargo check -q -p lock-store --no-default-features --lib
+cargo check -q -p lock-store --no-default-features --features tokio --tests
 section "the shared-store benchmark, smoke run (figures: cargo run --release -p lock-store --features all-stores --example bench)"
 cargo run -q -p lock-store --features all-stores --example bench -- 0.05 >/dev/null
 # The aims mode the README judges the aims with (only its cells, turn-by-turn ratios), and a

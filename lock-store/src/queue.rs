@@ -148,6 +148,7 @@ impl<'a> Acquiring<'a> {
     }
 
     /// When the whole wait is over, in the store's time (once the first answer came).
+    #[cfg(feature = "tokio")]
     pub(crate) fn until(&self) -> Instant {
         self.until.unwrap_or(Instant::ZERO)
     }
