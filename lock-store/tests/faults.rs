@@ -189,7 +189,12 @@ fn survives_a_drop_while_waiting(
 /// then checks that every call on it is [`StoreError::Corrupt`], the holder's own too (it
 /// remembers the record as it was, and would write over it if the store compared versions
 /// only), and that the bytes are left as they were.
-#[cfg(any(feature = "sqlite", feature = "redis", feature = "postgres", feature = "mysql"))]
+#[cfg(any(
+    feature = "sqlite",
+    feature = "redis",
+    feature = "postgres",
+    feature = "mysql"
+))]
 fn corrupt_record_is_reported<S: Store, H: Store>(
     label: &str,
     (mut holder, fence): (Engine<H>, Fence),
@@ -248,7 +253,12 @@ fn corrupt_record_is_reported<S: Store, H: Store>(
 
 /// Takes "job" for "a" through `store`: the holder's engine (which remembers the record) and
 /// its fence.
-#[cfg(any(feature = "sqlite", feature = "redis", feature = "postgres", feature = "mysql"))]
+#[cfg(any(
+    feature = "sqlite",
+    feature = "redis",
+    feature = "postgres",
+    feature = "mysql"
+))]
 fn hold_job<S: Store>(store: S) -> (Engine<S>, Fence) {
     let mut engine = Engine::new(store, Limits::default(), TimeSource::Store).unwrap();
     let d = engine
