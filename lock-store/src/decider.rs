@@ -388,6 +388,22 @@ fn mismatch() -> DecideError {
     DecideError::Failed("a record kept by the other decider".into())
 }
 
+/// Runs `$call` on the decider and a record of the same kind (`$d`, `$r`), and wraps the
+/// decided record back: the one dispatch of [`AnyDecider`]'s transitions.
+macro_rules! dispatch {
+    ($decider:expr, $record:expr, |$d:ident, $r:ident| $call:expr) => {
+        match ($decider, $record) {
+            (AnyDecider::Native($d), AnyRecord::Native($r)) => Ok(wrap($call?, AnyRecord::Native)),
+            #[cfg(feature = "component")]
+            (AnyDecider::Component($d), AnyRecord::Component($r)) => {
+                Ok(wrap($call?, AnyRecord::Component))
+            }
+            #[cfg(feature = "component")]
+            _ => Err(mismatch()),
+        }
+    };
+}
+
 impl Decider for AnyDecider {
     type Record = AnyRecord;
 
@@ -413,17 +429,7 @@ impl Decider for AnyDecider {
         request: Request<'_>,
         limits: &Limits,
     ) -> Result<Decision<AnyRecord, Response>, DecideError> {
-        match (self, record) {
-            (AnyDecider::Native(d), AnyRecord::Native(r)) => {
-                Ok(wrap(d.handle(r, request, limits)?, AnyRecord::Native))
-            }
-            #[cfg(feature = "component")]
-            (AnyDecider::Component(d), AnyRecord::Component(r)) => {
-                Ok(wrap(d.handle(r, request, limits)?, AnyRecord::Component))
-            }
-            #[cfg(feature = "component")]
-            _ => Err(mismatch()),
-        }
+        dispatch!(self, record, |d, r| d.handle(r, request, limits))
     }
 
     fn handle_each<'r>(
@@ -433,19 +439,7 @@ impl Decider for AnyDecider {
         rest: &mut dyn Iterator<Item = Request<'r>>,
         limits: &Limits,
     ) -> Result<Decision<AnyRecord, Vec<Step<Response>>>, DecideError> {
-        match (self, record) {
-            (AnyDecider::Native(d), AnyRecord::Native(r)) => Ok(wrap(
-                d.handle_each(r, first, rest, limits)?,
-                AnyRecord::Native,
-            )),
-            #[cfg(feature = "component")]
-            (AnyDecider::Component(d), AnyRecord::Component(r)) => Ok(wrap(
-                d.handle_each(r, first, rest, limits)?,
-                AnyRecord::Component,
-            )),
-            #[cfg(feature = "component")]
-            _ => Err(mismatch()),
-        }
+        dispatch!(self, record, |d, r| d.handle_each(r, first, rest, limits))
     }
 
     fn inspect(
@@ -455,17 +449,7 @@ impl Decider for AnyDecider {
         now: Instant,
         limits: &Limits,
     ) -> Result<Decision<AnyRecord, InspectReply>, DecideError> {
-        match (self, record) {
-            (AnyDecider::Native(d), AnyRecord::Native(r)) => {
-                Ok(wrap(d.inspect(r, key, now, limits)?, AnyRecord::Native))
-            }
-            #[cfg(feature = "component")]
-            (AnyDecider::Component(d), AnyRecord::Component(r)) => {
-                Ok(wrap(d.inspect(r, key, now, limits)?, AnyRecord::Component))
-            }
-            #[cfg(feature = "component")]
-            _ => Err(mismatch()),
-        }
+        dispatch!(self, record, |d, r| d.inspect(r, key, now, limits))
     }
 
     fn settle(&mut self, record: &mut AnyRecord, fresh: &[Fence]) {

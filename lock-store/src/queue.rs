@@ -428,6 +428,24 @@ mod tests {
         )
     }
 
+    /// A caller that waits up to 10 s for a 5 s lease and pauses 50 ms after a lost connection.
+    fn acquiring() -> Acquiring<'static> {
+        Acquiring::new(
+            KEY,
+            ME,
+            Duration::from_secs(5),
+            Duration::from_secs(10),
+            Duration::from_millis(50),
+        )
+    }
+
+    /// [`acquiring`], queued by its first call at 10 000 ms; the key changes next at `next`.
+    fn waiting(next: u64) -> Acquiring<'static> {
+        let mut a = acquiring();
+        assert!(a.asked(queued(10_000, next), unexpected).unwrap().is_none());
+        a
+    }
+
     fn info(holder: &str, waiters: &[&str]) -> Option<KeyInfo> {
         Some(KeyInfo {
             holder: HolderInfo {
@@ -448,13 +466,7 @@ mod tests {
 
     #[test]
     fn a_queued_caller_naps_to_the_next_deadline_looks_and_is_handed_the_key() {
-        let mut a = Acquiring::new(
-            KEY,
-            ME,
-            Duration::from_secs(5),
-            Duration::from_secs(10),
-            Duration::from_millis(50),
-        );
+        let mut a = acquiring();
         assert_eq!(a.want(), Want::Ask);
         assert!(matches!(
             a.request(Instant(10_000)),
@@ -486,14 +498,7 @@ mod tests {
 
     #[test]
     fn it_renews_its_place_before_two_thirds_of_the_kept_alive_wait_are_gone() {
-        let mut a = Acquiring::new(
-            KEY,
-            ME,
-            Duration::from_secs(5),
-            Duration::from_secs(10),
-            Duration::from_millis(50),
-        );
-        a.asked(queued(10_000, 60_000), unexpected).unwrap();
+        let mut a = waiting(60_000);
         a.watching(true);
         assert_eq!(a.want(), Want::Look);
         a.looked(Ok(decided(Ok(info("a", &[ME])), 10_700, Some(60_000))))
@@ -526,14 +531,7 @@ mod tests {
         assert!(a.renewed(Ok(renewed), unexpected).unwrap().is_none());
         assert_eq!(a.want(), Want::Nap(Duration::from_millis(667)));
         // A nap cut short by the key's next deadline looks.
-        let mut b = Acquiring::new(
-            KEY,
-            ME,
-            Duration::from_secs(5),
-            Duration::from_secs(10),
-            Duration::from_millis(50),
-        );
-        b.asked(queued(10_000, 10_100), unexpected).unwrap();
+        let mut b = waiting(10_100);
         b.watching(true);
         assert_eq!(b.want(), Want::Look);
         b.looked(Ok(decided(Ok(info("a", &[ME])), 10_000, Some(10_100))))
@@ -544,14 +542,7 @@ mod tests {
 
     #[test]
     fn a_place_lost_while_time_remains_queues_again_and_the_end_of_the_wait_times_out() {
-        let mut a = Acquiring::new(
-            KEY,
-            ME,
-            Duration::from_secs(5),
-            Duration::from_secs(10),
-            Duration::from_millis(50),
-        );
-        a.asked(queued(10_000, 60_000), unexpected).unwrap();
+        let mut a = waiting(60_000);
         a.want();
         assert_eq!(a.want(), Want::Look);
         assert!(a
@@ -581,14 +572,7 @@ mod tests {
             store: "s".into(),
             reason: "r".into(),
         };
-        let mut a = Acquiring::new(
-            KEY,
-            ME,
-            Duration::from_secs(5),
-            Duration::from_secs(10),
-            Duration::from_millis(50),
-        );
-        a.asked(queued(10_000, 60_000), unexpected).unwrap();
+        let mut a = waiting(60_000);
         a.want();
         a.want();
         assert!(a.looked(Err(lost())).unwrap().is_none());
