@@ -193,6 +193,10 @@ fn the_loss_signal_comes_before_another_holder_and_with_lock_cancels_its_work() 
 /// Where the gated store stops: before or after its `n`th read or write.
 struct Gate {
     calls: AtomicUsize,
+    /// How many writes were sent.
+    writes: AtomicUsize,
+    /// Stop the next write until `open` (whatever `stop_at` says).
+    hold_write: AtomicBool,
     /// The point to stop at (2n: before call n, 2n + 1: after it); `usize::MAX`: none.
     stop_at: AtomicUsize,
     reached: tokio::sync::mpsc::UnboundedSender<usize>,
@@ -232,6 +236,11 @@ impl AsyncStore for Gated {
     fn write<'a>(&'a self, key: &'a str, write: &'a Write<'a>) -> StoreFuture<'a, Written> {
         Box::pin(async move {
             let n = self.gate.calls.fetch_add(1, Ordering::SeqCst);
+            self.gate.writes.fetch_add(1, Ordering::SeqCst);
+            if self.gate.hold_write.swap(false, Ordering::SeqCst) {
+                let mut open = self.gate.open.subscribe();
+                let _ = open.wait_for(|open| *open).await;
+            }
             self.gate.pass(2 * n).await;
             let written = self.inner.write(key, write).await;
             self.gate.pass(2 * n + 1).await;
@@ -276,6 +285,8 @@ async fn drop_at_every_point<F: Future<Output = ()>>(
         let (reached, mut heard) = tokio::sync::mpsc::unbounded_channel();
         let gate = Arc::new(Gate {
             calls: AtomicUsize::new(0),
+            writes: AtomicUsize::new(0),
+            hold_write: AtomicBool::new(false),
             stop_at: AtomicUsize::new(usize::MAX),
             reached,
             open: tokio::sync::watch::Sender::new(false),
@@ -379,6 +390,73 @@ fn an_acquire_dropped_while_it_naps_leaves_the_queue_at_once() {
         );
         a.release().await.unwrap();
         assert_eq!(locks.inspect("job").await.unwrap(), None);
+    });
+}
+
+/// A gate open until told to hold a write: it counts the store's calls.
+fn counting() -> Arc<Gate> {
+    Arc::new(Gate {
+        calls: AtomicUsize::new(0),
+        writes: AtomicUsize::new(0),
+        hold_write: AtomicBool::new(false),
+        stop_at: AtomicUsize::new(usize::MAX),
+        reached: tokio::sync::mpsc::unbounded_channel().0,
+        open: tokio::sync::watch::Sender::new(true),
+    })
+}
+
+#[test]
+fn renewals_that_queue_behind_a_slow_write_are_decided_by_one_write() {
+    const WAITERS: usize = 20;
+    runtime().block_on(async {
+        let gate = counting();
+        let store = Gated {
+            inner: memory(&common::unique_namespace("aio_renewals")),
+            gate: Arc::clone(&gate),
+        };
+        let locks = Options::new().over_async(store).unwrap();
+        let a = locks.try_acquire("job", "a", 60 * S).await.unwrap();
+        let waiting: Vec<_> = (0..WAITERS)
+            .map(|i| {
+                let locks = locks.clone();
+                tokio::spawn(async move { locks.acquire("job", &format!("w{i}"), S, 60 * S).await })
+            })
+            .collect();
+        eventually("every waiter queued", || async {
+            let info = locks.inspect("job").await.unwrap()?;
+            (info.waiters.len() == WAITERS).then_some(())
+        })
+        .await;
+        // The next write is a renewal (looks only read): it stalls, holding the key's turn,
+        // for a whole renewal period (WAIT_ALIVE / 3), so every other waiter's renewal
+        // comes due and queues behind it.
+        gate.open.send_replace(false);
+        gate.hold_write.store(true, Ordering::SeqCst);
+        tokio::time::sleep(lock_store::WAIT_ALIVE / 3 + Duration::from_millis(200)).await;
+        assert!(
+            !gate.hold_write.load(Ordering::SeqCst),
+            "no renewal was sent"
+        );
+        let before = gate.writes.load(Ordering::SeqCst);
+        gate.open.send_replace(true);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let writes = gate.writes.load(Ordering::SeqCst) - before;
+        // One each would be 19 or more: the queued renewals are one batch, so one
+        // compare-and-set (two if one came due just as the batch was taken).
+        assert!(
+            (1..=2).contains(&writes),
+            "{writes} compare-and-sets for the renewals queued by {WAITERS} waiters"
+        );
+        // Renewed, not lost: every place is kept, in the order they queued.
+        let info = locks.inspect("job").await.unwrap().unwrap();
+        assert_eq!(info.waiters.len(), WAITERS, "{info:?}");
+        a.release().await.unwrap();
+        let first = waiting.into_iter().next().unwrap().await.unwrap().unwrap();
+        assert_eq!(
+            locks.inspect("job").await.unwrap().unwrap().holder.owner,
+            "w0"
+        );
+        drop(first);
     });
 }
 

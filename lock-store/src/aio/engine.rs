@@ -4,7 +4,8 @@
 //! tasks on different keys are in flight at once. Calls on one key take turns (first come,
 //! first served): they would otherwise only meet each other's compare-and-sets, and each starts
 //! from the record the one before it wrote, so an uncontended call stays one round trip.
-//! Waiters' renewals due at once take one turn together (`renewals.rs`).
+//! Waiters' renewals due at once take one turn together (`renewals.rs`); a key's turn and
+//! its queued renewals live in one [`Slot`], dropped when idle.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -12,7 +13,7 @@ use std::time::{Duration as StdDuration, Instant as LocalInstant};
 
 use lock_core::{Fence, Instant, KeyInfo, Limits, LockError, Request, Response, Step};
 
-use crate::aio::renewals::Renewals;
+use crate::aio::renewals::Renewal;
 use crate::aio::store::AsyncStore;
 use crate::decider::{DecideError, Decider, Decision};
 use crate::engine::{decide_error, refuse_invalid, stopped, Decided, TimeSource};
@@ -25,31 +26,61 @@ pub(crate) struct AsyncEngine<D: Decider> {
     decider: Mutex<D>,
     limits: Limits,
     memory: Mutex<Memory<D::Record>>,
-    /// One turn per key with calls in flight (see [`Turn`]).
-    turns: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-    /// Waiters' renewals due, decided together (see [`Renewals`]).
-    renewals: Renewals,
+    /// A slot per key with calls in flight or renewals queued (see [`Slot`]).
+    slots: Mutex<HashMap<String, Arc<Slot>>>,
 }
 
-/// A call's turn on its key: the calls of one engine on one key run one at a time, in the order
-/// they asked (tokio's mutex is fair). The key's entry goes when nobody holds or waits for it.
-pub(crate) struct Turn<'e> {
-    turns: &'e Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+/// What the calls of one engine on one key share while any is in flight: their turn and the
+/// waiters' renewals queued for a batch. The engine drops it when nobody holds it.
+#[derive(Default)]
+pub(crate) struct Slot {
+    /// The calls on the key run one at a time, in the order they asked (tokio's mutex is fair).
+    turn: Arc<tokio::sync::Mutex<()>>,
+    /// Renewals due, decided together by a turn's holder (`renewals.rs`).
+    pub(crate) renewals: Mutex<Vec<Renewal>>,
+}
+
+impl Slot {
+    pub(crate) fn renewals(&self) -> MutexGuard<'_, Vec<Renewal>> {
+        self.renewals.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A key's [`Slot`] as one caller holds it: dropping the last holder removes it from the
+/// engine.
+pub(crate) struct Held<'e> {
+    slots: &'e Mutex<HashMap<String, Arc<Slot>>>,
     key: &'e str,
-    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+    /// Always `Some` until dropped.
+    slot: Option<Arc<Slot>>,
 }
 
-impl Drop for Turn<'_> {
-    fn drop(&mut self) {
-        drop(self.guard.take());
-        let mut turns = self.turns.lock().unwrap_or_else(PoisonError::into_inner);
-        if turns
-            .get(self.key)
-            .is_some_and(|m| Arc::strong_count(m) == 1)
-        {
-            turns.remove(self.key);
+impl std::ops::Deref for Held<'_> {
+    type Target = Slot;
+    fn deref(&self) -> &Slot {
+        match &self.slot {
+            Some(slot) => slot,
+            None => unreachable!("the slot is only taken when dropped"),
         }
     }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        let Some(slot) = self.slot.take() else { return };
+        let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        // The map's and this one: nobody else holds or waits.
+        if Arc::strong_count(&slot) == 2 {
+            slots.remove(self.key);
+        }
+    }
+}
+
+/// A call's turn on its key: the calls of one engine on one key run one at a time.
+pub(crate) struct Turn<'e> {
+    // Declared first: released before the slot is let go.
+    _guard: tokio::sync::OwnedMutexGuard<()>,
+    _slot: Held<'e>,
 }
 
 impl<D: Decider> AsyncEngine<D> {
@@ -68,8 +99,7 @@ impl<D: Decider> AsyncEngine<D> {
             decider: Mutex::new(decider),
             limits,
             memory: Mutex::new(Memory::default()),
-            turns: Mutex::new(HashMap::new()),
-            renewals: Renewals::default(),
+            slots: Mutex::new(HashMap::new()),
         })
     }
 
@@ -79,10 +109,6 @@ impl<D: Decider> AsyncEngine<D> {
 
     pub(crate) fn limits(&self) -> &Limits {
         &self.limits
-    }
-
-    pub(crate) fn renewals(&self) -> &Renewals {
-        &self.renewals
     }
 
     // Neither lock is held across an await (their guards are not `Send`), and no invariant
@@ -96,19 +122,25 @@ impl<D: Decider> AsyncEngine<D> {
         self.memory.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// `key`'s slot, made if the key has none.
+    pub(crate) fn slot<'e>(&'e self, key: &'e str) -> Held<'e> {
+        let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        let slot = Arc::clone(slots.entry(key.to_owned()).or_default());
+        Held {
+            slots: &self.slots,
+            key,
+            slot: Some(slot),
+        }
+    }
+
     /// Waits for this call's turn on `key`.
     pub(crate) async fn turn<'e>(&'e self, key: &'e str) -> Turn<'e> {
-        let mutex = {
-            let mut turns = self.turns.lock().unwrap_or_else(PoisonError::into_inner);
-            Arc::clone(turns.entry(key.to_owned()).or_default())
-        };
-        let mut turn = Turn {
-            turns: &self.turns,
-            key,
-            guard: None,
-        };
-        turn.guard = Some(mutex.lock_owned().await);
-        turn
+        let slot = self.slot(key);
+        let turn = Arc::clone(&slot.turn);
+        Turn {
+            _guard: turn.lock_owned().await,
+            _slot: slot,
+        }
     }
 
     /// Runs `make(now)` on `key` at the store's time (see

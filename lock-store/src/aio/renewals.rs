@@ -13,14 +13,12 @@
 //! from the same provisional base. The renewals left out are asked again, as are those of a
 //! batch whose deciding task was dropped: a renewal is idempotent.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use lock_core::{Fence, Instant, Limits, Response, Step};
 use tokio::sync::oneshot;
 
-use crate::aio::engine::AsyncEngine;
+use crate::aio::engine::{AsyncEngine, Slot};
 use crate::decider::{DecideError, Decider, Decision};
 use crate::engine::Decided;
 use crate::queue::renew_wait;
@@ -29,15 +27,8 @@ use crate::store::StoreError;
 /// What a renewal hears: the answer its own transition gave.
 type Answer = Result<Decided<Response>, StoreError>;
 
-/// The renewals queued on each key and not yet taken into a batch.
-#[derive(Default)]
-pub(crate) struct Renewals {
-    queued: Mutex<HashMap<String, Vec<Renewal>>>,
-    next_id: AtomicU64,
-}
-
-/// One waiter's renewal, waiting for a batch.
-struct Renewal {
+/// One waiter's renewal, waiting for a batch (in its key's [`Slot`]).
+pub(crate) struct Renewal {
     id: u64,
     owner: String,
     /// The end of the owner's whole wait (see [`Acquiring::until`](crate::queue::Acquiring)).
@@ -45,48 +36,18 @@ struct Renewal {
     answer: oneshot::Sender<Answer>,
 }
 
-impl Renewals {
-    fn queued(&self) -> MutexGuard<'_, HashMap<String, Vec<Renewal>>> {
-        self.queued.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn queue(&self, key: &str, owner: &str, until: Instant) -> (u64, oneshot::Receiver<Answer>) {
-        let (answer, heard) = oneshot::channel();
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let renewal = Renewal {
-            id,
-            owner: owner.to_owned(),
-            until,
-            answer,
-        };
-        self.queued()
-            .entry(key.to_owned())
-            .or_default()
-            .push(renewal);
-        (id, heard)
-    }
-
-    fn take(&self, key: &str) -> Vec<Renewal> {
-        self.queued().remove(key).unwrap_or_default()
-    }
-}
+/// Tells queued renewals apart (a caller that leaves takes its own out).
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
 /// A queued renewal whose caller left takes no part in a later batch.
-struct Queued<'r> {
-    renewals: &'r Renewals,
-    key: &'r str,
+struct Queued<'s> {
+    slot: &'s Slot,
     id: u64,
 }
 
 impl Drop for Queued<'_> {
     fn drop(&mut self) {
-        let mut queued = self.renewals.queued();
-        if let Some(list) = queued.get_mut(self.key) {
-            list.retain(|r| r.id != self.id);
-            if list.is_empty() {
-                queued.remove(self.key);
-            }
-        }
+        self.slot.renewals().retain(|r| r.id != self.id);
     }
 }
 
@@ -95,12 +56,17 @@ impl<D: Decider> AsyncEngine<D> {
     /// renewals of this engine on the key are due: the answer is this renewal's own.
     pub(crate) async fn renew_wait(&self, key: &str, owner: &str, until: Instant) -> Answer {
         loop {
-            let (id, mut heard) = self.renewals().queue(key, owner, until);
-            let _queued = Queued {
-                renewals: self.renewals(),
-                key,
+            // Held until this renewal is answered or left: its key's slot stays.
+            let slot = self.slot(key);
+            let (answer, mut heard) = oneshot::channel();
+            let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+            slot.renewals().push(Renewal {
                 id,
-            };
+                owner: owner.to_owned(),
+                until,
+                answer,
+            });
+            let _queued = Queued { slot: &slot, id };
             // Another task's batch may answer first; else this one decides the batch.
             let turn = tokio::select! {
                 biased;
@@ -110,7 +76,7 @@ impl<D: Decider> AsyncEngine<D> {
                 },
                 turn = self.turn(key) => turn,
             };
-            let batch = self.renewals().take(key);
+            let batch = std::mem::take(&mut *slot.renewals());
             if !batch.is_empty() {
                 self.decide_renewals(key, batch).await;
             }
