@@ -102,14 +102,20 @@ impl Options {
     }
 
     /// Opens namespace `namespace` of the store at `url` for async code (see
-    /// [`aio::Locks::open`](crate::aio::Locks::open)): the connect runs on a blocking thread,
-    /// and more connections are opened as tasks need them (at most
-    /// [`POOL_SIZE`](crate::aio::POOL_SIZE)).
+    /// [`aio::Locks::open`](crate::aio::Locks::open)). Redis: one multiplexed connection
+    /// ([`AsyncRedisStore`](crate::aio::AsyncRedisStore)). Other stores: the connect runs on a
+    /// blocking thread, and more connections are opened as tasks need them (at most
+    /// [`POOL_SIZE`](crate::aio::POOL_SIZE), see [`Pooled`](crate::aio::Pooled)).
     ///
     /// # Errors
     /// As [`open`](Self::open); also [`Error::Store`] if called outside a tokio runtime.
     #[cfg(feature = "tokio")]
     pub async fn open_async(self, url: &str, namespace: &str) -> Result<crate::aio::Locks, Error> {
+        #[cfg(feature = "redis")]
+        if url.starts_with("redis://") || url.starts_with("rediss://") {
+            let store = crate::aio::AsyncRedisStore::open(url, namespace, self.bound).await?;
+            return crate::aio::Locks::build(std::sync::Arc::new(store), self.decider, self.limits);
+        }
         let pooled = pool(url, namespace, self.bound).await?;
         crate::aio::Locks::build(std::sync::Arc::new(pooled), self.decider, self.limits)
     }

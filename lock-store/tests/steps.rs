@@ -5,7 +5,7 @@
 //! extensions, releases, inspection, listing, the collection walk, clear, uninstall) over the
 //! tests' proxy, which keeps what the client sent; the test reads it as the server would
 //! (PostgreSQL's and MariaDB's protocol messages, Redis' RESP) and names every text that is
-//! not a step. SQLite, which has no wire, is checked the same way in its unit tests (SQLite's
+//! not a step. The async face's native client (Redis) is driven the same way. SQLite, which has no wire, is checked the same way in its unit tests (SQLite's
 //! statement trace).
 mod common;
 
@@ -60,6 +60,32 @@ fn every_call(url: &str, ns: &str) {
     raw.clear().unwrap();
     raw.install().unwrap();
     raw.uninstall().unwrap();
+}
+
+/// Drives the async face's calls (`lock_store::aio`) on namespace `ns` behind `url`: the
+/// clients it runs natively (Redis) send their own commands.
+#[cfg(feature = "tokio")]
+fn every_async_call(url: &str, ns: &str) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let a = lock_store::aio::Locks::open(url, ns).await.unwrap();
+        let b = lock_store::aio::Locks::open(url, ns).await.unwrap();
+        let lease = a.try_acquire("job", "a", 5000 * MS).await.unwrap();
+        lease.extend(5000 * MS).await.unwrap();
+        let waiter =
+            tokio::spawn(async move { b.acquire("job", "b", 5000 * MS, 10_000 * MS).await });
+        while a.inspect("job").await.unwrap().unwrap().waiters.is_empty() {
+            tokio::time::sleep(10 * MS).await;
+        }
+        lease.release().await.unwrap();
+        waiter.await.unwrap().unwrap().release().await.unwrap();
+        a.keys().await.unwrap();
+        assert!(a.last_fence().await.unwrap().0 >= 2);
+    });
 }
 
 /// The texts PostgreSQL was sent: each simple query (`Q`) and each statement parsed (`P`),
@@ -157,7 +183,13 @@ fn every_text_a_client_sends_is_a_step_of_the_shared_files() {
         });
         let proxy = Proxy::recording(&real);
         every_call(&proxy.url(&real), &ns);
-        let sent = proxy.sent();
+        let mut sent = proxy.sent();
+        #[cfg(feature = "tokio")]
+        {
+            let proxy = Proxy::recording(&real);
+            every_async_call(&proxy.url(&real), &ns);
+            sent.extend(proxy.sent());
+        }
         let (texts, steps): (Vec<String>, Vec<String>) = match label {
             "postgres" => (
                 sent.iter().flat_map(|s| postgres_texts(s)).collect(),

@@ -53,7 +53,9 @@ fn url(label: &str, server: &Server, host: &str, ca: Option<&Path>, chain_only: 
     }
 }
 
-/// Opens `url` and takes, then releases, a lock there (the namespace installed over TLS too).
+/// Opens `url` and takes, then releases, a lock there (the namespace installed over TLS too),
+/// with the blocking face and (feature `tokio`) the async one, which must answer alike: the
+/// same success, or the same connection error.
 fn lock(url: &str) -> Result<(), Error> {
     // The namespace's owner is the URL's user: one namespace per user.
     let ns = if url.contains(tls_servers::CERT_USER) {
@@ -61,10 +63,41 @@ fn lock(url: &str) -> Result<(), Error> {
     } else {
         "tls"
     };
-    let locks = Locks::open(url, ns)?;
-    locks
-        .try_acquire("job", "tls", Duration::from_secs(5))?
-        .release()
+    let blocking = (|| {
+        let locks = Locks::open(url, ns)?;
+        locks
+            .try_acquire("job", "tls", Duration::from_secs(5))?
+            .release()
+    })();
+    #[cfg(feature = "tokio")]
+    {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let asynchronous = runtime.block_on(async {
+            let locks = lock_store::aio::Locks::open(url, ns).await?;
+            let lease = locks
+                .try_acquire("job", "tls", Duration::from_secs(5))
+                .await?;
+            lease.release().await
+        });
+        let reason = |r: &Result<(), Error>| match r {
+            Ok(()) => Some(String::new()),
+            Err(Error::Store(StoreError::Connect { reason, .. })) => Some(reason.clone()),
+            Err(_) => None,
+        };
+        // A server reloading its certificate may answer the two differently: the caller tries
+        // again then, as for any answer it did not expect.
+        if reason(&blocking).is_some() && reason(&blocking) != reason(&asynchronous) {
+            return Err(Error::Store(StoreError::Server {
+                store: url.to_owned(),
+                reason: format!("blocking {blocking:?}, async {asynchronous:?}"),
+            }));
+        }
+    }
+    blocking
 }
 
 /// The connection error of `url`, which must say `words`. A server reloading its certificate
