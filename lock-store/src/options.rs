@@ -102,8 +102,9 @@ impl Options {
     }
 
     /// Opens namespace `namespace` of the store at `url` for async code (see
-    /// [`aio::Locks::open`](crate::aio::Locks::open)). Redis: one multiplexed connection
-    /// ([`AsyncRedisStore`](crate::aio::AsyncRedisStore)). Other stores: the connect runs on a
+    /// [`aio::Locks::open`](crate::aio::Locks::open)). Redis and PostgreSQL: one connection
+    /// shared by every task ([`AsyncRedisStore`](crate::aio::AsyncRedisStore),
+    /// [`AsyncPostgresStore`](crate::aio::AsyncPostgresStore)). Other stores: the connect runs on a
     /// blocking thread, and more connections are opened as tasks need them (at most
     /// [`POOL_SIZE`](crate::aio::POOL_SIZE), see [`Pooled`](crate::aio::Pooled)).
     ///
@@ -114,6 +115,11 @@ impl Options {
         #[cfg(feature = "redis")]
         if url.starts_with("redis://") || url.starts_with("rediss://") {
             let store = crate::aio::AsyncRedisStore::open(url, namespace, self.bound).await?;
+            return crate::aio::Locks::build(std::sync::Arc::new(store), self.decider, self.limits);
+        }
+        #[cfg(feature = "postgres")]
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let store = crate::aio::AsyncPostgresStore::open(url, namespace, self.bound).await?;
             return crate::aio::Locks::build(std::sync::Arc::new(store), self.decider, self.limits);
         }
         let pooled = pool(url, namespace, self.bound).await?;

@@ -83,14 +83,21 @@ fn lock(url: &str) -> Result<(), Error> {
                 .await?;
             lease.release().await
         });
-        let reason = |r: &Result<(), Error>| match r {
-            Ok(()) => Some(String::new()),
-            Err(Error::Store(StoreError::Connect { reason, .. })) => Some(reason.clone()),
+        // Both lock, or both fail to connect, over TLS alike (a TLS failure named as one);
+        // the async client's words may differ where its client library does.
+        let kind = |r: &Result<(), Error>| match r {
+            Ok(()) => Some("locks"),
+            Err(Error::Store(StoreError::Connect { reason, .. }))
+                if reason.starts_with("TLS: ") =>
+            {
+                Some("a TLS failure")
+            }
+            Err(Error::Store(StoreError::Connect { .. })) => Some("a connect failure"),
             Err(_) => None,
         };
         // A server reloading its certificate may answer the two differently: the caller tries
         // again then, as for any answer it did not expect.
-        if reason(&blocking).is_some() && reason(&blocking) != reason(&asynchronous) {
+        if kind(&blocking).is_some() && kind(&blocking) != kind(&asynchronous) {
             return Err(Error::Store(StoreError::Server {
                 store: url.to_owned(),
                 reason: format!("blocking {blocking:?}, async {asynchronous:?}"),

@@ -8,9 +8,9 @@
 //! awaits what they ask for: store calls on an [`AsyncStore`], naps on tokio's timers, hand-off
 //! notices from one listening connection per [`Locks`]. Nothing is decided here.
 //!
-//! Over Redis, the calls of every task go through one multiplexed connection per `Locks`
-//! (`AsyncRedisStore`, a native async client: no thread per call, calls pipelined). The other
-//! stores run through [`Pooled`]: the blocking clients of this crate on the runtime's blocking
+//! Over Redis and PostgreSQL, the calls of every task go through one connection per `Locks`
+//! (`AsyncRedisStore`, `AsyncPostgresStore`: native async clients, no thread per call, calls
+//! pipelined). The other stores (SQLite, MariaDB/MySQL, memory) run through [`Pooled`]: the blocking clients of this crate on the runtime's blocking
 //! threads, over up to [`POOL_SIZE`] connections per `Locks`, so that tasks never block an
 //! executor thread and many calls are in flight at once. A store of your own implements
 //! [`AsyncStore`] (or [`Store`](crate::store::Store), through [`Pooled`]).
@@ -29,6 +29,8 @@ mod locks;
 mod renewals;
 mod store;
 
+#[cfg(feature = "postgres")]
+pub use crate::postgres::AsyncPostgresStore;
 #[cfg(feature = "redis")]
 pub use crate::redis::AsyncRedisStore;
 pub use lease::Lease;

@@ -140,6 +140,14 @@ impl AsyncRedisStore {
             Ok(Err(e)) if e.is_timeout() => {
                 return Err(fail(format!("no answer within {:?}", self.timeout)))
             }
+            // A TLS server that wants a client certificate says so in an alert after the
+            // handshake, which the multiplexed connection's writer meets as a closed pipe.
+            Ok(Err(e)) if e.is_io_error() && self.space.described.starts_with("rediss://") => {
+                return Err(fail(format!(
+                    "TLS: the server closed the connection after the handshake; does it ask \
+                     for a client certificate (name it and its key in the URL)? {e}"
+                )))
+            }
             Ok(Err(e)) => return Err(fail(crate::tls::explain(e.to_string()))),
             Err(_) => return Err(fail(format!("no answer within {:?}", self.timeout))),
         };

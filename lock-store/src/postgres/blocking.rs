@@ -1,74 +1,24 @@
-//! The PostgreSQL store. A namespace is a schema holding `records` (one row per key), the
-//! `fences` sequence (never reissues a value, capped at 2^53 - 1) and `meta` (format version).
-//! The compare-and-set is one prepared statement (an `UPDATE`, an `INSERT` or a `DELETE`):
-//! compare the version and the server's clock (`clock_timestamp()`), write, allocate tokens with
-//! `nextval` for the row it writes, in one round trip; a conflict then reads the row (see
-//! [`Statements`]). No lock rules are in SQL. The schema is installed by
-//! [`PostgresStore::open`], idempotently, under an advisory lock so that replicas starting
-//! together do not race.
+//! The blocking PostgreSQL client: one connection driven by a small runtime of the store's
+//! own, every statement bounded; the statements, the schema's checks and what errors mean are
+//! the module's ([`super`]).
 
 use std::time::Duration as StdDuration;
 
-use lock_core::{Fence, Instant};
 use std::future::Future;
 
-use crate::collect::CollectWalk;
-use crate::steps;
+use lock_core::Fence;
 use tokio::runtime::Runtime;
 use tokio::task::JoinHandle;
-use tokio_postgres::config::SslMode;
-use tokio_postgres::error::SqlState;
-use tokio_postgres::types::ToSql;
-use tokio_postgres::{AsyncMessage, Client, Config, NoTls, Row, Statement};
+use tokio_postgres::{AsyncMessage, Client, Config, NoTls};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use crate::store::{
-    check_namespace, instant_to_sql, notice, version_from_sql, version_to_sql, OpenWatcher, Read,
-    Store, StoreError, Stored, Watcher, Write, Written, MAX_FENCE,
+use super::{
+    cas, channel, classify, found, install_on, is_conflict, prepare, read_row, reason, step,
+    target, written, Effect, Statements,
 };
-
-/// The schema format this build installs (in `<schema>.meta`).
-const FORMAT: &str = "1";
-
-/// Step `name` of `steps/postgres.sql` for schema `ns`.
-fn step(name: &str, ns: &str) -> String {
-    steps::step(steps::POSTGRES, name, &[("ns", ns), ("format", FORMAT)])
-}
-
-/// The statements of the hot path, prepared once per connection: the read, the three
-/// compare-and-sets (replace a row, insert one, delete one) and a step of the collection. A
-/// compare-and-set answers the fresh tokens if it wrote, and no row if it did not (the version differs, or the server's clock is
-/// behind the decision): the store then reads the row as it is now, a second round trip that
-/// only a conflict pays. Plain statements rather than one `WITH` that also answers the row on a
-/// conflict: measured with `pgbench -M prepared` and `synchronous_commit = off`, ~95-110 µs
-/// against ~110-120 µs per write, both with generic plans (see `PostgresStore::connection`),
-/// and the reply of a conflict is a fresh read, not the statement's snapshot.
-///
-/// Tokens are taken in the statement that writes, for the row it writes, after the writer read
-/// the version it replaces (so after that version's own tokens): a key's tokens increase in the
-/// order of its writes. A write that loses a race for an existing row takes none (the row is
-/// locked before its tokens are taken); only two writers creating the same new key at once
-/// can burn the loser's tokens (a gap, never a repeat).
-///
-/// A write's `not_before` is a `timestamptz` compared with `clock_timestamp()` as it is: the
-/// same test as the milliseconds of the read's time (a whole number of milliseconds against the
-/// clock's microseconds), without its `numeric` arithmetic at every write (measured: ~4 % more
-/// pairs per second at 16 connections).
-struct Statements {
-    read: Statement,
-    update: Statement,
-    insert: Statement,
-    delete: Statement,
-    collect: Statement,
-}
-
-impl Statements {
-    /// The texts of the read, the three compare-and-sets and the collection step for schema
-    /// `ns` (`steps/postgres.sql` says what each does).
-    fn texts(ns: &str) -> [String; 5] {
-        ["read", "update", "insert", "delete", "collect"].map(|name| step(name, ns))
-    }
-}
+use crate::collect::CollectWalk;
+use crate::steps;
+use crate::store::{notice, OpenWatcher, Read, Store, StoreError, Watcher, Write, Written};
 
 /// One live connection: the client, the task that drives its socket, its prepared statements.
 struct Conn {
@@ -205,8 +155,6 @@ macro_rules! on_connection {
     }};
 }
 
-const COLUMNS: [&str; 5] = ["fences", "forget_at", "key", "record", "version"];
-
 /// Records in PostgreSQL.
 pub struct PostgresStore {
     config: Config,
@@ -244,32 +192,7 @@ impl PostgresStore {
     /// [`StoreError::Url`], [`StoreError::Namespace`], [`StoreError::Connect`],
     /// [`StoreError::Schema`] (a foreign table in the schema, another format, no permission).
     pub fn open(url: &str, namespace: &str, timeout: StdDuration) -> Result<Self, StoreError> {
-        check_namespace(namespace)?;
-        let shown = crate::url::without_password(url);
-        let (url, tls) = tls_of(url).map_err(|reason| StoreError::Url {
-            url: shown.clone(),
-            reason,
-        })?;
-        let mut config: Config =
-            url.parse()
-                .map_err(|e: tokio_postgres::Error| StoreError::Url {
-                    url: shown.clone(),
-                    reason: e.to_string(),
-                })?;
-        if tls.is_some() {
-            config.ssl_mode(SslMode::Require);
-        }
-        let ms = timeout.as_millis();
-        config
-            .connect_timeout(timeout)
-            .tcp_user_timeout(timeout)
-            .keepalives(true)
-            .keepalives_idle(StdDuration::from_secs(10))
-            .application_name(format!("lock-store:{namespace}"))
-            .options(format!(
-                "-c statement_timeout={ms} -c lock_timeout={ms} -c idle_in_transaction_session_timeout={}",
-                ms * 2
-            ));
+        let super::Target { config, tls, shown } = target(url, namespace, timeout)?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -341,21 +264,7 @@ impl PostgresStore {
 
     /// Prepares the hot path's statements on a new connection and makes it the live one.
     fn adopt(&mut self, client: Client, driver: JoinHandle<()>) -> Result<(), StoreError> {
-        let [read, update, insert, delete, collect] = Statements::texts(&self.schema);
-        let prepared = self.bound.run(async {
-            // Every statement of the store looks up one row by its key, which a generic
-            // plan does as well as a custom one; left to choose, PostgreSQL plans the
-            // compare-and-set anew at every call (measured with `pgbench -M prepared`:
-            // ~140 µs per write instead of ~100 µs). Servers before 12 lack the setting.
-            let _ = client.batch_execute(&step("plan-cache", "")).await;
-            Ok::<_, tokio_postgres::Error>(Statements {
-                read: client.prepare(&read).await?,
-                update: client.prepare(&update).await?,
-                insert: client.prepare(&insert).await?,
-                delete: client.prepare(&delete).await?,
-                collect: client.prepare(&collect).await?,
-            })
-        });
+        let prepared = self.bound.run(prepare(&client, &self.schema));
         match prepared {
             Ok(statements) => {
                 self.conn = Some(Conn {
@@ -386,73 +295,26 @@ impl PostgresStore {
             }
             Failure::Sql(e) => e,
         };
-        let lost = e.is_closed()
-            || e.as_db_error().is_none()
-            || self.conn.as_ref().is_some_and(|c| c.client.is_closed())
-            || e.code()
-                .is_some_and(|c| c.code().starts_with("08") || c.code().starts_with("57P"));
-        if lost {
-            self.conn = None;
-            return StoreError::Lost {
-                store,
-                reason: reason(e),
-            };
+        let closed = self.conn.as_ref().is_some_and(|c| c.client.is_closed());
+        let (error, effect) = classify(store, e, closed);
+        match effect {
+            Effect::None => {}
+            Effect::DropConnection => self.conn = None,
+            Effect::Uninstalled => {
+                self.installed = false;
+                self.conn = None;
+            }
         }
-        if e.code() == Some(&SqlState::UNDEFINED_TABLE)
-            || e.code() == Some(&SqlState::INVALID_SCHEMA_NAME)
-        {
-            // Dropped while this store had it (`lockstore uninstall`): the next write
-            // installs it again.
-            self.installed = false;
-            self.conn = None;
-            return StoreError::NoNamespace { store };
-        }
-        if e.code() == Some(&SqlState::INSUFFICIENT_PRIVILEGE) {
-            return StoreError::Schema {
-                store,
-                reason: reason(e),
-            };
-        }
-        if e.code() == Some(&SqlState::SEQUENCE_GENERATOR_LIMIT_EXCEEDED) {
-            return StoreError::FencesExhausted { store };
-        }
-        StoreError::Server {
-            store,
-            reason: reason(e),
-        }
+        error
     }
 
     fn install(&mut self) -> Result<(), StoreError> {
         let ns = self.schema.clone();
-        let sql = step("schema", &ns);
         // The hot path's statements are prepared on the same connection once the schema
         // exists: the store is connected when it is opened, and its first call does not
         // connect.
         let (mut client, driver) = self.new_connection()?;
-        let result = self.bound.run(async {
-            let tx = client.transaction().await?;
-            tx.execute(&step("install-lock", &ns), &[&ns]).await?;
-            let columns: Vec<String> = tx
-                .query(&step("columns", &ns), &[&ns])
-                .await?
-                .iter()
-                .map(|r| r.get(0))
-                .collect();
-            if !columns.is_empty() && columns != COLUMNS {
-                return Ok(Err(format!(
-                    "table {ns}.records is not ours: columns {columns:?}, expected {COLUMNS:?}"
-                )));
-            }
-            tx.batch_execute(&sql).await?;
-            let format: String = tx.query_one(&step("format", &ns), &[]).await?.get(0);
-            if format != FORMAT {
-                return Ok(Err(format!(
-                    "schema {ns} has format {format}; this build reads {FORMAT}"
-                )));
-            }
-            tx.commit().await?;
-            Ok::<_, tokio_postgres::Error>(Ok(()))
-        });
+        let result = self.bound.run(install_on(&mut client, &ns));
         let installed = match result {
             Ok(Ok(())) => Ok(()),
             Ok(Err(reason)) => Err(StoreError::Schema {
@@ -477,47 +339,6 @@ impl PostgresStore {
             }
         }
     }
-
-    fn stored(
-        &self,
-        key: &str,
-        version: Option<i64>,
-        record: Option<Vec<u8>>,
-        fences: Option<Vec<i64>>,
-    ) -> Result<Option<Stored>, StoreError> {
-        let (Some(version), Some(bytes), Some(fences)) = (version, record, fences) else {
-            return Ok(None);
-        };
-        let fences: Option<Vec<Fence>> = fences
-            .into_iter()
-            .map(|f| {
-                u64::try_from(f)
-                    .ok()
-                    .filter(|&f| f > 0 && f <= MAX_FENCE)
-                    .map(Fence)
-            })
-            .collect();
-        let fences = fences.ok_or_else(|| StoreError::Corrupt {
-            key: key.to_owned(),
-            error: lock_core::LockError::SnapshotCorrupt {
-                reason: lock_core::Corruption::LeaseFenceNotIssued,
-            },
-        })?;
-        Ok(Some(Stored {
-            version: version_from_sql(version),
-            bytes,
-            fences,
-        }))
-    }
-
-    /// A read's row: the server's time, then the record's version, bytes and tokens.
-    fn read_row(&self, key: &str, row: &Row) -> Result<Read, StoreError> {
-        let now: i64 = row.get(0);
-        Ok(Read {
-            record: self.stored(key, row.get(1), row.get(2), row.get(3))?,
-            now: Instant(now.max(0) as u64),
-        })
-    }
 }
 
 impl PostgresStore {
@@ -529,98 +350,6 @@ impl PostgresStore {
         self.walk.stopped_at(row.get::<_, Option<String>>(0));
         Ok(())
     }
-}
-
-/// The URL's TLS parameters (libpq's names) taken out of it: the URL the client parses, and
-/// TLS if `sslmode` asks for it. `require` and `verify-full` check the server's certificate
-/// (its chain up to `sslrootcert`, or to the system's roots, and the host name); `verify-ca`
-/// its chain only; `disable` (and no `sslmode`) is plain TCP. Stricter than libpq's `require`,
-/// which checks nothing without a root file: an unchecked certificate stops no one in the
-/// middle. `sslcert` and `sslkey` are the client's certificate and key, for servers that ask.
-fn tls_of(url: &str) -> Result<(String, Option<MakeRustlsConnect>), String> {
-    let (rest, params) =
-        crate::tls::take_params(url, &["sslmode", "sslrootcert", "sslcert", "sslkey"]);
-    let get = |name: &str| {
-        params
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    };
-    let files = get("sslrootcert").is_some() || get("sslcert").is_some();
-    let check = match get("sslmode") {
-        Some("disable") => return Ok((rest, None)),
-        None if !files => return Ok((rest, None)),
-        None | Some("require" | "verify-full" | "prefer" | "allow") => crate::tls::Check::Full,
-        Some("verify-ca") => crate::tls::Check::ChainOnly,
-        Some(other) => {
-            return Err(format!(
-                "sslmode={other}: use disable, require, verify-ca or verify-full"
-            ))
-        }
-    };
-    let client = match (get("sslcert"), get("sslkey")) {
-        (Some(cert), Some(key)) => Some((std::path::Path::new(cert), std::path::Path::new(key))),
-        (None, None) => None,
-        _ => return Err("sslcert and sslkey go together".into()),
-    };
-    let config =
-        crate::tls::client_config(get("sslrootcert").map(std::path::Path::new), client, check)?;
-    Ok((rest, Some(MakeRustlsConnect::new(config))))
-}
-
-/// What schema `ns` holds: `None` (no such schema or no `meta` table), this store's current
-/// tables (`Some(false)`), or its tables with objects an earlier build made that installing
-/// again removes (`Some(true)`); a reason if what is there is not ours or of another format.
-/// Reads only.
-async fn found(
-    client: &Client,
-    ns: &str,
-) -> Result<Result<Option<bool>, String>, tokio_postgres::Error> {
-    let meta: Option<String> = client
-        .query_one(&step("meta-exists", ns), &[&format!("{ns}.meta")])
-        .await?
-        .get(0);
-    if meta.is_none() {
-        return Ok(Ok(None));
-    }
-    let columns: Vec<String> = client
-        .query(&step("columns", ns), &[&ns])
-        .await?
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    if columns != COLUMNS {
-        return Ok(Err(format!(
-            "table {ns}.records is not ours: columns {columns:?}, expected {COLUMNS:?}"
-        )));
-    }
-    let format: Option<String> = client
-        .query_opt(&step("format", ns), &[])
-        .await?
-        .map(|r| r.get(0));
-    let outdated: bool = client
-        .query_one(
-            &step("outdated", ns),
-            &[&format!("{ns}.records_forget_at"), &ns],
-        )
-        .await?
-        .get(0);
-    match format.as_deref() {
-        Some(FORMAT) => Ok(Ok(Some(outdated))),
-        other => Ok(Err(format!(
-            "schema {ns} has format {other:?}; this build reads {FORMAT}"
-        ))),
-    }
-}
-
-/// `at` (milliseconds since the Unix epoch on the store's clock) as a `timestamptz`, for a
-/// `not_before`. Past the year 9999 (no server clock gets there) it stays at the year 9999, so
-/// that the client's conversion never wraps: the test against the clock then fails, as it did
-/// for the instant itself.
-fn instant_to_timestamp(at: Instant) -> std::time::SystemTime {
-    /// 9999-12-31T23:59:59.999Z in milliseconds since the Unix epoch.
-    const LAST: u64 = 253_402_300_799_999;
-    std::time::UNIX_EPOCH + StdDuration::from_millis(at.0.min(LAST))
 }
 
 /// Never happens: [`PostgresStore::connection`] just made the connection. Answered as a lost
@@ -638,17 +367,6 @@ fn failure_reason(e: &Failure) -> String {
     }
 }
 
-/// The error's own words and its cause (the client's `Display` hides the server's message).
-fn reason(e: &tokio_postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(db) => format!("{}: {}", db.code().code(), db.message()),
-        None => match std::error::Error::source(e) {
-            Some(cause) => format!("{e}: {cause}"),
-            None => e.to_string(),
-        },
-    }
-}
-
 impl Store for PostgresStore {
     fn describe(&self) -> String {
         format!("{} namespace \"{}\"", self.shown, self.schema)
@@ -656,15 +374,10 @@ impl Store for PostgresStore {
 
     fn read(&mut self, key: &str) -> Result<Read, StoreError> {
         let row = on_connection!(self, c => c.client.query_one(&c.statements.read, &[&key]))?;
-        self.read_row(key, &row)
+        read_row(key, &row)
     }
 
     fn write(&mut self, key: &str, write: &Write<'_>) -> Result<Written, StoreError> {
-        let n = i32::try_from(write.fresh_fences).unwrap_or(i32::MAX);
-        let expected = version_to_sql(write.expected);
-        let version = version_to_sql(write.version);
-        let not_before = write.not_before.map(instant_to_timestamp);
-        let forget_at = write.forget_at.map(instant_to_sql);
         self.connection()?;
         if self.upgrade {
             // Best effort: a role that may not change the schema writes without it.
@@ -673,43 +386,12 @@ impl Store for PostgresStore {
             self.connection()?;
         }
         let result = match &self.conn {
-            Some(c) => {
-                let s = &c.statements;
-                let bytes = write.bytes;
-                let replaces = write.replaces;
-                let (statement, params): (&Statement, Vec<&(dyn ToSql + Sync)>) =
-                    match (bytes, write.expected) {
-                        (Some(_), 0) => (
-                            &s.insert,
-                            vec![&key, &version, &bytes, &n, &forget_at, &not_before],
-                        ),
-                        (Some(_), _) => (
-                            &s.update,
-                            vec![
-                                &key,
-                                &expected,
-                                &version,
-                                &bytes,
-                                &n,
-                                &forget_at,
-                                &not_before,
-                                &replaces,
-                            ],
-                        ),
-                        (None, _) => (&s.delete, vec![&key, &expected, &not_before, &replaces]),
-                    };
-                self.bound.run(c.client.query_opt(statement, &params))
-            }
+            Some(c) => self.bound.run(cas(&c.client, &c.statements, key, write)),
             None => unreachable_connection(),
         };
         let row = match result {
             Ok(row) => row,
-            // A deadlock, a serialization failure or a lock wait past `lock_timeout` aborted the
-            // statement: nothing happened, as in a conflict. Decide again from the record.
-            Err(Failure::Sql(e))
-                if e.code()
-                    .is_some_and(|c| matches!(c.code(), "40P01" | "40001" | "55P03")) =>
-            {
+            Err(Failure::Sql(e)) if is_conflict(&e) => {
                 return Ok(Written::Conflict(self.read(key)?));
             }
             Err(e) => return Err(self.failed(&e)),
@@ -718,11 +400,7 @@ impl Store for PostgresStore {
             let _ = self.collect(&after);
         }
         match row {
-            Some(row) => Ok(Written::Done {
-                fences: (row.get::<_, Vec<i64>>(0).into_iter())
-                    .map(|f| Fence(f.max(0) as u64))
-                    .collect(),
-            }),
+            Some(row) => Ok(written(&row)),
             None => Ok(Written::Conflict(self.read(key)?)),
         }
     }
@@ -777,17 +455,32 @@ impl Store for PostgresStore {
     }
 
     fn watcher(&self) -> Option<OpenWatcher> {
-        let listen = Listen {
-            config: self.config.clone(),
-            tls: self.tls.clone(),
-            timeout: self.bound.timeout,
-            channel: self.channel(),
-            shown: self.describe(),
-        };
-        Some(Box::new(move || {
-            PostgresWatcher::open(listen).map(|w| Box::new(w) as Box<dyn Watcher>)
-        }))
+        Some(watcher(
+            &self.config,
+            self.tls.as_ref(),
+            self.bound.timeout,
+            self.channel(),
+            self.describe(),
+        ))
     }
+}
+
+/// Opens a [`PostgresWatcher`] of `channel` on a connection of its own.
+pub(super) fn watcher(
+    config: &Config,
+    tls: Option<&MakeRustlsConnect>,
+    timeout: StdDuration,
+    channel: String,
+    shown: String,
+) -> OpenWatcher {
+    let listen = Listen {
+        config: config.clone(),
+        tls: tls.cloned(),
+        timeout,
+        channel,
+        shown,
+    };
+    Box::new(move || PostgresWatcher::open(listen).map(|w| Box::new(w) as Box<dyn Watcher>))
 }
 
 /// A listening connection of its own, driven by a runtime of its own while it is read: its
@@ -904,7 +597,7 @@ impl PostgresStore {
     /// Where hand-off notices of the namespace are sent (`NOTIFY`): the schema's name and
     /// `_handoff`.
     fn channel(&self) -> String {
-        format!("{}_handoff", self.schema)
+        channel(&self.schema)
     }
 
     /// The bound on each statement.
