@@ -2,7 +2,8 @@
 //! on many keys with short TTLs (some leases expire mid-work), checked afterwards, on healthy
 //! paths and through the tests' fault proxy cycling gray failures (silent paths, answers held
 //! back past a TTL, delays, connections reset); a holder killed with SIGKILL; a waiter killed
-//! with SIGKILL.
+//! with SIGKILL. One worker process of every contention run uses the async face
+//! (`lock_store::aio`, feature `tokio`): the checker then judges a history of both faces.
 //!
 //! The worker processes are this test binary run again with `LOCKSTORE_WORKER` set (see
 //! [`worker`]).
@@ -69,16 +70,41 @@ fn worker() {
         return;
     };
     let parts: Vec<&str> = spec.split('|').collect();
-    let [url, ns, log, resource, id, gray] = parts[..] else {
+    let [url, ns, log, resource, id, gray, face] = parts[..] else {
         panic!("bad worker spec {spec}");
     };
     let gray = gray == "gray";
     let until = LocalInstant::now() + Duration::from_millis(run_ms());
+    // The async face: the worker's threads share one `aio::Locks` on one runtime.
+    let runtime = (face == "async").then(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    });
+    let shared = runtime.as_ref().map(|rt| {
+        let locks = loop {
+            match rt.block_on(lock_store::aio::Locks::open(url, ns)) {
+                Ok(locks) => break locks,
+                Err(_) if gray => std::thread::sleep(Duration::from_millis(50)),
+                Err(e) => panic!("p{id}: {e}"),
+            }
+        };
+        (locks, rt.handle().clone())
+    });
     let threads: Vec<_> = (0..THREADS)
         .map(|t| {
             let (url, ns, resource) = (url.to_owned(), ns.to_owned(), PathBuf::from(resource));
             let owner = format!("p{id}t{t}");
-            std::thread::spawn(move || contend(&url, &ns, &owner, &resource, until, gray))
+            let shared = shared.clone();
+            std::thread::spawn(move || {
+                let face = match shared {
+                    Some((locks, handle)) => Face::Async(locks, handle),
+                    None => Face::blocking(&url, &ns, &owner, gray),
+                };
+                contend(&face, &owner, &resource, until, gray)
+            })
         })
         .collect();
     let mut out = std::fs::File::create(log).unwrap();
@@ -104,24 +130,89 @@ fn worker() {
     }
 }
 
+/// A worker thread's way to the store: the blocking face, or the async one driven from the
+/// thread (`block_on` on the worker's runtime).
+enum Face {
+    Blocking(Locks),
+    Async(lock_store::aio::Locks, tokio::runtime::Handle),
+}
+
+/// A lease of either face.
+enum AnyLease {
+    Blocking(lock_store::Lease),
+    Async(lock_store::aio::Lease, tokio::runtime::Handle),
+}
+
+impl Face {
+    fn blocking(url: &str, ns: &str, owner: &str, gray: bool) -> Face {
+        loop {
+            match Locks::open(url, ns) {
+                Ok(locks) => return Face::Blocking(locks),
+                Err(_) if gray => std::thread::sleep(Duration::from_millis(50)),
+                Err(e) => panic!("{owner}: {e}"),
+            }
+        }
+    }
+
+    fn acquire(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<AnyLease, Error> {
+        match self {
+            Face::Blocking(locks) => locks.acquire(key, owner, ttl, wait).map(AnyLease::Blocking),
+            Face::Async(locks, rt) => rt
+                .block_on(locks.acquire(key, owner, ttl, wait))
+                .map(|lease| AnyLease::Async(lease, rt.clone())),
+        }
+    }
+}
+
+impl AnyLease {
+    fn deadline(&self) -> lock_store::Instant {
+        match self {
+            AnyLease::Blocking(l) => l.deadline(),
+            AnyLease::Async(l, _) => l.deadline(),
+        }
+    }
+    fn fence(&self) -> lock_store::Fence {
+        match self {
+            AnyLease::Blocking(l) => l.fence(),
+            AnyLease::Async(l, _) => l.fence(),
+        }
+    }
+    fn is_lost(&self) -> bool {
+        match self {
+            AnyLease::Blocking(l) => l.is_lost(),
+            AnyLease::Async(l, _) => l.is_lost(),
+        }
+    }
+    fn release(&self) -> Result<(), Error> {
+        match self {
+            AnyLease::Blocking(l) => l.release(),
+            AnyLease::Async(l, rt) => rt.block_on(l.release()),
+        }
+    }
+    fn released_at(&self) -> Option<lock_store::Instant> {
+        match self {
+            AnyLease::Blocking(l) => l.released_at(),
+            AnyLease::Async(l, _) => l.released_at(),
+        }
+    }
+}
+
 /// One worker thread: acquires, works, writes to the fenced resource, releases, until `until`.
 /// With `gray` (a path that fails), a store error is tried again: an acquire until the time is
 /// up, a release until it answers (as a service would do).
 fn contend(
-    url: &str,
-    ns: &str,
+    locks: &Face,
     owner: &str,
     resource: &Path,
     until: LocalInstant,
     gray: bool,
 ) -> Vec<Grant> {
-    let locks = loop {
-        match Locks::open(url, ns) {
-            Ok(locks) => break locks,
-            Err(_) if gray => std::thread::sleep(Duration::from_millis(50)),
-            Err(e) => panic!("{owner}: {e}"),
-        }
-    };
     let mut grants = Vec::new();
     let mut n = 0u64;
     while LocalInstant::now() < until {
@@ -258,8 +349,10 @@ fn contention_through(label: &str, url: &str, faults: Option<&[Fault]>) {
                 Some(proxy) => (proxy.url(url), "gray"),
                 None => (url.to_owned(), "healthy"),
             };
+            // The second worker process uses the async face.
+            let face = if p == 1 { "async" } else { "blocking" };
             let spec = format!(
-                "{via}|{ns}|{}|{}|{p}|{gray}",
+                "{via}|{ns}|{}|{}|{p}|{gray}|{face}",
                 log.display(),
                 resource.display()
             );
@@ -400,7 +493,8 @@ fn check(label: &str, grants: &[Grant]) {
         "{label}: no lease expired mid-work: the test did not attack expiry"
     );
     println!(
-        "{label}: {} grants on {} keys by {} threads in {} processes; {lost} expired mid-work, \
+        "{label}: {} grants on {} keys by {} threads in {} processes (one on the async face); \
+         {lost} expired mid-work, \
          {refused} stale writes refused by the resource; no overlap, no fence twice",
         grants.len(),
         by_key.len(),
