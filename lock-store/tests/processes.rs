@@ -576,29 +576,15 @@ fn processes_opening_a_new_sqlite_file_at_once() {
 /// key at the lease's deadline, never before.
 #[test]
 fn a_killed_holder_frees_the_key_at_its_deadline() {
-    for (label, url) in common::store_urls() {
+    for ((label, url), face) in faces(common::store_urls()) {
+        let label = format!("{label} ({face})");
         let ns = common::unique_namespace("killed");
         let _cleanup = common::Cleanup(|| {
             let _ = lock_store::store::open(&url, &ns, lock_store::store::DEFAULT_BOUND)
                 .and_then(|mut s| s.uninstall());
         });
         let locks = Locks::open(&url, &ns).unwrap();
-        let mut holder = lockstore()
-            .args([
-                "run",
-                "--store",
-                &url,
-                "--namespace",
-                &ns,
-                "--key",
-                "job",
-                "--ttl",
-                "800ms",
-            ])
-            .args(["--owner", "victim", "--", "sleep", "2"])
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut holder = victim(face, &url, &ns, "victim", 800, None);
         common::eventually("the holder", || {
             locks
                 .inspect("job")
@@ -641,12 +627,93 @@ fn a_killed_holder_frees_the_key_at_its_deadline() {
     }
 }
 
+/// Each store with each face a victim process can use: `lockstore run` (blocking) and the
+/// async face (this binary run again, see [`aio_victim`]).
+fn faces(stores: Vec<(&'static str, String)>) -> Vec<((&'static str, String), &'static str)> {
+    stores
+        .into_iter()
+        .flat_map(|store| [(store.clone(), "blocking"), (store, "async")])
+        .collect()
+}
+
+/// A process that takes `job` on namespace `ns` as `owner` with a TTL of `ttl_ms`, waiting
+/// `wait_ms` for it if given, keeps the lease alive and holds it until killed: `lockstore run`
+/// (face `blocking`: its command sleeps 2 s), or the async face.
+fn victim(
+    face: &str,
+    url: &str,
+    ns: &str,
+    owner: &str,
+    ttl_ms: u64,
+    wait_ms: Option<u64>,
+) -> Child {
+    if face == "async" {
+        let spec = format!("{url}|{ns}|{owner}|{ttl_ms}|{}", wait_ms.unwrap_or(0));
+        return Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "aio_victim", "--nocapture", "--test-threads=1"])
+            .env("LOCKSTORE_AIO_VICTIM", spec)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+    }
+    let ttl = format!("{ttl_ms}ms");
+    let mut run = lockstore();
+    run.args([
+        "run",
+        "--store",
+        url,
+        "--namespace",
+        ns,
+        "--key",
+        "job",
+        "--ttl",
+        &ttl,
+    ]);
+    if let Some(wait) = wait_ms {
+        run.args(["--wait", &format!("{wait}ms")]);
+    }
+    run.args(["--owner", owner, "--", "sleep", "2"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// The async victim: when `LOCKSTORE_AIO_VICTIM` is set (see [`victim`]), takes or waits for
+/// `job` through `lock_store::aio`, keeps the lease alive and waits to be killed.
+#[test]
+fn aio_victim() {
+    let Ok(spec) = std::env::var("LOCKSTORE_AIO_VICTIM") else {
+        return;
+    };
+    let parts: Vec<&str> = spec.split('|').collect();
+    let [url, ns, owner, ttl, wait] = parts[..] else {
+        panic!("bad victim spec {spec}");
+    };
+    let ms = |n: &str| Duration::from_millis(n.parse().unwrap());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let locks = lock_store::aio::Locks::open(url, ns).await.unwrap();
+        let lease = locks
+            .acquire("job", owner, ms(ttl), ms(wait))
+            .await
+            .unwrap();
+        lease.keep_alive();
+        std::future::pending::<()>().await;
+    });
+}
+
 /// A waiter process killed with SIGKILL: the queue moves on. Waiters keep their place alive
 /// (`renew-wait`), so the dead one leaves the queue within `WAIT_ALIVE` and the next live waiter
 /// is handed the key at the release itself.
 #[test]
 fn a_killed_waiter_does_not_stop_the_queue() {
-    for (label, url) in common::store_urls() {
+    for ((label, url), face) in faces(common::store_urls()) {
+        let label = format!("{label} ({face})");
         let ns = common::unique_namespace("ghost");
         let _cleanup = common::Cleanup(|| {
             let _ = lock_store::store::open(&url, &ns, lock_store::store::DEFAULT_BOUND)
@@ -656,22 +723,7 @@ fn a_killed_waiter_does_not_stop_the_queue() {
         let lease = locks
             .try_acquire("job", "holder", Duration::from_secs(30))
             .unwrap();
-        let mut ghost = lockstore()
-            .args([
-                "run",
-                "--store",
-                &url,
-                "--namespace",
-                &ns,
-                "--key",
-                "job",
-                "--ttl",
-                "600ms",
-            ])
-            .args(["--wait", "20s", "--owner", "ghost", "--", "true"])
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut ghost = victim(face, &url, &ns, "ghost", 600, Some(20_000));
         common::eventually("the ghost in the queue", || {
             locks
                 .inspect("job")
