@@ -39,15 +39,23 @@ for store in sqlite redis postgres mysql; do
 done
 cargo check -q -p lock-store --no-default-features --lib
 cargo check -q -p lock-store --no-default-features --features tokio --tests
-section "the shared-store benchmark, smoke run (figures: cargo run --release -p lock-store --features all-stores --example bench)"
-cargo run -q -p lock-store --features all-stores --example bench -- 0.05 >/dev/null
+section "the shared-store benchmarks, smoke runs (figures: cargo run --release -p lock-store --features all-stores,tokio --example bench / bench_async)"
+# The tests' feature set: the smoke runs reuse their build instead of compiling the clients again.
+store_features=all-stores,component,tokio
+cargo run -q -p lock-store --features $store_features --example bench -- 0.05 >/dev/null
 # The aims mode the README judges the aims with (only its cells, turn-by-turn ratios), and a
 # misspelt argument refused rather than ignored.
-aims=$(cargo run -q -p lock-store --features all-stores --example bench -- 0.05 aims turns=2)
+aims=$(cargo run -q -p lock-store --features $store_features --example bench -- 0.05 aims turns=2)
 grep -q "turn by turn (2 turns)" <<<"$aims"
 if grep -q "hot key\|| 64 |" <<<"$aims"; then echo "bench's aims mode measured a cell the aims do not name"; exit 1; fi
-if cargo run -q -p lock-store --features all-stores --example bench -- 0.05 posgres 2>/dev/null; then
+if cargo run -q -p lock-store --features $store_features --example bench -- 0.05 posgres 2>/dev/null; then
   echo "bench accepted a misspelt store"; exit 1
+fi
+# The async face against the blocking one: every store, both faces, each cell measured.
+async_rows=$(cargo run -q -p lock-store --features $store_features --example bench_async -- 0.1 turns=1)
+[ "$(grep -c '| async |' <<<"$async_rows")" -eq 6 ] || { echo "bench_async: $async_rows"; exit 1; }
+if cargo run -q -p lock-store --features $store_features --example bench_async -- 0.05 posgres 2>/dev/null; then
+  echo "bench_async accepted a misspelt store"; exit 1
 fi
 section "scale at the documented limits (release build): a million leases expiring at once, saved and restored, within the default call bound"
 cargo test --release -p host-wasmtime --test scale -- --ignored

@@ -1,6 +1,9 @@
-//! The async PostgreSQL client: one connection per store, driven on the caller's runtime and
-//! shared by every task (`tokio-postgres` pipelines their statements), the same statements
-//! and error meanings as the blocking client ([`super`]). A statement with no answer within the
+//! The async PostgreSQL client: a few connections per store, driven on the caller's runtime
+//! and shared by every task (`tokio-postgres` pipelines the statements of the tasks on one
+//! connection), the same statements and error meanings as the blocking client ([`super`]). A
+//! call takes an idle connection, opens another while fewer than [`CONNECTIONS`] are open, or
+//! else shares the least busy: one connection is one server process, which runs its statements
+//! one after the other, so 64 busy tasks need more than one. A statement with no answer within the
 //! bound, or given up by its caller (the engine's bound), drops the connection it was sent on
 //! (a path may have gone silent); the next call connects again.
 
@@ -28,10 +31,10 @@ pub struct AsyncPostgresStore {
     schema: String,
     described: String,
     timeout: StdDuration,
-    /// The live connection and its number (a failed call drops it only if it is still the one
-    /// it was sent on).
-    live: Mutex<Option<(u64, Arc<Conn>)>>,
-    /// Held while connecting: tasks that find no connection wait for one connect.
+    /// The live connections, each with its number (a failed call drops the one it was sent on,
+    /// if it is still there).
+    live: Mutex<Vec<(u64, Arc<Conn>)>>,
+    /// Held while connecting: tasks that find no connection to use wait for one connect.
     connecting: tokio::sync::Mutex<()>,
     connections: AtomicU64,
     /// Whether the schema was seen to exist (see the blocking store's).
@@ -47,11 +50,16 @@ impl std::fmt::Debug for AsyncPostgresStore {
     }
 }
 
-/// One live connection: the client, the task that drives its socket, its prepared statements.
+/// How many connections an [`AsyncPostgresStore`] opens at most.
+pub const CONNECTIONS: usize = 8;
+
+/// One live connection: the client, the task that drives its socket, its prepared statements,
+/// and how many calls are in flight on it.
 struct Conn {
     client: Client,
     driver: JoinHandle<()>,
     statements: Statements,
+    busy: std::sync::atomic::AtomicUsize,
 }
 
 impl Drop for Conn {
@@ -60,15 +68,18 @@ impl Drop for Conn {
     }
 }
 
-/// Drops its connection if the call it guards is given up before it is answered.
+/// A call in flight on a connection (counted in its `busy`): drops the connection if the call
+/// is given up before it is answered.
 struct InFlight<'s> {
     store: &'s AsyncPostgresStore,
     number: u64,
+    conn: Arc<Conn>,
     answered: bool,
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
+        self.conn.busy.fetch_sub(1, Ordering::Relaxed);
         if !self.answered {
             self.store.forget(self.number);
         }
@@ -100,7 +111,7 @@ impl AsyncPostgresStore {
             target,
             schema: namespace.to_owned(),
             timeout,
-            live: Mutex::new(None),
+            live: Mutex::new(Vec::new()),
             connecting: tokio::sync::Mutex::new(()),
             connections: AtomicU64::new(0),
             installed: AtomicBool::new(false),
@@ -113,16 +124,24 @@ impl AsyncPostgresStore {
         }
     }
 
-    fn live(&self) -> std::sync::MutexGuard<'_, Option<(u64, Arc<Conn>)>> {
+    fn live(&self) -> std::sync::MutexGuard<'_, Vec<(u64, Arc<Conn>)>> {
         self.live.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Drops connection `number` if it is still the live one.
+    /// Drops connection `number` if it is still live.
     fn forget(&self, number: u64) {
-        let mut live = self.live();
-        if live.as_ref().is_some_and(|(n, _)| *n == number) {
-            *live = None;
-        }
+        self.live().retain(|(n, _)| *n != number);
+    }
+
+    /// A live connection to use: an idle one, or (all busy) the least busy once
+    /// [`CONNECTIONS`] are open; `None` if another should be opened.
+    fn pick(&self) -> Option<(u64, Arc<Conn>)> {
+        let live = self.live();
+        let least = live
+            .iter()
+            .min_by_key(|(_, c)| c.busy.load(Ordering::Relaxed))?;
+        let idle = least.1.busy.load(Ordering::Relaxed) == 0;
+        (idle || live.len() >= CONNECTIONS).then(|| least.clone())
     }
 
     fn no_answer(&self) -> StoreError {
@@ -156,14 +175,14 @@ impl AsyncPostgresStore {
         }
     }
 
-    /// The live connection, made (the schema looked for until it was seen once, the
-    /// statements prepared) if there is none.
+    /// A connection to send a call on (see [`pick`](Self::pick)), a new one made (the schema
+    /// looked for until it was seen once, the statements prepared) if that is better.
     async fn connection(&self) -> Result<(u64, Arc<Conn>), StoreError> {
-        if let Some(live) = self.live().clone() {
+        if let Some(live) = self.pick() {
             return Ok(live);
         }
         let _connecting = self.connecting.lock().await;
-        if let Some(live) = self.live().clone() {
+        if let Some(live) = self.pick() {
             return Ok(live);
         }
         let (client, driver) = self.connect().await?;
@@ -206,9 +225,10 @@ impl AsyncPostgresStore {
             client,
             driver,
             statements,
+            busy: std::sync::atomic::AtomicUsize::new(0),
         });
         let number = self.connections.fetch_add(1, Ordering::Relaxed);
-        *self.live() = Some((number, Arc::clone(&conn)));
+        self.live().push((number, Arc::clone(&conn)));
         Ok((number, conn))
     }
 
@@ -219,9 +239,11 @@ impl AsyncPostgresStore {
         F: Future<Output = Result<T, tokio_postgres::Error>>,
     {
         let (number, conn) = self.connection().await?;
+        conn.busy.fetch_add(1, Ordering::Relaxed);
         let mut in_flight = InFlight {
             store: self,
             number,
+            conn: Arc::clone(&conn),
             answered: false,
         };
         let answer = tokio::time::timeout(self.timeout, call(Arc::clone(&conn))).await;
@@ -280,7 +302,7 @@ impl AsyncPostgresStore {
         match result {
             Ok(Ok(Ok(()))) => {
                 self.installed.store(true, Ordering::Relaxed);
-                *self.live() = None;
+                self.live().clear();
                 Ok(())
             }
             Ok(Ok(Err(reason))) => Err(StoreError::Schema {
