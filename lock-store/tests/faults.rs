@@ -897,6 +897,17 @@ fn postgres_restart_keeps_leases_and_fences() {
     });
     let url = format!("postgres://postgres@127.0.0.1:{port}/postgres");
     let locks = lock_store::Locks::open(&url, "restart").unwrap();
+    // The async face on the same server: its connections die with the server too.
+    #[cfg(feature = "tokio")]
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    #[cfg(feature = "tokio")]
+    let async_locks = runtime
+        .block_on(lock_store::aio::Locks::open(&url, "restart"))
+        .unwrap();
     let mut highest = Fence(0);
     // A clean restart, then a crash (immediate shutdown: no checkpoint, recovery from the WAL at
     // the next start; the sequence's cached values are skipped, never reissued).
@@ -904,6 +915,14 @@ fn postgres_restart_keeps_leases_and_fences() {
         let key = format!("job{round}");
         let lease = locks
             .try_acquire(&key, "a", Duration::from_secs(120))
+            .unwrap();
+        #[cfg(feature = "tokio")]
+        let async_lease = runtime
+            .block_on(async_locks.try_acquire(
+                &format!("async{round}"),
+                "c",
+                Duration::from_secs(120),
+            ))
             .unwrap();
         // A few grants, so that the sequence is in the middle of a block it logged ahead.
         for i in 0..5 {
@@ -942,6 +961,36 @@ fn postgres_restart_keeps_leases_and_fences() {
         assert!(next.fence() > highest, "{mode}: a fence issued again");
         highest = next.fence();
         lease.release().unwrap();
+        // The async face reconnects by itself: its lease survived, and its next grant's fence
+        // is new.
+        #[cfg(feature = "tokio")]
+        runtime.block_on(async {
+            let info = loop {
+                match async_locks.inspect(&format!("async{round}")).await {
+                    Ok(info) => break info,
+                    Err(lock_store::Error::Store(
+                        StoreError::Lost { .. } | StoreError::Connect { .. },
+                    )) => tokio::time::sleep(Duration::from_millis(50)).await,
+                    Err(e) => panic!("{mode} (async): {e}"),
+                }
+            };
+            let info = info.unwrap_or_else(|| panic!("{mode}: the async lease did not survive"));
+            assert_eq!(
+                (info.holder.owner.as_str(), info.holder.fence),
+                ("c", async_lease.fence()),
+                "{mode} (async)"
+            );
+            let next = async_locks
+                .try_acquire(&format!("async_after{round}"), "d", Duration::from_secs(10))
+                .await
+                .unwrap();
+            assert!(
+                next.fence() > highest,
+                "{mode} (async): a fence issued again"
+            );
+            highest = next.fence();
+            async_lease.release().await.unwrap();
+        });
     }
 }
 
