@@ -37,12 +37,17 @@
 //! the machine's drift moves them. Server URLs: `LOCK_STORE_REDIS_URL`,
 //! `LOCK_STORE_POSTGRES_URL`, `LOCK_STORE_MYSQL_URL` (defaults: the local servers).
 
+#[path = "shared/cell.rs"]
+mod cell;
+
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use lock_core::{Duration as Ms, Fence, Instant as At, KeyRecord, Limits, Request};
 use lock_store::Locks;
 use mysql::prelude::Queryable;
+
+use cell::Cell;
 
 const TTL: Duration = Duration::from_secs(30);
 const CONNECTIONS: [usize; 3] = [1, 16, 64];
@@ -428,30 +433,6 @@ impl Pair for MyTable {
                 (key, &self.owner),
             )
             .unwrap();
-    }
-}
-
-/// What a cell measured.
-struct Cell {
-    ops_per_s: f64,
-    p50_us: f64,
-    p99_us: f64,
-}
-
-impl Cell {
-    /// The cell of `latencies`, measured over `seconds`.
-    fn of(mut latencies: Vec<Duration>, seconds: f64) -> Cell {
-        latencies.sort_unstable();
-        let pct = |p: f64| {
-            latencies
-                .get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1)))
-                .map_or(0.0, |d| d.as_secs_f64() * 1e6)
-        };
-        Cell {
-            ops_per_s: latencies.len() as f64 / seconds,
-            p50_us: pct(0.50),
-            p99_us: pct(0.99),
-        }
     }
 }
 

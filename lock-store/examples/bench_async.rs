@@ -19,37 +19,19 @@
 //! caller the async face is at least 0.9x the blocking one; at 64 it has more throughput.
 //! Server URLs: `LOCK_STORE_REDIS_URL`, `LOCK_STORE_POSTGRES_URL`, `LOCK_STORE_MYSQL_URL`.
 
+#[path = "shared/cell.rs"]
+mod cell;
+
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use lock_store::{aio, store, Locks};
 
+use cell::Cell;
+
 const TTL: Duration = Duration::from_secs(30);
 const CALLERS: [usize; 2] = [1, 64];
 const TURNS: usize = 3;
-
-/// Pairs per second and latency percentiles of one face's turns.
-struct Cell {
-    pairs_per_s: f64,
-    p50_us: f64,
-    p99_us: f64,
-}
-
-impl Cell {
-    fn of(mut latencies: Vec<Duration>, seconds: f64) -> Cell {
-        latencies.sort_unstable();
-        let pct = |p: f64| {
-            latencies
-                .get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1)))
-                .map_or(0.0, |d| d.as_secs_f64() * 1e6)
-        };
-        Cell {
-            pairs_per_s: latencies.len() as f64 / seconds,
-            p50_us: pct(0.50),
-            p99_us: pct(0.99),
-        }
-    }
-}
 
 /// One pair on `key`: its latency.
 fn blocking_pair(locks: &Locks, key: &str) -> Duration {
@@ -193,15 +175,15 @@ fn main() {
                 .fold((f64::MAX, 0.0_f64), |(l, h), r| (l.min(*r), h.max(*r)));
             println!(
                 "| {name} | {callers} | blocking | {:.0} | {:.0} | {:.0} | {} | |",
-                b.pairs_per_s, b.p50_us, b.p99_us, callers
+                b.ops_per_s, b.p50_us, b.p99_us, callers
             );
             println!(
                 "| {name} | {callers} | async | {:.0} | {:.0} | {:.0} | {} | {:.2}x (turns {low:.2}x-{high:.2}x) |",
-                a.pairs_per_s,
+                a.ops_per_s,
                 a.p50_us,
                 a.p99_us,
                 async_threads,
-                a.pairs_per_s / b.pairs_per_s.max(f64::MIN_POSITIVE)
+                a.ops_per_s / b.ops_per_s.max(f64::MIN_POSITIVE)
             );
         }
         drop(locks);

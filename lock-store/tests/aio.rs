@@ -13,11 +13,7 @@ use lock_store::store::{MemoryStore, OpenWatcher, Read, Store, Write, Written};
 use lock_store::{Error, Fence, KeyInfo, LockError, Options, StoreError};
 
 fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
+    common::runtime(2)
 }
 
 fn memory(ns: &str) -> Pooled {
@@ -35,15 +31,8 @@ fn memory(ns: &str) -> Pooled {
 const S: Duration = Duration::from_secs(1);
 
 /// Waits (at most 5 s) until `f` answers `Some`.
-async fn eventually<T, F: Future<Output = Option<T>>>(what: &str, mut f: impl FnMut() -> F) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(t) = f().await {
-            return t;
-        }
-        assert!(start.elapsed() < 5 * S, "waited 5 s for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+async fn eventually<T, F: Future<Output = Option<T>>>(what: &str, f: impl FnMut() -> F) -> T {
+    common::eventually_async(what, 5 * S, f).await
 }
 
 #[test]

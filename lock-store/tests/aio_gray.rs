@@ -12,20 +12,12 @@
 //! Checks are of order and of liveness with wide margins, never of speed.
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::proxy::{Fault, Proxy};
 use lock_store::{aio, store, Options, StoreError};
 
 const S: Duration = Duration::from_secs(1);
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 /// Runs `check` on each server store with a fresh namespace (installed directly, uninstalled
 /// afterwards), an async `Locks` through a new proxy (calls bounded at `bound`) and one on a
@@ -42,7 +34,7 @@ fn each_server<F: std::future::Future<Output = ()>>(
         });
         drop(store::open(&real, &ns, store::DEFAULT_BOUND).and_then(|mut s| s.install()));
         let proxy = Proxy::for_url(&real);
-        runtime().block_on(async {
+        common::runtime(2).block_on(async {
             let through = Options::new()
                 .bound(bound)
                 .open_async(&proxy.url(&real), &ns)
@@ -57,16 +49,9 @@ fn each_server<F: std::future::Future<Output = ()>>(
 /// Waits (at most 20 s) until `f` answers `Some`.
 async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
     what: &str,
-    mut f: impl FnMut() -> F,
+    f: impl FnMut() -> F,
 ) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(t) = f().await {
-            return t;
-        }
-        assert!(start.elapsed() < 20 * S, "waited 20 s for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    common::eventually_async(what, 20 * S, f).await
 }
 
 #[test]

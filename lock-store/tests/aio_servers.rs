@@ -12,11 +12,7 @@ use lock_store::{aio, store, Error, Limits, LockError, Locks, Options};
 const S: Duration = Duration::from_secs(1);
 
 fn runtime(workers: usize) -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
-        .enable_all()
-        .build()
-        .unwrap()
+    common::runtime(workers)
 }
 
 /// Runs `check` on a fresh namespace of each store, uninstalled afterwards.

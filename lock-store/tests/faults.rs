@@ -899,11 +899,7 @@ fn postgres_restart_keeps_leases_and_fences() {
     let locks = lock_store::Locks::open(&url, "restart").unwrap();
     // The async face on the same server: its connections die with the server too.
     #[cfg(feature = "tokio")]
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = common::runtime(2);
     #[cfg(feature = "tokio")]
     let async_locks = runtime
         .block_on(lock_store::aio::Locks::open(&url, "restart"))

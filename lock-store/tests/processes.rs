@@ -76,13 +76,7 @@ fn worker() {
     let gray = gray == "gray";
     let until = LocalInstant::now() + Duration::from_millis(run_ms());
     // The async face: the worker's threads share one `aio::Locks` on one runtime.
-    let runtime = (face == "async").then(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap()
-    });
+    let runtime = (face == "async").then(|| common::runtime(2));
     let shared = runtime.as_ref().map(|rt| {
         let locks = loop {
             match rt.block_on(lock_store::aio::Locks::open(url, ns)) {
@@ -691,11 +685,7 @@ fn aio_victim() {
         panic!("bad victim spec {spec}");
     };
     let ms = |n: &str| Duration::from_millis(n.parse().unwrap());
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = common::runtime(2);
     runtime.block_on(async {
         let locks = lock_store::aio::Locks::open(url, ns).await.unwrap();
         let lease = locks

@@ -66,11 +66,7 @@ fn every_call(url: &str, ns: &str) {
 /// clients it runs natively (Redis) send their own commands.
 #[cfg(feature = "tokio")]
 fn every_async_call(url: &str, ns: &str) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = common::runtime(2);
     runtime.block_on(async {
         let a = lock_store::aio::Locks::open(url, ns).await.unwrap();
         let b = lock_store::aio::Locks::open(url, ns).await.unwrap();

@@ -357,3 +357,30 @@ pub fn server_urls() -> Vec<(&'static str, String)> {
         .filter(|(label, _)| *label != "sqlite")
         .collect()
 }
+
+/// Polls the async `f` every 10 ms until it answers `Some` (at most `limit`: a liveness margin,
+/// not a timing).
+#[cfg(feature = "tokio")]
+pub async fn eventually_async<T, F: std::future::Future<Output = Option<T>>>(
+    what: &str,
+    limit: std::time::Duration,
+    mut f: impl FnMut() -> F,
+) -> T {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(start.elapsed() < limit, "waited {limit:?} for {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// A tokio runtime with `workers` worker threads, for the tests' async callers.
+pub fn runtime(workers: usize) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .unwrap()
+}
