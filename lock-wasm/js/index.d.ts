@@ -194,6 +194,50 @@ export declare class LockTable {
 }
 
 /** What a lost lease reports. */
+/** What one operation on a `KeyRecord` did to the record. */
+export interface RecordStep {
+  /** The record changed: its answer holds only once `bytes` are written back with compare-and-set. */
+  changed: boolean;
+  /** How many fresh fencing tokens that write must allocate, in order. */
+  freshFences: number;
+  /** The record to write (when `changed`); `null`: it holds nothing, delete it. */
+  bytes: Uint8Array | null;
+  /** The latest instant applied to the key. */
+  clock: Millis;
+  /** The key's next change by time alone. */
+  nextDeadline: Millis | null;
+  /** When a free record holds nothing any more and may be collected. */
+  forgetAt: Millis | null;
+}
+
+/**
+ * One key's record of a shared store, decided by lock-core (the component's `records`
+ * interface): load the stored bytes, run one operation, write `bytes` back with compare-and-set
+ * if `changed` (allocating `freshFences` tokens), then `answer(tokens)`.
+ */
+export declare class KeyRecord {
+  /** Throws a `snapshot-*` LockError if `stored` does not decode. */
+  constructor(stored?: Uint8Array | null, fences?: number[], limits?: Partial<Limits>);
+  tryAcquire(key: string, owner: string, ttl: Millis, now: Millis): RecordStep;
+  acquire(key: string, owner: string, ttl: Millis, waitDeadline: Millis, now: Millis): RecordStep;
+  release(key: string, owner: string, fence: number, now: Millis): RecordStep;
+  extend(key: string, owner: string, fence: number, ttl: Millis, now: Millis): RecordStep;
+  cancelWait(key: string, owner: string, now: Millis): RecordStep;
+  renewWait(key: string, owner: string, waitDeadline: Millis, now: Millis): RecordStep;
+  handleTimeout(key: string, now: Millis): RecordStep;
+  inspect(key: string, now: Millis): RecordStep;
+  /**
+   * The last operation's answer once written (`fresh`: the tokens the store allocated), shaped
+   * as `LockTable`'s answer to the same call; throws its LockError.
+   */
+  answer(fresh?: number[]): AcquireOutcome | { fence: number; deadline: Millis } | KeyInfo | null | undefined;
+  /** The key's events of the last answer, oldest first. */
+  events: LockEvent[];
+  /** Frees the engine's memory for this record. */
+  free(): void;
+  [Symbol.dispose](): void;
+}
+
 export interface LostInfo {
   key: string;
   owner: string;

@@ -70,8 +70,9 @@ function instances() {
   const lease = locks.tryAcquire('k', { ttl: 10 });
   const table = new pkg.LockTable();
   const error = new pkg.LockError('held', 'message', {});
-  const result = { Locks: locks, Lease: lease, LockTable: table, LockError: error };
-  return [result, () => (lease.release(), locks.close(), table.free())];
+  const record = new pkg.KeyRecord();
+  const result = { Locks: locks, Lease: lease, LockTable: table, LockError: error, KeyRecord: record };
+  return [result, () => (lease.release(), locks.close(), table.free(), record.free())];
 }
 
 it('every exported value is declared, and every declared value is exported', () => {
@@ -113,6 +114,9 @@ it('the record types list exactly the fields the engine reports', () => {
     const info = table.inspect('k', 0);
     assert.deepEqual(interfaceMembers('KeyInfo').sort(), Object.keys(info).sort());
     assert.deepEqual(interfaceMembers('WaiterInfo').sort(), Object.keys(info.waiters[0]).sort());
+    const record = new pkg.KeyRecord();
+    assert.deepEqual(interfaceMembers('RecordStep'), Object.keys(record.tryAcquire('k', 'a', 100, 0)));
+    record.free();
   } finally {
     table.free();
   }

@@ -38,6 +38,7 @@ it('ships only the whitelisted files', () => {
     'src/internal.js',
     'src/locks.js',
     'src/node.js',
+    'src/records.js',
     'src/table.js',
   ]);
 });

@@ -21,7 +21,8 @@ function errorCodes() {
 }
 let defaults = null;
 
-function names() {
+/** The acquire outcome names, in the engine's order. @internal */
+export function names() {
   if (outcomeNames === null) outcomeNames = JSON.parse(outcomeNamesJson());
   return outcomeNames;
 }
@@ -31,7 +32,8 @@ function defaultLimits() {
   return defaults;
 }
 
-function limitValues(limits) {
+/** `limits` (overrides of the defaults) as the engine takes them. @internal */
+export function limitValues(limits) {
   if (limits === null || typeof limits !== 'object') {
     throw new TypeError(`limits must be an object, got ${describe(limits)}`);
   }
@@ -46,8 +48,8 @@ function limitValues(limits) {
 
 // ----- LockTable ---------------------------------------------------------------------------------
 
-const FAILED = 0;
-const FIRST_OUTCOME = 2;
+export const FAILED = 0;
+export const FIRST_OUTCOME = 2;
 const UNREPRESENTABLE = 100;
 
 // Views of the engine's memory. Growing a WebAssembly memory detaches its old buffer (the views
@@ -55,8 +57,8 @@ const UNREPRESENTABLE = 100;
 let view = new Float64Array(0);
 let byteView = new Uint8Array(0);
 
-/** The engine memory as f64. */
-function f64() {
+/** The engine memory as f64. @internal */
+export function f64() {
   if (view.length === 0) view = new Float64Array(memory().buffer);
   return view;
 }
@@ -331,6 +333,7 @@ export class LockTable {
   }
 }
 
-function toError(raw) {
+/** The LockError a raw engine object left. @internal */
+export function toError(raw) {
   return new LockError(raw.error_code(), raw.error_message(), JSON.parse(raw.error_details()));
 }

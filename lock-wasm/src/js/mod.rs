@@ -11,6 +11,7 @@
 //! (outcomes, errors, events) comes from the core's `name()`/`code()`.
 
 mod json;
+mod records;
 
 use lock_core::{
     AcquireOutcome, Duration, Event, EventKind, Fence, Instant, Limits, LockError, LockTable,
@@ -149,6 +150,28 @@ fn error_details(e: &LockError) -> String {
         .done()
 }
 
+/// A key's holder and waiters as JSON (`null` if free).
+fn info_json(info: Option<&lock_core::KeyInfo>) -> String {
+    match info {
+        None => String::from("null"),
+        Some(i) => Obj::new()
+            .str("owner", &i.holder.owner)
+            .num("fence", i.holder.fence.0)
+            .num("deadline", i.holder.deadline.0)
+            .raw(
+                "waiters",
+                &json::array(i.waiters.iter().map(|w| {
+                    Obj::new()
+                        .str("owner", &w.owner)
+                        .num("ttl", w.ttl.0)
+                        .num("waitDeadline", w.wait_deadline.0)
+                        .done()
+                })),
+            )
+            .done(),
+    }
+}
+
 fn event_json(e: &Event) -> String {
     let o = Obj::new().str("type", e.kind.name()).str("key", &e.key);
     match &e.kind {
@@ -165,6 +188,21 @@ fn event_json(e: &Event) -> String {
     }
     .num("at", e.at.0)
     .done()
+}
+
+/// The kebab-case code of `error` (`""` if none).
+fn code_of(error: Option<&LockError>) -> String {
+    error.map_or("", LockError::code).into()
+}
+
+/// The human-readable message of `error` (the core's `Display`).
+fn message_of(error: Option<&LockError>) -> String {
+    error.map(ToString::to_string).unwrap_or_default()
+}
+
+/// The payload of `error` as a JSON object.
+fn details_of(error: Option<&LockError>) -> String {
+    error.map_or_else(|| String::from("{}"), error_details)
 }
 
 /// A lock table for the npm package's wrapper (not part of the package's public API).
@@ -351,24 +389,7 @@ impl RawTable {
     /// `inspect`: the key's holder and waiters as JSON (`null` if free); `None` on error.
     pub fn inspect_json(&mut self, key: &str, now: f64) -> Option<String> {
         let r = self.table.inspect(key, at(now));
-        let r = r.map(|info| match info {
-            None => String::from("null"),
-            Some(i) => Obj::new()
-                .str("owner", &i.holder.owner)
-                .num("fence", i.holder.fence.0)
-                .num("deadline", i.holder.deadline.0)
-                .raw(
-                    "waiters",
-                    &json::array(i.waiters.iter().map(|w| {
-                        Obj::new()
-                            .str("owner", &w.owner)
-                            .num("ttl", w.ttl.0)
-                            .num("waitDeadline", w.wait_deadline.0)
-                            .done()
-                    })),
-                )
-                .done(),
-        });
+        let r = r.map(|info| info_json(info.as_ref()));
         match r {
             Ok(text) => {
                 self.finish(Ok(DONE));
@@ -418,21 +439,16 @@ impl RawTable {
 
     /// The kebab-case code of the last error (`""` if none).
     pub fn error_code(&self) -> String {
-        self.error.as_ref().map_or("", LockError::code).into()
+        code_of(self.error.as_ref())
     }
 
     /// The human-readable message of the last error (the core's `Display`).
     pub fn error_message(&self) -> String {
-        self.error
-            .as_ref()
-            .map(ToString::to_string)
-            .unwrap_or_default()
+        message_of(self.error.as_ref())
     }
 
     /// The payload of the last error as a JSON object.
     pub fn error_details(&self) -> String {
-        self.error
-            .as_ref()
-            .map_or_else(|| String::from("{}"), error_details)
+        details_of(self.error.as_ref())
     }
 }

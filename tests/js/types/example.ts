@@ -1,6 +1,6 @@
 // Compiled with `tsc --noEmit` against the installed package (tests/js/package.test.js): the
 // hand-written declarations must describe the API as used.
-import { Locks, LockTable, LockError, WAIT_TIMED_OUT, type Lease, type LockEvent, type Granted } from 'expiring-lock';
+import { KeyRecord, Locks, LockTable, LockError, WAIT_TIMED_OUT, type Lease, type LockEvent, type Granted, type RecordStep } from 'expiring-lock';
 
 const table = new LockTable({ maxKeys: 10 }, { seed: 7 });
 const tried = table.tryAcquire('k', 'a', 100, 0);
@@ -50,3 +50,15 @@ async function scoped(): Promise<number> {
   return (maybe?.fence ?? 0) + waited.fence;
 }
 void scoped();
+
+// A store client's round trip on one key's record: decide, write what changed, then answer.
+function recordRoundTrip(stored: Uint8Array | null, fences: number[]): string {
+  using record = new KeyRecord(stored, fences);
+  const step: RecordStep = record.tryAcquire('job', 'a', 100, 0);
+  const written: Uint8Array | null = step.changed ? step.bytes : null;
+  const fresh = Array.from({ length: step.freshFences }, (_, i) => 1 + i);
+  const answer = record.answer(fresh);
+  const events: LockEvent[] = record.events;
+  return `${written?.length ?? 0} ${JSON.stringify(answer)} ${events.length} ${step.nextDeadline ?? 'none'}`;
+}
+void recordRoundTrip(null, []);

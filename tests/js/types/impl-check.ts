@@ -10,6 +10,7 @@ export type Tables = Assignable<Declared.LockTable, Impl.LockTable>;
 export type LocksInstances = Assignable<Declared.Locks, Impl.Locks>;
 export type Leases = Assignable<Declared.Lease, Impl.Lease>;
 export type Errors = Assignable<Declared.LockError, Impl.LockError>;
+export type Records = Assignable<Declared.KeyRecord, Impl.KeyRecord>;
 export const tableStatics: Pick<typeof Declared.LockTable, 'defaultLimits' | 'outcomeTypes' | 'errorCodes'> = Impl.LockTable;
 export const waitTimedOut: typeof Declared.WAIT_TIMED_OUT = Impl.WAIT_TIMED_OUT;
 export const alreadyWaiting: typeof Declared.ALREADY_WAITING = Impl.ALREADY_WAITING;
