@@ -102,6 +102,48 @@ fn reads_create_nothing_and_the_first_write_installs() {
     }
 }
 
+/// Reading a namespace that does not exist yet, again and again (a replica that inspects before
+/// anyone wrote), opens no new connection per read, on either face: the connection that found
+/// nothing looks again.
+#[test]
+fn repeated_reads_of_a_missing_namespace_reuse_one_connection() {
+    for (label, url) in common::server_urls() {
+        let ns = common::unique_namespace("missing");
+        let proxy = common::proxy::Proxy::for_url(&url);
+        let via = proxy.url(&url);
+        let reader = Locks::open(&via, &ns).unwrap();
+        let opened = proxy.accepted();
+        for _ in 0..5 {
+            no_namespace(label, reader.inspect("job"));
+        }
+        // Redis and MariaDB look on the store's one connection; PostgreSQL keeps the one that
+        // looked.
+        assert_eq!(
+            proxy.accepted(),
+            opened,
+            "{label}: reads opened connections"
+        );
+        #[cfg(feature = "tokio")]
+        common::runtime(1).block_on(async {
+            let reader = lock_store::aio::Locks::open(&via, &ns).await.unwrap();
+            let opened = proxy.accepted();
+            for _ in 0..5 {
+                no_namespace(label, reader.inspect("job").await);
+            }
+            assert_eq!(
+                proxy.accepted(),
+                opened,
+                "{label} (async): reads opened connections"
+            );
+        });
+        assert_eq!(
+            traces(label, &url, &ns),
+            0,
+            "{label}: a read created something"
+        );
+    }
+}
+
 /// A PostgreSQL role with the rights to use a namespace (the service's) but not to create one
 /// (`lockstore install` ran as an operator): it locks and reads; it cannot install another.
 #[test]

@@ -34,6 +34,8 @@ pub struct AsyncPostgresStore {
     /// The live connections, each with its number (a failed call drops the one it was sent on,
     /// if it is still there).
     live: Mutex<Vec<(u64, Arc<Conn>)>>,
+    /// A connection kept from a look that found no schema (no statements prepared on it).
+    probe: Mutex<Option<(Client, JoinHandle<()>)>>,
     /// Held while connecting: tasks that find no connection to use wait for one connect.
     connecting: tokio::sync::Mutex<()>,
     connections: AtomicU64,
@@ -112,6 +114,7 @@ impl AsyncPostgresStore {
             schema: namespace.to_owned(),
             timeout,
             live: Mutex::new(Vec::new()),
+            probe: Mutex::new(None),
             connecting: tokio::sync::Mutex::new(()),
             connections: AtomicU64::new(0),
             installed: AtomicBool::new(false),
@@ -185,7 +188,17 @@ impl AsyncPostgresStore {
         if let Some(live) = self.pick() {
             return Ok(live);
         }
-        let (client, driver) = self.connect().await?;
+        // A connection that found no schema last time looks again (a namespace not installed
+        // yet is read without a new connection each time).
+        let probe = self
+            .probe
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let (client, driver) = match probe {
+            Some((client, driver)) if !client.is_closed() => (client, driver),
+            _ => self.connect().await?,
+        };
         let ready = async {
             if !self.installed.load(Ordering::Relaxed) {
                 match found(&client, &self.schema).await? {
@@ -209,7 +222,12 @@ impl AsyncPostgresStore {
         let statements = match tokio::time::timeout(self.timeout, ready).await {
             Ok(Ok(Ok(statements))) => statements,
             Ok(Ok(Err(e))) => {
-                driver.abort();
+                if matches!(e, StoreError::NoNamespace { .. }) {
+                    *self.probe.lock().unwrap_or_else(PoisonError::into_inner) =
+                        Some((client, driver));
+                } else {
+                    driver.abort();
+                }
                 return Err(e);
             }
             Ok(Err(e)) => {
@@ -303,6 +321,14 @@ impl AsyncPostgresStore {
             Ok(Ok(Ok(()))) => {
                 self.installed.store(true, Ordering::Relaxed);
                 self.live().clear();
+                if let Some((_, driver)) = self
+                    .probe
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take()
+                {
+                    driver.abort();
+                }
                 Ok(())
             }
             Ok(Ok(Err(reason))) => Err(StoreError::Schema {

@@ -161,6 +161,8 @@ pub struct PostgresStore {
     /// TLS (`sslmode=require`, `verify-ca`, `verify-full`), or plain TCP.
     tls: Option<MakeRustlsConnect>,
     conn: Option<Conn>,
+    /// A connection kept from a look that found no schema (no statements prepared on it).
+    probe: Option<(Client, JoinHandle<()>)>,
     bound: Bound,
     shown: String,
     schema: String,
@@ -204,6 +206,7 @@ impl PostgresStore {
             config,
             tls,
             conn: None,
+            probe: None,
             bound: Bound::new(runtime, timeout),
             shown,
             schema: namespace.to_owned(),
@@ -230,7 +233,12 @@ impl PostgresStore {
     /// The live connection, made (and its statements prepared) if there is none.
     fn connection(&mut self) -> Result<&Conn, StoreError> {
         if self.conn.is_none() {
-            let (client, driver) = self.new_connection()?;
+            // A connection that found no schema last time looks again (a namespace not
+            // installed yet is read without a new connection each time).
+            let (client, driver) = match self.probe.take() {
+                Some((client, driver)) if !client.is_closed() => (client, driver),
+                _ => self.new_connection()?,
+            };
             if !self.installed {
                 let ns = self.schema.clone();
                 let found = self.bound.run(found(&client, &ns));
@@ -249,7 +257,11 @@ impl PostgresStore {
                     Err(e) => Some(self.failed(&e)),
                 };
                 if let Some(e) = missing {
-                    driver.abort();
+                    if matches!(e, StoreError::NoNamespace { .. }) {
+                        self.probe = Some((client, driver));
+                    } else {
+                        driver.abort();
+                    }
                     return Err(e);
                 }
                 self.installed = true;
@@ -330,6 +342,7 @@ impl PostgresStore {
             Ok(()) => {
                 self.installed = true;
                 self.conn = None;
+                self.probe = None;
                 self.adopt(client, driver)
             }
             Err(e) => {
