@@ -182,6 +182,13 @@ fn timed_out(e: &mysql::Error) -> bool {
 }
 
 impl MysqlStore {
+    /// Whether the connection speaks TLS without a client certificate.
+    fn tls_without_identity(&self) -> bool {
+        self.opts
+            .get_ssl_opts()
+            .is_some_and(|ssl| ssl.client_identity().is_none())
+    }
+
     /// Connects to `url` (`mysql://user[:password]@host[:port]/database`, or `mariadb://...`)
     /// and checks the namespace's objects in that database if they exist (creating nothing:
     /// the first write installs them, see [`Store::install`]). Every call waits at most `timeout`
@@ -264,7 +271,20 @@ impl MysqlStore {
                 reason: if timed_out(&e) {
                     format!("no answer within {bound:?}")
                 } else {
-                    crate::tls::explain(reason(&e))
+                    let reason = crate::tls::explain(reason(&e));
+                    match &e {
+                        // Over TLS without a client certificate, a user that must present one
+                        // (`REQUIRE X509`) is refused like a wrong password: say so.
+                        mysql::Error::MySqlError(m)
+                            if m.code == 1045 && self.tls_without_identity() =>
+                        {
+                            format!(
+                                "{reason} (if this user must present a client certificate, name it \
+                                 and its key in the URL: ssl-cert=PATH&ssl-key=PATH)"
+                            )
+                        }
+                        _ => reason,
+                    }
                 },
             })?;
             // Row locks only: no gap locks between writers of different keys.

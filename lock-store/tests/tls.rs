@@ -238,6 +238,8 @@ fn every_server_store_speaks_tls_and_says_which_check_failed() {
         match lock(&without) {
             Err(Error::Store(StoreError::Connect { reason, .. })) => {
                 println!("{label} without a client certificate: {reason}");
+                // The error says what is missing, not only "access denied".
+                assert!(reason.contains("client certificate"), "{label}: {reason}");
             }
             other => panic!("{label} without a client certificate: {other:?}"),
         }
