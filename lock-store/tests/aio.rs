@@ -186,6 +186,8 @@ struct Gate {
     writes: AtomicUsize,
     /// Stop the next write until `open` (whatever `stop_at` says).
     hold_write: AtomicBool,
+    /// Stop the next read until `open`.
+    hold_read: AtomicBool,
     /// The point to stop at (2n: before call n, 2n + 1: after it); `usize::MAX`: none.
     stop_at: AtomicUsize,
     reached: tokio::sync::mpsc::UnboundedSender<usize>,
@@ -216,6 +218,10 @@ impl AsyncStore for Gated {
     fn read<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Read> {
         Box::pin(async move {
             let n = self.gate.calls.fetch_add(1, Ordering::SeqCst);
+            if self.gate.hold_read.swap(false, Ordering::SeqCst) {
+                let mut open = self.gate.open.subscribe();
+                let _ = open.wait_for(|open| *open).await;
+            }
             self.gate.pass(2 * n).await;
             let read = self.inner.read(key).await;
             self.gate.pass(2 * n + 1).await;
@@ -276,6 +282,7 @@ async fn drop_at_every_point<F: Future<Output = ()>>(
             calls: AtomicUsize::new(0),
             writes: AtomicUsize::new(0),
             hold_write: AtomicBool::new(false),
+            hold_read: AtomicBool::new(false),
             stop_at: AtomicUsize::new(usize::MAX),
             reached,
             open: tokio::sync::watch::Sender::new(false),
@@ -388,6 +395,7 @@ fn counting() -> Arc<Gate> {
         calls: AtomicUsize::new(0),
         writes: AtomicUsize::new(0),
         hold_write: AtomicBool::new(false),
+        hold_read: AtomicBool::new(false),
         stop_at: AtomicUsize::new(usize::MAX),
         reached: tokio::sync::mpsc::unbounded_channel().0,
         open: tokio::sync::watch::Sender::new(true),
@@ -446,6 +454,55 @@ fn renewals_that_queue_behind_a_slow_write_are_decided_by_one_write() {
             "w0"
         );
         drop(first);
+    });
+}
+
+#[test]
+fn looks_that_queue_behind_a_slow_read_are_answered_by_one_read() {
+    const WAITERS: usize = 20;
+    runtime().block_on(async {
+        let gate = counting();
+        let store = Gated {
+            inner: memory(&common::unique_namespace("aio_looks")),
+            gate: Arc::clone(&gate),
+        };
+        let locks = Options::new().over_async(store).unwrap();
+        let a = locks.try_acquire("job", "a", 60 * S).await.unwrap();
+        let waiting: Vec<_> = (0..WAITERS)
+            .map(|i| {
+                let locks = locks.clone();
+                tokio::spawn(async move { locks.acquire("job", &format!("w{i}"), S, 60 * S).await })
+            })
+            .collect();
+        eventually("every waiter queued", || async {
+            let info = locks.inspect("job").await.unwrap()?;
+            (info.waiters.len() == WAITERS).then_some(())
+        })
+        .await;
+        // The memory store sends no notices: each waiter looks at least every 50 ms. The next
+        // read (a look) stalls for 200 ms holding the key's turn; every waiter's next look
+        // queues behind it meanwhile.
+        gate.open.send_replace(false);
+        gate.hold_read.store(true, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(!gate.hold_read.load(Ordering::SeqCst), "no look was sent");
+        let reads = || gate.calls.load(Ordering::SeqCst) - gate.writes.load(Ordering::SeqCst);
+        let before = reads();
+        gate.open.send_replace(true);
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let after = reads() - before;
+        // One each would be 19 or more within these 30 ms: the queued looks are one read
+        // (a few more if a waiter's next look came due meanwhile).
+        assert!(
+            after <= 5,
+            "{after} reads for the looks queued by {WAITERS} waiters"
+        );
+        // Still waiting, in order.
+        let info = locks.inspect("job").await.unwrap().unwrap();
+        assert_eq!(info.waiters.len(), WAITERS, "{info:?}");
+        a.release().await.unwrap();
+        let first = waiting.into_iter().next().unwrap().await.unwrap().unwrap();
+        assert_eq!(first.owner(), "w0");
     });
 }
 

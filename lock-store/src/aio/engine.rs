@@ -13,7 +13,8 @@ use std::time::{Duration as StdDuration, Instant as LocalInstant};
 
 use lock_core::{Fence, Instant, KeyInfo, Limits, LockError, Request, Response, Step};
 
-use crate::aio::renewals::Renewal;
+use crate::aio::batch::{Batch, Entry};
+use crate::aio::renewals::{self, Renewal};
 use crate::aio::store::AsyncStore;
 use crate::decider::{DecideError, Decider, Decision};
 use crate::engine::{decide_error, refuse_invalid, stopped, Decided, TimeSource};
@@ -30,6 +31,9 @@ pub(crate) struct AsyncEngine<D: Decider> {
     slots: Mutex<HashMap<String, Arc<Slot>>>,
 }
 
+/// What an inspection answers: the holder and waiters (or a refusal), as decided.
+pub(crate) type Inspected = Result<Decided<Result<Option<KeyInfo>, LockError>>, StoreError>;
+
 /// What the calls of one engine on one key share while any is in flight: their turn and the
 /// waiters' renewals queued for a batch. The engine drops it when nobody holds it.
 #[derive(Default)]
@@ -37,13 +41,9 @@ pub(crate) struct Slot {
     /// The calls on the key run one at a time, in the order they asked (tokio's mutex is fair).
     turn: Arc<tokio::sync::Mutex<()>>,
     /// Renewals due, decided together by a turn's holder (`renewals.rs`).
-    pub(crate) renewals: Mutex<Vec<Renewal>>,
-}
-
-impl Slot {
-    pub(crate) fn renewals(&self) -> MutexGuard<'_, Vec<Renewal>> {
-        self.renewals.lock().unwrap_or_else(PoisonError::into_inner)
-    }
+    pub(crate) renewals: Batch<Renewal, renewals::Answer>,
+    /// Waiters' looks, answered together by one read (see [`AsyncEngine::look`]).
+    pub(crate) looks: Batch<(), Inspected>,
 }
 
 /// A key's [`Slot`] as one caller holds it: dropping the last holder removes it from the
@@ -182,6 +182,25 @@ impl<D: Decider> AsyncEngine<D> {
             Step::<Result<Option<KeyInfo>, LockError>>::settle,
         )
         .await
+    }
+
+    /// [`inspect`](Self::inspect) for a waiter's look: the looks at `key` asked while another
+    /// call has the key's turn are answered by one read, by whichever of them takes the turn
+    /// next (so each is answered by a read sent after it was asked).
+    pub(crate) async fn look(&self, key: &str) -> Inspected {
+        let limits = &self.limits;
+        if let Err(e) = limits.check_key(key) {
+            return Ok(Decided::unchanged(Err(e), Instant::ZERO));
+        }
+        let decide = move |batch: Vec<Entry<(), _>>| async move {
+            let decide = |d: &mut D, record: &D::Record, now| d.inspect(record, key, now, limits);
+            let settle = Step::<Result<Option<KeyInfo>, LockError>>::settle;
+            let answer = self.run_in_turn(key, decide, settle).await;
+            for entry in batch {
+                let _ = entry.answer.send(answer.clone());
+            }
+        };
+        self.in_batch(key, |slot| &slot.looks, || (), decide).await
     }
 
     /// One store call held to what remains of the request's bound (the whole bound for its

@@ -199,7 +199,7 @@ impl Locks {
                     let decided = engine.renew_wait(key, owner, acquiring.until()).await;
                     acquiring.renewed(decided, |r| self.unexpected(r))
                 }
-                Want::Look => acquiring.looked(engine.inspect(key).await),
+                Want::Look => acquiring.looked(engine.look(key).await),
                 Want::Pause(pause) => {
                     tokio::select! {
                         () = tokio::time::sleep(pause) => {}

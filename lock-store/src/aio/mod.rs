@@ -23,6 +23,7 @@
 //!   key; [`Locks::with_lock`] cancels its work then and answers `expired`.
 //! - Dropping a [`Lease`] releases it in a task.
 
+mod batch;
 mod engine;
 mod lease;
 mod locks;

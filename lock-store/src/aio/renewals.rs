@@ -11,85 +11,42 @@
 //! A batch ends after a decision that allocates fresh fencing tokens (a renewal at an instant
 //! when an expired lease is handed to the next waiter): the next decision would number its own
 //! from the same provisional base. The renewals left out are asked again, as are those of a
-//! batch whose deciding task was dropped: a renewal is idempotent.
-
-use std::sync::atomic::{AtomicU64, Ordering};
+//! batch whose deciding task was dropped: a renewal is idempotent (`batch.rs`).
 
 use lock_core::{Fence, Instant, Limits, Response, Step};
-use tokio::sync::oneshot;
 
-use crate::aio::engine::{AsyncEngine, Slot};
+use crate::aio::batch::Entry;
+use crate::aio::engine::AsyncEngine;
 use crate::decider::{DecideError, Decider, Decision};
 use crate::engine::Decided;
 use crate::queue::renew_wait;
 use crate::store::StoreError;
 
 /// What a renewal hears: the answer its own transition gave.
-type Answer = Result<Decided<Response>, StoreError>;
+pub(crate) type Answer = Result<Decided<Response>, StoreError>;
 
-/// One waiter's renewal, waiting for a batch (in its key's [`Slot`]).
+/// One waiter's renewal: its owner and the end of its whole wait (see
+/// [`Acquiring::until`](crate::queue::Acquiring)).
 pub(crate) struct Renewal {
-    id: u64,
     owner: String,
-    /// The end of the owner's whole wait (see [`Acquiring::until`](crate::queue::Acquiring)).
     until: Instant,
-    answer: oneshot::Sender<Answer>,
-}
-
-/// Tells queued renewals apart (a caller that leaves takes its own out).
-static NEXT_ID: AtomicU64 = AtomicU64::new(0);
-
-/// A queued renewal whose caller left takes no part in a later batch.
-struct Queued<'s> {
-    slot: &'s Slot,
-    id: u64,
-}
-
-impl Drop for Queued<'_> {
-    fn drop(&mut self) {
-        self.slot.renewals().retain(|r| r.id != self.id);
-    }
 }
 
 impl<D: Decider> AsyncEngine<D> {
     /// Renews `owner`'s place on `key` (its whole wait ending at `until`), with whatever other
     /// renewals of this engine on the key are due: the answer is this renewal's own.
     pub(crate) async fn renew_wait(&self, key: &str, owner: &str, until: Instant) -> Answer {
-        loop {
-            // Held until this renewal is answered or left: its key's slot stays.
-            let slot = self.slot(key);
-            let (answer, mut heard) = oneshot::channel();
-            let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-            slot.renewals().push(Renewal {
-                id,
-                owner: owner.to_owned(),
-                until,
-                answer,
-            });
-            let _queued = Queued { slot: &slot, id };
-            // Another task's batch may answer first; else this one decides the batch.
-            let turn = tokio::select! {
-                biased;
-                answer = &mut heard => match answer {
-                    Ok(answer) => return answer,
-                    Err(_) => continue,
-                },
-                turn = self.turn(key) => turn,
-            };
-            let batch = std::mem::take(&mut *slot.renewals());
-            if !batch.is_empty() {
-                self.decide_renewals(key, batch).await;
-            }
-            drop(turn);
-            // Answered by now, or left out (dropped): then asked again.
-            if let Ok(answer) = heard.await {
-                return answer;
-            }
-        }
+        let call = || Renewal {
+            owner: owner.to_owned(),
+            until,
+        };
+        let decide = move |batch| self.decide_renewals(key, batch);
+        self.in_batch(key, |slot| &slot.renewals, call, decide)
+            .await
     }
 
     /// Decides `batch` (in its order) in one exchange and answers each renewal decided.
-    async fn decide_renewals(&self, key: &str, batch: Vec<Renewal>) {
+    async fn decide_renewals(&self, key: &str, batch: Vec<Entry<Renewal, Answer>>) {
         let limits = self.limits();
         let decide = |d: &mut D, record: &D::Record, now| {
             decide_together(d, record, now, key, &batch, limits)
@@ -118,12 +75,12 @@ fn decide_together<D: Decider>(
     record: &D::Record,
     now: Instant,
     key: &str,
-    batch: &[Renewal],
+    batch: &[Entry<Renewal, Answer>],
     limits: &Limits,
 ) -> Result<Decision<D::Record, Vec<Step<Response>>>, DecideError> {
     let mut requests = batch
         .iter()
-        .map(|r| renew_wait(key, &r.owner, r.until, now));
+        .map(|e| renew_wait(key, &e.call.owner, e.call.until, now));
     let Some(first) = requests.next() else {
         return Err(DecideError::Failed("an empty batch of renewals".into()));
     };
