@@ -102,9 +102,9 @@ impl Options {
     }
 
     /// Opens namespace `namespace` of the store at `url` for async code (see
-    /// [`aio::Locks::open`](crate::aio::Locks::open)). Redis and PostgreSQL: one connection
-    /// shared by every task ([`AsyncRedisStore`](crate::aio::AsyncRedisStore),
-    /// [`AsyncPostgresStore`](crate::aio::AsyncPostgresStore)). Other stores: the connect runs on a
+    /// [`aio::Locks::open`](crate::aio::Locks::open)). Redis and PostgreSQL: native async
+    /// clients whose connections every task shares (`aio::AsyncRedisStore`,
+    /// `aio::AsyncPostgresStore`, with the `redis` and `postgres` features). Other stores: the connect runs on a
     /// blocking thread, and more connections are opened as tasks need them (at most
     /// [`POOL_SIZE`](crate::aio::POOL_SIZE), see [`Pooled`](crate::aio::Pooled)).
     ///
