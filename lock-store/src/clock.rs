@@ -2,7 +2,9 @@
 //! record, so that a decision never runs ahead of the store and a holder never believes in its
 //! lease after the store may have freed the key.
 
-use std::time::{Duration as StdDuration, Instant as LocalInstant};
+use std::time::Duration as StdDuration;
+
+use crate::local::LocalInstant;
 
 use lock_core::Instant;
 
@@ -88,8 +90,8 @@ impl StoreClock {
 
     /// The first local instant at which the store's clock may have reached `at`: the holder
     /// of a lease ending at `at` must stop believing in it then. The read's send instant if
-    /// `at` is within a millisecond of the read's time (the store may have reached it already),
-    /// and also if `at` is so far ahead that the instant cannot be represented.
+    /// `at` is within a millisecond of the read's time (the store may have reached it already).
+    /// A deadline further ahead than the local clock reaches (584 years) ends at its end.
     #[must_use]
     pub fn earliest_local(&self, at: Instant) -> LocalInstant {
         // The store's clock at local instant t is below read + 1 ms + (t - read_sent) *
@@ -98,7 +100,7 @@ impl StoreClock {
             return self.read_sent;
         };
         let ahead = StdDuration::from_millis(ahead).div_f64(1.0 + MAX_DRIFT);
-        self.read_sent.checked_add(ahead).unwrap_or(self.read_sent)
+        self.read_sent + ahead
     }
 }
 
@@ -152,13 +154,12 @@ mod tests {
         // The store read its clock at 10 000.999 ms at the latest, just after `sent`: it can
         // reach 40 001 at sent + 30 000.001 ms, less the drift allowance (~30 ms).
         let end = clock.earliest_local(Instant(40_001));
-        let lead = (sent + MS * 30_000).duration_since(end);
+        let lead = (sent + MS * 30_000).saturating_duration_since(end);
         assert!(lead >= MS * 29 && lead <= MS * 31, "{lead:?}");
         // A deadline at or within a millisecond of the read: already possibly reached.
         assert_eq!(clock.earliest_local(Instant(10_001)), sent);
         assert_eq!(clock.earliest_local(Instant(5)), sent);
-        // No deadline is so far that the answer overflows (it would then be the read's send
-        // instant: conservative).
+        // No deadline is so far that the answer overflows: it saturates, far in the future.
         assert!(clock.earliest_local(Instant(u64::MAX)) > sent);
     }
 }

@@ -1,7 +1,9 @@
 //! The decision loop: read (or reuse) a key's record, run one `lock-core` transition, write back
 //! with compare-and-set, and on a conflict decide again from the record the conflict returned.
 
-use std::time::{Duration as StdDuration, Instant as LocalInstant};
+use std::time::Duration as StdDuration;
+
+use crate::local::LocalInstant;
 
 use lock_core::{Fence, Instant, KeyEvent, KeyInfo, Limits, LockError, Request, Response, Step};
 

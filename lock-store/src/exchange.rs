@@ -20,7 +20,9 @@
 //! - At most [`MAX_ATTEMPTS`] compare-and-sets.
 
 use std::collections::HashMap;
-use std::time::{Duration as StdDuration, Instant as LocalInstant};
+use std::time::Duration as StdDuration;
+
+use crate::local::LocalInstant;
 
 use lock_core::{Fence, Instant, Limits, Step};
 

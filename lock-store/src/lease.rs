@@ -3,7 +3,9 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
-use std::time::{Duration, Instant as LocalInstant};
+use std::time::Duration;
+
+use crate::local::LocalInstant;
 
 use lock_core::{Fence, Grant, Instant, LockError, Request, Response};
 

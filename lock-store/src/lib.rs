@@ -48,6 +48,7 @@ mod engine;
 mod exchange;
 mod lease;
 mod listen;
+mod local;
 mod locks;
 mod memory;
 #[cfg(feature = "mysql")]

@@ -16,7 +16,9 @@
 //! - A hand-off that ended before it looked, or a place lost to a late renewal, queues it again
 //!   (at the back) while time remains.
 
-use std::time::{Duration, Instant as LocalInstant};
+use std::time::Duration;
+
+use crate::local::LocalInstant;
 
 use lock_core::{AcquireOutcome, Grant, Instant, KeyInfo, LockError, Request, Response};
 

@@ -9,7 +9,9 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration as StdDuration, Instant as LocalInstant};
+use std::time::Duration as StdDuration;
+
+use crate::local::LocalInstant;
 
 use lock_core::{Fence, Instant, KeyInfo, Limits, LockError, Request, Response, Step};
 

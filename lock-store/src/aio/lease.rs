@@ -1,7 +1,9 @@
 //! [`Lease`]: a held lock in async code, its keep-alive task and its loss signal.
 
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant as LocalInstant};
+use std::time::Duration;
+
+use crate::local::LocalInstant;
 
 use lock_core::{Fence, Instant};
 use tokio::task::JoinHandle;
@@ -106,7 +108,7 @@ impl Lease {
             }
             tokio::select! {
                 () = changed => {}
-                () = tokio::time::sleep_until(end.into()) => {}
+                () = tokio::time::sleep_until(end.to_std().into()) => {}
             }
         }
     }
