@@ -402,28 +402,62 @@ fn counting() -> Arc<Gate> {
     })
 }
 
+/// A held key of a fresh namespace over a counting gate, and `n` tasks queued for it (`w0`
+/// first), each waiting up to a minute for a 1 s lease.
+async fn queued_behind_a_holder(
+    purpose: &str,
+    n: usize,
+) -> (
+    Arc<Gate>,
+    aio::Locks,
+    aio::Lease,
+    Vec<tokio::task::JoinHandle<Result<aio::Lease, Error>>>,
+) {
+    let gate = counting();
+    let store = Gated {
+        inner: memory(&common::unique_namespace(purpose)),
+        gate: Arc::clone(&gate),
+    };
+    let locks = Options::new().over_async(store).unwrap();
+    let a = locks.try_acquire("job", "a", 60 * S).await.unwrap();
+    let waiting = (0..n)
+        .map(|i| {
+            let locks = locks.clone();
+            tokio::spawn(async move { locks.acquire("job", &format!("w{i}"), S, 60 * S).await })
+        })
+        .collect();
+    eventually("every waiter queued", || async {
+        let info = locks.inspect("job").await.unwrap()?;
+        (info.waiters.len() == n).then_some(())
+    })
+    .await;
+    (gate, locks, a, waiting)
+}
+
+/// All `n` waiters still hold their places, and the first to queue is handed the key when `a`
+/// releases it.
+async fn still_in_order(
+    locks: &aio::Locks,
+    a: aio::Lease,
+    waiting: Vec<tokio::task::JoinHandle<Result<aio::Lease, Error>>>,
+    n: usize,
+) {
+    let info = locks.inspect("job").await.unwrap().unwrap();
+    assert_eq!(info.waiters.len(), n, "{info:?}");
+    a.release().await.unwrap();
+    let first = waiting.into_iter().next().unwrap().await.unwrap().unwrap();
+    assert_eq!(first.owner(), "w0");
+    assert_eq!(
+        locks.inspect("job").await.unwrap().unwrap().holder.owner,
+        "w0"
+    );
+}
+
 #[test]
 fn renewals_that_queue_behind_a_slow_write_are_decided_by_one_write() {
     const WAITERS: usize = 20;
     runtime().block_on(async {
-        let gate = counting();
-        let store = Gated {
-            inner: memory(&common::unique_namespace("aio_renewals")),
-            gate: Arc::clone(&gate),
-        };
-        let locks = Options::new().over_async(store).unwrap();
-        let a = locks.try_acquire("job", "a", 60 * S).await.unwrap();
-        let waiting: Vec<_> = (0..WAITERS)
-            .map(|i| {
-                let locks = locks.clone();
-                tokio::spawn(async move { locks.acquire("job", &format!("w{i}"), S, 60 * S).await })
-            })
-            .collect();
-        eventually("every waiter queued", || async {
-            let info = locks.inspect("job").await.unwrap()?;
-            (info.waiters.len() == WAITERS).then_some(())
-        })
-        .await;
+        let (gate, locks, a, waiting) = queued_behind_a_holder("aio_renewals", WAITERS).await;
         // The next write is a renewal (looks only read): it stalls, holding the key's turn,
         // for a whole renewal period (WAIT_ALIVE / 3), so every other waiter's renewal
         // comes due and queues behind it.
@@ -445,15 +479,7 @@ fn renewals_that_queue_behind_a_slow_write_are_decided_by_one_write() {
             "{writes} compare-and-sets for the renewals queued by {WAITERS} waiters"
         );
         // Renewed, not lost: every place is kept, in the order they queued.
-        let info = locks.inspect("job").await.unwrap().unwrap();
-        assert_eq!(info.waiters.len(), WAITERS, "{info:?}");
-        a.release().await.unwrap();
-        let first = waiting.into_iter().next().unwrap().await.unwrap().unwrap();
-        assert_eq!(
-            locks.inspect("job").await.unwrap().unwrap().holder.owner,
-            "w0"
-        );
-        drop(first);
+        still_in_order(&locks, a, waiting, WAITERS).await;
     });
 }
 
@@ -461,24 +487,7 @@ fn renewals_that_queue_behind_a_slow_write_are_decided_by_one_write() {
 fn looks_that_queue_behind_a_slow_read_are_answered_by_one_read() {
     const WAITERS: usize = 20;
     runtime().block_on(async {
-        let gate = counting();
-        let store = Gated {
-            inner: memory(&common::unique_namespace("aio_looks")),
-            gate: Arc::clone(&gate),
-        };
-        let locks = Options::new().over_async(store).unwrap();
-        let a = locks.try_acquire("job", "a", 60 * S).await.unwrap();
-        let waiting: Vec<_> = (0..WAITERS)
-            .map(|i| {
-                let locks = locks.clone();
-                tokio::spawn(async move { locks.acquire("job", &format!("w{i}"), S, 60 * S).await })
-            })
-            .collect();
-        eventually("every waiter queued", || async {
-            let info = locks.inspect("job").await.unwrap()?;
-            (info.waiters.len() == WAITERS).then_some(())
-        })
-        .await;
+        let (gate, locks, a, waiting) = queued_behind_a_holder("aio_looks", WAITERS).await;
         // The memory store sends no notices: each waiter looks at least every 50 ms. The next
         // read (a look) stalls for 200 ms holding the key's turn; every waiter's next look
         // queues behind it meanwhile.
@@ -498,11 +507,7 @@ fn looks_that_queue_behind_a_slow_read_are_answered_by_one_read() {
             "{after} reads for the looks queued by {WAITERS} waiters"
         );
         // Still waiting, in order.
-        let info = locks.inspect("job").await.unwrap().unwrap();
-        assert_eq!(info.waiters.len(), WAITERS, "{info:?}");
-        a.release().await.unwrap();
-        let first = waiting.into_iter().next().unwrap().await.unwrap().unwrap();
-        assert_eq!(first.owner(), "w0");
+        still_in_order(&locks, a, waiting, WAITERS).await;
     });
 }
 
