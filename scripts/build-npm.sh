@@ -14,5 +14,8 @@ rm -rf lock-wasm/js/engine
 wasm-bindgen --target web --out-dir lock-wasm/js/engine --out-name lock_wasm \
   "$target/wasm32-unknown-unknown/wasm-js/lock_wasm.wasm"
 cp LICENSE-MIT LICENSE-APACHE lock-wasm/js/ # the package ships the licences its `license` field names
+# The store clients send the same store-side steps as the Rust clients: the package ships the files.
+rm -rf lock-wasm/js/steps && mkdir -p lock-wasm/js/steps
+cp lock-store/steps/README.md lock-store/steps/*.lua lock-store/steps/*.sql lock-wasm/js/steps/
 wasm=lock-wasm/js/engine/lock_wasm_bg.wasm
 echo "npm engine: $wasm $(wc -c <"$wasm") bytes ($(gzip -9c "$wasm" | wc -c) gzipped)"

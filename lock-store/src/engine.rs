@@ -246,7 +246,7 @@ impl<S: Store, D: Decider> Engine<S, D> {
         let mut exchange = Exchange::<D, R>::new(
             self.time,
             at,
-            &self.limits,
+            self.limits.clone(),
             remembered,
             new_version(),
             settle,
@@ -304,6 +304,18 @@ impl<S: Store, D: Decider> Engine<S, D> {
 }
 
 impl<R> Decided<R> {
+    /// The same decision with its reply mapped by `f`.
+    pub(crate) fn map<T>(self, f: impl FnOnce(R) -> T) -> Decided<T> {
+        Decided {
+            reply: f(self.reply),
+            events: self.events,
+            now: self.now,
+            next_deadline: self.next_deadline,
+            clock: self.clock,
+            ambiguous: self.ambiguous,
+        }
+    }
+
     /// An answer given without touching the store (bad input).
     pub(crate) fn unchanged(reply: R, at: Instant) -> Self {
         Decided {

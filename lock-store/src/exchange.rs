@@ -202,10 +202,10 @@ enum Phase<Rec, R> {
 }
 
 /// One call on one key (see the module's documentation).
-pub(crate) struct Exchange<'a, D: Decider, R> {
+pub(crate) struct Exchange<D: Decider, R> {
     time: TimeSource,
     at: Instant,
-    limits: &'a Limits,
+    limits: Limits,
     settle: fn(&mut Step<R>, &[Fence]),
     seen: Option<Seen<D::Record>>,
     from_memory: bool,
@@ -218,7 +218,7 @@ pub(crate) struct Exchange<'a, D: Decider, R> {
     finished: Option<Finished<D::Record, R>>,
 }
 
-impl<'a, D: Decider, R> Exchange<'a, D, R> {
+impl<D: Decider, R> Exchange<D, R> {
     /// A call at `at` (the caller's `now`, used with [`TimeSource::Caller`]) that starts from
     /// `remembered` (a record seen by an earlier call, decided on from memory) or from a read.
     /// `random` seeds the versions written and the pauses; `settle` puts the store's tokens in
@@ -226,7 +226,7 @@ impl<'a, D: Decider, R> Exchange<'a, D, R> {
     pub(crate) fn new(
         time: TimeSource,
         at: Instant,
-        limits: &'a Limits,
+        limits: Limits,
         remembered: Option<Seen<D::Record>>,
         random: u64,
         settle: fn(&mut Step<R>, &[Fence]),
@@ -546,7 +546,7 @@ impl<'a, D: Decider, R> Exchange<'a, D, R> {
                 (stored.version, stored.bytes, decider.empty())
             }
             Some(stored) => {
-                let record = decider.load(&stored, self.limits).map_err(Stop::Decide)?;
+                let record = decider.load(&stored, &self.limits).map_err(Stop::Decide)?;
                 (stored.version, stored.bytes, record)
             }
         };
@@ -594,7 +594,7 @@ mod tests {
     use crate::decider::Native;
     use crate::store::Stored;
 
-    type Ex<'a> = Exchange<'a, Native, Response>;
+    type Ex = Exchange<Native, Response>;
 
     fn acquire(
         d: &mut Native,
@@ -649,7 +649,7 @@ mod tests {
     }
 
     fn poll(
-        ex: &mut Ex<'_>,
+        ex: &mut Ex,
         t: LocalInstant,
         decide: &mut Decide<'_, Native, Response>,
     ) -> Result<Asked, Stop> {
@@ -684,11 +684,11 @@ mod tests {
     }
 
     /// A call with the store's time, from no remembered record.
-    fn fresh(limits: &Limits) -> Ex<'_> {
+    fn fresh(limits: &Limits) -> Ex {
         Ex::new(
             TimeSource::Store,
             Instant(0),
-            limits,
+            limits.clone(),
             None,
             7,
             Step::<Response>::settle,
@@ -696,7 +696,7 @@ mod tests {
     }
 
     /// Polls the acquire's first read and answers it: no record, the store's time 5 000.
-    fn read_nothing(ex: &mut Ex<'_>, t: LocalInstant) {
+    fn read_nothing(ex: &mut Ex, t: LocalInstant) {
         assert_eq!(poll(ex, t, &mut acquire).unwrap(), Asked::Read);
         ex.handle_read(&mut Native, read(None, 5_000), t, t)
             .unwrap();
@@ -905,7 +905,7 @@ mod tests {
         let mut ex = Ex::new(
             TimeSource::Store,
             Instant(0),
-            &limits,
+            limits.clone(),
             Some(remembered),
             7,
             Step::<Response>::settle,
@@ -960,7 +960,7 @@ mod tests {
         let mut ex = Ex::new(
             TimeSource::Caller,
             Instant(5_100),
-            &limits,
+            limits.clone(),
             None,
             7,
             Step::<Response>::settle,

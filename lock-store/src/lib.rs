@@ -44,6 +44,7 @@ mod clock;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 mod collect;
 mod decider;
+pub mod driver;
 mod engine;
 mod exchange;
 mod lease;

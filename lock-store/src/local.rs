@@ -10,7 +10,7 @@ use std::time::Duration;
 
 /// An instant of this machine's monotonic clock, in nanoseconds from an arbitrary origin.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(crate) struct LocalInstant(u64);
+pub struct LocalInstant(u64);
 
 /// The origin of [`LocalInstant::now`]: the first time this process asked.
 fn origin() -> std::time::Instant {
@@ -30,9 +30,15 @@ impl LocalInstant {
     }
 
     /// The instant `nanos` nanoseconds after the origin of a driver's own monotonic clock.
-    #[allow(dead_code)] // for drivers that keep their own clock (the npm engine's, next)
-    pub(crate) fn from_nanos(nanos: u64) -> Self {
+    #[must_use]
+    pub fn from_nanos(nanos: u64) -> Self {
         LocalInstant(nanos)
+    }
+
+    /// Nanoseconds from the origin of the clock this instant is of.
+    #[must_use]
+    pub fn as_nanos(self) -> u64 {
+        self.0
     }
 
     /// How long ago this instant was (zero if it is ahead).

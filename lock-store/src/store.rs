@@ -372,6 +372,45 @@ pub enum StoreError {
     },
 }
 
+impl StoreError {
+    /// Every [`StoreError::code`], in declaration order.
+    pub const CODES: [&'static str; 12] = [
+        "url",
+        "not-compiled",
+        "namespace",
+        "connect",
+        "lost",
+        "schema",
+        "no-namespace",
+        "corrupt",
+        "contention",
+        "fences-exhausted",
+        "decider",
+        "server",
+    ];
+
+    /// The error's kebab-case name, the same in Rust and JS (the npm package's
+    /// `StoreError.code`).
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        let index = match self {
+            StoreError::Url { .. } => 0,
+            StoreError::NotCompiled { .. } => 1,
+            StoreError::Namespace { .. } => 2,
+            StoreError::Connect { .. } => 3,
+            StoreError::Lost { .. } => 4,
+            StoreError::Schema { .. } => 5,
+            StoreError::NoNamespace { .. } => 6,
+            StoreError::Corrupt { .. } => 7,
+            StoreError::Contention { .. } => 8,
+            StoreError::FencesExhausted { .. } => 9,
+            StoreError::Decider { .. } => 10,
+            StoreError::Server { .. } => 11,
+        };
+        Self::CODES[index]
+    }
+}
+
 impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

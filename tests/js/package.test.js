@@ -39,7 +39,15 @@ it('ships only the whitelisted files', () => {
     'src/locks.js',
     'src/node.js',
     'src/records.js',
+    'src/stores/client.js',
+    'src/stores/io.js',
+    'src/stores/redis.js',
     'src/table.js',
+    'steps/README.md',
+    'steps/mysql.sql',
+    'steps/postgres.sql',
+    'steps/redis-cas.lua',
+    'steps/sqlite.sql',
   ]);
 });
 

@@ -253,7 +253,7 @@ impl<D: Decider> AsyncEngine<D> {
         let mut exchange = Exchange::<D, R>::new(
             TimeSource::Store,
             Instant::ZERO,
-            limits,
+            limits.clone(),
             remembered,
             new_version(),
             settle,

@@ -33,6 +33,26 @@ export class LockError extends Error {
   }
 }
 
+/**
+ * A store error: the store could not answer (`code` as the Rust `StoreError::code`: `connect`,
+ * `lost`, `schema`, `no-namespace`, `contention`, `not-compiled`, ...). Lock refusals are never
+ * StoreErrors: they are LockErrors.
+ */
+export class StoreError extends Error {
+  /** @type {'StoreError'} */
+  name = 'StoreError';
+
+  /**
+   * @param {string} code
+   * @param {string} message
+   * @param {{cause?: unknown}} [extra]
+   */
+  constructor(code, message, extra = {}) {
+    super(message, 'cause' in extra ? { cause: extra.cause } : undefined);
+    this.code = code;
+  }
+}
+
 // ----- boundary checks ----------------------------------------------------------------------
 
 export function describe(value) {

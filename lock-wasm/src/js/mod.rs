@@ -10,6 +10,8 @@
 //! This module translates only: every outcome and error is `lock-core`'s, and every name
 //! (outcomes, errors, events) comes from the core's `name()`/`code()`.
 
+mod answer;
+mod client;
 mod json;
 mod records;
 

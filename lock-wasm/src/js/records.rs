@@ -6,16 +6,11 @@
 //! only then (their new fences are provisional until the store has numbered them). Translation
 //! only: nothing is decided here.
 
-use lock_core::{
-    Event, Fence, KeyEvent, KeyInfo, KeyRecord, Limits, LockError, Request, Response, Step,
-};
+use lock_core::{Fence, KeyInfo, KeyRecord, Limits, LockError, Request, Response, Step};
 use wasm_bindgen::prelude::*;
 
-use super::json;
-use super::{
-    at, code_of, details_of, event_json, info_json, limits_from, message_of, ms, span, DONE,
-    FAILED, FIRST_OUTCOME, OUT_ERROR,
-};
+use super::answer::Answer;
+use super::{at, code_of, details_of, limits_from, message_of, ms, span, DONE};
 
 /// What the last operation left to answer.
 enum Pending {
@@ -32,12 +27,7 @@ pub struct RawRecord {
     /// The key of the last operation (its events name it).
     key: String,
     pending: Pending,
-    /// After `answer`: `[fence or position, deadline, error index, -]`.
-    out: [f64; 4],
-    error: Option<LockError>,
-    /// The answered inspection (JSON) and events (JSON array).
-    info: String,
-    events: String,
+    answer: Answer,
 }
 
 fn fences(fresh: &[f64]) -> Vec<Fence> {
@@ -57,21 +47,18 @@ impl RawRecord {
             limits,
             key: String::new(),
             pending: Pending::None,
-            out: [0.0; 4],
-            error,
-            info: String::from("null"),
-            events: String::from("[]"),
+            answer: Answer::new(error),
         }
     }
 
     /// Whether the constructor or the last `load` failed (see `error_code()`).
     pub fn failed(&self) -> bool {
-        self.error.is_some()
+        self.answer.error.is_some()
     }
 
     /// Address of the `out` buffer (four `f64`) in the module's memory.
     pub fn out_ptr(&self) -> *const f64 {
-        self.out.as_ptr()
+        self.answer.out.as_ptr()
     }
 
     /// Loads the stored record (none: a key nobody used) and the tokens the store allocated at
@@ -85,17 +72,11 @@ impl RawRecord {
         match loaded {
             Ok(record) => {
                 self.record = record;
-                self.error = None;
+                self.answer.error = None;
                 DONE
             }
-            Err(e) => self.fail(e),
+            Err(e) => self.answer.fail(e),
         }
-    }
-
-    fn fail(&mut self, e: LockError) -> u32 {
-        self.out[OUT_ERROR] = e.index() as f64;
-        self.error = Some(e);
-        FAILED
     }
 
     fn run(&mut self, key: &str, request: Request<'_>) {
@@ -245,76 +226,45 @@ impl RawRecord {
     pub fn answer(&mut self, fresh: &[f64]) -> u32 {
         let fresh = fences(fresh);
         self.record.settle(&fresh);
-        self.error = None;
+        self.answer.error = None;
         let key = std::mem::take(&mut self.key);
-        let events = |events: &[KeyEvent]| {
-            json::array(events.iter().map(|e| {
-                event_json(&Event {
-                    key: key.as_str().into(),
-                    at: e.at,
-                    kind: e.kind.clone(),
-                })
-            }))
-        };
         match std::mem::replace(&mut self.pending, Pending::None) {
             Pending::None => DONE,
             Pending::Inspect(mut step) => {
                 step.settle(&fresh);
-                self.events = events(&step.events);
-                match step.reply {
-                    Ok(info) => {
-                        self.info = info_json(info.as_ref());
-                        DONE
-                    }
-                    Err(e) => self.fail(e),
-                }
+                self.answer.events(&key, &step.events);
+                self.answer.inspect(step.reply)
             }
             Pending::Request(mut step) => {
                 step.settle(&fresh);
-                self.events = events(&step.events);
-                match step.reply {
-                    Response::Acquire(Ok(outcome)) => {
-                        let (a, b) = outcome.numbers();
-                        self.out[0] = a as f64;
-                        self.out[1] = b as f64;
-                        FIRST_OUTCOME + outcome.index() as u32
-                    }
-                    Response::Extend(Ok(grant)) => {
-                        self.out[0] = grant.fence.0 as f64;
-                        self.out[1] = grant.deadline.0 as f64;
-                        DONE
-                    }
-                    Response::Done(Ok(())) | Response::Timeout | Response::Malformed => DONE,
-                    Response::Acquire(Err(e))
-                    | Response::Done(Err(e))
-                    | Response::Extend(Err(e)) => self.fail(e),
-                }
+                self.answer.events(&key, &step.events);
+                self.answer.request(step.reply)
             }
         }
     }
 
     /// The holder and waiters of the last answered `inspect` as JSON (`null`: free).
     pub fn info_json(&self) -> String {
-        self.info.clone()
+        self.answer.info.clone()
     }
 
     /// The key's events of the last answer, oldest first, as a JSON array.
     pub fn events_json(&self) -> String {
-        self.events.clone()
+        self.answer.events.clone()
     }
 
     /// The kebab-case code of the last error (`""` if none).
     pub fn error_code(&self) -> String {
-        code_of(self.error.as_ref())
+        code_of(self.answer.error.as_ref())
     }
 
     /// The human-readable message of the last error.
     pub fn error_message(&self) -> String {
-        message_of(self.error.as_ref())
+        message_of(self.answer.error.as_ref())
     }
 
     /// The payload of the last error as a JSON object.
     pub fn error_details(&self) -> String {
-        details_of(self.error.as_ref())
+        details_of(self.answer.error.as_ref())
     }
 }

@@ -1,0 +1,454 @@
+//! The decision loop of this crate for drivers in other runtimes, sans IO: the npm package's
+//! store clients drive it through the package's WebAssembly engine, so that a Node replica
+//! reads, decides, writes, re-reads after a conflict or a lost answer and bounds the store's
+//! clock exactly as a Rust replica does, on the same records. Nothing here does IO or reads a
+//! clock: the driver sends the reads and compare-and-sets [`Next`] asks for, notes the local
+//! instants (its own monotonic clock, as a [`LocalInstant`]) at which each left and was
+//! answered, and hands the answers back.
+//!
+//! ```
+//! use lock_store::driver::{Client, LocalInstant, Next, Op};
+//! use lock_store::store::{Read, TimeSource, Written};
+//! use lock_store::{Instant, Limits};
+//!
+//! let mut client = Client::new("memory: namespace \"jobs\"", Limits::default(), TimeSource::Store, 7)?;
+//! let t = LocalInstant::from_nanos(1_000_000);
+//! let op = Op::TryAcquire { owner: "a".into(), ttl: lock_store::driver::Duration(5_000) };
+//! let mut call = client.call("k", op, Instant::ZERO, t);
+//! // No record remembered: a read first; the store answers nothing there at its time 9 000.
+//! assert!(matches!(client.poll(&mut call, t)?, Next::Read));
+//! client.handle_read(&mut call, Ok(Read { record: None, now: Instant(9_000) }), t, t)?;
+//! // Then one compare-and-set, which the store does, allocating one fencing token.
+//! let Next::Write(write) = client.poll(&mut call, t)? else { panic!() };
+//! assert_eq!((write.expected, write.fresh_fences), (0, 1));
+//! let done = Written::Done { fences: vec![lock_store::Fence(41)] };
+//! client.handle_written(&mut call, Ok(done), t)?;
+//! assert!(matches!(client.poll(&mut call, t)?, Next::Done));
+//! let outcome = client.finish(call)?;
+//! assert_eq!(outcome.decided.now, Instant(9_000));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::time::Duration as StdDuration;
+
+use lock_core::{Fence, Instant, KeyRecord, Limits, LockError, Reply, Request, Step};
+
+pub use crate::local::LocalInstant;
+pub use lock_core::Duration;
+
+use crate::decider::{Decider, InspectReply, Native};
+use crate::engine::{refuse_invalid, stopped, Decided, TimeSource};
+use crate::exchange::{Exchange, Io, Memory, Stop};
+use crate::lease::local_end;
+use crate::store::{Read, StoreError, Write, Written};
+
+/// One operation on one key, owned (the driver's call, before it is decided).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// `try-acquire`.
+    TryAcquire {
+        /// Who asks.
+        owner: String,
+        /// The lease's length.
+        ttl: Duration,
+    },
+    /// `acquire`, queueing until `wait_deadline` (store's time) if the key is held.
+    Acquire {
+        /// Who asks.
+        owner: String,
+        /// The lease's length.
+        ttl: Duration,
+        /// The end of the wait (store's time).
+        wait_deadline: Instant,
+    },
+    /// `release` of the lease with `fence`.
+    Release {
+        /// The holder.
+        owner: String,
+        /// The lease's token.
+        fence: Fence,
+    },
+    /// `extend` the lease with `fence` to `now + ttl`.
+    Extend {
+        /// The holder.
+        owner: String,
+        /// The lease's token.
+        fence: Fence,
+        /// The new length from now.
+        ttl: Duration,
+    },
+    /// `cancel-wait`: leave the key's queue.
+    CancelWait {
+        /// The waiter.
+        owner: String,
+    },
+    /// `renew-wait`: keep a queued wait alive until `wait_deadline`.
+    RenewWait {
+        /// The waiter.
+        owner: String,
+        /// The new end of the wait (store's time).
+        wait_deadline: Instant,
+    },
+    /// `handle-timeout`: apply time alone (the key's own timer).
+    HandleTimeout,
+    /// `inspect`: the key's holder and waiters (applying time first).
+    Inspect,
+}
+
+impl Op {
+    /// The request this operation makes on `key` at `now` (`None` for [`Op::Inspect`]).
+    fn request<'a>(&'a self, key: &'a str, now: Instant) -> Option<Request<'a>> {
+        Some(match self {
+            Op::TryAcquire { owner, ttl } => Request::TryAcquire {
+                key,
+                owner,
+                ttl: *ttl,
+                now,
+            },
+            Op::Acquire {
+                owner,
+                ttl,
+                wait_deadline,
+            } => Request::Acquire {
+                key,
+                owner,
+                ttl: *ttl,
+                wait_deadline: *wait_deadline,
+                now,
+            },
+            Op::Release { owner, fence } => Request::Release {
+                key,
+                owner,
+                fence: *fence,
+                now,
+            },
+            Op::Extend { owner, fence, ttl } => Request::Extend {
+                key,
+                owner,
+                fence: *fence,
+                ttl: *ttl,
+                now,
+            },
+            Op::CancelWait { owner } => Request::CancelWait { key, owner, now },
+            Op::RenewWait {
+                owner,
+                wait_deadline,
+            } => Request::RenewWait {
+                key,
+                owner,
+                wait_deadline: *wait_deadline,
+                now,
+            },
+            Op::HandleTimeout => Request::HandleTimeout { now },
+            Op::Inspect => return None,
+        })
+    }
+}
+
+/// What the driver does next for a [`Call`].
+#[derive(Debug)]
+pub enum Next<'a> {
+    /// Read the key's record with the store's time; hand the answer to
+    /// [`Client::handle_read`] with the local instants the request left and the answer came.
+    Read,
+    /// Send this compare-and-set; hand the answer to [`Client::handle_written`]. A write whose
+    /// answer was lost (the connection failed after the request may have left) is
+    /// [`StoreError::Lost`]: the call resolves it by reading.
+    Write(Write<'a>),
+    /// Wait this long (the pause after a conflict), then poll again.
+    Pause(StdDuration),
+    /// Over: [`Client::finish`] the call.
+    Done,
+}
+
+/// The exchange of one call, by the shape of its answer.
+enum Running {
+    Request(Exchange<Native, lock_core::Response>),
+    Inspect(Exchange<Native, InspectReply>),
+}
+
+/// One call on one key in progress (see [`Client::call`]).
+pub struct Call {
+    key: String,
+    op: Op,
+    running: Running,
+    /// Answered without touching the store (bad input).
+    answered: Option<Decided<Reply>>,
+    /// Why it stopped, once it has.
+    stop: Option<StoreError>,
+}
+
+/// How a call ended.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The answer, with the key's events and the store's time it was decided at.
+    pub decided: Decided<Reply>,
+    /// The owners this call's write handed the key to: the driver tells their waiters (as
+    /// [`Store::announce`](crate::store::Store::announce) does), best effort.
+    pub handed_to: Vec<String>,
+}
+
+impl Outcome {
+    /// The local instant at which a holder whose lease ends at `deadline` (store's time) must
+    /// stop believing in it: the first at which the store's clock may have reached it, as the
+    /// Rust `Lease` computes it. `now` if the call carried no clock (the caller's time).
+    #[must_use]
+    pub fn local_end(&self, deadline: Instant, now: LocalInstant) -> LocalInstant {
+        match self.decided.clock {
+            Some(clock) => local_end(Some(clock), deadline),
+            None => now,
+        }
+    }
+}
+
+/// A driver's view of one namespace: the limits, where time comes from, and the records it
+/// last saw (one per key: an uncontended call starts from it and is one compare-and-set).
+pub struct Client {
+    store: String,
+    decider: Native,
+    limits: Limits,
+    time: TimeSource,
+    memory: Memory<KeyRecord>,
+    random: u64,
+}
+
+impl Client {
+    /// A client of the store described as `store` (what its errors name: the URL without its
+    /// password, and the namespace), checking requests against `limits`, with time from `time`;
+    /// `seed` seeds the versions it writes and its pauses (a random number per process).
+    ///
+    /// # Errors
+    /// [`LockError::InvalidLimits`] if a limit is out of range.
+    pub fn new(
+        store: &str,
+        limits: Limits,
+        time: TimeSource,
+        seed: u64,
+    ) -> Result<Self, LockError> {
+        limits.validate()?;
+        Ok(Client {
+            store: store.to_owned(),
+            decider: Native,
+            limits,
+            time,
+            memory: Memory::default(),
+            random: seed,
+        })
+    }
+
+    /// Test mode: every call starts from the record seen before the last one (see
+    /// [`Engine::set_stale`](crate::store::Engine::set_stale)).
+    pub fn set_stale(&mut self, stale: bool) {
+        self.memory.stale = stale;
+    }
+
+    /// Forgets every record seen (after the namespace was cleared, say).
+    pub fn forget_seen(&mut self) {
+        self.memory.forget();
+    }
+
+    /// What the store's errors name.
+    pub fn store(&self) -> &str {
+        &self.store
+    }
+
+    /// The limits requests are checked against.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Starts `op` on `key` at local instant `t`; `at` is the caller's `now` with
+    /// [`TimeSource::Caller`] (ignored with the store's time). Bad input is answered at once:
+    /// the first [`Client::poll`] says [`Next::Done`] and nothing reaches the store.
+    pub fn call(&mut self, key: &str, op: Op, at: Instant, t: LocalInstant) -> Call {
+        self.random = self.random.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let remembered = self.memory.start(key, t, &mut self.decider);
+        let answered = self.refused(key, &op, at);
+        let running = match op {
+            Op::Inspect => Running::Inspect(Exchange::new(
+                self.time,
+                at,
+                self.limits.clone(),
+                remembered,
+                self.random,
+                Step::<InspectReply>::settle,
+            )),
+            _ => Running::Request(Exchange::new(
+                self.time,
+                at,
+                self.limits.clone(),
+                remembered,
+                self.random,
+                Step::<lock_core::Response>::settle,
+            )),
+        };
+        Call {
+            key: key.to_owned(),
+            op,
+            running,
+            answered,
+            stop: None,
+        }
+    }
+
+    /// The answer to bad input, given without the store (`None`: valid).
+    fn refused(&mut self, key: &str, op: &Op, at: Instant) -> Option<Decided<Reply>> {
+        let limits = &self.limits;
+        if let Op::Inspect = op {
+            return limits
+                .check_key(key)
+                .err()
+                .map(|e| Decided::unchanged(Reply::Inspect(Err(e)), at));
+        }
+        let make = |now| {
+            op.request(key, now)
+                .unwrap_or(Request::HandleTimeout { now })
+        };
+        match refuse_invalid(&mut self.decider, limits, at, &make) {
+            Ok(Some(refused)) => Some(Decided {
+                reply: Reply::Response(refused.reply),
+                events: refused.events,
+                now: refused.now,
+                next_deadline: refused.next_deadline,
+                clock: refused.clock,
+                ambiguous: refused.ambiguous,
+            }),
+            // The native core decides without failing; a failure would be the store's record's.
+            Ok(None) | Err(_) => None,
+        }
+    }
+
+    /// What `call` needs next, at local instant `t`.
+    ///
+    /// # Errors
+    /// Why the call stopped (its record does not decode, the store answered another number of
+    /// tokens, other writers won every attempt): finish it for the same error.
+    pub fn poll<'c>(
+        &mut self,
+        call: &'c mut Call,
+        t: LocalInstant,
+    ) -> Result<Next<'c>, StoreError> {
+        if call.answered.is_some() {
+            return Ok(Next::Done);
+        }
+        if let Some(stop) = &call.stop {
+            return Err(stop.clone());
+        }
+        let (key, op, limits) = (call.key.as_str(), &call.op, &self.limits);
+        let polled = match &mut call.running {
+            Running::Request(exchange) => {
+                exchange.poll(&mut self.decider, t, &mut |d, rec, now| {
+                    let request = op
+                        .request(key, now)
+                        .unwrap_or(Request::HandleTimeout { now });
+                    d.handle(rec, request, limits)
+                })
+            }
+            Running::Inspect(exchange) => {
+                exchange.poll(&mut self.decider, t, &mut |d, rec, now| {
+                    d.inspect(rec, key, now, limits)
+                })
+            }
+        };
+        match polled {
+            Ok(Some(Io::Read)) => Ok(Next::Read),
+            Ok(Some(Io::Write(write))) => Ok(Next::Write(write)),
+            Ok(Some(Io::Pause(pause))) => Ok(Next::Pause(pause)),
+            Ok(None) => Ok(Next::Done),
+            Err(stop) => {
+                let e = stopped(&self.store, key, stop);
+                call.stop = Some(e.clone());
+                Err(e)
+            }
+        }
+    }
+
+    /// The answer to [`Next::Read`]: sent at local instant `sent`, answered at `arrived`.
+    ///
+    /// # Errors
+    /// The read's failure (or the lost write's, when the read resolving it failed too), or a
+    /// record that does not decode: the call is over; finish it for the same error.
+    pub fn handle_read(
+        &mut self,
+        call: &mut Call,
+        read: Result<Read, StoreError>,
+        sent: LocalInstant,
+        arrived: LocalInstant,
+    ) -> Result<(), StoreError> {
+        let handled = match &mut call.running {
+            Running::Request(ex) => ex.handle_read(&mut self.decider, read, sent, arrived),
+            Running::Inspect(ex) => ex.handle_read(&mut self.decider, read, sent, arrived),
+        };
+        self.stopped(call, handled)
+    }
+
+    /// The answer to [`Next::Write`], which arrived at local instant `arrived`.
+    ///
+    /// # Errors
+    /// As [`Client::handle_read`]; [`StoreError::Lost`] is not one (the call reads next).
+    pub fn handle_written(
+        &mut self,
+        call: &mut Call,
+        written: Result<Written, StoreError>,
+        arrived: LocalInstant,
+    ) -> Result<(), StoreError> {
+        let handled = match &mut call.running {
+            Running::Request(ex) => ex.handle_written(&mut self.decider, written, arrived),
+            Running::Inspect(ex) => ex.handle_written(&mut self.decider, written, arrived),
+        };
+        self.stopped(call, handled)
+    }
+
+    fn stopped(&mut self, call: &mut Call, handled: Result<(), Stop>) -> Result<(), StoreError> {
+        handled.map_err(|stop| {
+            let e = stopped(&self.store, &call.key, stop);
+            call.stop = Some(e.clone());
+            e
+        })
+    }
+
+    /// The call's answer once [`Client::poll`] said [`Next::Done`]; the record it ended on is
+    /// remembered for the key's next call.
+    ///
+    /// # Errors
+    /// Why it stopped ([`StoreError::NoNamespace`]: install the namespace and call again).
+    pub fn finish(&mut self, mut call: Call) -> Result<Outcome, StoreError> {
+        if let Some(answered) = call.answered.take() {
+            return Ok(Outcome {
+                decided: answered,
+                handed_to: Vec::new(),
+            });
+        }
+        if let Some(stop) = call.stop.take() {
+            return Err(stop);
+        }
+        let contention = || stopped(&self.store, &call.key, Stop::Contention);
+        let (decided, handed_to) = match &mut call.running {
+            Running::Request(ex) => {
+                let finished = ex.finished().ok_or_else(contention)?;
+                let handed: Vec<String> = finished.handed_to().map(str::to_owned).collect();
+                self.memory.keep(&call.key, finished.remember);
+                (finished.decided.map(Reply::Response), handed)
+            }
+            Running::Inspect(ex) => {
+                let finished = ex.finished().ok_or_else(contention)?;
+                let handed: Vec<String> = finished.handed_to().map(str::to_owned).collect();
+                self.memory.keep(&call.key, finished.remember);
+                (finished.decided.map(Reply::Inspect), handed)
+            }
+        };
+        Ok(Outcome { decided, handed_to })
+    }
+}
+
+impl Call {
+    /// The key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The operation.
+    pub fn op(&self) -> &Op {
+        &self.op
+    }
+}

@@ -1,0 +1,241 @@
+// The Redis store's IO for StoreClient, over ioredis: the same keys, the same compare-and-set
+// script (lock-store/steps/redis-cas.lua, shipped in the package's steps/ and sent byte for
+// byte) and the same replies as the Rust clients (lock-store/src/redis/space.rs), so that Rust
+// and Node replicas share one namespace. Nothing is decided here.
+
+import { readFileSync } from 'node:fs';
+import { StoreError } from '../errors.js';
+import { bounded, requirePeer } from './io.js';
+
+/** The format this build writes, kept at `{el:<ns>}:format` (as FORMAT in space.rs). */
+const FORMAT = '1';
+/** A record of at most this many bytes is a tombstone (TOMBSTONE in store.rs). */
+const TOMBSTONE_BYTES = 8;
+
+/** The compare-and-set script, as the Rust clients send it. */
+export const REDIS_CAS = readFileSync(new URL('../../steps/redis-cas.lua', import.meta.url), 'utf8');
+
+/** `s` with Redis glob characters escaped. */
+function globEscape(s) {
+  return s.replace(/[*?[\]\\]/g, (c) => `\\${c}`);
+}
+
+/** Tokens from the script's text reply ("" none, "41", "41,42"). */
+function tokens(text) {
+  if (text === '') return [];
+  return text.split(',').map((t) => {
+    const n = Number(t);
+    if (!Number.isSafeInteger(n) || n <= 0) throw new StoreError('server', `unexpected fencing token ${JSON.stringify(t)}`);
+    return n;
+  });
+}
+
+/** The URL without its password, for messages. */
+export function withoutPassword(url) {
+  return url.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@');
+}
+
+/** A namespace on a Redis server. @internal */
+export class RedisDriver {
+  #redis;
+  #prefix;
+  #recordPrefix;
+  #counter;
+  #formatKey;
+  #seedFromTime = true;
+
+  /**
+   * @param {import('ioredis').Redis} redis a connection (its own: this driver may drop it)
+   * @param {string} shown the URL without its password
+   * @param {string} namespace a checked namespace
+   */
+  constructor(redis, shown, namespace) {
+    this.#redis = redis;
+    this.#prefix = `{el:${namespace}}`;
+    this.#recordPrefix = `${this.#prefix}:k:`;
+    this.#counter = `${this.#prefix}:fence`;
+    this.#formatKey = `${this.#prefix}:format`;
+    this.describe = `${shown} namespace "${namespace}"`;
+    this.namespace = namespace;
+    redis.defineCommand('expiringLockCas', { numberOfKeys: 2, lua: REDIS_CAS });
+  }
+
+  /** Opens `url` (redis:// or rediss://) for `namespace`. */
+  static async open(url, namespace, options = {}) {
+    const { Redis } = await requirePeer('ioredis', url);
+    const shown = withoutPassword(url);
+    const redis = new Redis(url, {
+      lazyConnect: true,
+      connectionName: `lock-store:${namespace}`,
+      // A command in flight when its connection fails is not sent again: a compare-and-set whose
+      // answer was lost is resolved by reading, as the decision loop does.
+      maxRetriesPerRequest: 0,
+      connectTimeout: options.bound ?? 5000,
+      enableAutoPipelining: false,
+    });
+    redis.on('error', () => {}); // reported to each call instead
+    const driver = new RedisDriver(redis, shown, namespace);
+    await bounded(driver, options.bound ?? 5000, () => redis.connect()).catch((e) => {
+      redis.disconnect();
+      throw new StoreError('connect', `cannot connect to ${driver.describe}: ${e.message}`, { cause: e });
+    });
+    return driver;
+  }
+
+  /** The connection (tests). */
+  get redis() {
+    return this.#redis;
+  }
+
+  /** Test mode: the counter of a new namespace starts at 0, not at the server's time. */
+  setSeedFromTime(seed) {
+    this.#seedFromTime = seed;
+  }
+
+  /** Drops the connection (after a call found no answer: it may be out of step) and reconnects. */
+  drop() {
+    this.#redis.disconnect(true);
+  }
+
+  #recordKey(key) {
+    return `${this.#recordPrefix}${key}`;
+  }
+
+  /** The record of `key` and the server's time, with whether the namespace exists. */
+  async read(key, bound) {
+    const replies = await bounded(this, bound, () =>
+      this.#redis.pipeline().time().hmgetBuffer(this.#recordKey(key), 'v', 'r', 'f').exists(this.#formatKey, this.#counter).exec(),
+    );
+    const [[e1, time], [e2, rec], [e3, present]] = replies;
+    const failed = e1 ?? e2 ?? e3;
+    if (failed) throw this.#failure(failed);
+    if (rec[0] === null && present === 0) throw new StoreError('no-namespace', `${this.describe} does not exist`);
+    return { record: this.#stored(key, rec[0], rec[1], rec[2]), now: this.#time(time[0], time[1]) };
+  }
+
+  /** The compare-and-set (see steps/redis-cas.lua for its keys and arguments). */
+  async write(key, w, bound) {
+    let reply;
+    try {
+      reply = await bounded(this, bound, () =>
+        this.#redis.expiringLockCasBuffer(
+          this.#recordKey(key),
+          this.#counter,
+          w.expected,
+          w.version,
+          w.bytes === null ? '1' : '0',
+          w.bytes === null ? Buffer.alloc(0) : Buffer.from(w.bytes),
+          String(w.freshFences),
+          String(w.notBefore),
+          String(w.forgetAt),
+          this.#seedFromTime ? '1' : '0',
+          Buffer.from(w.replaces),
+        ),
+      );
+    } catch (e) {
+      throw this.#failure(e);
+    }
+    if (Buffer.isBuffer(reply)) return { fences: tokens(reply.toString('latin1')) };
+    if (Array.isArray(reply) && reply.length >= 2) {
+      const [sec, usec, v = null, r = null, f = null] = reply;
+      return { conflict: { record: this.#stored(key, v, r, f), now: this.#time(sec, usec) } };
+    }
+    throw new StoreError('server', `${this.describe}: unexpected reply to a compare-and-set`);
+  }
+
+  /** Installs the format marker unless one is there (idempotent). */
+  async install(bound) {
+    let found;
+    try {
+      found = await bounded(this, bound, () => this.#redis.set(this.#formatKey, FORMAT, 'NX', 'GET'));
+    } catch (e) {
+      if (String(e.message).includes('WRONGTYPE')) {
+        throw new StoreError('schema', `${this.describe}: ${this.#formatKey} is not ours (a value of another type)`);
+      }
+      throw this.#failure(e);
+    }
+    if (found !== null && found !== FORMAT) {
+      throw new StoreError('schema', `${this.describe}: ${this.#formatKey} holds "${found}", not this build's format ${FORMAT}`);
+    }
+  }
+
+  /** Tells the namespace's waiters that `key` was handed to `owner` (best effort). */
+  async announce(key, owner) {
+    await this.#redis.publish(`${this.#prefix}:handoff`, `${key}\n${owner}`);
+  }
+
+  /** Every key with a record (not tombstones), sorted. */
+  async keys(bound = 5000) {
+    const found = await this.#scan(`${globEscape(this.#recordPrefix)}*`, bound);
+    const keys = [...new Set(found.map((k) => k.slice(this.#recordPrefix.length)))].sort(byBytes);
+    if (keys.length === 0) return keys;
+    const pipe = this.#redis.pipeline();
+    for (const key of keys) pipe.hstrlen(this.#recordKey(key), 'r');
+    const lengths = await bounded(this, bound, () => pipe.exec());
+    return keys.filter((_, i) => lengths[i][1] > TOMBSTONE_BYTES);
+  }
+
+  /** The last token the namespace's counter issued (0 if none). */
+  async lastFence(bound = 5000) {
+    const v = await bounded(this, bound, () => this.#redis.get(this.#counter));
+    return v === null ? 0 : Number(v);
+  }
+
+  /** Removes every key of the namespace (tests, and operators retiring it). */
+  async uninstall(bound = 5000) {
+    const all = await this.#scan(`${globEscape(this.#prefix)}:*`, bound);
+    if (all.length > 0) await bounded(this, bound, () => this.#redis.del(...all));
+  }
+
+  /** Closes the connection. */
+  async close() {
+    await this.#redis.quit().catch(() => this.#redis.disconnect());
+  }
+
+  async #scan(pattern, bound) {
+    const found = [];
+    let cursor = '0';
+    do {
+      const [next, keys] = await bounded(this, bound, () => this.#redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000));
+      found.push(...keys);
+      cursor = next;
+    } while (cursor !== '0');
+    return found;
+  }
+
+  #stored(key, v, r, f) {
+    if (v === null) return null;
+    const version = v.toString('latin1');
+    if (!/^[0-9]+$/.test(version) || r === null) {
+      throw new StoreError('corrupt', `the record of key ${JSON.stringify(key)} is corrupt: version ${JSON.stringify(version)}`);
+    }
+    return { version, bytes: new Uint8Array(r), fences: tokens(f === null ? '' : f.toString('latin1')) };
+  }
+
+  #time(sec, usec) {
+    const s = Number(sec);
+    const us = Number(usec);
+    if (!Number.isSafeInteger(s) || !Number.isSafeInteger(us) || s < 0 || us < 0) {
+      throw new StoreError('server', `${this.describe}: unexpected TIME reply ${sec} ${usec}`);
+    }
+    return s * 1000 + Math.floor(us / 1000);
+  }
+
+  /** What a failed command means (as Space::failure). */
+  #failure(e) {
+    if (e instanceof StoreError) return e;
+    const message = String(e?.message ?? e);
+    if (message.includes('EXHAUSTED')) return new StoreError('fences-exhausted', `${this.describe}: the fencing-token counter reached 2^53`);
+    if (/ERR|WRONGTYPE|NOSCRIPT|BUSY|READONLY|NOPERM|NOAUTH/.test(message) && !/Connection|ECONN|EPIPE|closed/.test(message)) {
+      return new StoreError('server', `${this.describe}: ${message}`, { cause: e });
+    }
+    return new StoreError('lost', `lost the connection to ${this.describe}: ${message}`, { cause: e });
+  }
+}
+
+/** Keys in byte order (as the Rust stores sort them). */
+function byBytes(a, b) {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return Buffer.compare(x, y);
+}

@@ -1,0 +1,522 @@
+//! `RawClient`: `lock-store`'s decision loop (its [`driver`](lock_store::driver)) for the npm
+//! package's store clients, which do the IO in JS (ioredis, pg, mysql2, better-sqlite3) and
+//! hand every answer back here: the reads and compare-and-sets, the re-read of an ambiguous
+//! write, the pauses after conflicts, the tombstones and the bounds on the store's clock are the
+//! Rust clients' own, on the same records. Translation only: nothing is decided here.
+//!
+//! Local time comes in as the JS monotonic clock (`performance.now()`, milliseconds as a
+//! float), turned into nanoseconds. Record versions cross as decimal strings (they are 64-bit).
+
+use lock_core::{AcquireOutcome, Fence, Instant, Reply, Response};
+use lock_store::driver::{Call, Client, LocalInstant, Next, Op, Outcome};
+use lock_store::store::{Read, Stored, TimeSource, Written};
+use lock_store::StoreError;
+use wasm_bindgen::prelude::*;
+
+use super::answer::Answer;
+use super::json::{self, Obj};
+use super::{at, code_of, details_of, limits_from, message_of, ms, span, FAILED};
+
+/// Status of `poll`: the call stopped on a store error (read `store_error_*`).
+const STOPPED: u32 = 0;
+/// Status of `poll`: read the key.
+const READ: u32 = 1;
+/// Status of `poll`: send the compare-and-set the call's `write_*` describe.
+const WRITE: u32 = 2;
+/// Status of `poll`: pause `pause_ms()`, then poll again.
+const PAUSE: u32 = 3;
+/// Status of `poll`: over; `finish` the call.
+const OVER: u32 = 4;
+/// Status of `finish`: the call failed on a store error (read `store_error_*`).
+const STORE_FAILED: u32 = 100;
+
+/// A local instant from JS milliseconds of a monotonic clock.
+fn local(t: f64) -> LocalInstant {
+    // `as` saturates (negative or NaN: 0); the wrapper passes `performance.now()`.
+    LocalInstant::from_nanos((t * 1e6) as u64)
+}
+
+fn fences(values: &[f64]) -> Vec<Fence> {
+    values.iter().map(|&f| Fence(ms(f))).collect()
+}
+
+/// The compare-and-set of a call, copied out for the wrapper.
+struct OwnedWrite {
+    expected: u64,
+    replaces: Vec<u8>,
+    version: u64,
+    /// `None`: delete.
+    bytes: Option<Vec<u8>>,
+    fresh_fences: u32,
+    not_before: Option<Instant>,
+    forget_at: Option<Instant>,
+}
+
+/// One call in progress (not part of the package's public API).
+#[wasm_bindgen]
+pub struct RawCall {
+    call: Call,
+    write: Option<OwnedWrite>,
+    pause_ms: f64,
+}
+
+#[wasm_bindgen]
+impl RawCall {
+    /// The version the compare-and-set expects (decimal; "0": no record).
+    pub fn write_expected(&self) -> String {
+        self.write.as_ref().map_or(0, |w| w.expected).to_string()
+    }
+
+    /// The bytes of the record it replaces (compared with the version).
+    pub fn write_replaces(&self) -> Vec<u8> {
+        self.write
+            .as_ref()
+            .map(|w| w.replaces.clone())
+            .unwrap_or_default()
+    }
+
+    /// The version it writes (decimal, never "0").
+    pub fn write_version(&self) -> String {
+        self.write.as_ref().map_or(0, |w| w.version).to_string()
+    }
+
+    /// The record it writes (`None`: delete the key's record).
+    pub fn write_bytes(&self) -> Option<Vec<u8>> {
+        self.write.as_ref().and_then(|w| w.bytes.clone())
+    }
+
+    /// How many fresh fencing tokens the store allocates with it.
+    pub fn write_fresh_fences(&self) -> u32 {
+        self.write.as_ref().map_or(0, |w| w.fresh_fences)
+    }
+
+    /// The store refuses it (as a conflict) while its clock is before this (ms; -1: none).
+    pub fn write_not_before(&self) -> f64 {
+        self.write
+            .as_ref()
+            .and_then(|w| w.not_before)
+            .map_or(-1.0, |t| t.0 as f64)
+    }
+
+    /// When the store may drop the record by itself (ms; -1: keep it).
+    pub fn write_forget_at(&self) -> f64 {
+        self.write
+            .as_ref()
+            .and_then(|w| w.forget_at)
+            .map_or(-1.0, |t| t.0 as f64)
+    }
+
+    /// How long to pause after a conflict (ms).
+    pub fn pause_ms(&self) -> f64 {
+        self.pause_ms
+    }
+}
+
+/// A store's decision loop for one namespace (not part of the package's public API).
+#[wasm_bindgen]
+pub struct RawClient {
+    client: Option<Client>,
+    answer: Answer,
+    store_error: Option<StoreError>,
+    outcome: String,
+}
+
+#[wasm_bindgen]
+impl RawClient {
+    /// A client of the store described as `store` (for errors), with `limits` (in
+    /// `defaultLimitsJson()`'s order), the store's time (or the caller's with `caller_time`),
+    /// and `seed` for its versions and pauses. On invalid limits it is unusable and
+    /// `error_code()` says why: check `failed()` first.
+    #[wasm_bindgen(constructor)]
+    pub fn new(store: &str, limits: &[f64], caller_time: bool, seed: f64) -> RawClient {
+        let time = if caller_time {
+            TimeSource::Caller
+        } else {
+            TimeSource::Store
+        };
+        let made = Client::new(store, limits_from(limits), time, seed.to_bits());
+        let (client, error) = match made {
+            Ok(client) => (Some(client), None),
+            Err(e) => (None, Some(e)),
+        };
+        RawClient {
+            client,
+            answer: Answer::new(error),
+            store_error: None,
+            outcome: String::from("{}"),
+        }
+    }
+
+    /// Whether the constructor failed (see `error_code()`).
+    pub fn failed(&self) -> bool {
+        self.client.is_none()
+    }
+
+    /// Address of the answer's `out` buffer (four `f64`) in the module's memory.
+    pub fn out_ptr(&self) -> *const f64 {
+        self.answer.out.as_ptr()
+    }
+
+    /// Test mode: every call starts from an outdated record (see `Engine::set_stale`).
+    pub fn set_stale(&mut self, stale: bool) {
+        if let Some(c) = self.client.as_mut() {
+            c.set_stale(stale);
+        }
+    }
+
+    /// Forgets every record seen.
+    pub fn forget_seen(&mut self) {
+        if let Some(c) = self.client.as_mut() {
+            c.forget_seen();
+        }
+    }
+
+    /// Starts operation `op` (`try-acquire`, `acquire`, `release`, `extend`, `cancel-wait`,
+    /// `renew-wait`, `handle-timeout`, `inspect`) on `key` at local instant `t`, with the
+    /// numbers it takes (`fence`, `ttl`, `wait_deadline`; the others ignored) and, with the
+    /// caller's time, `at`. `None` for an unknown operation or an unusable client.
+    #[allow(clippy::too_many_arguments)]
+    pub fn call(
+        &mut self,
+        op: &str,
+        key: &str,
+        owner: &str,
+        fence: f64,
+        ttl: f64,
+        wait_deadline: f64,
+        at_ms: f64,
+        t: f64,
+    ) -> Option<RawCall> {
+        let owner = owner.to_owned();
+        let (fence, ttl, wait_deadline) = (Fence(ms(fence)), span(ttl), at(wait_deadline));
+        let op = match op {
+            "try-acquire" => Op::TryAcquire { owner, ttl },
+            "acquire" => Op::Acquire {
+                owner,
+                ttl,
+                wait_deadline,
+            },
+            "release" => Op::Release { owner, fence },
+            "extend" => Op::Extend { owner, fence, ttl },
+            "cancel-wait" => Op::CancelWait { owner },
+            "renew-wait" => Op::RenewWait {
+                owner,
+                wait_deadline,
+            },
+            "handle-timeout" => Op::HandleTimeout,
+            "inspect" => Op::Inspect,
+            _ => return None,
+        };
+        let call = self.client.as_mut()?.call(key, op, at(at_ms), local(t));
+        Some(RawCall {
+            call,
+            write: None,
+            pause_ms: 0.0,
+        })
+    }
+
+    /// What `call` needs next at local instant `t`: 1 read, 2 write (see the call's `write_*`),
+    /// 3 pause (`pause_ms()`), 4 over (`finish`), 0 stopped on a store error.
+    pub fn poll(&mut self, call: &mut RawCall, t: f64) -> u32 {
+        let Some(client) = self.client.as_mut() else {
+            return OVER;
+        };
+        call.write = None;
+        match client.poll(&mut call.call, local(t)) {
+            Ok(Next::Read) => READ,
+            Ok(Next::Write(w)) => {
+                call.write = Some(OwnedWrite {
+                    expected: w.expected,
+                    replaces: w.replaces.to_vec(),
+                    version: w.version,
+                    bytes: w.bytes.map(<[u8]>::to_vec),
+                    fresh_fences: u32::try_from(w.fresh_fences).unwrap_or(u32::MAX),
+                    not_before: w.not_before,
+                    forget_at: w.forget_at,
+                });
+                WRITE
+            }
+            Ok(Next::Pause(pause)) => {
+                call.pause_ms = pause.as_secs_f64() * 1000.0;
+                PAUSE
+            }
+            Ok(Next::Done) => OVER,
+            Err(e) => self.stop(e),
+        }
+    }
+
+    fn stop(&mut self, e: StoreError) -> u32 {
+        self.store_error = Some(e);
+        STOPPED
+    }
+
+    /// The answer to a read, sent at local instant `sent` and answered at `arrived`: the
+    /// store's time `now` (ms) and the record, if `found` (its `version` as stored, its bytes
+    /// and the tokens allocated at its write). `false`: the call stopped (see `poll`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn read(
+        &mut self,
+        call: &mut RawCall,
+        found: bool,
+        version: &str,
+        bytes: Vec<u8>,
+        tokens: &[f64],
+        now: f64,
+        sent: f64,
+        arrived: f64,
+    ) -> bool {
+        let read = self.read_of(call, found, version, bytes, tokens, now);
+        let Some(client) = self.client.as_mut() else {
+            return false;
+        };
+        let handled = client.handle_read(&mut call.call, read, local(sent), local(arrived));
+        self.handled(handled)
+    }
+
+    /// A read that failed with the store error `code` (`lost`, `connect`, `server`, ...).
+    pub fn read_failed(
+        &mut self,
+        call: &mut RawCall,
+        code: &str,
+        reason: &str,
+        sent: f64,
+        arrived: f64,
+    ) -> bool {
+        let failed = Err(self.error_of(code, reason));
+        let Some(client) = self.client.as_mut() else {
+            return false;
+        };
+        let handled = client.handle_read(&mut call.call, failed, local(sent), local(arrived));
+        self.handled(handled)
+    }
+
+    /// The compare-and-set was done; the store allocated `tokens` with it.
+    pub fn written(&mut self, call: &mut RawCall, tokens: &[f64], arrived: f64) -> bool {
+        let done = Ok(Written::Done {
+            fences: fences(tokens),
+        });
+        self.answered_write(call, done, arrived)
+    }
+
+    /// The compare-and-set met a conflict; this is the record then, read in the same step at
+    /// the store's time `now` (as `read`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn conflict(
+        &mut self,
+        call: &mut RawCall,
+        found: bool,
+        version: &str,
+        bytes: Vec<u8>,
+        tokens: &[f64],
+        now: f64,
+        arrived: f64,
+    ) -> bool {
+        match self.read_of(call, found, version, bytes, tokens, now) {
+            Ok(read) => self.answered_write(call, Ok(Written::Conflict(read)), arrived),
+            Err(e) => self.answered_write(call, Err(e), arrived),
+        }
+    }
+
+    /// The compare-and-set failed with the store error `code`: `lost` when the request may
+    /// have reached the server (the call reads to find out), anything else stops it.
+    pub fn write_failed(
+        &mut self,
+        call: &mut RawCall,
+        code: &str,
+        reason: &str,
+        arrived: f64,
+    ) -> bool {
+        let failed = Err(self.error_of(code, reason));
+        self.answered_write(call, failed, arrived)
+    }
+
+    fn answered_write(
+        &mut self,
+        call: &mut RawCall,
+        written: Result<Written, StoreError>,
+        arrived: f64,
+    ) -> bool {
+        let Some(client) = self.client.as_mut() else {
+            return false;
+        };
+        let handled = client.handle_written(&mut call.call, written, local(arrived));
+        self.handled(handled)
+    }
+
+    fn handled(&mut self, handled: Result<(), StoreError>) -> bool {
+        match handled {
+            Ok(()) => true,
+            Err(e) => {
+                self.stop(e);
+                false
+            }
+        }
+    }
+
+    /// A record as the store answered it (a version that is not a number is a corrupt record).
+    fn read_of(
+        &self,
+        call: &RawCall,
+        found: bool,
+        version: &str,
+        bytes: Vec<u8>,
+        tokens: &[f64],
+        now: f64,
+    ) -> Result<Read, StoreError> {
+        let record = if found {
+            let version = version.parse::<u64>().map_err(|_| StoreError::Corrupt {
+                key: call.call.key().to_owned(),
+                error: lock_core::LockError::SnapshotCorrupt {
+                    reason: lock_core::Corruption::BodyEndsEarly,
+                },
+            })?;
+            Some(Stored {
+                version,
+                bytes,
+                fences: fences(tokens),
+            })
+        } else {
+            None
+        };
+        Ok(Read {
+            record,
+            now: at(now),
+        })
+    }
+
+    /// The store error a JS client met, by code.
+    fn error_of(&self, code: &str, reason: &str) -> StoreError {
+        let store = self.store();
+        let reason = reason.to_owned();
+        match code {
+            "connect" => StoreError::Connect { store, reason },
+            "lost" => StoreError::Lost { store, reason },
+            "schema" => StoreError::Schema { store, reason },
+            "no-namespace" => StoreError::NoNamespace { store },
+            "fences-exhausted" => StoreError::FencesExhausted { store },
+            _ => StoreError::Server { store, reason },
+        }
+    }
+
+    fn store(&self) -> String {
+        self.client
+            .as_ref()
+            .map(|c| c.store().to_owned())
+            .unwrap_or_default()
+    }
+
+    /// Ends `call` (after `poll` answered 4 or 0) at local instant `t`. Status as `RawRecord`'s
+    /// `answer` (0: a lock error; 1: done; 2 + an outcome's index), or 100: a store error
+    /// (`store_error_*`; `no-namespace`: install it and call again). `events_json()` and
+    /// `outcome_json()` describe the rest.
+    pub fn finish(&mut self, call: RawCall, t: f64) -> u32 {
+        let Some(client) = self.client.as_mut() else {
+            return FAILED;
+        };
+        let key = call.call.key().to_owned();
+        match client.finish(call.call) {
+            Err(e) => {
+                self.store_error = Some(e);
+                STORE_FAILED
+            }
+            Ok(outcome) => {
+                self.outcome = outcome_json(&outcome, local(t));
+                self.answer.events(&key, &outcome.decided.events);
+                match outcome.decided.reply {
+                    Reply::Response(r) => self.answer.request(r),
+                    Reply::Inspect(r) => self.answer.inspect(r),
+                    _ => FAILED,
+                }
+            }
+        }
+    }
+
+    /// After `finish`: `{now, nextDeadline, ambiguous, handedTo, localEnd}` (`localEnd`: for a
+    /// grant or an extension, the local instant in ms at which its holder stops believing in
+    /// it; else null).
+    pub fn outcome_json(&self) -> String {
+        self.outcome.clone()
+    }
+
+    /// The holder and waiters of the last answered `inspect` as JSON (`null`: free).
+    pub fn info_json(&self) -> String {
+        self.answer.info.clone()
+    }
+
+    /// The key's events of the last answer, oldest first, as a JSON array.
+    pub fn events_json(&self) -> String {
+        self.answer.events.clone()
+    }
+
+    /// The kebab-case code of the last lock error (`""` if none).
+    pub fn error_code(&self) -> String {
+        code_of(self.answer.error.as_ref())
+    }
+
+    /// The human-readable message of the last lock error.
+    pub fn error_message(&self) -> String {
+        message_of(self.answer.error.as_ref())
+    }
+
+    /// The payload of the last lock error as a JSON object.
+    pub fn error_details(&self) -> String {
+        details_of(self.answer.error.as_ref())
+    }
+
+    /// The code of the last store error (`StoreError::code`: `lost`, `contention`, ...).
+    pub fn store_error_code(&self) -> String {
+        self.store_error
+            .as_ref()
+            .map_or("", StoreError::code)
+            .into()
+    }
+
+    /// The message of the last store error.
+    pub fn store_error_message(&self) -> String {
+        self.store_error
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default()
+    }
+}
+
+/// Every store error code, as `StoreError.CODES` in Rust.
+#[wasm_bindgen(js_name = storeErrorCodesJson)]
+pub fn store_error_codes_json() -> String {
+    json::array(StoreError::CODES.iter().map(|c| json::string(c)))
+}
+
+fn outcome_json(outcome: &Outcome, t: LocalInstant) -> String {
+    let decided = &outcome.decided;
+    let deadline = match &decided.reply {
+        Reply::Response(Response::Acquire(Ok(
+            AcquireOutcome::Acquired(g) | AcquireOutcome::AlreadyHeld(g),
+        ))) => Some(g.deadline),
+        Reply::Response(Response::Extend(Ok(g))) => Some(g.deadline),
+        _ => None,
+    };
+    let local_end = deadline.map_or_else(
+        || String::from("null"),
+        |d| {
+            let nanos = outcome.local_end(d, t).as_nanos();
+            // Milliseconds with the nanoseconds as a fraction, as performance.now() gives.
+            format!("{}.{:06}", nanos / 1_000_000, nanos % 1_000_000)
+        },
+    );
+    let next = decided
+        .next_deadline
+        .map_or_else(|| String::from("null"), |d| d.0.to_string());
+    Obj::new()
+        .num("now", decided.now.0)
+        .raw("nextDeadline", &next)
+        .raw(
+            "ambiguous",
+            if decided.ambiguous { "true" } else { "false" },
+        )
+        .raw(
+            "handedTo",
+            &json::array(outcome.handed_to.iter().map(|o| json::string(o))),
+        )
+        .raw("localEnd", &local_end)
+        .done()
+}
