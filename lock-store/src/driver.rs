@@ -257,6 +257,16 @@ impl Client {
         &self.limits
     }
 
+    /// Whether `op` on `key` at `at` is valid input (an invalid one is answered without the
+    /// store, and changes nothing).
+    #[must_use]
+    pub fn is_valid(&self, key: &str, op: &Op, at: Instant) -> bool {
+        match op.request(key, at) {
+            Some(request) => request.validate(&self.limits).is_ok(),
+            None => self.limits.check_key(key).is_ok(),
+        }
+    }
+
     /// Starts `op` on `key` at local instant `t`; `at` is the caller's `now` with
     /// [`TimeSource::Caller`] (ignored with the store's time). Bad input is answered at once:
     /// the first [`Client::poll`] says [`Next::Done`] and nothing reaches the store.

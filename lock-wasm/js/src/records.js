@@ -144,6 +144,16 @@ export class KeyRecord {
       : { type, position: out[this.#out] };
   }
 
+  /**
+   * What the record holds at `now`, without changing it: the lease (or null), the number of
+   * waiters, the key's next change by time alone (or null), and the expired leases it still
+   * remembers at `now` (what a store's dashboard or a table view counts).
+   */
+  state(now) {
+    ms('now', now);
+    return JSON.parse(this.#live().state_json(now));
+  }
+
   /** The key's events of the last answer, oldest first (as `LockTable.drainEvents()`'s). */
   events = [];
 

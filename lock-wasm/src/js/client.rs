@@ -30,6 +30,30 @@ const OVER: u32 = 4;
 /// Status of `finish`: the call failed on a store error (read `store_error_*`).
 const STORE_FAILED: u32 = 100;
 
+/// The operation named `op` with its arguments (`None`: no such operation).
+fn op_of(op: &str, owner: &str, fence: f64, ttl: f64, wait_deadline: f64) -> Option<Op> {
+    let owner = owner.to_owned();
+    let (fence, ttl, wait_deadline) = (Fence(ms(fence)), span(ttl), at(wait_deadline));
+    Some(match op {
+        "try-acquire" => Op::TryAcquire { owner, ttl },
+        "acquire" => Op::Acquire {
+            owner,
+            ttl,
+            wait_deadline,
+        },
+        "release" => Op::Release { owner, fence },
+        "extend" => Op::Extend { owner, fence, ttl },
+        "cancel-wait" => Op::CancelWait { owner },
+        "renew-wait" => Op::RenewWait {
+            owner,
+            wait_deadline,
+        },
+        "handle-timeout" => Op::HandleTimeout,
+        "inspect" => Op::Inspect,
+        _ => return None,
+    })
+}
+
 /// A local instant from JS milliseconds of a monotonic clock.
 fn local(t: f64) -> LocalInstant {
     // `as` saturates (negative or NaN: 0); the wrapper passes `performance.now()`.
@@ -187,32 +211,32 @@ impl RawClient {
         at_ms: f64,
         t: f64,
     ) -> Option<RawCall> {
-        let owner = owner.to_owned();
-        let (fence, ttl, wait_deadline) = (Fence(ms(fence)), span(ttl), at(wait_deadline));
-        let op = match op {
-            "try-acquire" => Op::TryAcquire { owner, ttl },
-            "acquire" => Op::Acquire {
-                owner,
-                ttl,
-                wait_deadline,
-            },
-            "release" => Op::Release { owner, fence },
-            "extend" => Op::Extend { owner, fence, ttl },
-            "cancel-wait" => Op::CancelWait { owner },
-            "renew-wait" => Op::RenewWait {
-                owner,
-                wait_deadline,
-            },
-            "handle-timeout" => Op::HandleTimeout,
-            "inspect" => Op::Inspect,
-            _ => return None,
-        };
+        let op = op_of(op, owner, fence, ttl, wait_deadline)?;
         let call = self.client.as_mut()?.call(key, op, at(at_ms), local(t));
         Some(RawCall {
             call,
             write: None,
             pause_ms: 0.0,
         })
+    }
+
+    /// Whether `call` with these arguments is valid input at `at_ms` (an invalid one changes
+    /// nothing, as in a table: not even the clock of a table view).
+    #[allow(clippy::too_many_arguments)]
+    pub fn valid(
+        &self,
+        op: &str,
+        key: &str,
+        owner: &str,
+        fence: f64,
+        ttl: f64,
+        wait_deadline: f64,
+        at_ms: f64,
+    ) -> bool {
+        match (op_of(op, owner, fence, ttl, wait_deadline), &self.client) {
+            (Some(op), Some(client)) => client.is_valid(key, &op, at(at_ms)),
+            _ => false,
+        }
     }
 
     /// What `call` needs next at local instant `t`: 1 read, 2 write (see the call's `write_*`),

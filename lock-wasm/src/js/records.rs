@@ -10,6 +10,7 @@ use lock_core::{Fence, KeyInfo, KeyRecord, Limits, LockError, Request, Response,
 use wasm_bindgen::prelude::*;
 
 use super::answer::Answer;
+use super::json::Obj;
 use super::{at, code_of, details_of, limits_from, message_of, ms, span, DONE};
 
 /// What the last operation left to answer.
@@ -198,6 +199,36 @@ impl RawRecord {
     /// provisional until the store has numbered them.
     pub fn bytes(&self) -> Option<Vec<u8>> {
         (!self.record.is_empty()).then(|| self.record.encode())
+    }
+
+    /// What the record holds at `now`, without changing it, as JSON: `{lease: {owner, fence,
+    /// deadline} | null, waiters, nextDeadline, expiredRecords}` (`expiredRecords`: the expired
+    /// leases still remembered at `now`).
+    pub fn state_json(&self, now: f64) -> String {
+        let state = self.record.state();
+        let lease = state.lease().map_or_else(
+            || String::from("null"),
+            |l| {
+                Obj::new()
+                    .str("owner", l.owner())
+                    .num("fence", l.fence().0)
+                    .num("deadline", l.deadline().0)
+                    .done()
+            },
+        );
+        let next = self
+            .record
+            .next_deadline()
+            .map_or_else(|| String::from("null"), |t| t.0.to_string());
+        Obj::new()
+            .raw("lease", &lease)
+            .num("waiters", state.waiter_count() as u64)
+            .raw("nextDeadline", &next)
+            .num(
+                "expiredRecords",
+                self.record.remembered_expiries(at(now), &self.limits) as u64,
+            )
+            .done()
     }
 
     /// The latest instant applied to the key.

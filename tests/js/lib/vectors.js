@@ -84,29 +84,62 @@ function expectedAnswer(step) {
  */
 export function runScenario(driver, scenario, { onUnrepresentable } = {}) {
   driver.start(scenario.limits ?? {});
-  let lastSnapshot = null;
+  const check = checker(onUnrepresentable);
   for (const [index, step] of scenario.steps.entries()) {
-    const where = `step ${index + 1} (${step.op})`;
     let answer;
     try {
-      const input = step.op === 'restore' && step.hex === undefined ? { ...step, bytes: lastSnapshot } : step;
-      answer = driver.run(input);
+      answer = driver.run(check.input(step));
     } catch (error) {
-      if (error instanceof Unrepresentable && onUnrepresentable) {
-        return onUnrepresentable(step, error) ? null : `${where}: ${error.message}`;
-      }
-      return `${where}: the runtime threw ${error?.stack ?? error}`;
+      return check.threw(index, step, error);
     }
-    const problem = compare(step, answer);
-    if (problem) return `${where}: ${problem}`;
-    if (step.op === 'snapshot') lastSnapshot = answer.bytes;
-    const events = exact(driver.drainEvents());
-    const expected = step.events ?? [];
-    if (!isDeepStrictEqual(events, expected)) {
-      return `${where}: expected events ${show(expected)}, got ${show(events)}`;
-    }
+    const failure = check.answered(index, step, answer, driver.drainEvents());
+    if (failure !== undefined) return failure;
   }
   return null;
+}
+
+/** `runScenario` for a driver whose `start`, `run` and `drainEvents` answer promises (a store's). */
+export async function runScenarioAsync(driver, scenario, { onUnrepresentable } = {}) {
+  await driver.start(scenario.limits ?? {});
+  const check = checker(onUnrepresentable);
+  for (const [index, step] of scenario.steps.entries()) {
+    let answer;
+    try {
+      answer = await driver.run(check.input(step));
+    } catch (error) {
+      return check.threw(index, step, error);
+    }
+    const failure = check.answered(index, step, answer, await driver.drainEvents());
+    if (failure !== undefined) return failure;
+  }
+  return null;
+}
+
+/** The step-by-step checks of one scenario, for both runners. */
+function checker(onUnrepresentable) {
+  let lastSnapshot = null;
+  const where = (index, step) => `step ${index + 1} (${step.op})`;
+  return {
+    input: (step) => (step.op === 'restore' && step.hex === undefined ? { ...step, bytes: lastSnapshot } : step),
+    threw(index, step, error) {
+      if (error instanceof Unrepresentable && onUnrepresentable) {
+        return onUnrepresentable(step, error) ? null : `${where(index, step)}: ${error.message}`;
+      }
+      return `${where(index, step)}: the runtime threw ${error?.stack ?? error}`;
+    },
+    /** `undefined` if the step passed, else the failure. */
+    answered(index, step, answer, drained) {
+      const problem = compare(step, answer);
+      if (problem) return `${where(index, step)}: ${problem}`;
+      if (step.op === 'snapshot') lastSnapshot = answer.bytes;
+      const events = exact(drained);
+      const expected = step.events ?? [];
+      if (!isDeepStrictEqual(events, expected)) {
+        return `${where(index, step)}: expected events ${show(expected)}, got ${show(events)}`;
+      }
+      return undefined;
+    },
+  };
 }
 
 function compare(step, answer) {

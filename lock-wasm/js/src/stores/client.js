@@ -75,6 +75,11 @@ export class StoreClient {
     this.#raw.forget_seen();
   }
 
+  /** Whether `op` on `key` with `args` is valid input (an invalid one changes nothing). */
+  valid(op, key, args = {}) {
+    return this.#raw.valid(op, key, args.owner ?? '', args.fence ?? 0, args.ttl ?? 0, args.waitDeadline ?? 0, args.at ?? 0);
+  }
+
   /**
    * Runs `op` on `key`: `{owner, fence, ttl, waitDeadline, at}` as the operation takes them.
    * Answers `{reply, events, now, nextDeadline, ambiguous, localEnd}` where `reply` is shaped as

@@ -1,0 +1,195 @@
+// Vector driver for the npm package's store clients: a store's namespace seen as one lock table
+// with the caller's clock, as lock-store's StoreTable (lock-store/src/table.rs) is for the Rust
+// clients. A store has no table-wide timer: before each call this harness sweeps the namespace's
+// due keys, one wake-up at a time in the table's order (instant, then the lease's fence), each a
+// `handle-timeout` of that key at its own instant through the store; statistics are gauges from a
+// scan and counters of this table's calls. Every decision is the engine's (StoreClient); this file
+// only plays the timer and keeps the counts.
+
+import { KeyRecord, LockError, LockTable } from '../../../lock-wasm/js/src/node.js';
+import { StoreClient } from '../../../lock-wasm/js/src/stores/client.js';
+import { camel, snake } from './vectors.js';
+
+const num = (v) => (typeof v === 'bigint' ? Number(v) : v);
+
+const ZERO_COUNTERS = {
+  acquired: 0, handedOff: 0, released: 0, extended: 0, expired: 0, queued: 0,
+  waitTimedOut: 0, cancelled: 0, rejected: 0, eventsDropped: 0,
+};
+
+function term(type, fields) {
+  return { [type]: fields };
+}
+
+function errorTerm(error) {
+  return Object.keys(error.details).length === 0 ? error.code : { [error.code]: snake(error.details) };
+}
+
+export class StoreTableDriver {
+  /**
+   * @param {() => Promise<object>} open opens the store's driver (once; a namespace of its own)
+   * @param {{stale?: boolean}} options `stale`: every call starts from an outdated record
+   */
+  constructor(open, { stale = false } = {}) {
+    this.open = open;
+    this.stale = stale;
+    this.store = null;
+    this.client = null;
+  }
+
+  async start(limits) {
+    this.store ??= await this.open();
+    await this.store.uninstall();
+    await this.store.install(5000);
+    this.client?.free();
+    this.limits = camel(Object.fromEntries(Object.entries(limits).map(([k, v]) => [k, num(v)])));
+    this.client = new StoreClient(this.store, { limits: this.limits, callerTime: true });
+    this.client.setStale(this.stale);
+    this.clock = 0;
+    this.events = [];
+    this.counters = { ...ZERO_COUNTERS };
+  }
+
+  async close() {
+    this.client?.free();
+    if (this.store !== null) {
+      await this.store.uninstall();
+      await this.store.close();
+    }
+  }
+
+  /** The key's record as stored now, decoded by the engine (a tombstone or none: free). */
+  async #peek(key) {
+    const { record } = await this.store.read(key, 5000);
+    return new KeyRecord(record === null || record.bytes.length <= 8 ? null : record.bytes, record?.fences ?? [], this.limits);
+  }
+
+  /** The namespace's wake-ups `[instant, lease fence, key]`. */
+  async #wakeups() {
+    const due = [];
+    for (const key of await this.store.keys()) {
+      const record = await this.#peek(key);
+      const state = record.state(0);
+      record.free();
+      if (state.nextDeadline !== null) due.push([state.nextDeadline, state.lease?.fence ?? -1, key]);
+    }
+    return due;
+  }
+
+  async #sweep(now) {
+    for (;;) {
+      const due = (await this.#wakeups()).filter((w) => w[0] <= now);
+      if (due.length === 0) return;
+      due.sort((a, b) => a[0] - b[0] || a[1] - b[1] || (a[2] < b[2] ? -1 : 1));
+      const [at, , key] = due[0];
+      this.#absorb(await this.client.run('handle-timeout', key, { at }));
+    }
+  }
+
+  async #advance(now) {
+    this.clock = Math.max(this.clock, now);
+    await this.#sweep(this.clock);
+    return this.clock;
+  }
+
+  #absorb(answer) {
+    for (const event of answer.events) {
+      const c = this.counters;
+      if (event.type === 'expired') c.expired += 1;
+      else if (event.type === 'granted') c.handedOff += 1;
+      else c.waitTimedOut += 1;
+      if (this.events.length >= { ...LockTable.defaultLimits(), ...this.limits }.maxPendingEvents) {
+        this.events.shift();
+        c.eventsDropped += 1;
+      }
+      this.events.push(event);
+    }
+    return answer.reply;
+  }
+
+  async run(step) {
+    const args = {
+      owner: step.owner,
+      ttl: num(step.ttl),
+      fence: num(step.fence),
+      waitDeadline: num(step.wait_deadline),
+      at: num(step.now),
+    };
+    const c = this.counters;
+    switch (step.op) {
+      case 'try-acquire':
+      case 'acquire':
+      case 'renew-wait':
+      case 'release':
+      case 'extend':
+      case 'cancel-wait': {
+        if (this.client.valid(step.op, step.key, args)) await this.#advance(args.at);
+        const reply = this.#absorb(await this.client.run(step.op, step.key, { ...args, at: this.clock }));
+        if (reply.error !== undefined) {
+          if (!(reply.error instanceof LockError)) throw reply.error;
+          c.rejected += 1;
+          return { err: errorTerm(reply.error) };
+        }
+        if (step.op === 'release') {
+          c.released += 1;
+          return { ok: 'released' };
+        }
+        if (step.op === 'cancel-wait') {
+          c.cancelled += 1;
+          return { ok: 'cancelled' };
+        }
+        if (step.op === 'extend') {
+          c.extended += 1;
+          return { ok: { extended: reply } };
+        }
+        const { type, ...fields } = reply;
+        if (type === 'acquired') c.acquired += 1;
+        if (type === 'queued') c.queued += 1;
+        return { ok: term(type, fields) };
+      }
+      case 'handle-timeout':
+        await this.#advance(args.at);
+        return {};
+      case 'inspect': {
+        if (this.client.valid('inspect', step.key, args)) await this.#advance(args.at);
+        else c.rejected += 1;
+        const reply = this.#absorb(await this.client.run('inspect', step.key, { at: this.clock }));
+        if (reply.error !== undefined) return { err: errorTerm(reply.error) };
+        const info = reply.info;
+        return { ok: info === null ? null : { ...info, waiters: info.waiters.map(snake) } };
+      }
+      case 'next-wakeup': {
+        const due = await this.#wakeups();
+        return { ok: due.length === 0 ? null : Math.min(...due.map((w) => w[0])) };
+      }
+      case 'stats':
+        return { stats: snake(await this.#stats(args.at)) };
+      case 'snapshot':
+      case 'restore':
+        throw new Error(`a shared store has no table-wide ${step.op}`);
+      default:
+        throw new Error(`unknown op ${step.op}`);
+    }
+  }
+
+  async #stats(now) {
+    const at = await this.#advance(now);
+    const stats = {
+      liveLeases: 0, waiters: 0, expiredRecords: 0, pendingEvents: this.events.length,
+      clock: at, lastFence: await this.store.lastFence(), ...this.counters,
+    };
+    for (const key of await this.store.keys()) {
+      const record = await this.#peek(key);
+      const state = record.state(at);
+      record.free();
+      stats.liveLeases += state.lease === null ? 0 : 1;
+      stats.waiters += state.waiters;
+      stats.expiredRecords += state.expiredRecords;
+    }
+    return stats;
+  }
+
+  drainEvents() {
+    return this.events.splice(0).map(({ type, ...fields }) => term(type, fields));
+  }
+}

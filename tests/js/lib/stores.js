@@ -1,0 +1,16 @@
+// The stores the Node store tests run against (the local services, or LOCK_STORE_*_URL), each
+// opened in a namespace of the test's own.
+
+import { RedisDriver } from '../../../lock-wasm/js/src/stores/redis.js';
+
+/** A namespace no other test run uses: the prefix, the process id and a random part. */
+export function uniqueNamespace(prefix) {
+  return `${prefix}_${process.pid}_${Math.floor(Math.random() * 0xffffff).toString(16)}`;
+}
+
+export const REDIS_URL = process.env.LOCK_STORE_REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+/** Each store: its name, its URL, and how to open its driver for a namespace. */
+export const STORES = [
+  { name: 'redis', url: REDIS_URL, open: (ns) => RedisDriver.open(REDIS_URL, ns) },
+];
