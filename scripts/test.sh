@@ -32,7 +32,9 @@ section "shared stores (lock-store): every vector (native core and component dec
 source scripts/services.sh
 ensure_services
 trap stop_services EXIT
-cargo test -p lock-store --features all-stores,component,tokio
+# The npm engine first: a Node process contends beside the Rust ones (processes.rs, on Redis).
+scripts/build-npm.sh >/dev/null
+LOCKSTORE_NODE_WORKERS=1 cargo test -p lock-store --features all-stores,component,tokio
 section "lock-store builds with each store's feature alone, its tests too (nobody compiles clients they do not use)"
 for store in sqlite redis postgres mysql; do
   cargo check -q -p lock-store --no-default-features --features "$store" --tests

@@ -31,15 +31,18 @@
 
 use std::time::Duration as StdDuration;
 
-use lock_core::{Fence, Instant, KeyRecord, Limits, LockError, Reply, Request, Step};
+use lock_core::{Fence, Instant, KeyRecord, Limits, LockError, Reply, Request, Response, Step};
 
 pub use crate::local::LocalInstant;
+pub use crate::queue::Asking;
 pub use lock_core::Duration;
 
 use crate::decider::{Decider, InspectReply, Native};
 use crate::engine::{refuse_invalid, stopped, Decided, TimeSource};
 use crate::exchange::{Exchange, Io, Memory, Stop};
 use crate::lease::local_end;
+use crate::locks::Error;
+use crate::queue::{Acquiring, Granted, Want};
 use crate::store::{Read, StoreError, Write, Written};
 
 /// One operation on one key, owned (the driver's call, before it is decided).
@@ -93,6 +96,13 @@ pub enum Op {
     HandleTimeout,
     /// `inspect`: the key's holder and waiters (applying time first).
     Inspect,
+    /// What a waiting caller asks next (see [`Waiting`]), decided at the store's time.
+    Ask {
+        /// The waiter.
+        owner: String,
+        /// The request, apart from the key, the owner and the store's time.
+        asking: Asking,
+    },
 }
 
 impl Op {
@@ -140,6 +150,7 @@ impl Op {
                 now,
             },
             Op::HandleTimeout => Request::HandleTimeout { now },
+            Op::Ask { owner, asking } => asking.request(key, owner, now),
             Op::Inspect => return None,
         })
     }
@@ -461,4 +472,174 @@ impl Call {
     pub fn op(&self) -> &Op {
         &self.op
     }
+}
+
+/// An `acquire` with a wait, sans IO: the waiting rules of the Rust `Locks` (queue with a short
+/// wait deadline and renew it, look at the key's next deadline or when told of a hand-off, ride
+/// out a store that fails while time remains, queue again after a lost place), for a driver
+/// that runs each [`Wanted`] call through a [`Client`] and hands its end to
+/// [`Waiting::answered`].
+pub struct Waiting {
+    acquiring: Acquiring,
+    /// What the last [`Waiting::want`] asked, whose answer is due.
+    asked: Option<Want>,
+}
+
+/// What a waiting caller does next.
+#[derive(Debug)]
+pub enum Wanted {
+    /// Run this operation ([`Op::Ask`]: an acquire, or a try-acquire once no wait remains) and
+    /// hand its end to [`Waiting::answered`].
+    Ask(Op),
+    /// Run this operation (a renewal of its place) and hand its end to [`Waiting::answered`].
+    Renew(Op),
+    /// Run [`Op::Inspect`] and hand its end to [`Waiting::answered`].
+    Look,
+    /// Wait this long, or until the notice of this caller's hand-off, then ask again.
+    Nap(StdDuration),
+    /// Wait this long (a store call failed), then ask again.
+    Pause(StdDuration),
+}
+
+/// The lease a waiting caller won.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Won {
+    /// Its fencing token.
+    pub fence: Fence,
+    /// Its deadline (store's time).
+    pub deadline: Instant,
+    /// When its holder stops believing in it, on the driver's clock (see
+    /// [`Outcome::local_end`]).
+    pub local_end: LocalInstant,
+}
+
+impl Waiting {
+    /// An acquire of `key` for `owner` for `ttl`, waiting up to `wait`; `poll` is the longest
+    /// nap without hand-off notices (and the pause after a failed call).
+    #[must_use]
+    pub fn new(
+        key: &str,
+        owner: &str,
+        ttl: StdDuration,
+        wait: StdDuration,
+        poll: StdDuration,
+    ) -> Self {
+        Waiting {
+            acquiring: Acquiring::new(key, owner, ttl, wait, poll),
+            asked: None,
+        }
+    }
+
+    /// What to do next.
+    pub fn want(&mut self) -> Wanted {
+        let want = self.acquiring.want();
+        let owner = || self.acquiring_owner();
+        let wanted = match want {
+            Want::Ask => Wanted::Ask(Op::Ask {
+                owner: owner(),
+                asking: self.acquiring.asking(),
+            }),
+            Want::Renew => Wanted::Renew(Op::Ask {
+                owner: owner(),
+                asking: self.acquiring.asking(),
+            }),
+            Want::Look => Wanted::Look,
+            Want::Nap(nap) => Wanted::Nap(nap),
+            Want::Pause(pause) => Wanted::Pause(pause),
+        };
+        self.asked = matches!(want, Want::Ask | Want::Renew | Want::Look).then_some(want);
+        wanted
+    }
+
+    fn acquiring_owner(&self) -> String {
+        self.acquiring.owner().to_owned()
+    }
+
+    /// The caller is queued: a failure from here on must cancel its wait
+    /// ([`Op::CancelWait`]), if the store can still be reached.
+    #[must_use]
+    pub fn in_line(&self) -> bool {
+        self.acquiring.in_line()
+    }
+
+    /// The driver now hears (`true`) or no longer hears (`false`) this caller's hand-off
+    /// notices (a hand-off before it listened was not heard: it looks once at once).
+    pub fn watching(&mut self, watched: bool) {
+        self.acquiring.watching(watched);
+    }
+
+    /// The end of the call the last [`Waiting::want`] asked for, at local instant `t`: the
+    /// lease won, or `None` to go on.
+    ///
+    /// # Errors
+    /// [`Error::WaitTimedOut`], [`Error::AlreadyWaiting`], [`Error::Lock`], [`Error::Store`]:
+    /// the wait is over (cancel it first if [`Waiting::in_line`]).
+    pub fn answered(
+        &mut self,
+        ended: Result<Outcome, StoreError>,
+        t: LocalInstant,
+    ) -> Result<Option<Won>, Error> {
+        let unexpected = |answer: &Response| {
+            Error::Store(StoreError::Server {
+                store: String::from("the store"),
+                reason: format!("unexpected answer {answer:?}"),
+            })
+        };
+        let won = match (self.asked.take(), ended) {
+            (Some(Want::Ask), Err(e)) => return Err(Error::Store(e)),
+            (Some(Want::Ask), Ok(outcome)) => match as_response(outcome.decided) {
+                Ok(decided) => self.acquiring.asked(decided, unexpected, t)?,
+                Err(e) => return Err(e),
+            },
+            (Some(Want::Renew), ended) => {
+                let decided = match ended {
+                    Ok(outcome) => Ok(as_response(outcome.decided)?),
+                    Err(e) => Err(e),
+                };
+                self.acquiring.renewed(decided, unexpected, t)?
+            }
+            (Some(Want::Look), ended) => {
+                let decided = match ended {
+                    Ok(outcome) => Ok(as_inspect(outcome.decided)?),
+                    Err(e) => Err(e),
+                };
+                self.acquiring.looked(decided, t)?
+            }
+            _ => None,
+        };
+        Ok(won.map(|Granted { grant, clock }| Won {
+            fence: grant.fence,
+            deadline: grant.deadline,
+            local_end: clock.map_or(t, |c| local_end(Some(c), grant.deadline)),
+        }))
+    }
+}
+
+/// An answer of a request (not an inspection).
+fn as_response(decided: Decided<Reply>) -> Result<Decided<Response>, Error> {
+    match decided.reply {
+        Reply::Response(_) => Ok(decided.map(|r| match r {
+            Reply::Response(r) => r,
+            _ => Response::Malformed,
+        })),
+        other => Err(unexpected_reply(&other)),
+    }
+}
+
+/// An answer of an inspection.
+fn as_inspect(decided: Decided<Reply>) -> Result<Decided<InspectReply>, Error> {
+    match decided.reply {
+        Reply::Inspect(_) => Ok(decided.map(|r| match r {
+            Reply::Inspect(r) => r,
+            _ => Ok(None),
+        })),
+        other => Err(unexpected_reply(&other)),
+    }
+}
+
+fn unexpected_reply(reply: &Reply) -> Error {
+    Error::Store(StoreError::Server {
+        store: String::from("the store"),
+        reason: format!("unexpected answer {reply:?}"),
+    })
 }

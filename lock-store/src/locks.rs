@@ -5,6 +5,7 @@
 //! (also on drop), `with_lock`, inspect. Every answer is decided by `lock-core` on the key's
 //! record; this module only waits, retries and keeps the holder's own view conservative.
 
+use crate::local::LocalInstant;
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -218,13 +219,16 @@ impl Locks {
             let step = match acquiring.want() {
                 Want::Ask => {
                     let decided = self.request(key, |now| acquiring.request(now))?;
-                    acquiring.asked(decided, |r| self.unexpected(r))
+                    acquiring.asked(decided, |r| self.unexpected(r), LocalInstant::now())
                 }
                 Want::Renew => {
                     let decided = self.request(key, |now| acquiring.request(now));
-                    acquiring.renewed(decided, |r| self.unexpected(r))
+                    acquiring.renewed(decided, |r| self.unexpected(r), LocalInstant::now())
                 }
-                Want::Look => acquiring.looked(self.engine().inspect(key, Instant::ZERO)),
+                Want::Look => acquiring.looked(
+                    self.engine().inspect(key, Instant::ZERO),
+                    LocalInstant::now(),
+                ),
                 Want::Pause(pause) => {
                     std::thread::sleep(pause);
                     continue;

@@ -82,6 +82,44 @@ pub(crate) struct Granted {
     pub(crate) clock: Option<StoreClock>,
 }
 
+/// What a waiting caller asks next ([`Want::Ask`] or [`Want::Renew`]), apart from its key, its
+/// owner and the store's time, which it is decided at: an acquire queued with a short wait
+/// deadline, a try-acquire once no wait remains, or a renewal of its place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Asking {
+    ttl: lock_core::Duration,
+    wait: lock_core::Duration,
+    until: Option<Instant>,
+    in_line: bool,
+}
+
+impl Asking {
+    /// The request for `key` and `owner` at the store's `now`.
+    pub(crate) fn request<'a>(&self, key: &'a str, owner: &'a str, now: Instant) -> Request<'a> {
+        let ttl = self.ttl;
+        let until = self.until.unwrap_or_else(|| now.saturating_add(self.wait));
+        if self.in_line {
+            return renew_wait(key, owner, until, now);
+        }
+        if until <= now {
+            return Request::TryAcquire {
+                key,
+                owner,
+                ttl,
+                now,
+            };
+        }
+        // Queued with a short deadline, renewed while this caller lives.
+        Request::Acquire {
+            key,
+            owner,
+            ttl,
+            wait_deadline: kept_alive(until, now),
+            now,
+        }
+    }
+}
+
 /// Where the call is.
 #[derive(Clone, Copy, Debug)]
 enum Phase {
@@ -113,9 +151,9 @@ struct Line {
 }
 
 /// One `acquire` of `key` for `owner` (see the module's documentation).
-pub(crate) struct Acquiring<'a> {
-    key: &'a str,
-    owner: &'a str,
+pub(crate) struct Acquiring {
+    key: String,
+    owner: String,
     ttl: lock_core::Duration,
     wait: lock_core::Duration,
     /// The longest a waiter without notices naps, and the pause after a failed call.
@@ -127,19 +165,19 @@ pub(crate) struct Acquiring<'a> {
     phase: Phase,
 }
 
-impl<'a> Acquiring<'a> {
+impl Acquiring {
     /// An acquire of `key` for `owner` for `ttl`, waiting up to `wait`; `poll` is the longest
     /// nap without notices.
     pub(crate) fn new(
-        key: &'a str,
-        owner: &'a str,
+        key: &str,
+        owner: &str,
         ttl: Duration,
         wait: Duration,
         poll: Duration,
     ) -> Self {
         Acquiring {
-            key,
-            owner,
+            key: key.to_owned(),
+            owner: owner.to_owned(),
             ttl: millis(ttl),
             wait: millis(wait),
             poll,
@@ -153,6 +191,11 @@ impl<'a> Acquiring<'a> {
     #[cfg(feature = "tokio")]
     pub(crate) fn until(&self) -> Instant {
         self.until.unwrap_or(Instant::ZERO)
+    }
+
+    /// The waiter.
+    pub(crate) fn owner(&self) -> &str {
+        &self.owner
     }
 
     /// The caller is queued (a store call may fail from here on, and a failed call then
@@ -225,26 +268,17 @@ impl<'a> Acquiring<'a> {
     }
 
     /// The request of [`Want::Ask`] or [`Want::Renew`] at the store's `now`.
-    pub(crate) fn request(&self, now: Instant) -> Request<'a> {
-        let (key, owner, ttl) = (self.key, self.owner, self.ttl);
-        let until = self.until.unwrap_or_else(|| now.saturating_add(self.wait));
-        // Queued with a short deadline, renewed while this caller lives.
-        let alive = kept_alive(until, now);
-        match self.phase {
-            Phase::InLine(_) | Phase::Pause(_) => renew_wait(key, owner, until, now),
-            Phase::Ask if until <= now => Request::TryAcquire {
-                key,
-                owner,
-                ttl,
-                now,
-            },
-            Phase::Ask => Request::Acquire {
-                key,
-                owner,
-                ttl,
-                wait_deadline: alive,
-                now,
-            },
+    pub(crate) fn request(&self, now: Instant) -> Request<'_> {
+        self.asking().request(&self.key, &self.owner, now)
+    }
+
+    /// What [`Acquiring::request`] asks, apart from the key, the owner and the store's time.
+    pub(crate) fn asking(&self) -> Asking {
+        Asking {
+            ttl: self.ttl,
+            wait: self.wait,
+            until: self.until,
+            in_line: !matches!(self.phase, Phase::Ask),
         }
     }
 
@@ -256,6 +290,7 @@ impl<'a> Acquiring<'a> {
         &mut self,
         decided: Decided<Response>,
         unexpected: impl FnOnce(&Response) -> Error,
+        t: LocalInstant,
     ) -> Result<Option<Granted>, Error> {
         let until = *self
             .until
@@ -279,8 +314,7 @@ impl<'a> Acquiring<'a> {
                     look_first: false,
                     napped: false,
                     renew_after_nap: false,
-                    give_up: LocalInstant::now()
-                        + Duration::from_millis(until.0.saturating_sub(now.0)),
+                    give_up: t + Duration::from_millis(until.0.saturating_sub(now.0)),
                 });
                 Ok(None)
             }
@@ -298,11 +332,12 @@ impl<'a> Acquiring<'a> {
         &mut self,
         decided: Result<Decided<Response>, StoreError>,
         unexpected: impl FnOnce(&Response) -> Error,
+        t: LocalInstant,
     ) -> Result<Option<Granted>, Error> {
         let until = self.until.unwrap_or(Instant::ZERO);
         let decided = match decided {
             Ok(decided) => decided,
-            Err(e) => return self.ride_out(e).map(|()| None),
+            Err(e) => return self.ride_out(e, t).map(|()| None),
         };
         let Phase::InLine(line) = &mut self.phase else {
             return Ok(None);
@@ -331,11 +366,12 @@ impl<'a> Acquiring<'a> {
     pub(crate) fn looked(
         &mut self,
         decided: Result<Decided<Result<Option<KeyInfo>, LockError>>, StoreError>,
+        t: LocalInstant,
     ) -> Result<Option<Granted>, Error> {
         let decided = match decided {
             Ok(decided) => decided,
             Err(e) => {
-                self.ride_out(e)?;
+                self.ride_out(e, t)?;
                 // Look again after the pause, not at the next notice: the one that woke this
                 // look (a hand-off with a short TTL, say) is spent.
                 if let Phase::Pause(line) = &mut self.phase {
@@ -344,7 +380,7 @@ impl<'a> Acquiring<'a> {
                 return Ok(None);
             }
         };
-        let owner = self.owner;
+        let owner = self.owner.as_str();
         let Phase::InLine(line) = &mut self.phase else {
             return Ok(None);
         };
@@ -386,10 +422,10 @@ impl<'a> Acquiring<'a> {
 
     /// A store call failed in line: pause and go on while the wait lasts on this machine's
     /// clock; a lost connection is retried, anything else ends the wait.
-    fn ride_out(&mut self, e: StoreError) -> Result<(), Error> {
+    fn ride_out(&mut self, e: StoreError, t: LocalInstant) -> Result<(), Error> {
         match (e, self.phase) {
             (StoreError::Lost { .. } | StoreError::Connect { .. }, Phase::InLine(line))
-                if LocalInstant::now() < line.give_up =>
+                if t < line.give_up =>
             {
                 self.phase = Phase::Pause(line);
                 Ok(())
@@ -431,7 +467,7 @@ mod tests {
     }
 
     /// A caller that waits up to 10 s for a 5 s lease and pauses 50 ms after a lost connection.
-    fn acquiring() -> Acquiring<'static> {
+    fn acquiring() -> Acquiring {
         Acquiring::new(
             KEY,
             ME,
@@ -442,9 +478,12 @@ mod tests {
     }
 
     /// [`acquiring`], queued by its first call at 10 000 ms; the key changes next at `next`.
-    fn waiting(next: u64) -> Acquiring<'static> {
+    fn waiting(next: u64) -> Acquiring {
         let mut a = acquiring();
-        assert!(a.asked(queued(10_000, next), unexpected).unwrap().is_none());
+        assert!(a
+            .asked(queued(10_000, next), unexpected, LocalInstant::now())
+            .unwrap()
+            .is_none());
         a
     }
 
@@ -478,7 +517,7 @@ mod tests {
             }
         ));
         assert!(a
-            .asked(queued(10_000, 10_020), unexpected)
+            .asked(queued(10_000, 10_020), unexpected, LocalInstant::now())
             .unwrap()
             .is_none());
         assert!(a.in_line());
@@ -486,14 +525,20 @@ mod tests {
         assert_eq!(a.want(), Want::Nap(Duration::from_millis(20)));
         assert_eq!(a.want(), Want::Look);
         assert!(a
-            .looked(Ok(decided(Ok(info("a", &[ME])), 10_020, None)))
+            .looked(
+                Ok(decided(Ok(info("a", &[ME])), 10_020, None)),
+                LocalInstant::now()
+            )
             .unwrap()
             .is_none());
         a.watching(true);
         // Listening now: a notice sent before was not heard, so it looks at once.
         assert_eq!(a.want(), Want::Look);
         let got = a
-            .looked(Ok(decided(Ok(info(ME, &[])), 10_030, None)))
+            .looked(
+                Ok(decided(Ok(info(ME, &[])), 10_030, None)),
+                LocalInstant::now(),
+            )
             .unwrap();
         assert_eq!(got.unwrap().grant.fence, Fence(7));
     }
@@ -503,8 +548,11 @@ mod tests {
         let mut a = waiting(60_000);
         a.watching(true);
         assert_eq!(a.want(), Want::Look);
-        a.looked(Ok(decided(Ok(info("a", &[ME])), 10_700, Some(60_000))))
-            .unwrap();
+        a.looked(
+            Ok(decided(Ok(info("a", &[ME])), 10_700, Some(60_000))),
+            LocalInstant::now(),
+        )
+        .unwrap();
         // 1 300 ms of the kept-alive 2 s remain: renew.
         assert_eq!(a.want(), Want::Renew);
         assert!(matches!(
@@ -519,7 +567,10 @@ mod tests {
             10_700,
             Some(60_000),
         );
-        assert!(a.renewed(Ok(renewed), unexpected).unwrap().is_none());
+        assert!(a
+            .renewed(Ok(renewed), unexpected, LocalInstant::now())
+            .unwrap()
+            .is_none());
         // Watched: at most WATCHED_POLL, and the next renewal is due in 2 000 - 1 333 ms.
         assert_eq!(a.want(), Want::Nap(Duration::from_millis(667)));
         // That nap ends in the renewal, not in a look first: a renewal's answer says whether
@@ -530,14 +581,20 @@ mod tests {
             11_400,
             Some(60_000),
         );
-        assert!(a.renewed(Ok(renewed), unexpected).unwrap().is_none());
+        assert!(a
+            .renewed(Ok(renewed), unexpected, LocalInstant::now())
+            .unwrap()
+            .is_none());
         assert_eq!(a.want(), Want::Nap(Duration::from_millis(667)));
         // A nap cut short by the key's next deadline looks.
         let mut b = waiting(10_100);
         b.watching(true);
         assert_eq!(b.want(), Want::Look);
-        b.looked(Ok(decided(Ok(info("a", &[ME])), 10_000, Some(10_100))))
-            .unwrap();
+        b.looked(
+            Ok(decided(Ok(info("a", &[ME])), 10_000, Some(10_100))),
+            LocalInstant::now(),
+        )
+        .unwrap();
         assert_eq!(b.want(), Want::Nap(Duration::from_millis(100)));
         assert_eq!(b.want(), Want::Look);
     }
@@ -548,7 +605,10 @@ mod tests {
         a.want();
         assert_eq!(a.want(), Want::Look);
         assert!(a
-            .looked(Ok(decided(Ok(info("c", &[])), 10_050, None)))
+            .looked(
+                Ok(decided(Ok(info("c", &[])), 10_050, None)),
+                LocalInstant::now()
+            )
             .unwrap()
             .is_none());
         assert!(!a.in_line());
@@ -561,10 +621,14 @@ mod tests {
                 ..
             }
         ));
-        a.asked(queued(19_990, 60_000), unexpected).unwrap();
+        a.asked(queued(19_990, 60_000), unexpected, LocalInstant::now())
+            .unwrap();
         a.want();
         a.want();
-        let over = a.looked(Ok(decided(Ok(info("c", &[])), 20_000, None)));
+        let over = a.looked(
+            Ok(decided(Ok(info("c", &[])), 20_000, None)),
+            LocalInstant::now(),
+        );
         assert_eq!(over.unwrap_err(), Error::WaitTimedOut);
     }
 
@@ -577,7 +641,10 @@ mod tests {
         let mut a = waiting(60_000);
         a.want();
         a.want();
-        assert!(a.looked(Err(lost())).unwrap().is_none());
+        assert!(a
+            .looked(Err(lost()), LocalInstant::now())
+            .unwrap()
+            .is_none());
         assert_eq!(a.want(), Want::Pause(Duration::from_millis(50)));
         assert_eq!(a.want(), Want::Look);
         let schema = StoreError::Schema {
@@ -585,7 +652,7 @@ mod tests {
             reason: "r".into(),
         };
         assert!(matches!(
-            a.looked(Err(schema)),
+            a.looked(Err(schema), LocalInstant::now()),
             Err(Error::Store(StoreError::Schema { .. }))
         ));
         // With no time left on this machine's clock, a lost connection ends it too.
@@ -600,9 +667,10 @@ mod tests {
             b.request(Instant(10_000)),
             Request::TryAcquire { .. }
         ));
-        b.asked(queued(10_000, 60_000), unexpected).unwrap();
+        b.asked(queued(10_000, 60_000), unexpected, LocalInstant::now())
+            .unwrap();
         assert!(matches!(
-            b.renewed(Err(lost()), unexpected),
+            b.renewed(Err(lost()), unexpected, LocalInstant::now()),
             Err(Error::Store(StoreError::Lost { .. }))
         ));
     }

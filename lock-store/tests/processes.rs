@@ -268,17 +268,24 @@ fn contend(
 }
 
 /// The protected resource: a file per key holding the highest fence it accepted; a write with a
-/// lower or equal fence is refused. Writers take turns with a file lock.
+/// lower or equal fence is refused. Writers take turns with a guard file created exclusively
+/// (`O_EXCL`), which the Node workers (`tests/js/lib/contend-worker.mjs`) take the same way.
 fn fenced_write(dir: &Path, key: &str, fence: u64) -> bool {
     let path = dir.join(key);
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .unwrap();
-    file.lock().unwrap();
+    let guard = dir.join(format!("{key}.lock"));
+    loop {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&guard)
+        {
+            Ok(_) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            Err(e) => panic!("{}: {e}", guard.display()),
+        }
+    }
     let seen: u64 = std::fs::read_to_string(&path)
         .ok()
         .and_then(|s| s.trim().parse().ok())
@@ -287,7 +294,7 @@ fn fenced_write(dir: &Path, key: &str, fence: u64) -> bool {
     if accepted {
         std::fs::write(&path, fence.to_string()).unwrap();
     }
-    file.unlock().unwrap();
+    std::fs::remove_file(&guard).unwrap();
     accepted
 }
 
@@ -332,6 +339,7 @@ fn contention_through(label: &str, url: &str, faults: Option<&[Fault]>) {
     // Install once before the workers start together.
     drop(Locks::open(url, &ns).unwrap());
     let me = std::env::current_exe().unwrap();
+    let node = node_worker(label, faults.is_some());
     let proxies: Vec<Proxy> = match faults {
         Some(_) => (0..PROCESSES).map(|_| Proxy::for_url(url)).collect(),
         None => Vec::new(),
@@ -343,23 +351,43 @@ fn contention_through(label: &str, url: &str, faults: Option<&[Fault]>) {
                 Some(proxy) => (proxy.url(url), "gray"),
                 None => (url.to_owned(), "healthy"),
             };
-            // The second worker process uses the async face.
-            let face = if p == 1 { "async" } else { "blocking" };
+            // The second worker process uses the async face; the third is a Node process (the
+            // npm package's store client) where it has that store.
+            let face = match p {
+                1 => "async",
+                2 if node => "node",
+                _ => "blocking",
+            };
             let spec = format!(
                 "{via}|{ns}|{}|{}|{p}|{gray}|{face}",
                 log.display(),
                 resource.display()
             );
-            let child = Command::new(&me)
-                .args(["--exact", "worker", "--nocapture", "--test-threads=1"])
-                .env("LOCKSTORE_WORKER", spec)
-                .stdout(Stdio::null())
-                .spawn()
-                .unwrap();
+            let child = if face == "node" {
+                Command::new("node")
+                    .arg(node_worker_script())
+                    .arg(&spec)
+                    .stdout(Stdio::null())
+                    .spawn()
+                    .unwrap()
+            } else {
+                Command::new(&me)
+                    .args(["--exact", "worker", "--nocapture", "--test-threads=1"])
+                    .env("LOCKSTORE_WORKER", spec)
+                    .stdout(Stdio::null())
+                    .spawn()
+                    .unwrap()
+            };
             (child, log)
         })
         .collect();
     let injected = faults.map(|faults| inject(&proxies, faults));
+    let label = if node {
+        format!("{label} (the third process is Node)")
+    } else {
+        label.to_owned()
+    };
+    let label = label.as_str();
     let mut grants = Vec::new();
     for (mut child, log) in children {
         assert!(child.wait().unwrap().success(), "{label}: a worker failed");
@@ -371,6 +399,31 @@ fn contention_through(label: &str, url: &str, faults: Option<&[Fault]>) {
         println!("{label}: faults injected: {injected}");
     }
     check(label, &grants);
+}
+
+/// Whether the third worker of a contention run on `label` is a Node process: on the stores the
+/// npm package's store client has (Redis), on healthy paths, when `LOCKSTORE_NODE_WORKERS` is set
+/// (`scripts/test.sh` sets it after building the npm engine; a run without says so).
+fn node_worker(label: &str, gray: bool) -> bool {
+    if label != "redis" || gray {
+        return false;
+    }
+    let wanted = std::env::var_os("LOCKSTORE_NODE_WORKERS").is_some();
+    if !wanted {
+        println!("{label}: no Node worker (LOCKSTORE_NODE_WORKERS is not set)");
+    }
+    wanted
+}
+
+/// The Node worker's script (the npm engine must be built: `scripts/build-npm.sh`).
+fn node_worker_script() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let engine = root.join("lock-wasm/js/engine/lock_wasm_bg.wasm");
+    assert!(
+        engine.exists(),
+        "LOCKSTORE_NODE_WORKERS is set but the npm engine is not built (scripts/build-npm.sh)"
+    );
+    root.join("tests/js/lib/contend-worker.mjs")
 }
 
 /// Cycles `faults` on the proxies until told to stop: each in turn, on one proxy picked at

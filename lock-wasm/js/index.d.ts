@@ -53,6 +53,32 @@ export declare class LockError extends Error {
   readonly result?: unknown;
 }
 
+/** A store error's code: the same names as the Rust `StoreError::code`. */
+export type StoreErrorCode =
+  | 'url'
+  | 'not-compiled'
+  | 'namespace'
+  | 'connect'
+  | 'lost'
+  | 'schema'
+  | 'no-namespace'
+  | 'corrupt'
+  | 'contention'
+  | 'fences-exhausted'
+  | 'decider'
+  | 'server';
+
+/**
+ * A shared store could not answer (`Locks.open`'s stores): `connect`, `lost` (no answer within
+ * the bound, or the connection failed: a write may or may not have taken effect, and was
+ * resolved by reading when it could be), `no-namespace`, `not-compiled` (the store's client
+ * package is not installed: the message names it)... Lock refusals are LockErrors, never these.
+ */
+export declare class StoreError extends Error {
+  readonly name: 'StoreError';
+  readonly code: StoreErrorCode;
+}
+
 /** Limits of a table; every field is optional when passed in (the core's default is used). */
 export interface Limits {
   /** Longest key, in UTF-8 bytes (default 256). */
@@ -210,6 +236,14 @@ export interface RecordStep {
   forgetAt: Millis | null;
 }
 
+/** What a `KeyRecord` holds (see `KeyRecord.state`). */
+export interface RecordState {
+  lease: { owner: string; fence: number; deadline: Millis } | null;
+  waiters: number;
+  nextDeadline: Millis | null;
+  expiredRecords: number;
+}
+
 /**
  * One key's record of a shared store, decided by lock-core (the component's `records`
  * interface): load the stored bytes, run one operation, write `bytes` back with compare-and-set
@@ -231,6 +265,11 @@ export declare class KeyRecord {
    * as `LockTable`'s answer to the same call; throws its LockError.
    */
   answer(fresh?: number[]): AcquireOutcome | { fence: number; deadline: Millis } | KeyInfo | null | undefined;
+  /**
+   * What the record holds at `now`, without changing it: its lease, its waiters' count, its
+   * next change by time alone, the expired leases it still remembers at `now`.
+   */
+  state(now: Millis): RecordState;
   /** The key's events of the last answer, oldest first. */
   events: LockEvent[];
   /** Frees the engine's memory for this record. */
@@ -322,6 +361,12 @@ export interface LocksOptions {
  */
 export declare class Locks {
   constructor(options?: LocksOptions);
+  /**
+   * Opens `namespace` of a shared store (Node only): `redis://` or `rediss://` (the optional peer
+   * dependency `ioredis`). Every process and machine that opens it shares its locks, Node and
+   * Rust replicas alike; rejects with a StoreError.
+   */
+  static open(url: string, namespace: string, options?: StoreOptions): Promise<StoreLocks>;
   /** The underlying table (calls on it bypass the waiter and lease bookkeeping). */
   readonly table: LockTable;
   /** The clock reading this instance uses. */
@@ -349,5 +394,57 @@ export declare class Locks {
   /** `using locks = new Locks()`: closes when the scope ends. */
   [Symbol.dispose](): void;
   /** `await using locks = new Locks()`: closes when the scope ends. */
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** Options of `Locks.open`. */
+export interface StoreOptions {
+  /** The most one call may take, in ms (its reads, writes and re-reads together). Default 5 000. */
+  bound?: Millis;
+  limits?: Partial<Limits>;
+  /** How often a waiter looks by itself when the store sends no hand-off notices, in ms. Default 50. */
+  poll?: Millis;
+}
+
+/**
+ * A lease held through a shared store (`Locks.open`): as `Lease`, asynchronous. Its holder
+ * stops believing in it (`held` false, `lost` resolves, `signal` aborts, `onLost` runs) at the
+ * first instant the store's clock may have reached its deadline, before any other client can be
+ * handed the key.
+ */
+export interface StoreLease {
+  readonly key: string;
+  readonly owner: string;
+  /** Fencing token: pass it with every write to the protected resource. */
+  readonly fence: number;
+  /** The current deadline, in the store's time (moves with `extend` and keep-alive). */
+  readonly deadline: Millis;
+  /** When the release took effect, in the store's time (`null` before). */
+  readonly releasedAt: Millis | null;
+  /** Not released and not lost (read from this process's clock at each call). */
+  readonly held: boolean;
+  readonly isLost: boolean;
+  readonly lost: Promise<LostInfo>;
+  readonly signal: AbortSignal;
+  /** Pushes the deadline to the store's now + `ttl`; resolves with the new deadline. */
+  extend(ttl?: Millis): Promise<Millis>;
+  /** `true` if this call released it, `false` if it was already released or lost. */
+  release(): Promise<boolean>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** Locks over a shared store (`Locks.open`): as `Locks`, asynchronous. */
+export interface StoreLocks {
+  /** The store's URL (without password) and the namespace. */
+  readonly store: string;
+  tryAcquire(key: string, options: LeaseOptions): Promise<StoreLease | null>;
+  acquire(key: string, options: AcquireOptions): Promise<StoreLease>;
+  withLock<T>(key: string, options: WithLockOptions & { ifAvailable: true }, callback: (lease: StoreLease | null) => T | Promise<T>): Promise<T>;
+  withLock<T>(key: string, options: WithLockOptions, callback: (lease: StoreLease) => T | Promise<T>): Promise<T>;
+  inspect(key: string): Promise<KeyInfo | null>;
+  /** Every key of the namespace with a record, in byte order. */
+  keys(): Promise<string[]>;
+  /** Stops every lease's timers and closes the connections. */
+  close(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }

@@ -71,7 +71,8 @@ function instances() {
   const table = new pkg.LockTable();
   const error = new pkg.LockError('held', 'message', {});
   const record = new pkg.KeyRecord();
-  const result = { Locks: locks, Lease: lease, LockTable: table, LockError: error, KeyRecord: record };
+  const storeError = new pkg.StoreError('lost', 'message');
+  const result = { Locks: locks, Lease: lease, LockTable: table, LockError: error, KeyRecord: record, StoreError: storeError };
   return [result, () => (lease.release(), locks.close(), table.free(), record.free())];
 }
 
@@ -88,6 +89,7 @@ it('every public class declares exactly its runtime members, and no internal has
       const { instanceNames, statics } = runtime(pkg[name], objects[name]);
       const publicNames = [...instanceNames].filter((n) => !n.startsWith('internal '));
       if (name === 'LockError') publicNames.push('name', 'code', 'details'); // own fields, also declared
+      if (name === 'StoreError') publicNames.push('name', 'code');
       assert.deepEqual([...new Set(publicNames)].sort(), [...members.instance].sort(), `${name} members`);
       assert.deepEqual([...statics].sort(), [...members.statics].sort(), `${name} statics`);
       assert.deepEqual(publicNames.filter((n) => n.startsWith('_')), [], `${name} exposes internals by name`);

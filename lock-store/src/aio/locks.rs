@@ -1,5 +1,6 @@
 //! [`Locks`] for async code: the blocking [`crate::Locks`]'s API, awaited.
 
+use crate::local::LocalInstant;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -186,7 +187,9 @@ impl Locks {
                 Want::Ask => {
                     let decided = engine.request(key, |now| acquiring.request(now)).await;
                     match decided {
-                        Ok(decided) => acquiring.asked(decided, |r| self.unexpected(r)),
+                        Ok(decided) => {
+                            acquiring.asked(decided, |r| self.unexpected(r), LocalInstant::now())
+                        }
                         Err(e) => {
                             if gone.left() {
                                 self.abandon(key, owner).await;
@@ -197,9 +200,9 @@ impl Locks {
                 }
                 Want::Renew => {
                     let decided = engine.renew_wait(key, owner, acquiring.until()).await;
-                    acquiring.renewed(decided, |r| self.unexpected(r))
+                    acquiring.renewed(decided, |r| self.unexpected(r), LocalInstant::now())
                 }
-                Want::Look => acquiring.looked(engine.look(key).await),
+                Want::Look => acquiring.looked(engine.look(key).await, LocalInstant::now()),
                 Want::Pause(pause) => {
                     tokio::select! {
                         () = tokio::time::sleep(pause) => {}

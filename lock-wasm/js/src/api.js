@@ -3,7 +3,7 @@
 // notification), KeyRecord (one key's record of a shared store, for store clients). Every
 // outcome and error is decided by lock-core inside the engine.
 
-export { ALREADY_WAITING, CLOSED, LockError, WAIT_TIMED_OUT } from './errors.js';
+export { ALREADY_WAITING, CLOSED, LockError, StoreError, WAIT_TIMED_OUT } from './errors.js';
 export { LockTable } from './table.js';
 export { Lease, Locks } from './locks.js';
 export { KeyRecord } from './records.js';

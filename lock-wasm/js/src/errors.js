@@ -43,7 +43,7 @@ export class StoreError extends Error {
   name = 'StoreError';
 
   /**
-   * @param {string} code
+   * @param {import('../index.d.ts').StoreErrorCode} code
    * @param {string} message
    * @param {{cause?: unknown}} [extra]
    */

@@ -13,3 +13,7 @@ export const LOSE = Symbol('lose');
 export const ENDED = Symbol('ended');
 /** `Lease`: the instant keep-alive renews it. */
 export const RENEW_AT = Symbol('renewAt');
+/** `StoreLease`: release, answering the store's refusal (a LockError) or `null`. */
+export const RELEASE_OR_REFUSAL = Symbol('releaseOrRefusal');
+/** `StoreLease`: stop its timers (released, lost, or its StoreLocks closed). */
+export const STOP = Symbol('stop');

@@ -79,6 +79,20 @@ export class Locks {
     this.#ownerPrefix = `locks-${instances}`;
   }
 
+  /**
+   * Opens namespace `namespace` of a shared store (`redis://`, `rediss://`; Node only): locks
+   * shared by every process and machine that opens it, Node and Rust replicas alike, with the
+   * same API as this class, asynchronous (every call is a round trip). The store's client is an
+   * optional peer dependency (`ioredis`); a missing one is a StoreError naming it.
+   * @param {string} url
+   * @param {string} namespace
+   * @param {{bound?: number, limits?: object, poll?: number}} [options]
+   */
+  static async open(url, namespace, options = {}) {
+    const { StoreLocks } = await import('./stores/locks.js');
+    return StoreLocks.open(url, namespace, options);
+  }
+
   /** The underlying table (for inspection; calls on it bypass waiter and lease bookkeeping). */
   get table() {
     return this.#table;

@@ -8,9 +8,9 @@
 //! float), turned into nanoseconds. Record versions cross as decimal strings (they are 64-bit).
 
 use lock_core::{AcquireOutcome, Fence, Instant, Reply, Response};
-use lock_store::driver::{Call, Client, LocalInstant, Next, Op, Outcome};
+use lock_store::driver::{Call, Client, LocalInstant, Next, Op, Outcome, Waiting, Wanted, Won};
 use lock_store::store::{Read, Stored, TimeSource, Written};
-use lock_store::StoreError;
+use lock_store::{Error, StoreError};
 use wasm_bindgen::prelude::*;
 
 use super::answer::Answer;
@@ -136,6 +136,116 @@ impl RawCall {
     }
 }
 
+/// Status of `RawWaiting::want`: run `call_waiting` (an acquire or a renewal of the place).
+const WANT_CALL: u32 = 1;
+/// Status of `RawWaiting::want`: run `call_waiting` (an inspection).
+const WANT_LOOK: u32 = 3;
+/// Status of `RawWaiting::want`: nap `nap_ms()` or until this owner's hand-off notice.
+const WANT_NAP: u32 = 4;
+/// Status of `RawWaiting::want`: pause `nap_ms()` (a store call failed).
+const WANT_PAUSE: u32 = 5;
+
+/// Status of `finish_waiting`: go on (`want` again).
+const GO_ON: u32 = 0;
+/// Status of `finish_waiting`: won (`fence()`, `deadline()`, `local_end()`).
+const WON: u32 = 1;
+/// Status of `finish_waiting`: a lock error (`error_*`).
+const WAIT_LOCK_ERROR: u32 = 2;
+/// Status of `finish_waiting`: the namespace does not exist: install it, then `call_waiting`
+/// again (the same call).
+const WAIT_INSTALL: u32 = 3;
+/// Status of `finish_waiting`: a store error (`store_error_*`).
+const WAIT_STORE_ERROR: u32 = 4;
+/// Status of `finish_waiting`: the wait timed out.
+const WAIT_TIMED_OUT: u32 = 5;
+/// Status of `finish_waiting`: this owner already waits for this key.
+const WAIT_ALREADY_WAITING: u32 = 6;
+
+/// An `acquire` with a wait (not part of the package's public API): the Rust `Locks`' waiting
+/// rules, driven through a `RawClient`.
+#[wasm_bindgen]
+pub struct RawWaiting {
+    waiting: Waiting,
+    /// The operation of the last `want`, for `call_waiting`.
+    op: Option<Op>,
+    nap_ms: f64,
+    won: Option<Won>,
+}
+
+#[wasm_bindgen]
+impl RawWaiting {
+    /// An acquire of `key` for `owner` for `ttl` ms, waiting up to `wait` ms; `poll` ms is the
+    /// longest nap without hand-off notices.
+    #[wasm_bindgen(constructor)]
+    pub fn new(key: &str, owner: &str, ttl: f64, wait: f64, poll: f64) -> RawWaiting {
+        let d = |v: f64| std::time::Duration::from_millis(ms(v));
+        RawWaiting {
+            waiting: Waiting::new(key, owner, d(ttl), d(wait), d(poll)),
+            op: None,
+            nap_ms: 0.0,
+            won: None,
+        }
+    }
+
+    /// What to do next: 1 (or 2, a renewal) or 3: `call_waiting`; 4: nap `nap_ms()` or until
+    /// this owner's hand-off notice; 5: pause `nap_ms()`.
+    pub fn want(&mut self) -> u32 {
+        match self.waiting.want() {
+            Wanted::Ask(op) => {
+                self.op = Some(op);
+                WANT_CALL
+            }
+            Wanted::Renew(op) => {
+                self.op = Some(op);
+                WANT_CALL + 1
+            }
+            Wanted::Look => {
+                self.op = Some(Op::Inspect);
+                WANT_LOOK
+            }
+            Wanted::Nap(nap) => {
+                self.nap_ms = nap.as_secs_f64() * 1000.0;
+                WANT_NAP
+            }
+            Wanted::Pause(pause) => {
+                self.nap_ms = pause.as_secs_f64() * 1000.0;
+                WANT_PAUSE
+            }
+        }
+    }
+
+    /// How long to nap or pause (ms).
+    pub fn nap_ms(&self) -> f64 {
+        self.nap_ms
+    }
+
+    /// Whether the caller is queued (a failure must cancel its wait first).
+    pub fn in_line(&self) -> bool {
+        self.waiting.in_line()
+    }
+
+    /// The driver now hears (or no longer hears) this owner's hand-off notices.
+    pub fn watching(&mut self, watched: bool) {
+        self.waiting.watching(watched);
+    }
+
+    /// The won lease's fencing token.
+    pub fn fence(&self) -> f64 {
+        self.won.map_or(0.0, |w| w.fence.0 as f64)
+    }
+
+    /// The won lease's deadline (store's time, ms).
+    pub fn deadline(&self) -> f64 {
+        self.won.map_or(0.0, |w| w.deadline.0 as f64)
+    }
+
+    /// When the won lease's holder stops believing in it (local ms).
+    pub fn local_end(&self) -> f64 {
+        self.won
+            .map_or(0.0, |w| w.local_end.as_nanos() as f64 / 1e6)
+    }
+}
+
 /// A store's decision loop for one namespace (not part of the package's public API).
 #[wasm_bindgen]
 pub struct RawClient {
@@ -236,6 +346,47 @@ impl RawClient {
         match (op_of(op, owner, fence, ttl, wait_deadline), &self.client) {
             (Some(op), Some(client)) => client.is_valid(key, &op, at(at_ms)),
             _ => false,
+        }
+    }
+
+    /// The call `waiting`'s last `want` asked for, on `key`, at local instant `t`.
+    pub fn call_waiting(&mut self, waiting: &RawWaiting, key: &str, t: f64) -> Option<RawCall> {
+        let op = waiting.op.clone()?;
+        let call = self.client.as_mut()?.call(key, op, Instant::ZERO, local(t));
+        Some(RawCall {
+            call,
+            write: None,
+            pause_ms: 0.0,
+        })
+    }
+
+    /// Ends `call` (a `call_waiting`) and hands its end to `waiting`, at local instant `t`:
+    /// 0 go on, 1 won, 2 a lock error, 3 install the namespace and call again, 4 a store
+    /// error, 5 the wait timed out, 6 this owner already waits for the key.
+    pub fn finish_waiting(&mut self, waiting: &mut RawWaiting, call: RawCall, t: f64) -> u32 {
+        let Some(client) = self.client.as_mut() else {
+            return FAILED;
+        };
+        let ended = client.finish(call.call);
+        if let Err(StoreError::NoNamespace { .. }) = &ended {
+            return WAIT_INSTALL;
+        }
+        match waiting.waiting.answered(ended, local(t)) {
+            Ok(None) => GO_ON,
+            Ok(Some(won)) => {
+                waiting.won = Some(won);
+                WON
+            }
+            Err(Error::Lock(e)) => {
+                self.answer.fail(e);
+                WAIT_LOCK_ERROR
+            }
+            Err(Error::Store(e)) => {
+                self.store_error = Some(e);
+                WAIT_STORE_ERROR
+            }
+            Err(Error::WaitTimedOut) => WAIT_TIMED_OUT,
+            Err(Error::AlreadyWaiting) => WAIT_ALREADY_WAITING,
         }
     }
 
@@ -543,4 +694,13 @@ fn outcome_json(outcome: &Outcome, t: LocalInstant) -> String {
         )
         .raw("localEnd", &local_end)
         .done()
+}
+
+/// Why `name` cannot be a namespace (`""`: it can), as every store checks it.
+#[wasm_bindgen(js_name = namespaceError)]
+pub fn namespace_error(name: &str) -> String {
+    lock_store::store::check_namespace(name)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default()
 }

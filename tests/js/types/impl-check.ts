@@ -3,6 +3,7 @@
 // cannot drift from index.d.ts. Compiled (never run) by tests/js/declarations.test.js.
 import type * as Declared from '../../../lock-wasm/js/index.js';
 import * as Impl from '../../../lock-wasm/js/src/api.js';
+import type { StoreLease, StoreLocks } from '../../../lock-wasm/js/src/stores/locks.js';
 
 type Assignable<T, U extends T> = U;
 
@@ -14,3 +15,7 @@ export type Records = Assignable<Declared.KeyRecord, Impl.KeyRecord>;
 export const tableStatics: Pick<typeof Declared.LockTable, 'defaultLimits' | 'outcomeTypes' | 'errorCodes'> = Impl.LockTable;
 export const waitTimedOut: typeof Declared.WAIT_TIMED_OUT = Impl.WAIT_TIMED_OUT;
 export const alreadyWaiting: typeof Declared.ALREADY_WAITING = Impl.ALREADY_WAITING;
+export type StoreErrors = Assignable<Declared.StoreError, Impl.StoreError>;
+export type StoreLeases = Assignable<Declared.StoreLease, StoreLease>;
+export type StoreLocksInstances = Assignable<Declared.StoreLocks, StoreLocks>;
+export const open: typeof Declared.Locks.open = Impl.Locks.open;

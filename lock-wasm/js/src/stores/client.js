@@ -6,14 +6,24 @@
 // writes and the re-read of an ambiguous write) within the store's bound.
 
 import { performance } from 'node:perf_hooks';
-import { RawClient } from '../../engine/lock_wasm.js';
+import { RawClient, RawWaiting } from '../../engine/lock_wasm.js';
 import { FAILED, FIRST_OUTCOME, f64, limitValues, names, toError } from '../table.js';
-import { StoreError } from '../errors.js';
+import { ALREADY_WAITING, LockError, StoreError, WAIT_TIMED_OUT } from '../errors.js';
 
 const READ = 1;
 const WRITE = 2;
 const PAUSE = 3;
 const STORE_FAILED = 100;
+
+// RawWaiting.want and RawClient.finish_waiting (lock-wasm/src/js/client.rs).
+const WANT_NAP = 4;
+const WANT_PAUSE = 5;
+const GO_ON = 0;
+const WON = 1;
+const WAIT_LOCK_ERROR = 2;
+const WAIT_INSTALL = 3;
+const WAIT_STORE_ERROR = 4;
+const WAIT_TIMEOUT = 5;
 
 /** The shape of each operation's answer: 'acquire' | 'done' | 'extend' | 'inspect'. */
 const SHAPES = {
@@ -28,6 +38,20 @@ const SHAPES = {
 };
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Sleeps `ms`, or less if `signal` aborts. */
+function sleepUnless(ms, signal) {
+  if (signal === undefined) return sleep(ms);
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve(undefined);
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
 
 /**
  * A store's namespace with the engine's decision loop. `driver` does the IO: `describe`,
@@ -98,15 +122,27 @@ export class StoreClient {
   /** One run; `null` if the namespace does not exist. */
   async #attempt(op, key, args) {
     const raw = this.#raw;
-    const start = performance.now();
-    const call = raw.call(op, key, args.owner ?? '', args.fence ?? 0, args.ttl ?? 0, args.waitDeadline ?? 0, args.at ?? 0, start);
+    const call = raw.call(op, key, args.owner ?? '', args.fence ?? 0, args.ttl ?? 0, args.waitDeadline ?? 0, args.at ?? 0, performance.now());
     if (call === undefined) throw new TypeError(`unknown operation ${op}`);
+    const status = await this.#drive(call, key, () => raw.finish(call, performance.now()));
+    if (status === STORE_FAILED) {
+      if (raw.store_error_code() === 'no-namespace') return null;
+      throw this.#storeError();
+    }
+    return this.#answer(op, key, status);
+  }
+
+  /**
+   * Does the IO `call` asks for until it is over, then `finish()`es it (which takes the call);
+   * frees the call if anything throws first.
+   */
+  async #drive(call, key, finish) {
+    const start = performance.now();
     let finished = false;
     try {
       let calls = 0;
       for (;;) {
-        const t = performance.now();
-        const next = raw.poll(call, t);
+        const next = this.#raw.poll(call, performance.now());
         if (next === PAUSE) {
           await sleep(call.pause_ms());
           continue;
@@ -118,15 +154,82 @@ export class StoreClient {
         else await this.#write(call, key, left);
       }
       finished = true; // finish takes the call (and frees it)
-      const status = raw.finish(call, performance.now());
-      if (status === STORE_FAILED) {
-        if (raw.store_error_code() === 'no-namespace') return null;
-        throw this.#storeError();
-      }
-      return this.#answer(op, key, status);
+      return finish();
     } finally {
       if (!finished) call.free();
     }
+  }
+
+  /**
+   * An acquire of `key` for `owner` waiting up to `wait` ms, by the Rust clients' waiting rules
+   * (lock-store's queue.rs, in the engine): queued with a short wait deadline renewed while this
+   * process lives, looking at the key's next deadline or at a hand-off notice (`notices`, if the
+   * store sends them), riding out a store that fails while time remains. Answers
+   * `{fence, deadline, localEnd}`; throws a LockError (`wait-timed-out`, `already-waiting`, the
+   * core's) or a StoreError, or `signal.reason` when it aborts (its place in the queue is
+   * cancelled first, if the store can be reached).
+   * @param {{poll?: number, signal?: AbortSignal, notices?: {subscribe: Function}}} [options]
+   */
+  async wait(key, owner, ttl, wait, options = {}) {
+    const raw = this.#raw;
+    const waiting = new RawWaiting(key, owner, ttl, wait, options.poll ?? 50);
+    const { signal, notices } = options;
+    let heard = null;
+    try {
+      for (;;) {
+        if (signal?.aborted) {
+          if (waiting.in_line()) await this.#cancelWait(key, owner);
+          throw signal.reason;
+        }
+        const want = waiting.want();
+        if (want === WANT_NAP || want === WANT_PAUSE) {
+          const nap = waiting.nap_ms();
+          if (want === WANT_NAP && heard !== null) {
+            if ((await heard.wait(nap, signal)) === 'failed') {
+              // The notice connection failed: look by ourselves from now on.
+              heard.close();
+              heard = null;
+              waiting.watching(false);
+            }
+          } else {
+            await sleepUnless(nap, signal);
+          }
+          continue;
+        }
+        let status;
+        do {
+          const call = raw.call_waiting(waiting, key, performance.now());
+          if (call === undefined) throw new Error('expiring-lock: this client is unusable');
+          status = await this.#drive(call, key, () => raw.finish_waiting(waiting, call, performance.now()));
+          // A namespace that does not exist is created by the first write, and only then.
+          if (status === WAIT_INSTALL) await this.#driver.install(this.#bound);
+        } while (status === WAIT_INSTALL);
+        if (status === WON) return { fence: waiting.fence(), deadline: waiting.deadline(), localEnd: waiting.local_end() };
+        if (status !== GO_ON) {
+          const error = this.#waitError(status, key, owner);
+          if (waiting.in_line()) await this.#cancelWait(key, owner);
+          throw error;
+        }
+        if (waiting.in_line() && heard === null && notices !== undefined) {
+          heard = notices.subscribe(key, owner);
+          waiting.watching(true);
+        }
+      }
+    } finally {
+      heard?.close();
+      waiting.free();
+    }
+  }
+
+  async #cancelWait(key, owner) {
+    await this.run('cancel-wait', key, { owner }).catch(() => {});
+  }
+
+  #waitError(status, key, owner) {
+    if (status === WAIT_LOCK_ERROR) return toError(this.#raw);
+    if (status === WAIT_STORE_ERROR) return this.#storeError();
+    if (status === WAIT_TIMEOUT) return new LockError(WAIT_TIMED_OUT, `the wait for ${JSON.stringify(key)} timed out`);
+    return new LockError(ALREADY_WAITING, `owner ${JSON.stringify(owner)} is already waiting for ${JSON.stringify(key)}`);
   }
 
   async #read(call, key, left) {
@@ -171,7 +274,8 @@ export class StoreClient {
   }
 
   #storeError() {
-    return new StoreError(this.#raw.store_error_code(), this.#raw.store_error_message());
+    const code = /** @type {import('../../index.d.ts').StoreErrorCode} */ (this.#raw.store_error_code());
+    return new StoreError(code, this.#raw.store_error_message());
   }
 
   /** The finished call's answer. */
@@ -197,15 +301,19 @@ export class StoreClient {
     return { reply, events, ...outcome };
   }
 
-  /** Frees the engine's memory for this client. */
+  #freed = false;
+
+  /** Frees the engine's memory for this client (once). */
   free() {
-    this.#raw?.free();
-    this.#raw = undefined;
+    if (this.#freed) return;
+    this.#freed = true;
+    this.#raw.free();
   }
 }
 
 /** A driver's failure as a store error code and a reason. */
 function failure(e) {
   if (e instanceof StoreError) return [e.code, e.message];
+  // Anything else a driver threw is the server's answer to the call.
   return ['server', e instanceof Error ? e.message : String(e)];
 }

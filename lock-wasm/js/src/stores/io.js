@@ -14,7 +14,8 @@ export const PEERS = {
 export async function requirePeer(name, url) {
   try {
     return await import(name);
-  } catch (e) {
+  } catch (error) {
+    const e = /** @type {{code?: string}} */ (error);
     if (e?.code === 'ERR_MODULE_NOT_FOUND' || e?.code === 'MODULE_NOT_FOUND') {
       const scheme = String(url).split(':')[0];
       throw new StoreError('not-compiled', `the ${scheme}:// store needs the package ${name}: npm install ${name}`, { cause: e });

@@ -118,7 +118,7 @@ export class RedisDriver {
     let reply;
     try {
       reply = await bounded(this, bound, () =>
-        this.#redis.expiringLockCasBuffer(
+        /** @type {any} */ (this.#redis).expiringLockCasBuffer(
           this.#recordKey(key),
           this.#counter,
           w.expected,
@@ -148,7 +148,8 @@ export class RedisDriver {
     let found;
     try {
       found = await bounded(this, bound, () => this.#redis.set(this.#formatKey, FORMAT, 'NX', 'GET'));
-    } catch (e) {
+    } catch (error) {
+      const e = /** @type {Error} */ (error);
       if (String(e.message).includes('WRONGTYPE')) {
         throw new StoreError('schema', `${this.describe}: ${this.#formatKey} is not ours (a value of another type)`);
       }
@@ -161,7 +162,36 @@ export class RedisDriver {
 
   /** Tells the namespace's waiters that `key` was handed to `owner` (best effort). */
   async announce(key, owner) {
-    await this.#redis.publish(`${this.#prefix}:handoff`, `${key}\n${owner}`);
+    await this.#redis.publish(this.#channel(), `${key}\n${owner}`);
+  }
+
+  #channel() {
+    return `${this.#prefix}:handoff`;
+  }
+
+  /**
+   * A listening connection of its own for the namespace's hand-off notices (see Notices):
+   * `onNotice(text)` for each, `onFailure()` once if it fails.
+   */
+  async listen(onNotice, onFailure) {
+    const sub = this.#redis.duplicate({ lazyConnect: true, maxRetriesPerRequest: 0, autoResubscribe: false });
+    let failed = false;
+    const fail = () => {
+      if (failed) return;
+      failed = true;
+      onFailure();
+    };
+    sub.on('error', fail);
+    sub.on('end', fail);
+    sub.on('message', (_, text) => onNotice(text));
+    await sub.connect();
+    await sub.subscribe(this.#channel());
+    return {
+      close: async () => {
+        failed = true;
+        await sub.quit().catch(() => sub.disconnect());
+      },
+    };
   }
 
   /** Every key with a record (not tombstones), sorted. */

@@ -1,0 +1,434 @@
+// StoreLocks and StoreLease: the Locks/Lease API over a shared store, so that replicas (Node and
+// Rust alike) share one lock. Every decision is lock-store's decision loop's and the core's, in
+// the engine (StoreClient); this file keeps the leases: when each must be believed lost (on this
+// process's clock, before any other client can be handed the key), keep-alive, and the signals.
+
+import { hostname } from 'node:os';
+import { performance } from 'node:perf_hooks';
+import { namespaceError } from '../../engine/lock_wasm.js';
+import { CLOSED, LockError, StoreError, ms, text } from '../errors.js';
+import { RELEASE_OR_REFUSAL, STOP } from '../internal.js';
+import { StoreClient } from './client.js';
+import { Notices } from './notices.js';
+import { openDriver } from './open.js';
+
+/** Renew a kept-alive lease when a third of its TTL has passed; retry a failed renewal sooner. */
+const KEEP_ALIVE_FRACTION = 3;
+const RETRY_FRACTION = 10;
+/** The longest delay `setTimeout` honours (ms). */
+const MAX_TIMER_DELAY = 2 ** 31 - 1;
+const FOREVER = Number.MAX_SAFE_INTEGER;
+
+const LEASE_OPTIONS = new Set(['ttl', 'owner', 'keepAlive', 'onLost']);
+const ACQUIRE_OPTIONS = new Set([...LEASE_OPTIONS, 'timeout', 'signal']);
+const WITH_LOCK_OPTIONS = new Set([...ACQUIRE_OPTIONS, 'ifAvailable']);
+const OPEN_OPTIONS = new Set(['bound', 'limits', 'poll']);
+
+function known(call, options, names) {
+  if (options === null || typeof options !== 'object') {
+    throw new TypeError(`${call}: options must be an object${names.has('ttl') ? ' with at least { ttl }' : ''}`);
+  }
+  const unknown = Object.keys(options).filter((name) => !names.has(name));
+  if (unknown.length > 0) {
+    throw new TypeError(`unknown option${unknown.length > 1 ? 's' : ''} ${unknown.map((n) => JSON.stringify(n)).join(', ')} for ${call}; known: ${[...names].join(', ')}`);
+  }
+}
+
+function leaseOptions(call, options, names) {
+  known(call, options, names);
+  const { ttl, owner, keepAlive = false, onLost } = options;
+  ms('ttl', ttl);
+  if (owner !== undefined) text('owner', owner);
+  if (onLost !== undefined && typeof onLost !== 'function') throw new TypeError('onLost must be a function');
+  return { ttl, owner, keepAlive: Boolean(keepAlive), onLost };
+}
+
+let instances = 0;
+
+/**
+ * Locks shared through a store (`redis://`, `rediss://`): the same API as the in-process `Locks`,
+ * asynchronous because every call is a round trip. Open with `await Locks.open(url, namespace)`.
+ */
+export class StoreLocks {
+  #client;
+  #driver;
+  #notices;
+  #poll;
+  #ownerPrefix;
+  #ownerSeq = 0;
+  #closed = false;
+  #leases = new Set();
+
+  /** @internal use `Locks.open(url, namespace)` */
+  constructor(driver, client, options) {
+    this.#driver = driver;
+    this.#client = client;
+    this.#poll = options.poll ?? 50;
+    this.#notices = typeof driver.listen === 'function' ? new Notices((onNotice, onFailure) => driver.listen(onNotice, onFailure)) : undefined;
+    instances += 1;
+    this.#ownerPrefix = `${hostname()}:${process.pid}:${instances}`;
+  }
+
+  /**
+   * Opens namespace `namespace` of the store at `url`. Options: `bound` (ms one call may take,
+   * default 5 000), `limits` (as `LockTable`'s), `poll` (ms between a waiter's own looks when the
+   * store sends no notices, default 50).
+   * @returns {Promise<StoreLocks>}
+   */
+  static async open(url, namespace, options = {}) {
+    if (typeof url !== 'string') throw new TypeError(`url must be a string, got ${typeof url}`);
+    text('namespace', namespace);
+    known('Locks.open', options, OPEN_OPTIONS);
+    if (options.bound !== undefined) ms('bound', options.bound);
+    if (options.poll !== undefined) ms('poll', options.poll);
+    const invalid = namespaceError(namespace);
+    if (invalid !== '') throw new StoreError('namespace', invalid);
+    const driver = await openDriver(url, namespace, options);
+    let client;
+    try {
+      client = new StoreClient(driver, { limits: options.limits ?? {}, bound: options.bound });
+    } catch (error) {
+      await driver.close();
+      throw error;
+    }
+    return new StoreLocks(driver, client, options);
+  }
+
+  /** What the store is: its URL without password, and the namespace. */
+  get store() {
+    return this.#driver.describe;
+  }
+
+  #open() {
+    if (this.#closed) throw new LockError(CLOSED, 'this Locks was closed');
+  }
+
+  #owner(owner) {
+    if (owner !== undefined) return owner;
+    this.#ownerSeq += 1;
+    return `${this.#ownerPrefix}#${this.#ownerSeq}`;
+  }
+
+  /**
+   * Takes `key` now if it is free: a StoreLease, or `null` when another owner holds it.
+   * @returns {Promise<StoreLease | null>}
+   */
+  async tryAcquire(key, options) {
+    this.#open();
+    const { ttl, owner, keepAlive, onLost } = leaseOptions('tryAcquire', options, LEASE_OPTIONS);
+    text('key', key);
+    const who = this.#owner(owner);
+    const answer = await this.#client.run('try-acquire', key, { owner: who, ttl });
+    const { reply } = answer;
+    if (reply.error !== undefined) {
+      if (reply.error.code === 'held') return null;
+      throw reply.error;
+    }
+    if (reply.type !== 'acquired' && reply.type !== 'already-held') {
+      throw new LockError(reply.type, `owner ${JSON.stringify(who)} is already waiting for ${JSON.stringify(key)}`, { position: reply.position });
+    }
+    return this.#lease(key, who, ttl, reply.fence, reply.deadline, answer.localEnd, keepAlive, onLost);
+  }
+
+  /**
+   * Takes `key`, waiting in its FIFO queue (shared by every replica) until it is handed over.
+   * Rejects with LockError `wait-timed-out` after `timeout` ms, with `signal.reason` when `signal`
+   * aborts (the place in the queue is cancelled first), or with the core's error or a StoreError.
+   * @returns {Promise<StoreLease>}
+   */
+  async acquire(key, options) {
+    this.#open();
+    const { ttl, owner, keepAlive, onLost } = leaseOptions('acquire', options, ACQUIRE_OPTIONS);
+    text('key', key);
+    const { timeout, signal } = options;
+    if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('signal must be an AbortSignal');
+    if (signal?.aborted) throw signal.reason;
+    const wait = timeout === undefined ? FOREVER : ms('timeout', timeout);
+    const who = this.#owner(owner);
+    const won = await this.#client.wait(key, who, ttl, wait, { poll: this.#poll, signal, notices: this.#notices });
+    return this.#lease(key, who, ttl, won.fence, won.deadline, won.localEnd, keepAlive, onLost);
+  }
+
+  /**
+   * Runs `callback(lease)` while holding `key` and releases it when the callback settles.
+   * `lease.signal` aborts when the lease is lost. With `ifAvailable: true` it does not wait: the
+   * callback gets `null` when the key is held. If the lease was lost before the callback settled,
+   * rejects with LockError `expired` (the callback's value as `result`, its error as `cause`).
+   */
+  async withLock(key, options, callback) {
+    if (typeof callback !== 'function') throw new TypeError(`withLock needs a callback as its third argument, got ${typeof callback}`);
+    known('withLock', options, WITH_LOCK_OPTIONS);
+    const { ifAvailable, ...rest } = options;
+    if (ifAvailable && (rest.timeout !== undefined || rest.signal !== undefined)) {
+      throw new TypeError('withLock with ifAvailable does not wait: timeout and signal do not apply');
+    }
+    const lease = ifAvailable ? await this.tryAcquire(key, rest) : await this.acquire(key, rest);
+    if (lease === null) return callback(null);
+    let settled;
+    try {
+      settled = { result: await callback(lease) };
+    } catch (error) {
+      settled = { cause: error };
+    }
+    const refusal = await lease[RELEASE_OR_REFUSAL]();
+    if (lease.isLost) {
+      const base = refusal ?? new LockError('expired', `the lease on ${JSON.stringify(key)} (fence ${lease.fence}) was lost`, { deadline: lease.deadline });
+      throw new LockError(base.code, `${base.message} (the withLock callback settled after the loss; its work may have overlapped the next holder's)`, base.details, settled);
+    }
+    if ('cause' in settled) throw settled.cause;
+    return settled.result;
+  }
+
+  /** The holder and waiters of `key` now (`null` if free). */
+  async inspect(key) {
+    this.#open();
+    text('key', key);
+    const { reply } = await this.#client.run('inspect', key);
+    if (reply.error !== undefined) throw reply.error;
+    return reply.info;
+  }
+
+  /** Every key of the namespace with a record, in byte order. */
+  async keys() {
+    this.#open();
+    return this.#driver.keys();
+  }
+
+  /** Stops every lease's timers (leases become inert) and closes the connections. */
+  async close() {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const lease of this.#leases) lease[STOP]();
+    this.#leases.clear();
+    await this.#notices?.close().catch(() => {});
+    await this.#driver.close();
+    this.#client.free();
+  }
+
+  /** `await using locks = await Locks.open(...)`: closed when the scope ends. */
+  async [Symbol.asyncDispose]() {
+    await this.close();
+  }
+
+  #lease(key, owner, ttl, fence, deadline, localEnd, keepAlive, onLost) {
+    const lease = new StoreLease(
+      {
+        extend: (l, t) => this.#extend(l, t),
+        release: (l) => this.#release(l),
+        ended: (l) => this.#leases.delete(l),
+      },
+      { key, owner, ttl, fence, deadline, localEnd, keepAlive, onLost },
+    );
+    this.#leases.add(lease);
+    return lease;
+  }
+
+  async #extend(lease, ttl) {
+    this.#open();
+    const answer = await this.#client.run('extend', lease.key, { owner: lease.owner, fence: lease.fence, ttl });
+    return answer;
+  }
+
+  async #release(lease) {
+    if (this.#closed) return { reply: {}, now: null };
+    return this.#client.run('release', lease.key, { owner: lease.owner, fence: lease.fence });
+  }
+}
+
+/** A lease held through a store: its fencing token, its deadline, and the signals of its loss. */
+export class StoreLease {
+  #locks;
+  #ttl;
+  #state = 'held'; // held | released | lost
+  /** @type {((info: import('../../index.d.ts').LostInfo) => void) | undefined} */
+  #onLost;
+  /** @type {number} */
+  #localEnd = 0;
+  /** @type {ReturnType<typeof setTimeout> | undefined} */
+  #endTimer = undefined;
+  /** @type {ReturnType<typeof setTimeout> | undefined} */
+  #renewTimer = undefined;
+  /** @type {Readonly<import('../../index.d.ts').LostInfo> | null} */
+  #lostInfo = null;
+  /** @type {((info: import('../../index.d.ts').LostInfo) => void) | null} */
+  #resolveLost = null;
+  /** @type {Promise<import('../../index.d.ts').LostInfo> | null} */
+  #lostPromise = null;
+  /** @type {AbortController | null} */
+  #controller = null;
+
+  /** @internal made by StoreLocks */
+  constructor(locks, { key, owner, ttl, fence, deadline, localEnd, keepAlive, onLost }) {
+    this.#locks = locks;
+    this.key = key;
+    this.owner = owner;
+    this.fence = fence;
+    this.deadline = deadline;
+    /** When the release took effect, in the store's time (`null` until then; for audit logs). @type {number | null} */
+    this.releasedAt = null;
+    this.#ttl = ttl;
+    this.#onLost = onLost;
+    this.#believeUntil(localEnd);
+    if (keepAlive) this.#scheduleRenewal(ttl / KEEP_ALIVE_FRACTION);
+  }
+
+  /**
+   * Whether the lease is still held (not released, not lost). Read from this process's clock at
+   * each call, not only from the timer: a busy event loop can run the timer late, never this.
+   */
+  get held() {
+    this.#check();
+    return this.#state === 'held';
+  }
+
+  /** Whether the lease was lost before it was released (see `held`). */
+  get isLost() {
+    this.#check();
+    return this.#state === 'lost';
+  }
+
+  /** Resolves with `{key, owner, fence, at}` when the lease is lost; never if it is released. */
+  get lost() {
+    this.#lostPromise ??=
+      this.#lostInfo !== null
+        ? Promise.resolve(this.#lostInfo)
+        : new Promise((resolve) => {
+            this.#resolveLost = resolve;
+          });
+    return this.#lostPromise;
+  }
+
+  /** An AbortSignal that aborts when the lease is lost. */
+  get signal() {
+    if (this.#controller === null) {
+      this.#controller = new AbortController();
+      if (this.#lostInfo !== null) this.#controller.abort(lostError(this.#lostInfo));
+    }
+    return this.#controller.signal;
+  }
+
+  /** The lease ends, on this process's clock, at local instant `localEnd` (performance.now() ms). */
+  #believeUntil(localEnd) {
+    this.#localEnd = localEnd;
+    clearTimeout(this.#endTimer);
+    const delay = Math.min(MAX_TIMER_DELAY, Math.max(0, localEnd - performance.now()));
+    this.#endTimer = setTimeout(() => this.#timerFired(), delay);
+    this.#endTimer.unref?.();
+  }
+
+  /** Loses the lease if this process's clock reached its end. */
+  #check() {
+    if (this.#state === 'held' && performance.now() >= this.#localEnd) this.#lose(this.deadline);
+  }
+
+  #timerFired() {
+    this.#check();
+    if (this.#state === 'held') this.#believeUntil(this.#localEnd);
+  }
+
+  #scheduleRenewal(delay) {
+    clearTimeout(this.#renewTimer);
+    this.#renewTimer = setTimeout(() => this.#renew(), Math.min(MAX_TIMER_DELAY, Math.max(1, delay)));
+    this.#renewTimer.unref?.();
+  }
+
+  async #renew() {
+    if (this.#state !== 'held') return;
+    try {
+      await this.extend();
+      this.#scheduleRenewal(this.#ttl / KEEP_ALIVE_FRACTION);
+    } catch (error) {
+      if (this.#state !== 'held') return;
+      // A store that failed: try again soon, while the lease may still be held.
+      if (error instanceof StoreError) this.#scheduleRenewal(this.#ttl / RETRY_FRACTION);
+    }
+  }
+
+  /**
+   * Pushes the deadline to now + `ttl` (default: the TTL it was acquired with); resolves with the
+   * new deadline. A lease that already ended rejects with LockError `expired` (or `not-held`).
+   */
+  async extend(ttl = this.#ttl) {
+    ms('ttl', ttl);
+    if (this.#state === 'lost') throw lostError(this.#lostInfo);
+    const answer = await this.#locks.extend(this, ttl);
+    const { reply } = answer;
+    if (reply.error !== undefined) {
+      this.#notHolder(reply.error);
+      throw reply.error;
+    }
+    if (this.#state !== 'held') throw lostError(this.#lostInfo ?? { key: this.key, owner: this.owner, fence: this.fence, at: this.deadline });
+    this.#ttl = ttl;
+    this.deadline = reply.deadline;
+    this.#believeUntil(answer.localEnd);
+    return this.deadline;
+  }
+
+  /**
+   * Releases the lease. `true` if this call released it, `false` if it was already released or
+   * lost (the store's refusal then reports the loss).
+   */
+  async release() {
+    if (this.#state !== 'held') return false;
+    return (await this[RELEASE_OR_REFUSAL]()) === null;
+  }
+
+  /**
+   * Releases, even a lease believed lost (the store may still hold it: this process
+   * stops believing early); the core's refusal (a LockError) if the store did not hold it.
+   */
+  async [RELEASE_OR_REFUSAL]() {
+    if (this.#state === 'released') return null;
+    const { reply, now } = await this.#locks.release(this);
+    if (reply.error !== undefined) {
+      this.#notHolder(reply.error);
+      return reply.error;
+    }
+    this.releasedAt = now;
+    if (this.#state === 'held') {
+      this.#state = 'released';
+      this[STOP]();
+    }
+    return null;
+  }
+
+  /** `await using lease = await locks.acquire(...)`: released when the scope ends. */
+  async [Symbol.asyncDispose]() {
+    await this.release();
+  }
+
+  /** Stops the timers (released, lost, or its Locks closed). */
+  [STOP]() {
+    clearTimeout(this.#endTimer);
+    clearTimeout(this.#renewTimer);
+    this.#locks.ended(this);
+  }
+
+  /** The store says this owner does not hold the lease any more. */
+  #notHolder(error) {
+    if (this.#state !== 'held') return;
+    if (['expired', 'not-held', 'not-owner'].includes(error.code)) this.#lose(error.details.deadline ?? this.deadline);
+  }
+
+  #lose(at) {
+    if (this.#state !== 'held') return;
+    this.#state = 'lost';
+    this[STOP]();
+    this.#lostInfo = Object.freeze({ key: this.key, owner: this.owner, fence: this.fence, at });
+    this.#resolveLost?.(this.#lostInfo);
+    this.#controller?.abort(lostError(this.#lostInfo));
+    if (this.#onLost !== undefined) {
+      try {
+        this.#onLost(this.#lostInfo);
+      } catch (error) {
+        console.error('expiring-lock: an onLost callback threw', error);
+      }
+    }
+  }
+}
+
+function lostError(info) {
+  return new LockError('expired', `the lease on ${JSON.stringify(info.key)} (fence ${info.fence}) ended at ${info.at} ms`, {
+    deadline: info.at,
+  });
+}

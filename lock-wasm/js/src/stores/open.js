@@ -1,0 +1,18 @@
+// A store's driver by URL scheme. Each store's client is an optional peer dependency, imported
+// only when its scheme is opened.
+
+import { StoreError } from '../errors.js';
+
+/** Opens the driver of `url` for `namespace`. */
+export async function openDriver(url, namespace, options = {}) {
+  const scheme = url.split(':')[0];
+  switch (scheme) {
+    case 'redis':
+    case 'rediss': {
+      const { RedisDriver } = await import('./redis.js');
+      return RedisDriver.open(url, namespace, options);
+    }
+    default:
+      throw new StoreError('url', `bad store URL ${JSON.stringify(url.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@'))}: the npm package's stores are redis:// and rediss:// (postgres://, mysql:// and sqlite:// are next)`);
+  }
+}

@@ -1,0 +1,181 @@
+// Locks over a shared store from Node (Locks.open): the in-process Locks API, asynchronous, on
+// real servers, every decision the engine's. Each test opens a namespace of its own.
+
+import { describe, it, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { Locks, LockError, StoreError } from '../../lock-wasm/js/src/node.js';
+import { readFileSync } from 'node:fs';
+import ts from 'typescript';
+import { requirePeer } from '../../lock-wasm/js/src/stores/io.js';
+import { STORES, uniqueNamespace } from './lib/stores.js';
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The member names index.d.ts declares for interface `name`. */
+function declaredMembers(name) {
+  const text = readFileSync(new URL('../../lock-wasm/js/index.d.ts', import.meta.url), 'utf8');
+  const source = ts.createSourceFile('index.d.ts', text, ts.ScriptTarget.Latest, true);
+  const node = source.statements.find((st) => ts.isInterfaceDeclaration(st) && st.name.text === name);
+  return [...new Set(node.members.map((m) => (ts.isComputedPropertyName(m.name) ? m.name.expression.getText(source) : m.name.getText(source))))].sort();
+}
+
+/** The public members of `object` (its prototype's and its own; internal symbols left out). */
+function runtimeMembers(object) {
+  const names = new Set(Object.keys(object));
+  const proto = Object.getPrototypeOf(object);
+  for (const name of Object.getOwnPropertyNames(proto)) if (name !== 'constructor') names.add(name);
+  if (Object.getOwnPropertySymbols(proto).includes(Symbol.asyncDispose)) names.add('Symbol.asyncDispose');
+  return [...names].sort();
+}
+
+it('refuses a bad namespace, a bad URL and an unreachable store with typed errors', async () => {
+  await assert.rejects(Locks.open('redis://127.0.0.1:6379', 'Bad-Name'), (e) => e instanceof StoreError && e.code === 'namespace');
+  await assert.rejects(Locks.open('ftp://127.0.0.1/x', 'jobs'), (e) => e instanceof StoreError && e.code === 'url');
+  await assert.rejects(Locks.open('redis://127.0.0.1:1', 'jobs', { bound: 500 }), (e) => e instanceof StoreError && e.code === 'connect');
+  await assert.rejects(Locks.open('redis://127.0.0.1:6379', 'jobs', { bond: 5 }), TypeError);
+});
+
+it('names the package to install when a store client is missing', async () => {
+  await assert.rejects(
+    requirePeer('expiring-lock-no-such-client', 'redis://h'),
+    (e) => e instanceof StoreError && e.code === 'not-compiled' && e.message.includes('npm install expiring-lock-no-such-client'),
+  );
+});
+
+for (const store of STORES) {
+  describe(`Locks.open over ${store.name}`, () => {
+    const opened = [];
+    const open = async (options) => {
+      const ns = opened.length === 0 ? uniqueNamespace('jslocks') : opened[0].ns;
+      const locks = await Locks.open(store.url, ns, options);
+      opened.push({ ns, locks });
+      return locks;
+    };
+    after(async () => {
+      for (const { locks } of opened) await locks.close();
+      if (opened.length > 0) {
+        const driver = await store.open(opened[0].ns);
+        await driver.uninstall();
+        await driver.close();
+      }
+    });
+
+    it('grants, refuses a held key, releases once, and fences increase', async () => {
+      const a = await open();
+      const b = await open();
+      const first = await a.tryAcquire('job', { ttl: 5000, owner: 'a' });
+      // index.d.ts declares exactly what a StoreLocks and a StoreLease have.
+      assert.deepEqual(runtimeMembers(a), declaredMembers('StoreLocks'));
+      assert.deepEqual(runtimeMembers(first), declaredMembers('StoreLease'));
+      assert.ok(first.held && first.fence > 0);
+      assert.equal(await b.tryAcquire('job', { ttl: 5000, owner: 'b' }), null);
+      assert.deepEqual((await b.inspect('job')).owner, 'a');
+      assert.equal(await first.release(), true);
+      assert.equal(await first.release(), false);
+      assert.ok(first.releasedAt > 0);
+      const second = await b.tryAcquire('job', { ttl: 5000, owner: 'b' });
+      assert.ok(second.fence > first.fence);
+      assert.deepEqual(await a.keys(), ['job']);
+      await second.release();
+      assert.equal(await a.inspect('job'), null);
+    });
+
+    it('serves waiters of several Locks in FIFO order, handed over at each release', async () => {
+      const holder = await open();
+      const lease = await holder.tryAcquire('fifo', { ttl: 10_000, owner: 'h' });
+      const order = [];
+      const waiters = [];
+      for (const owner of ['w1', 'w2', 'w3']) {
+        const locks = await open();
+        waiters.push(
+          locks.acquire('fifo', { ttl: 10_000, owner, timeout: 20_000 }).then(async (l) => {
+            order.push(owner);
+            await sleep(20);
+            await l.release();
+          }),
+        );
+        // Queued in this order: each is in line before the next asks.
+        for (let i = 0; i < 100 && (await holder.inspect('fifo')).waiters.length < waiters.length; i += 1) await sleep(10);
+      }
+      assert.deepEqual((await holder.inspect('fifo')).waiters.map((w) => w.owner), ['w1', 'w2', 'w3']);
+      await lease.release();
+      await Promise.all(waiters);
+      assert.deepEqual(order, ['w1', 'w2', 'w3']);
+    });
+
+    it('times a wait out with wait-timed-out and leaves no place in the queue', async () => {
+      const a = await open();
+      const lease = await a.tryAcquire('busy', { ttl: 10_000, owner: 'a' });
+      await assert.rejects(a.acquire('busy', { ttl: 1000, owner: 'b', timeout: 300 }), (e) => e instanceof LockError && e.code === 'wait-timed-out');
+      assert.deepEqual((await a.inspect('busy')).waiters, []);
+      await lease.release();
+    });
+
+    it('an aborted wait rejects with the reason and cancels its place', async () => {
+      const a = await open();
+      const lease = await a.tryAcquire('abort', { ttl: 10_000, owner: 'a' });
+      const controller = new AbortController();
+      const waiting = a.acquire('abort', { ttl: 1000, owner: 'b', signal: controller.signal });
+      for (let i = 0; i < 100 && (await a.inspect('abort')).waiters.length === 0; i += 1) await sleep(10);
+      controller.abort(new Error('no longer needed'));
+      await assert.rejects(waiting, /no longer needed/);
+      assert.deepEqual((await a.inspect('abort')).waiters, []);
+      await lease.release();
+    });
+
+    it('a lease not kept alive is lost by its holder first, with every signal once', async () => {
+      const a = await open();
+      const b = await open();
+      let calls = 0;
+      const lease = await a.tryAcquire('short', { ttl: 200, owner: 'a', onLost: () => (calls += 1) });
+      const signal = lease.signal;
+      const lost = await lease.lost;
+      // The holder stopped believing before any other client could be handed the key.
+      const next = await b.tryAcquire('short', { ttl: 1000, owner: 'b' });
+      if (next !== null) assert.ok(next.deadline - 1000 >= lost.at, 'the next holder began after the lost deadline');
+      assert.deepEqual(lost, { key: 'short', owner: 'a', fence: lease.fence, at: lease.deadline });
+      assert.equal(lease.held, false);
+      assert.equal(lease.isLost, true);
+      assert.ok(signal.aborted && signal.reason.code === 'expired');
+      assert.equal(calls, 1);
+      assert.equal(await lease.release(), false);
+      await next?.release();
+    });
+
+    it('keep-alive extends a lease past its TTL until it is released', async () => {
+      const a = await open();
+      const lease = await a.tryAcquire('kept', { ttl: 150, owner: 'a', keepAlive: true });
+      const first = lease.deadline;
+      await sleep(500);
+      assert.equal(lease.held, true);
+      assert.ok(lease.deadline > first);
+      assert.equal((await a.inspect('kept')).fence, lease.fence);
+      assert.equal(await lease.release(), true);
+    });
+
+    it('withLock answers the callback and releases; a loss during it rejects with expired', async () => {
+      const a = await open();
+      assert.equal(await a.withLock('with', { ttl: 5000 }, async (lease) => lease.fence > 0), true);
+      assert.equal(await a.inspect('with'), null);
+      await assert.rejects(
+        a.withLock('with', { ttl: 100 }, async () => {
+          await sleep(300);
+          return 'late';
+        }),
+        (e) => e instanceof LockError && e.code === 'expired' && e.result === 'late',
+      );
+      const held = await a.tryAcquire('with', { ttl: 5000, owner: 'x' });
+      assert.equal(await a.withLock('with', { ttl: 100, ifAvailable: true }, async (lease) => lease), null);
+      await held.release();
+    });
+
+    it('refuses bad input with typed errors before the store', async () => {
+      const a = await open();
+      await assert.rejects(a.tryAcquire('', { ttl: 100 }), (e) => e instanceof LockError && e.code === 'key-empty');
+      await assert.rejects(a.tryAcquire('k', { ttl: 0 }), (e) => e instanceof LockError);
+      await assert.rejects(a.tryAcquire('k', { ttl: -1 }), RangeError);
+      await assert.rejects(a.tryAcquire('k', { ttl: 100, keepalive: true }), TypeError);
+      assert.deepEqual(await a.keys(), (await a.keys()).filter((k) => k !== 'k'));
+    });
+  });
+}
