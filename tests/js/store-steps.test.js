@@ -1,0 +1,60 @@
+// Every script the Node store client sends is a step of lock-store/steps/, the files the Rust
+// and the Node clients share (as lock-store/tests/steps.rs checks the Rust clients): Redis is
+// watched with MONITOR while a Node client makes every call (a read of a namespace not installed
+// yet, the install, grants, a wait and its hand-off, extensions, releases, inspection, listing),
+// and every EVAL/EVALSHA/SCRIPT/FUNCTION naming the namespace must be the shared script, by text
+// or by its SHA-1 (the repository's file, so the package's copy cannot drift either). (A server
+// that lacks the script is sent its text, the same file; the test does not flush the server's
+// script cache to see it: other runs share that server.)
+
+import { it } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { Redis } from 'ioredis';
+import { Locks } from '../../lock-wasm/js/src/node.js';
+import { REDIS_URL, uniqueNamespace } from './lib/stores.js';
+
+const SCRIPT = readFileSync(new URL('../../lock-store/steps/redis-cas.lua', import.meta.url), 'utf8');
+const SHA = createHash('sha1').update(SCRIPT).digest('hex');
+
+/** An argument as MONITOR shows it (escaped as Redis' sdscatrepr escapes) back to its text. */
+function unrepr(text) {
+  const named = { n: '\n', r: '\r', t: '\t', a: '\x07', b: '\b', '"': '"', '\\': '\\' };
+  return text.replace(/\\(x[0-9a-f]{2}|.)/g, (_, c) => (c.length === 3 ? String.fromCharCode(parseInt(c.slice(1), 16)) : (named[c] ?? c)));
+}
+
+it('every script the Node client sends to Redis is the shared step', async () => {
+  const ns = uniqueNamespace('jssteps');
+  const watcher = new Redis(REDIS_URL);
+  const monitor = await watcher.monitor();
+  const seen = [];
+  monitor.on('monitor', (_, args) => seen.push(args.map((arg) => unrepr(String(arg)))));
+  const a = await Locks.open(REDIS_URL, ns);
+  const b = await Locks.open(REDIS_URL, ns);
+  try {
+    assert.equal(await a.inspect('job'), null); // a namespace that does not exist yet
+    const lease = await a.tryAcquire('job', { ttl: 5000, owner: 'a' });
+    await lease.extend(5000);
+    const waiting = b.acquire('job', { ttl: 5000, owner: 'b', timeout: 10_000 });
+    while ((await a.inspect('job')).waiters.length === 0) await new Promise((r) => setTimeout(r, 10));
+    await lease.release();
+    await (await waiting).release();
+    await a.keys();
+  } finally {
+    await a.close();
+    await b.close();
+    const cleanup = await Locks.open(REDIS_URL, ns);
+    await cleanup.close();
+    await new Promise((r) => setTimeout(r, 100));
+    monitor.disconnect();
+    watcher.disconnect();
+  }
+  const ours = seen.filter((args) => args.some((arg) => arg.includes(`{el:${ns}}`)));
+  const scripts = ours
+    .filter(([name]) => /^(EVAL|EVAL_RO|EVALSHA|EVALSHA_RO|SCRIPT|FCALL|FUNCTION)$/i.test(name))
+    .map(([name, first, second]) => (/^EVALSHA/i.test(name) ? `sha:${first}` : /^SCRIPT$/i.test(name) ? second : /^EVAL/i.test(name) ? first : `${name} ${first}`));
+  assert.ok(scripts.some((s) => s === `sha:${SHA}`), `no EVALSHA of the shared script among ${scripts.length} scripts`);
+  const strangers = scripts.filter((s) => s !== SCRIPT && s !== `sha:${SHA}`);
+  assert.deepEqual(strangers, [], 'scripts that are not steps of lock-store/steps/');
+});
