@@ -83,8 +83,13 @@ section "the README's sizes, vector counts and links against this build (scripts
 python3 scripts/check-readme.py
 section "Node: vectors (npm package, jco component), Locks API, package install + types; Chromium: playground, npm browser entry"
 npm test
-section "JS benchmark smoke run"
+section "JS benchmark smoke runs (figures: node scripts/bench-js.mjs; node scripts/bench-store-js.mjs)"
 node scripts/bench-js.mjs 20000 >/dev/null
+# Node over Redis against node-redlock and a hand-written pair: every row measured, and a
+# misspelt argument refused rather than ignored.
+store_rows=$(node scripts/bench-store-js.mjs 0.2 turns=1)
+[ "$(grep -c '^| [a-z].* | [0-9]* | ' <<<"$store_rows")" -eq 4 ] || { echo "bench-store-js: $store_rows"; exit 1; }
+if node scripts/bench-store-js.mjs 0.2 turn=1 2>/dev/null; then echo "bench-store-js accepted a misspelt argument"; exit 1; fi
 section "the main job (scripts/run.sh): demos, then the playground served on 127.0.0.1"
 scripts/check-run.sh
 section ""

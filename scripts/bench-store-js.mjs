@@ -1,0 +1,141 @@
+#!/usr/bin/env node
+// The Node store benchmark: a lock pair (take a free key, release it) over Redis on one
+// connection each, three ways interleaved turn by turn in one run against the same server:
+// the npm package's `Locks.open` (the engine's decision loop, the shared compare-and-set
+// script), node-redlock (4.x, one Redis node), and the hand-written pair a Node service would
+// otherwise write (SET key token NX PX ttl, then a scripted compare-and-delete). Prints
+// throughput, p50 and p99 latency, the process's memory, each pair's ratio to the hand-written
+// one, and the server's own cost per call (INFO commandstats), which this noisy 2-core VM does
+// not blur.
+// Usage: node scripts/bench-store-js.mjs [SECONDS_PER_TURN] [turns=N]  (after scripts/build-npm.sh)
+
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import Redlock from 'redlock';
+import { Locks } from '../lock-wasm/js/src/node.js';
+import { REDIS_CAS } from '../lock-wasm/js/src/stores/redis.js';
+
+const args = process.argv.slice(2);
+const seconds = Number(args.find((a) => !a.includes('=')) ?? 1);
+const turns = Number(args.find((a) => a.startsWith('turns='))?.slice(6) ?? 4);
+if (!(seconds > 0) || !Number.isSafeInteger(turns) || turns <= 0 || args.some((a) => a.includes('=') && !a.startsWith('turns='))) {
+  console.error('usage: node scripts/bench-store-js.mjs [SECONDS_PER_TURN] [turns=N]');
+  process.exit(2);
+}
+const url = process.env.LOCK_STORE_REDIS_URL ?? 'redis://127.0.0.1:6379';
+const ns = `benchjs_${process.pid}`;
+const TTL = 30_000;
+const RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
+
+const locks = await Locks.open(url, ns);
+const plain = new Redis(url);
+plain.defineCommand('benchRelease', { numberOfKeys: 1, lua: RELEASE });
+const redlockClient = new Redis(url);
+const redlock = new Redlock([redlockClient], { retryCount: 0 });
+const admin = new Redis(url);
+const bare = new Redis(url);
+bare.defineCommand('benchCas', { numberOfKeys: 2, lua: REDIS_CAS });
+/** A record of a held key's size, and the tombstone a release leaves (the engine's shapes). */
+const HELD = Buffer.alloc(64, 7);
+const TOMB = Buffer.from('LOCKTOMB');
+const versions = new Map();
+
+/** The three pairs; each takes a key of its own prefix (never held by the others). */
+const PAIRS = {
+  'expiring-lock Locks.open': async (key) => {
+    const lease = await locks.tryAcquire(`ours:${key}`, { ttl: TTL, owner: 'bench' });
+    await lease.release();
+  },
+  'node-redlock 4': async (key) => {
+    const lock = await redlock.lock(`${ns}:redlock:${key}`, TTL);
+    await lock.unlock();
+  },
+  // The design's floor: the same two compare-and-sets of the shared script, sent bare (the
+  // arguments made by hand, no engine, no decision): what the engine and the driver add is
+  // the difference to the first row.
+  'the shared script, bare (the floor)': async (key) => {
+    const rec = `${ns}:bare:${key}`;
+    const counter = `${ns}:bare:fence`;
+    const v = versions.get(key) ?? 0;
+    const replaces = v === 0 ? Buffer.alloc(0) : TOMB;
+    await bare.benchCas(rec, counter, String(v), String(v + 1), '0', HELD, '1', '-1', '-1', '0', replaces);
+    await bare.benchCas(rec, counter, String(v + 1), String(v + 2), '0', TOMB, '0', '-1', String(Date.now() + 60_000), '0', HELD);
+    versions.set(key, v + 2);
+  },
+  'hand-written SET NX PX + scripted release': async (key) => {
+    const token = randomUUID();
+    if ((await plain.set(`${ns}:plain:${key}`, token, 'PX', TTL, 'NX')) !== 'OK') throw new Error('held');
+    await plain.benchRelease(`${ns}:plain:${key}`, token);
+  },
+};
+
+/** Runs `pair` for `seconds`; answers each pair's latency in µs. */
+async function turn(pair) {
+  const latencies = [];
+  const end = performance.now() + seconds * 1000;
+  let i = 0;
+  while (performance.now() < end) {
+    const start = performance.now();
+    await pair(`k${i % 64}`);
+    latencies.push((performance.now() - start) * 1000);
+    i += 1;
+  }
+  return latencies;
+}
+
+/** The server's µs per call and calls, by command, from INFO commandstats. */
+async function commandstats() {
+  const text = await admin.info('commandstats');
+  const stats = {};
+  for (const m of text.matchAll(/^cmdstat_(\w+):calls=(\d+),usec=(\d+)/gm)) stats[m[1]] = { calls: Number(m[2]), usec: Number(m[3]) };
+  return stats;
+}
+
+/** Server µs per pair: the commands' time between two snapshots, over `pairs`. */
+function serverCost(before, after, pairs) {
+  let usec = 0;
+  for (const [name, s] of Object.entries(after)) usec += s.usec - (before[name]?.usec ?? 0);
+  return usec / pairs;
+}
+
+const pct = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))];
+const all = Object.fromEntries(Object.keys(PAIRS).map((name) => [name, { latencies: [], seconds: 0, server: [] }]));
+
+// Warm up every path (JIT, script caches, connections).
+for (const pair of Object.values(PAIRS)) for (let i = 0; i < 200; i += 1) await pair(`warm${i % 8}`);
+for (let t = 0; t < turns; t += 1) {
+  // Interleaved, the order rotating each turn: a slow phase of the VM hits every row alike.
+  const names = Object.keys(PAIRS);
+  const order = names.slice(t % names.length).concat(names.slice(0, t % names.length));
+  for (const name of order) {
+    const before = await commandstats();
+    const latencies = await turn(PAIRS[name]);
+    const after = await commandstats();
+    all[name].latencies.push(...latencies);
+    all[name].seconds += seconds;
+    all[name].server.push(serverCost(before, after, latencies.length));
+  }
+}
+
+const rows = Object.entries(all).map(([name, r]) => {
+  const sorted = [...r.latencies].sort((a, b) => a - b);
+  return { name, rate: r.latencies.length / r.seconds, p50: pct(sorted, 50), p99: pct(sorted, 99), server: r.server.reduce((a, b) => a + b, 0) / r.server.length };
+});
+const base = rows.find((r) => r.name.startsWith('hand-written'));
+console.log(`Node ${process.version}, one connection each, ${turns} interleaved turns of ${seconds} s, TTL ${TTL} ms, ${url}`);
+const floor = rows.find((r) => r.name.startsWith('the shared script'));
+console.log('| pair | pairs/s | p50 µs | p99 µs | p50 vs hand-written | p50 vs the floor | server µs per pair |');
+console.log('| --- | --- | --- | --- | --- | --- | --- |');
+for (const r of rows) {
+  const cells = [Math.round(r.rate), r.p50.toFixed(0), r.p99.toFixed(0), `${(r.p50 / base.p50).toFixed(2)}x`, `${(r.p50 / floor.p50).toFixed(2)}x`, r.server.toFixed(1)];
+  console.log(`| ${r.name} | ${cells.join(' | ')} |`);
+}
+const mem = process.memoryUsage();
+console.log(`process memory: rss ${(mem.rss / 2 ** 20).toFixed(1)} MiB, heap used ${(mem.heapUsed / 2 ** 20).toFixed(1)} MiB`);
+
+// Clean up what this run made.
+const made = await admin.keys(`{el:${ns}}*`);
+const others = await admin.keys(`${ns}:*`);
+if (made.length + others.length > 0) await admin.del(...made, ...others);
+await locks.close();
+for (const c of [plain, redlockClient, admin, bare]) c.disconnect();
