@@ -402,10 +402,10 @@ fn contention_through(label: &str, url: &str, faults: Option<&[Fault]>) {
 }
 
 /// Whether the third worker of a contention run on `label` is a Node process: on the stores the
-/// npm package's store client has (Redis), on healthy paths, when `LOCKSTORE_NODE_WORKERS` is set
+/// npm package's store client has (Redis, PostgreSQL), on healthy paths, when `LOCKSTORE_NODE_WORKERS` is set
 /// (`scripts/test.sh` sets it after building the npm engine; a run without says so).
 fn node_worker(label: &str, gray: bool) -> bool {
-    if label != "redis" || gray {
+    if !matches!(label, "redis" | "postgres") || gray {
         return false;
     }
     let wanted = std::env::var_os("LOCKSTORE_NODE_WORKERS").is_some();

@@ -363,7 +363,7 @@ export declare class Locks {
   constructor(options?: LocksOptions);
   /**
    * Opens `namespace` of a shared store (Node only): `redis://` or `rediss://` (the optional peer
-   * dependency `ioredis`). Every process and machine that opens it shares its locks, Node and
+   * dependency `ioredis`), `postgres://` or `postgresql://` (`pg`). Every process and machine that opens it shares its locks, Node and
    * Rust replicas alike; rejects with a StoreError.
    */
   static open(url: string, namespace: string, options?: StoreOptions): Promise<StoreLocks>;

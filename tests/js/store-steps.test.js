@@ -12,8 +12,35 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Redis } from 'ioredis';
+import pg from 'pg';
 import { Locks } from '../../lock-wasm/js/src/node.js';
-import { REDIS_URL, uniqueNamespace } from './lib/stores.js';
+import { RedisDriver } from '../../lock-wasm/js/src/stores/redis.js';
+import { allSteps } from '../../lock-wasm/js/src/stores/steps.js';
+import { POSTGRES_URL, REDIS_URL, uniqueNamespace } from './lib/stores.js';
+
+/** What a client sends that is not a step: transaction control (lock-store's steps.rs FRAMING). */
+const FRAMING = ['BEGIN', 'COMMIT', 'ROLLBACK'];
+
+/** Every call of the Locks API on `url`, in namespace `ns`, with a wait and its hand-off. */
+async function everyCall(url, ns) {
+  const a = await Locks.open(url, ns);
+  const b = await Locks.open(url, ns);
+  try {
+    assert.equal(await a.inspect('job'), null); // a namespace that does not exist yet
+    const lease = await a.tryAcquire('job', { ttl: 5000, owner: 'a' });
+    await lease.extend(5000);
+    const waiting = b.acquire('job', { ttl: 5000, owner: 'b', timeout: 10_000 });
+    while ((await a.inspect('job')).waiters.length === 0) await new Promise((r) => setTimeout(r, 10));
+    await lease.release();
+    await (await waiting).release();
+    // Enough writes for the collection walk to take steps.
+    for (let i = 0; i < 70; i += 1) await (await a.tryAcquire(`k${i}`, { ttl: 1, owner: 'a' }))?.release();
+    await a.keys();
+  } finally {
+    await a.close();
+    await b.close();
+  }
+}
 
 const SCRIPT = readFileSync(new URL('../../lock-store/steps/redis-cas.lua', import.meta.url), 'utf8');
 const SHA = createHash('sha1').update(SCRIPT).digest('hex');
@@ -30,22 +57,12 @@ it('every script the Node client sends to Redis is the shared step', async () =>
   const monitor = await watcher.monitor();
   const seen = [];
   monitor.on('monitor', (_, args) => seen.push(args.map((arg) => unrepr(String(arg)))));
-  const a = await Locks.open(REDIS_URL, ns);
-  const b = await Locks.open(REDIS_URL, ns);
   try {
-    assert.equal(await a.inspect('job'), null); // a namespace that does not exist yet
-    const lease = await a.tryAcquire('job', { ttl: 5000, owner: 'a' });
-    await lease.extend(5000);
-    const waiting = b.acquire('job', { ttl: 5000, owner: 'b', timeout: 10_000 });
-    while ((await a.inspect('job')).waiters.length === 0) await new Promise((r) => setTimeout(r, 10));
-    await lease.release();
-    await (await waiting).release();
-    await a.keys();
+    await everyCall(REDIS_URL, ns);
   } finally {
-    await a.close();
-    await b.close();
-    const cleanup = await Locks.open(REDIS_URL, ns);
-    await cleanup.close();
+    const driver = await RedisDriver.open(REDIS_URL, ns);
+    await driver.uninstall();
+    await driver.close();
     await new Promise((r) => setTimeout(r, 100));
     monitor.disconnect();
     watcher.disconnect();
@@ -57,4 +74,34 @@ it('every script the Node client sends to Redis is the shared step', async () =>
   assert.ok(scripts.some((s) => s === `sha:${SHA}`), `no EVALSHA of the shared script among ${scripts.length} scripts`);
   const strangers = scripts.filter((s) => s !== SCRIPT && s !== `sha:${SHA}`);
   assert.deepEqual(strangers, [], 'scripts that are not steps of lock-store/steps/');
+});
+
+it('every statement the Node client sends to PostgreSQL is a step of the shared file', async () => {
+  const ns = uniqueNamespace('jssteps');
+  // What the driver hands pg, as pg sends it (a statement's text, prepared or simple).
+  const sent = [];
+  const query = pg.Client.prototype.query;
+  pg.Client.prototype.query = function (config, ...rest) {
+    sent.push(typeof config === 'string' ? config : config.text);
+    return query.call(this, config, ...rest);
+  };
+  try {
+    await everyCall(POSTGRES_URL, ns);
+  } finally {
+    pg.Client.prototype.query = query;
+    const client = new pg.Client({ connectionString: POSTGRES_URL });
+    await client.connect();
+    await client.query(`DROP SCHEMA IF EXISTS ${ns} CASCADE`);
+    await client.end();
+  }
+  const file = readFileSync(new URL('../../lock-store/steps/postgres.sql', import.meta.url), 'utf8');
+  const fill = (text) => text.replaceAll('{ns}', ns).replaceAll('{format}', '1').replaceAll('{channel}', `${ns}_handoff`);
+  const steps = allSteps(file).map(([, text]) => fill(text));
+  const norm = (t) => t.trim().replace(/;$/, '').trim();
+  const isStep = (text) => FRAMING.includes(norm(text)) || steps.some((st) => norm(st) === norm(text) || st.split(';').some((part) => norm(part) !== '' && norm(part) === norm(text)));
+  assert.ok(sent.length >= 10, `only ${sent.length} statements seen`);
+  assert.deepEqual(sent.filter((t) => !isStep(t)), [], 'statements that are not steps of lock-store/steps/postgres.sql');
+  for (const needle of ['UPDATE', 'INSERT', 'LISTEN', 'pg_notify', 'clock_timestamp', 'max(key)']) {
+    assert.ok(sent.some((t) => t.includes(needle)), `no statement with ${needle}`);
+  }
 });

@@ -80,10 +80,11 @@ export class Locks {
   }
 
   /**
-   * Opens namespace `namespace` of a shared store (`redis://`, `rediss://`; Node only): locks
+   * Opens namespace `namespace` of a shared store (`redis://`, `rediss://`, `postgres://`,
+   * `postgresql://`; Node only): locks
    * shared by every process and machine that opens it, Node and Rust replicas alike, with the
    * same API as this class, asynchronous (every call is a round trip). The store's client is an
-   * optional peer dependency (`ioredis`); a missing one is a StoreError naming it.
+   * optional peer dependency (`ioredis`, `pg`); a missing one is a StoreError naming it.
    * @param {string} url
    * @param {string} namespace
    * @param {{bound?: number, limits?: object, poll?: number}} [options]

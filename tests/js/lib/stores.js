@@ -1,6 +1,7 @@
 // The stores the Node store tests run against (the local services, or LOCK_STORE_*_URL), each
 // opened in a namespace of the test's own.
 
+import { PostgresDriver } from '../../../lock-wasm/js/src/stores/postgres.js';
 import { RedisDriver } from '../../../lock-wasm/js/src/stores/redis.js';
 
 /** A namespace no other test run uses: the prefix, the process id and a random part. */
@@ -9,8 +10,10 @@ export function uniqueNamespace(prefix) {
 }
 
 export const REDIS_URL = process.env.LOCK_STORE_REDIS_URL ?? 'redis://127.0.0.1:6379';
+export const POSTGRES_URL = process.env.LOCK_STORE_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
 /** Each store: its name, its URL, and how to open its driver for a namespace. */
 export const STORES = [
   { name: 'redis', url: REDIS_URL, open: (ns) => RedisDriver.open(REDIS_URL, ns) },
+  { name: 'postgres', url: POSTGRES_URL, open: (ns) => PostgresDriver.open(POSTGRES_URL, ns) },
 ];

@@ -8,6 +8,8 @@ import { StoreError } from '../errors.js';
 export const PEERS = {
   redis: 'ioredis',
   rediss: 'ioredis',
+  postgres: 'pg',
+  postgresql: 'pg',
 };
 
 /** Imports the optional peer `name`, or a StoreError naming the package to install. */

@@ -46,7 +46,8 @@ function leaseOptions(call, options, names) {
 let instances = 0;
 
 /**
- * Locks shared through a store (`redis://`, `rediss://`): the same API as the in-process `Locks`,
+ * Locks shared through a store (`redis://`, `rediss://`, `postgres://`): the same API as the
+ * in-process `Locks`,
  * asynchronous because every call is a round trip. Open with `await Locks.open(url, namespace)`.
  */
 export class StoreLocks {

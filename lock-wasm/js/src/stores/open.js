@@ -12,7 +12,12 @@ export async function openDriver(url, namespace, options = {}) {
       const { RedisDriver } = await import('./redis.js');
       return RedisDriver.open(url, namespace, options);
     }
+    case 'postgres':
+    case 'postgresql': {
+      const { PostgresDriver } = await import('./postgres.js');
+      return PostgresDriver.open(url, namespace, options);
+    }
     default:
-      throw new StoreError('url', `bad store URL ${JSON.stringify(url.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@'))}: the npm package's stores are redis:// and rediss:// (postgres://, mysql:// and sqlite:// are next)`);
+      throw new StoreError('url', `bad store URL ${JSON.stringify(url.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@'))}: the npm package's stores are redis://, rediss://, postgres:// and postgresql:// (mysql:// and sqlite:// are next)`);
   }
 }

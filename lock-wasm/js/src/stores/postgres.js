@@ -1,0 +1,272 @@
+// The PostgreSQL store's IO for StoreClient, over pg: the same schema, statements and replies
+// as the Rust clients (lock-store/src/postgres/mod.rs), every text a step of
+// lock-store/steps/postgres.sql, so that Rust and Node replicas share one namespace. Nothing is
+// decided here.
+
+import { StoreError } from '../errors.js';
+import { bounded, requirePeer } from './io.js';
+import { withoutPassword } from './redis.js';
+import { step, stepsFile } from './steps.js';
+
+/** The schema format this build installs and reads (FORMAT in postgres/mod.rs). */
+const FORMAT = '1';
+const COLUMNS = ['fences', 'forget_at', 'key', 'record', 'version'];
+/** The collection walk: one step every this many writes (CollectWalk::EVERY). */
+const COLLECT_EVERY = 64;
+/** The latest instant a timestamptz holds here (postgres/mod.rs instant_to_timestamp). */
+const LAST_INSTANT = 253_402_300_799_999;
+const MAX_FENCE = 2 ** 53 - 1;
+
+/** The errors that mean a write met a conflict (as `is_conflict` in postgres/mod.rs). */
+const CONFLICTS = new WeakSet();
+
+/** @type {string | null} */
+let FILE = null;
+const file = () => (FILE ??= stepsFile('postgres.sql'));
+
+/** A record version (u64, decimal) as the signed bigint PostgreSQL keeps, and back. */
+const versionToSql = (v) => BigInt.asIntN(64, BigInt(v)).toString();
+const versionFromSql = (v) => BigInt.asUintN(64, BigInt(v)).toString();
+
+/** A namespace (a schema) on a PostgreSQL server. @internal */
+export class PostgresDriver {
+  #pg;
+  #url;
+  #client;
+  #ns;
+  #texts;
+  #writes = 0;
+  #after = '';
+  #dropped = false;
+
+  constructor(pg, url, client, namespace, shown) {
+    this.#pg = pg;
+    this.#url = url;
+    this.#client = client;
+    this.#ns = namespace;
+    this.describe = `${shown} namespace "${namespace}"`;
+    this.namespace = namespace;
+    this.#texts = Object.fromEntries(
+      ['read', 'update', 'insert', 'delete', 'collect', 'keys', 'last-fence', 'uninstall', 'announce', 'meta-exists', 'columns', 'format', 'install-lock', 'schema', 'listen'].map((name) => [
+        name,
+        step(file(), name, { ns: namespace, format: FORMAT, channel: `${namespace}_handoff` }),
+      ]),
+    );
+  }
+
+  /** Opens `url` (postgres:// or postgresql://) for `namespace`. */
+  static async open(url, namespace, options = {}) {
+    const { default: pg } = await requirePeer('pg', url);
+    const shown = withoutPassword(url);
+    const driver = new PostgresDriver(pg, url, null, namespace, shown);
+    driver.#bound = options.bound ?? 5000;
+    await driver.#connect();
+    return driver;
+  }
+
+  #bound = 5000;
+
+  /** A new connection, with the server-side bounds of the Rust clients. */
+  async #newClient() {
+    const ms = Math.round(this.#bound);
+    const client = new this.#pg.Client({
+      connectionString: this.#url,
+      application_name: `lock-store:${this.#ns}`,
+      connectionTimeoutMillis: ms,
+      statement_timeout: ms,
+      lock_timeout: ms,
+      idle_in_transaction_session_timeout: ms * 2,
+      keepAlive: true,
+    });
+    client.on('error', () => {}); // reported to each call instead
+    try {
+      await client.connect();
+    } catch (error) {
+      const e = /** @type {Error} */ (error);
+      await client.end().catch(() => {});
+      throw new StoreError('connect', `cannot connect to ${this.describe}: ${e.message}`, { cause: e });
+    }
+    return client;
+  }
+
+  async #connect() {
+    this.#client = await this.#newClient();
+    this.#dropped = false;
+    // Generic plans from the first execution, as the Rust clients ask (step plan-cache).
+    await this.#client.query(step(file(), 'plan-cache', {})).catch(() => {});
+  }
+
+  /** The connection, connected again if a call dropped it. */
+  async #conn() {
+    if (this.#dropped || this.#client === null) await this.#connect();
+    return this.#client;
+  }
+
+  /** Drops the connection (a call found no answer in time: it may be out of step). */
+  drop() {
+    this.#dropped = true;
+    const client = this.#client;
+    this.#client = null;
+    client?.end().catch(() => {});
+  }
+
+  /** One statement, prepared by name on the connection, rows as arrays. */
+  async #query(name, values, bound) {
+    const client = await this.#conn();
+    try {
+      return await bounded(this, bound, () => client.query({ name: `el_${this.#ns}_${name}`, text: this.#texts[name], values, rowMode: 'array' }));
+    } catch (e) {
+      throw this.#failure(e);
+    }
+  }
+
+  async read(key, bound) {
+    const { rows } = await this.#query('read', [key], bound);
+    return this.#readRow(key, rows[0]);
+  }
+
+  #readRow(key, [now, version, record, fences]) {
+    const at = Math.max(0, Number(now));
+    if (version === null || record === null || fences === null) return { record: null, now: at };
+    const tokens = fences.map(Number);
+    if (tokens.some((f) => !Number.isSafeInteger(f) || f <= 0 || f > MAX_FENCE)) {
+      throw new StoreError('corrupt', `the record of key ${JSON.stringify(key)} is corrupt: fences ${JSON.stringify(fences)}`);
+    }
+    return { record: { version: versionFromSql(version), bytes: new Uint8Array(record), fences: tokens }, now: at };
+  }
+
+  async write(key, w, bound) {
+    const start = performance.now();
+    const n = w.freshFences;
+    const notBefore = w.notBefore < 0 ? null : new Date(Math.min(w.notBefore, LAST_INSTANT)).toISOString();
+    const forgetAt = w.forgetAt < 0 ? null : String(w.forgetAt);
+    const bytes = w.bytes === null ? null : Buffer.from(w.bytes);
+    const replaces = Buffer.from(w.replaces);
+    let rows;
+    try {
+      if (bytes !== null && w.expected === '0') {
+        ({ rows } = await this.#query('insert', [key, versionToSql(w.version), bytes, n, forgetAt, notBefore], bound));
+      } else if (bytes !== null) {
+        ({ rows } = await this.#query('update', [key, versionToSql(w.expected), versionToSql(w.version), bytes, n, forgetAt, notBefore, replaces], bound));
+      } else {
+        ({ rows } = await this.#query('delete', [key, versionToSql(w.expected), notBefore, replaces], bound));
+      }
+    } catch (e) {
+      if (!(e instanceof StoreError && CONFLICTS.has(e))) throw e;
+      rows = [];
+    }
+    this.#writes += 1;
+    if (this.#writes % COLLECT_EVERY === 0) await this.#collect(bound).catch(() => {});
+    if (rows.length > 0) return { fences: rows[0][0].map(Number) };
+    // A conflict: the record now, read at once.
+    return { conflict: await this.read(key, Math.max(1, bound - (performance.now() - start))) };
+  }
+
+  /** One step of the collection walk (forgotten free records among the next keys). */
+  async #collect(bound) {
+    const { rows } = await this.#query('collect', [this.#after, COLLECT_EVERY], bound);
+    this.#after = rows[0]?.[0] ?? '';
+  }
+
+  /** Creates the namespace, or checks that what is there is ours (idempotent). */
+  async install(bound) {
+    const client = await this.#newClient();
+    try {
+      await bounded(this, bound, async () => {
+        await client.query('BEGIN');
+        await client.query(this.#texts['install-lock'], [this.#ns]);
+        const columns = (await client.query({ text: this.#texts.columns, values: [this.#ns], rowMode: 'array' })).rows.map((r) => r[0]);
+        if (columns.length > 0 && columns.join() !== COLUMNS.join()) {
+          throw new StoreError('schema', `${this.describe}: table ${this.#ns}.records is not ours: columns ${columns.join(', ')}`);
+        }
+        await client.query(this.#texts.schema);
+        const format = (await client.query({ text: this.#texts.format, rowMode: 'array' })).rows[0]?.[0];
+        if (format !== FORMAT) throw new StoreError('schema', `${this.describe}: schema ${this.#ns} has format ${format}; this build reads ${FORMAT}`);
+        await client.query('COMMIT');
+      });
+    } catch (e) {
+      await client.query('ROLLBACK').catch(() => {});
+      const failure = this.#failure(e);
+      throw failure.code === 'server' ? new StoreError('schema', failure.message, { cause: e }) : failure;
+    } finally {
+      await client.end().catch(() => {});
+    }
+    // Statements prepared before the schema existed are planned again on a new connection.
+    this.drop();
+  }
+
+  async announce(key, owner) {
+    await this.#query('announce', [`${this.#ns}_handoff`, `${key}\n${owner}`], this.#bound);
+  }
+
+  /** A listening connection of its own for the namespace's hand-off notices. */
+  async listen(onNotice, onFailure) {
+    const client = await this.#newClient();
+    let failed = false;
+    const fail = () => {
+      if (failed) return;
+      failed = true;
+      onFailure();
+    };
+    client.on('error', fail);
+    client.on('end', fail);
+    client.on('notification', (n) => onNotice(n.payload ?? ''));
+    await client.query(this.#texts.listen);
+    return {
+      close: async () => {
+        failed = true;
+        await client.end().catch(() => {});
+      },
+    };
+  }
+
+  async keys(bound = this.#bound) {
+    try {
+      return (await this.#query('keys', [], bound)).rows.map((r) => r[0]);
+    } catch (e) {
+      if (e instanceof StoreError && e.code === 'no-namespace') return [];
+      throw e;
+    }
+  }
+
+  async lastFence(bound = this.#bound) {
+    return Number((await this.#query('last-fence', [], bound)).rows[0][0]);
+  }
+
+  /** Drops the namespace's schema (tests, and operators retiring it). */
+  async uninstall(bound = this.#bound) {
+    const client = await this.#conn();
+    await bounded(this, bound, () => client.query(this.#texts.uninstall)).catch((e) => {
+      throw this.#failure(e);
+    });
+    this.drop();
+  }
+
+  async close() {
+    const client = this.#client;
+    this.#client = null;
+    await client?.end().catch(() => {});
+  }
+
+  /** What a failed statement means (as `classify` in postgres/mod.rs). */
+  #failure(e) {
+    if (e instanceof StoreError) return e;
+    const code = e?.code ?? '';
+    const message = `${code ? `${code}: ` : ''}${e?.message ?? e}`;
+    if (typeof code !== 'string' || code.length !== 5 || code.startsWith('08') || code.startsWith('57P')) {
+      this.drop();
+      return new StoreError('lost', `lost the connection to ${this.describe}: ${message}`, { cause: e });
+    }
+    if (code === '42P01' || code === '3F000' || code === '26000') {
+      // No table or schema (or a statement prepared before it went): not installed.
+      this.drop();
+      return new StoreError('no-namespace', `${this.describe} does not exist (nothing was ever locked in it; the first lock creates it)`);
+    }
+    if (code === '42501') return new StoreError('schema', `${this.describe}: ${message}`);
+    if (code === '2200H') return new StoreError('fences-exhausted', `${this.describe}: the fencing-token counter reached 2^53`);
+    const error = new StoreError('server', `${this.describe}: ${message}`, { cause: e });
+    // A deadlock, a serialization failure or a lock not available: the write is a conflict.
+    if (['40P01', '40001', '55P03'].includes(code)) CONFLICTS.add(error);
+    return error;
+  }
+}
