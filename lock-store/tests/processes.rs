@@ -726,6 +726,95 @@ fn victim(
         .unwrap()
 }
 
+/// One queue holding a Rust blocking waiter (`lockstore run`), a Rust async waiter and a Node
+/// waiter, in that order, on every store the Node client has: after the holder's release each is
+/// handed the key in the order it queued, with increasing fences (the async one is killed while
+/// it holds, so the Node one is handed the key at its deadline).
+#[test]
+fn one_queue_of_blocking_async_and_node_waiters_is_served_in_order() {
+    if std::env::var_os("LOCKSTORE_NODE_WORKERS").is_none() {
+        println!("no Node waiter (LOCKSTORE_NODE_WORKERS is not set)");
+        return;
+    }
+    let script = node_worker_script().with_file_name("wait-worker.mjs");
+    for (label, url) in common::store_urls() {
+        if !matches!(label, "redis" | "postgres") {
+            continue;
+        }
+        let ns = common::unique_namespace("mixedq");
+        let _cleanup = common::Cleanup(|| {
+            let _ = lock_store::store::open(&url, &ns, lock_store::store::DEFAULT_BOUND)
+                .and_then(|mut s| s.uninstall());
+        });
+        let locks = Locks::open(&url, &ns).unwrap();
+        let lease = locks
+            .try_acquire("job", "holder", Duration::from_secs(30))
+            .unwrap();
+        let queued = |n: usize| {
+            common::eventually("the waiter in the queue", || {
+                locks
+                    .inspect("job")
+                    .unwrap()
+                    .filter(|i| i.waiters.len() == n)
+            })
+        };
+        let mut blocking = victim("blocking", &url, &ns, "w1-blocking", 600, Some(20_000));
+        queued(1);
+        let mut aio = victim("async", &url, &ns, "w2-async", 600, Some(20_000));
+        queued(2);
+        let mut node = Command::new("node")
+            .arg(&script)
+            .args([
+                url.as_str(),
+                ns.as_str(),
+                "job",
+                "w3-node",
+                "600",
+                "20000",
+                "500",
+            ])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let info = queued(3);
+        let order: Vec<&str> = info.waiters.iter().map(|w| w.owner.as_str()).collect();
+        assert_eq!(order, ["w1-blocking", "w2-async", "w3-node"], "{label}");
+        lease.release().unwrap();
+        // Each is handed the key in turn: the blocking one's command ends after 2 s and it
+        // releases; the async one is killed while it holds; the Node one holds 500 ms.
+        let mut holders: Vec<(String, u64)> = Vec::new();
+        let started = LocalInstant::now();
+        while holders.len() < 3 && started.elapsed() < Duration::from_secs(20) {
+            if let Some(held) = locks.inspect("job").unwrap() {
+                let now = (held.holder.owner.clone(), held.holder.fence.0);
+                if holders.last() != Some(&now) {
+                    if now.0 == "w2-async" {
+                        aio.kill().unwrap();
+                        aio.wait().unwrap();
+                    }
+                    holders.push(now);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let owners: Vec<&str> = holders.iter().map(|(o, _)| o.as_str()).collect();
+        assert_eq!(owners, ["w1-blocking", "w2-async", "w3-node"], "{label}");
+        assert!(
+            holders.windows(2).all(|w| w[0].1 < w[1].1),
+            "{label}: fences {holders:?}"
+        );
+        assert!(blocking.wait().unwrap().success(), "{label}: lockstore run");
+        let out = node.wait_with_output().unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{label}: the Node waiter: {said}");
+        assert!(
+            said.contains(&format!("granted {}", holders[2].1)) && said.contains("released true"),
+            "{label}: the Node waiter said {said}"
+        );
+        println!("{label}: one queue of a blocking, an async and a Node waiter, served in order: {holders:?}");
+    }
+}
+
 /// The async victim: when `LOCKSTORE_AIO_VICTIM` is set (see [`victim`]), takes or waits for
 /// `job` through `lock_store::aio`, keeps the lease alive and waits to be killed.
 #[test]
