@@ -762,7 +762,7 @@ fn one_queue_of_blocking_async_and_node_waiters_is_served_in_order() {
         queued(1);
         let mut aio = victim("async", &url, &ns, "w2-async", 600, Some(20_000));
         queued(2);
-        let mut node = Command::new("node")
+        let node = Command::new("node")
             .arg(&script)
             .args([
                 url.as_str(),
