@@ -797,6 +797,9 @@ fn one_queue_of_blocking_async_and_node_waiters_is_served_in_order() {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
+        // Killed already if it held; otherwise now, before any assertion can leave it running.
+        let _ = aio.kill();
+        let _ = aio.wait();
         let owners: Vec<&str> = holders.iter().map(|(o, _)| o.as_str()).collect();
         assert_eq!(owners, ["w1-blocking", "w2-async", "w3-node"], "{label}");
         assert!(
