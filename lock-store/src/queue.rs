@@ -82,7 +82,7 @@ pub(crate) struct Granted {
     pub(crate) clock: Option<StoreClock>,
 }
 
-/// What a waiting caller asks next ([`Want::Ask`] or [`Want::Renew`]), apart from its key, its
+/// What a waiting caller asks next (an ask or a renewal of its place), apart from its key, its
 /// owner and the store's time, which it is decided at: an acquire queued with a short wait
 /// deadline, a try-acquire once no wait remains, or a renewal of its place.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
