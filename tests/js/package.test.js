@@ -37,6 +37,7 @@ it('ships only the whitelisted files', () => {
     'src/errors.js',
     'src/internal.js',
     'src/locks.js',
+    'src/loss.js',
     'src/node.js',
     'src/records.js',
     'src/stores/client.js',

@@ -5,6 +5,7 @@
 import { ALREADY_WAITING, CLOSED, LockError, WAIT_TIMED_OUT, ms, text } from './errors.js';
 import { ENDED, EXTEND, LOSE, RELEASE, RENEW_AT, TRY_ACQUIRE_OR_NULL } from './internal.js';
 import { LockTable } from './table.js';
+import { Loss } from './loss.js';
 
 const KEEP_ALIVE_FRACTION = 3; // renew when a third of the TTL is left
 const FOREVER = Number.MAX_SAFE_INTEGER;
@@ -533,15 +534,7 @@ export class Lease {
   #locks;
   #ttl;
   #state = 'held'; // held | released | lost
-  #onLost;
-  /** @type {Readonly<import('../index.d.ts').LostInfo> | null} */
-  #lostInfo = null;
-  /** @type {((info: import('../index.d.ts').LostInfo) => void) | null} */
-  #resolveLost = null;
-  /** @type {Promise<import('../index.d.ts').LostInfo> | null} */
-  #lostPromise = null;
-  /** @type {AbortController | null} */
-  #controller = null;
+  #loss;
 
   /** Leases are made by `Locks`, not by users (the declarations have no public constructor). */
   constructor(locks, key, owner, fence, deadline, ttl, onLost) {
@@ -551,7 +544,7 @@ export class Lease {
     this.fence = fence;
     this.deadline = deadline;
     this.#ttl = ttl;
-    this.#onLost = onLost;
+    this.#loss = new Loss(onLost);
   }
 
   /** Whether the lease is still held (not released, not lost). */
@@ -566,24 +559,12 @@ export class Lease {
 
   /** Resolves with `{key, owner, fence, at}` when the lease expires; never if it is released. */
   get lost() {
-    if (this.#lostPromise === null) {
-      this.#lostPromise =
-        this.#lostInfo !== null
-          ? Promise.resolve(this.#lostInfo)
-          : new Promise((resolve) => {
-              this.#resolveLost = resolve;
-            });
-    }
-    return this.#lostPromise;
+    return this.#loss.promise;
   }
 
   /** An AbortSignal that aborts when the lease is lost. */
   get signal() {
-    if (this.#controller === null) {
-      this.#controller = new AbortController();
-      if (this.#lostInfo !== null) this.#controller.abort(lostError(this.#lostInfo));
-    }
-    return this.#controller.signal;
+    return this.#loss.signal;
   }
 
   /** When keep-alive renews this lease. */
@@ -627,21 +608,6 @@ export class Lease {
 
   [LOSE](event) {
     this.#state = 'lost';
-    this.#lostInfo = Object.freeze({ key: event.key, owner: event.owner, fence: event.fence, at: event.at });
-    if (this.#resolveLost !== null) this.#resolveLost(this.#lostInfo);
-    if (this.#controller !== null) this.#controller.abort(lostError(this.#lostInfo));
-    if (this.#onLost !== undefined) {
-      try {
-        this.#onLost(this.#lostInfo);
-      } catch (error) {
-        console.error('expiring-lock: an onLost callback threw', error);
-      }
-    }
+    this.#loss.fire(event);
   }
-}
-
-function lostError(info) {
-  return new LockError('expired', `the lease on ${JSON.stringify(info.key)} (fence ${info.fence}) expired at ${info.at} ms`, {
-    deadline: info.at,
-  });
 }

@@ -8,6 +8,7 @@ import { performance } from 'node:perf_hooks';
 import { namespaceError } from '../../engine/lock_wasm.js';
 import { CLOSED, LockError, StoreError, ms, text } from '../errors.js';
 import { RELEASE_OR_REFUSAL, STOP } from '../internal.js';
+import { Loss, lostError } from '../loss.js';
 import { StoreClient } from './client.js';
 import { Notices } from './notices.js';
 import { openDriver } from './open.js';
@@ -241,22 +242,13 @@ export class StoreLease {
   #locks;
   #ttl;
   #state = 'held'; // held | released | lost
-  /** @type {((info: import('../../index.d.ts').LostInfo) => void) | undefined} */
-  #onLost;
+  #loss;
   /** @type {number} */
   #localEnd = 0;
   /** @type {ReturnType<typeof setTimeout> | undefined} */
   #endTimer = undefined;
   /** @type {ReturnType<typeof setTimeout> | undefined} */
   #renewTimer = undefined;
-  /** @type {Readonly<import('../../index.d.ts').LostInfo> | null} */
-  #lostInfo = null;
-  /** @type {((info: import('../../index.d.ts').LostInfo) => void) | null} */
-  #resolveLost = null;
-  /** @type {Promise<import('../../index.d.ts').LostInfo> | null} */
-  #lostPromise = null;
-  /** @type {AbortController | null} */
-  #controller = null;
 
   /** @internal made by StoreLocks */
   constructor(locks, { key, owner, ttl, fence, deadline, localEnd, keepAlive, onLost }) {
@@ -268,7 +260,7 @@ export class StoreLease {
     /** When the release took effect, in the store's time (`null` until then; for audit logs). @type {number | null} */
     this.releasedAt = null;
     this.#ttl = ttl;
-    this.#onLost = onLost;
+    this.#loss = new Loss(onLost);
     this.#believeUntil(localEnd);
     if (keepAlive) this.#scheduleRenewal(ttl / KEEP_ALIVE_FRACTION);
   }
@@ -290,22 +282,12 @@ export class StoreLease {
 
   /** Resolves with `{key, owner, fence, at}` when the lease is lost; never if it is released. */
   get lost() {
-    this.#lostPromise ??=
-      this.#lostInfo !== null
-        ? Promise.resolve(this.#lostInfo)
-        : new Promise((resolve) => {
-            this.#resolveLost = resolve;
-          });
-    return this.#lostPromise;
+    return this.#loss.promise;
   }
 
   /** An AbortSignal that aborts when the lease is lost. */
   get signal() {
-    if (this.#controller === null) {
-      this.#controller = new AbortController();
-      if (this.#lostInfo !== null) this.#controller.abort(lostError(this.#lostInfo));
-    }
-    return this.#controller.signal;
+    return this.#loss.signal;
   }
 
   /** The lease ends, on this process's clock, at local instant `localEnd` (performance.now() ms). */
@@ -351,14 +333,14 @@ export class StoreLease {
    */
   async extend(ttl = this.#ttl) {
     ms('ttl', ttl);
-    if (this.#state === 'lost') throw lostError(this.#lostInfo);
+    if (this.#state === 'lost') throw lostError(this.#loss.info ?? this.#info(this.deadline));
     const answer = await this.#locks.extend(this, ttl);
     const { reply } = answer;
     if (reply.error !== undefined) {
       this.#notHolder(reply.error);
       throw reply.error;
     }
-    if (this.#state !== 'held') throw lostError(this.#lostInfo ?? { key: this.key, owner: this.owner, fence: this.fence, at: this.deadline });
+    if (this.#state !== 'held') throw lostError(this.#loss.info ?? this.#info(this.deadline));
     this.#ttl = ttl;
     this.deadline = reply.deadline;
     this.#believeUntil(answer.localEnd);
@@ -415,21 +397,10 @@ export class StoreLease {
     if (this.#state !== 'held') return;
     this.#state = 'lost';
     this[STOP]();
-    this.#lostInfo = Object.freeze({ key: this.key, owner: this.owner, fence: this.fence, at });
-    this.#resolveLost?.(this.#lostInfo);
-    this.#controller?.abort(lostError(this.#lostInfo));
-    if (this.#onLost !== undefined) {
-      try {
-        this.#onLost(this.#lostInfo);
-      } catch (error) {
-        console.error('expiring-lock: an onLost callback threw', error);
-      }
-    }
+    this.#loss.fire(this.#info(at));
   }
-}
 
-function lostError(info) {
-  return new LockError('expired', `the lease on ${JSON.stringify(info.key)} (fence ${info.fence}) ended at ${info.at} ms`, {
-    deadline: info.at,
-  });
+  #info(at) {
+    return { key: this.key, owner: this.owner, fence: this.fence, at };
+  }
 }
