@@ -179,3 +179,24 @@ for (const store of STORES) {
     });
   });
 }
+
+it('PostgreSQL: calls that find the connection dropped share one new connection', async () => {
+  const { PostgresDriver } = await import('../../lock-wasm/js/src/stores/postgres.js');
+  const { POSTGRES_URL } = await import('./lib/stores.js');
+  const ns = uniqueNamespace('jsconn');
+  const driver = await PostgresDriver.open(POSTGRES_URL, ns);
+  try {
+    await driver.install(5000);
+    driver.drop();
+    await Promise.all(Array.from({ length: 10 }, (_, i) => driver.read(`k${i}`, 5000)));
+    const pg = (await import('pg')).default;
+    const client = new pg.Client({ connectionString: POSTGRES_URL });
+    await client.connect();
+    const { rows } = await client.query('SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1', [`lock-store:${ns}`]);
+    await client.end();
+    assert.equal(rows[0].n, 1, 'one connection for the namespace, not one per waiting call');
+  } finally {
+    await driver.uninstall();
+    await driver.close();
+  }
+});

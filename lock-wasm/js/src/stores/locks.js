@@ -333,6 +333,8 @@ export class StoreLease {
    */
   async extend(ttl = this.#ttl) {
     ms('ttl', ttl);
+    // A lease past its end on this process's clock is lost, even if its timer has not run yet.
+    this.#check();
     if (this.#state === 'lost') throw lostError(this.#loss.info ?? this.#info(this.deadline));
     const answer = await this.#locks.extend(this, ttl);
     const { reply } = answer;

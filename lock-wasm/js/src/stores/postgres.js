@@ -89,16 +89,29 @@ export class PostgresDriver {
     return client;
   }
 
-  async #connect() {
-    this.#client = await this.#newClient();
-    this.#dropped = false;
-    // Generic plans from the first execution, as the Rust clients ask (step plan-cache).
-    await this.#client.query(step(file(), 'plan-cache', {})).catch(() => {});
+  /** @type {Promise<any> | null} */
+  #connecting = null;
+
+  /** Connects; the calls that find no connection meanwhile share this one (no second client). */
+  #connect() {
+    this.#connecting ??= (async () => {
+      try {
+        const client = await this.#newClient();
+        // Generic plans from the first execution, as the Rust clients ask (step plan-cache).
+        await client.query(step(file(), 'plan-cache', {})).catch(() => {});
+        this.#client = client;
+        this.#dropped = false;
+        return client;
+      } finally {
+        this.#connecting = null;
+      }
+    })();
+    return this.#connecting;
   }
 
   /** The connection, connected again if a call dropped it. */
   async #conn() {
-    if (this.#dropped || this.#client === null) await this.#connect();
+    if (this.#dropped || this.#client === null) return this.#connect();
     return this.#client;
   }
 
