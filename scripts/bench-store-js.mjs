@@ -7,10 +7,14 @@
 // throughput, p50 and p99 latency, the process's memory, each pair's ratio to the hand-written
 // one, and the server's own cost per call (INFO commandstats), which this noisy 2-core VM does
 // not blur.
+// Then the same over PostgreSQL: `Locks.open` against the advisory-lock pair a Node service
+// would write with pg (pg_try_advisory_lock, pg_advisory_unlock on one session), interleaved
+// the same way.
 // Usage: node scripts/bench-store-js.mjs [SECONDS_PER_TURN] [turns=N]  (after scripts/build-npm.sh)
 
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
+import pg from 'pg';
 import Redlock from 'redlock';
 import { Locks } from '../lock-wasm/js/src/node.js';
 import { REDIS_CAS } from '../lock-wasm/js/src/stores/redis.js';
@@ -23,6 +27,7 @@ if (!(seconds > 0) || !Number.isSafeInteger(turns) || turns <= 0 || args.some((a
   process.exit(2);
 }
 const url = process.env.LOCK_STORE_REDIS_URL ?? 'redis://127.0.0.1:6379';
+const pgUrl = process.env.LOCK_STORE_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const ns = `benchjs_${process.pid}`;
 const TTL = 30_000;
 const RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
@@ -99,37 +104,76 @@ function serverCost(before, after, pairs) {
 }
 
 const pct = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))];
-const all = Object.fromEntries(Object.keys(PAIRS).map((name) => [name, { latencies: [], seconds: 0, server: [] }]));
 
-// Warm up every path (JIT, script caches, connections).
-for (const pair of Object.values(PAIRS)) for (let i = 0; i < 200; i += 1) await pair(`warm${i % 8}`);
-for (let t = 0; t < turns; t += 1) {
-  // Interleaved, the order rotating each turn: a slow phase of the VM hits every row alike.
-  const names = Object.keys(PAIRS);
-  const order = names.slice(t % names.length).concat(names.slice(0, t % names.length));
-  for (const name of order) {
-    const before = await commandstats();
-    const latencies = await turn(PAIRS[name]);
-    const after = await commandstats();
-    all[name].latencies.push(...latencies);
-    all[name].seconds += seconds;
-    all[name].server.push(serverCost(before, after, latencies.length));
+/**
+ * Runs `pairs` interleaved for `turns` turns (the order rotating each turn: a slow phase of the
+ * VM hits every row alike); `cost(run)` answers the server's µs per pair of a turn, if known.
+ */
+async function measure(pairs, cost) {
+  const all = Object.fromEntries(Object.keys(pairs).map((name) => [name, { latencies: [], seconds: 0, server: [] }]));
+  // Warm up every path (JIT, script caches, prepared statements, connections).
+  for (const pair of Object.values(pairs)) for (let i = 0; i < 200; i += 1) await pair(`warm${i % 8}`);
+  for (let t = 0; t < turns; t += 1) {
+    const names = Object.keys(pairs);
+    const order = names.slice(t % names.length).concat(names.slice(0, t % names.length));
+    for (const name of order) {
+      let latencies = [];
+      const server = await cost(async () => {
+        latencies = await turn(pairs[name]);
+        return latencies.length;
+      });
+      all[name].latencies.push(...latencies);
+      all[name].seconds += seconds;
+      if (server !== null) all[name].server.push(server);
+    }
+  }
+  return Object.entries(all).map(([name, r]) => {
+    const sorted = [...r.latencies].sort((a, b) => a - b);
+    const server = r.server.length === 0 ? null : r.server.reduce((a, b) => a + b, 0) / r.server.length;
+    return { name, rate: r.latencies.length / r.seconds, p50: pct(sorted, 50), p99: pct(sorted, 99), server };
+  });
+}
+
+/** Prints `rows` with each p50's ratio to the rows named `against`. */
+function table(rows, against) {
+  const bases = against.map((prefix) => rows.find((r) => r.name.startsWith(prefix)));
+  console.log(`| pair | pairs/s | p50 µs | p99 µs | ${bases.map((b) => `p50 vs ${b.name}`).join(' | ')} | server µs per pair |`);
+  console.log(`| --- | --- | --- | --- | ${bases.map(() => '---').join(' | ')} | --- |`);
+  for (const r of rows) {
+    const cells = [Math.round(r.rate), r.p50.toFixed(0), r.p99.toFixed(0), ...bases.map((b) => `${(r.p50 / b.p50).toFixed(2)}x`), r.server === null ? 'n/a' : r.server.toFixed(1)];
+    console.log(`| ${r.name} | ${cells.join(' | ')} |`);
   }
 }
 
-const rows = Object.entries(all).map(([name, r]) => {
-  const sorted = [...r.latencies].sort((a, b) => a - b);
-  return { name, rate: r.latencies.length / r.seconds, p50: pct(sorted, 50), p99: pct(sorted, 99), server: r.server.reduce((a, b) => a + b, 0) / r.server.length };
-});
-const base = rows.find((r) => r.name.startsWith('hand-written'));
+/** Redis: the server's µs per pair from INFO commandstats around the turn. */
+const redisCost = async (run) => {
+  const before = await commandstats();
+  const pairs = await run();
+  return serverCost(before, await commandstats(), pairs);
+};
+
 console.log(`Node ${process.version}, one connection each, ${turns} interleaved turns of ${seconds} s, TTL ${TTL} ms, ${url}`);
-const floor = rows.find((r) => r.name.startsWith('the shared script'));
-console.log('| pair | pairs/s | p50 µs | p99 µs | p50 vs hand-written | p50 vs the floor | server µs per pair |');
-console.log('| --- | --- | --- | --- | --- | --- | --- |');
-for (const r of rows) {
-  const cells = [Math.round(r.rate), r.p50.toFixed(0), r.p99.toFixed(0), `${(r.p50 / base.p50).toFixed(2)}x`, `${(r.p50 / floor.p50).toFixed(2)}x`, r.server.toFixed(1)];
-  console.log(`| ${r.name} | ${cells.join(' | ')} |`);
-}
+table(await measure(PAIRS, redisCost), ['hand-written', 'the shared script']);
+
+// PostgreSQL: Locks.open against the advisory-lock pair on one session.
+const pgNs = `benchjs_${process.pid}`;
+const pgLocks = await Locks.open(pgUrl, pgNs);
+const advisory = new pg.Client({ connectionString: pgUrl });
+await advisory.connect();
+const PG_PAIRS = {
+  'expiring-lock Locks.open (PostgreSQL)': async (key) => {
+    const lease = await pgLocks.tryAcquire(key, { ttl: TTL, owner: 'bench' });
+    await lease.release();
+  },
+  'pg_try_advisory_lock + pg_advisory_unlock': async (key) => {
+    const id = Number(key.replace(/\D/g, '') || 0) + 0x5eed0000;
+    const { rows } = await advisory.query({ name: 'bench-take', text: 'SELECT pg_try_advisory_lock($1)', values: [id], rowMode: 'array' });
+    if (rows[0][0] !== true) throw new Error('held');
+    await advisory.query({ name: 'bench-give', text: 'SELECT pg_advisory_unlock($1)', values: [id], rowMode: 'array' });
+  },
+};
+console.log(`\nthe same over PostgreSQL, ${pgUrl}`);
+table(await measure(PG_PAIRS, async (run) => (await run(), null)), ['pg_try_advisory_lock']);
 const mem = process.memoryUsage();
 console.log(`process memory: rss ${(mem.rss / 2 ** 20).toFixed(1)} MiB, heap used ${(mem.heapUsed / 2 ** 20).toFixed(1)} MiB`);
 
@@ -139,3 +183,6 @@ const others = await admin.keys(`${ns}:*`);
 if (made.length + others.length > 0) await admin.del(...made, ...others);
 await locks.close();
 for (const c of [plain, redlockClient, admin, bare]) c.disconnect();
+await pgLocks.close();
+await advisory.query(`DROP SCHEMA IF EXISTS ${pgNs} CASCADE`);
+await advisory.end();

@@ -33,7 +33,12 @@ for arg in "$@"; do
       command -v npm >/dev/null || { echo "setup: Node.js >= 20 and npm are required for the JS tests" >&2; exit 1; }
       # node_modules/.setup-stamp is the package-lock.json it was installed from.
       if ! cmp -s package-lock.json node_modules/.setup-stamp 2>/dev/null; then
-        echo "setup: npm ci (from package-lock.json)"
+        echo "setup: npm ci (from package-lock.json; better-sqlite3 compiles its addon, about a minute)"
+        # node-gyp builds better-sqlite3 against this Node's own headers when the system has
+        # them, rather than downloading them.
+        if [ -z "${npm_config_nodedir:-}" ] && [ -f /usr/include/node/node.h ]; then
+          export npm_config_nodedir=/usr
+        fi
         npm ci --no-audit --no-fund --loglevel=error
         cp package-lock.json node_modules/.setup-stamp
       fi

@@ -441,8 +441,12 @@ export interface StoreLocks {
   acquire(key: string, options: AcquireOptions): Promise<StoreLease>;
   withLock<T>(key: string, options: WithLockOptions & { ifAvailable: true }, callback: (lease: StoreLease | null) => T | Promise<T>): Promise<T>;
   withLock<T>(key: string, options: WithLockOptions, callback: (lease: StoreLease) => T | Promise<T>): Promise<T>;
+  /**
+   * The holder and waiters of `key` at the store's time (`null`: free). Creates nothing: in a
+   * namespace that was never written it rejects with a `StoreError` `no-namespace`.
+   */
   inspect(key: string): Promise<KeyInfo | null>;
-  /** Every key of the namespace with a record, in byte order. */
+  /** Every key of the namespace with a record, in byte order (none if it was never written). */
   keys(): Promise<string[]>;
   /** Stops every lease's timers and closes the connections. */
   close(): Promise<void>;

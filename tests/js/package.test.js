@@ -43,10 +43,12 @@ it('ships only the whitelisted files', () => {
     'src/stores/client.js',
     'src/stores/io.js',
     'src/stores/locks.js',
+    'src/stores/mysql.js',
     'src/stores/notices.js',
     'src/stores/open.js',
     'src/stores/postgres.js',
     'src/stores/redis.js',
+    'src/stores/sqlite.js',
     'src/stores/steps.js',
     'src/table.js',
     'steps/README.md',
@@ -55,6 +57,20 @@ it('ships only the whitelisted files', () => {
     'steps/redis-cas.lua',
     'steps/sqlite.sql',
   ]);
+});
+
+it('declares each store client as an optional peer, the version tested here', async () => {
+  const { PEERS } = await import('../../lock-wasm/js/src/stores/io.js');
+  const manifest = JSON.parse(readFileSync(join(pkg, 'package.json'), 'utf8'));
+  const dev = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).devDependencies;
+  const clients = [...new Set(Object.values(PEERS))].sort();
+  assert.deepEqual(Object.keys(manifest.peerDependencies).sort(), clients);
+  for (const name of clients) {
+    assert.equal(manifest.peerDependenciesMeta[name]?.optional, true, `${name} is optional`);
+    assert.equal(manifest.peerDependencies[name], `^${dev[name]}`, `${name}: the range starts at the version the tests run`);
+  }
+  // A user of the in-process table installs none of them.
+  for (const name of clients) assert.ok(!readdirSync(join(project, 'node_modules')).includes(name), `${name} was installed with the package`);
 });
 
 it('runs the README quickstart from the installed tarball', () => {

@@ -60,6 +60,7 @@ async function contend(locks, owner, until) {
     const liveAtWrite = lease.held;
     const wroteAt = monotonic();
     const accepted = fencedWrite(key, lease.fence);
+    const releaseSentAt = monotonic();
     let released;
     try {
       released = await lease.release();
@@ -68,7 +69,7 @@ async function contend(locks, owner, until) {
       released = false;
     }
     const end = lease.releasedAt ?? lease.deadline;
-    grants.push([key, owner, lease.fence, start, end, accepted, liveAtWrite, released, true, gotAt, wroteAt].join(' '));
+    grants.push([key, owner, lease.fence, start, end, accepted, liveAtWrite, released, true, gotAt, wroteAt, releaseSentAt].join(' '));
   }
   return grants;
 }

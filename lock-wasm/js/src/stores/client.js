@@ -112,7 +112,9 @@ export class StoreClient {
   async run(op, key, args = {}) {
     const answered = await this.#attempt(op, key, args);
     if (answered !== null) return answered;
-    // A namespace that does not exist is created by the first write, and only then.
+    // A namespace that does not exist is created by the first write, and only then: an
+    // inspection of it says that it does not exist (as the Rust clients' does).
+    if (op === 'inspect') throw this.#storeError();
     await this.#driver.install(this.#bound);
     const again = await this.#attempt(op, key, args);
     if (again === null) throw this.#storeError();

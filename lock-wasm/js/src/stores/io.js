@@ -10,12 +10,19 @@ export const PEERS = {
   rediss: 'ioredis',
   postgres: 'pg',
   postgresql: 'pg',
+  mysql: 'mysql2',
+  mariadb: 'mysql2',
+  sqlite: 'better-sqlite3',
 };
 
-/** Imports the optional peer `name`, or a StoreError naming the package to install. */
-export async function requirePeer(name, url) {
+/**
+ * Imports `specifier` (a package of an optional peer, or a module of one: `mysql2/promise`), or
+ * a StoreError naming the package to install.
+ */
+export async function requirePeer(specifier, url) {
+  const name = specifier.startsWith('@') ? specifier.split('/').slice(0, 2).join('/') : specifier.split('/')[0];
   try {
-    return await import(name);
+    return await import(specifier);
   } catch (error) {
     const e = /** @type {{code?: string}} */ (error);
     if (e?.code === 'ERR_MODULE_NOT_FOUND' || e?.code === 'MODULE_NOT_FOUND') {
@@ -39,4 +46,18 @@ export function bounded(driver, bound, call) {
     }, Math.max(0, bound));
   });
   return Promise.race([call(), timeout]).finally(() => clearTimeout(timer));
+}
+
+/** The largest fencing token (2^53 - 1: exact in a JavaScript number, as in the Rust clients). */
+export const MAX_FENCE = 2 ** 53 - 1;
+
+/**
+ * Fencing tokens from their text in the SQL stores (`1,2,3`; empty: none), or `null` if it is
+ * not that (as `fences_from_text` in lock-store's store.rs).
+ */
+export function fencesFromText(text) {
+  if (typeof text !== 'string') return null;
+  if (text === '') return [];
+  const fences = text.split(',').map((part) => (/^[0-9]+$/.test(part) ? Number(part) : NaN));
+  return fences.every((f) => Number.isSafeInteger(f) && f > 0 && f <= MAX_FENCE) ? fences : null;
 }

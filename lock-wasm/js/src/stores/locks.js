@@ -181,7 +181,10 @@ export class StoreLocks {
     return settled.result;
   }
 
-  /** The holder and waiters of `key` now (`null` if free). */
+  /**
+   * The holder and waiters of `key` now (`null` if free). Creates nothing: a StoreError
+   * `no-namespace` if the namespace was never written.
+   */
   async inspect(key) {
     this.#open();
     text('key', key);

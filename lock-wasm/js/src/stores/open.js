@@ -17,7 +17,16 @@ export async function openDriver(url, namespace, options = {}) {
       const { PostgresDriver } = await import('./postgres.js');
       return PostgresDriver.open(url, namespace, options);
     }
+    case 'mysql':
+    case 'mariadb': {
+      const { MysqlDriver } = await import('./mysql.js');
+      return MysqlDriver.open(url, namespace, options);
+    }
+    case 'sqlite': {
+      const { SqliteDriver } = await import('./sqlite.js');
+      return SqliteDriver.open(url, namespace, options);
+    }
     default:
-      throw new StoreError('url', `bad store URL ${JSON.stringify(url.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@'))}: the npm package's stores are redis://, rediss://, postgres:// and postgresql:// (mysql:// and sqlite:// are next)`);
+      throw new StoreError('url', `bad store URL ${JSON.stringify(url.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@'))}: the npm package's stores are redis://, rediss://, postgres://, postgresql://, mysql://, mariadb:// and sqlite://`);
   }
 }

@@ -1,0 +1,409 @@
+// The MariaDB store's IO for StoreClient, over mysql2: the same objects, statements and replies
+// as the Rust clients (lock-store/src/mysql.rs), every text a step of lock-store/steps/mysql.sql,
+// so that Rust and Node replicas share one namespace. Nothing is decided here. MariaDB sends no
+// notices: waiters look at the key's next deadline by themselves.
+
+import { readFileSync } from 'node:fs';
+import { StoreError } from '../errors.js';
+import { MAX_FENCE, bounded, fencesFromText, requirePeer } from './io.js';
+import { withoutPassword } from './redis.js';
+import { step, stepsFile } from './steps.js';
+
+/** The format this build installs and reads (FORMAT in mysql.rs). */
+const FORMAT = '1';
+const COLUMNS = ['fences', 'forget_at', 'k', 'record', 'version'];
+/** The install's and the uninstall's steps, in order (INSTALL, UNINSTALL in mysql.rs). */
+const INSTALL = ['create-meta', 'insert-format', 'create-records', 'create-fences', 'create-cas'];
+const UNINSTALL = ['drop-cas', 'drop-fences', 'drop-records', 'drop-meta'];
+/** The collection walk: one step every this many writes (CollectWalk::EVERY). */
+const COLLECT_EVERY = 64;
+const TLS_PARAMS = ['ssl-mode', 'ssl-ca', 'ssl-cert', 'ssl-key'];
+
+/** Server errors (errno) and what they mean, as `failed` in mysql.rs. */
+const LOST = [1053, 1927, 2006, 2013, 1317];
+const DENIED = [1044, 1045, 1142, 1143, 1227, 1370];
+const EXHAUSTED = [4084, 4135];
+const MISSING = [1146, 1305];
+/** A deadlock or a lock wait past its bound: rolled back, nothing happened (a conflict). */
+const ROLLED_BACK = [1213, 1205];
+
+/** @type {string | null} */
+let FILE = null;
+const file = () => (FILE ??= stepsFile('mysql.sql'));
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * mysql2's connection options from a `mysql://` or `mariadb://` URL (user, password, host, port,
+ * /DATABASE) and its TLS parameters, named as the `mysql` client and the Rust clients name them
+ * (`ssl-mode` DISABLED, REQUIRED, VERIFY_CA or VERIFY_IDENTITY; `ssl-ca`, `ssl-cert`, `ssl-key`
+ * files; `_` for `-` too). REQUIRED checks the certificate as VERIFY_IDENTITY does (a check that
+ * stops no one in the middle is not TLS); VERIFY_CA checks its chain, not its host name.
+ */
+export function mysqlOptions(url, shown) {
+  const bad = (reason) => new StoreError('url', `bad store URL ${JSON.stringify(shown)}: ${reason}`);
+  let parsed;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw bad('not a URL');
+  }
+  const database = decodeURIComponent(parsed.pathname.replace(/^\//, ''));
+  if (database === '') throw bad('no database: add /DATABASE to the URL');
+  const params = new Map([...parsed.searchParams].map(([name, value]) => [name.replaceAll('_', '-'), value]));
+  const unknown = [...params.keys()].filter((name) => !TLS_PARAMS.includes(name));
+  if (unknown.length > 0) throw bad(`unknown parameter ${unknown[0]} (this client takes ${TLS_PARAMS.join(', ')})`);
+  const options = {
+    host: parsed.hostname.replace(/^\[(.*)\]$/, '$1') || 'localhost',
+    port: parsed.port === '' ? 3306 : Number(parsed.port),
+    user: decodeURIComponent(parsed.username),
+    password: decodeURIComponent(parsed.password),
+    database,
+  };
+  const mode = params.get('ssl-mode')?.toUpperCase();
+  const files = params.has('ssl-ca') || params.has('ssl-cert');
+  if (mode === 'DISABLED' || (mode === undefined && !files)) return options;
+  if (mode !== undefined && !['REQUIRED', 'PREFERRED', 'VERIFY_CA', 'VERIFY_IDENTITY'].includes(mode)) {
+    throw bad(`ssl-mode=${mode}: use DISABLED, REQUIRED, VERIFY_CA or VERIFY_IDENTITY`);
+  }
+  const [ca, cert, key] = ['ssl-ca', 'ssl-cert', 'ssl-key'].map((name) => {
+    const path = params.get(name);
+    if (path === undefined) return undefined;
+    try {
+      return readFileSync(path);
+    } catch (error) {
+      throw bad(`${name}: cannot read ${path}: ${/** @type {Error} */ (error).message}`);
+    }
+  });
+  if ((cert === undefined) !== (key === undefined)) throw bad('ssl-cert and ssl-key go together');
+  /** @type {Record<string, unknown>} */
+  const ssl = { rejectUnauthorized: true, ca, cert, key };
+  if (mode === 'VERIFY_CA') ssl.checkServerIdentity = () => undefined;
+  return { ...options, ssl };
+}
+
+/** A namespace (tables, a sequence and a procedure named `<ns>_...`) in a MariaDB database. @internal */
+export class MysqlDriver {
+  #mysql;
+  #options;
+  #ns;
+  #texts;
+  /** @type {any} */
+  #conn = null;
+  /** @type {Promise<any> | null} */
+  #connecting = null;
+  #bound = 5000;
+  #installed = false;
+  #writes = 0;
+  #after = Buffer.alloc(0);
+
+  constructor(mysql, options, namespace, shown) {
+    this.#mysql = mysql;
+    this.#options = options;
+    this.#ns = namespace;
+    this.describe = `${shown} namespace "${namespace}"`;
+    this.namespace = namespace;
+    this.#texts = Object.fromEntries(
+      [
+        'isolation',
+        'install-lock',
+        'install-unlock',
+        'columns',
+        ...INSTALL,
+        'old-index',
+        'drop-old-index',
+        'format',
+        'read',
+        'cas',
+        'replace',
+        'replace-with-token',
+        'collect-next',
+        'collect-delete',
+        'keys',
+        'last-fence',
+        ...UNINSTALL,
+      ].map((name) => [name, step(file(), name, { ns: namespace, format: FORMAT })]),
+    );
+  }
+
+  /** Opens `url` (mysql:// or mariadb://, with a /DATABASE) for `namespace`. */
+  static async open(url, namespace, options = {}) {
+    const shown = withoutPassword(url);
+    const connection = mysqlOptions(url.replace(/^mariadb:/, 'mysql:'), shown);
+    const { default: mysql } = await requirePeer('mysql2/promise', url);
+    if (mysql.TypedParameter?.BIGINT?.unsigned === undefined) {
+      throw new StoreError('not-compiled', 'the mysql:// store needs mysql2 3.24.5 or later (typed BIGINT UNSIGNED parameters): npm install mysql2@^3.24.5');
+    }
+    const driver = new MysqlDriver(mysql, connection, namespace, shown);
+    driver.#bound = options.bound ?? 5000;
+    await driver.#connection();
+    // The namespace's format, if it is installed (an install of another build is an error now).
+    await driver.#present(driver.#bound).catch((e) => {
+      if (!(e instanceof StoreError && e.code === 'no-namespace')) throw e;
+    });
+    return driver;
+  }
+
+  /** A new connection, in the session mode the steps expect. */
+  async #newConnection() {
+    const ms = Math.round(this.#bound);
+    let conn;
+    try {
+      conn = await bounded(this, ms, () =>
+        this.#mysql.createConnection({
+          ...this.#options,
+          connectTimeout: ms,
+          supportBigNumbers: true,
+          bigNumberStrings: true,
+          rowsAsArray: true,
+          enableKeepAlive: true,
+          connectAttributes: { program_name: `lock-store:${this.#ns}` },
+        }),
+      );
+    } catch (error) {
+      const e = /** @type {{errno?: number, message: string}} */ (error);
+      const ssl = /** @type {{cert?: unknown} | undefined} */ (this.#options.ssl);
+      // Over TLS without a client certificate, a user that must present one (REQUIRE X509) is
+      // refused like a wrong password: say so.
+      const hint = e.errno === 1045 && ssl !== undefined && ssl.cert === undefined ? ' (if this user must present a client certificate, name it and its key in the URL: ssl-cert=PATH&ssl-key=PATH)' : '';
+      throw new StoreError('connect', `cannot connect to ${this.describe}: ${e.message.replace(/^lost the connection to .*?: /, '')}${hint}`, { cause: e });
+    }
+    conn.connection.on('error', () => {}); // reported to each call instead
+    try {
+      await bounded(this, ms, () => conn.query(this.#texts.isolation));
+    } catch (error) {
+      conn.destroy();
+      throw new StoreError('connect', `cannot connect to ${this.describe}: ${/** @type {Error} */ (error).message}`, { cause: error });
+    }
+    return conn;
+  }
+
+  /** Connects; the calls that find no connection meanwhile share this one. */
+  #connection() {
+    if (this.#conn !== null) return Promise.resolve(this.#conn);
+    this.#connecting ??= (async () => {
+      try {
+        this.#conn = await this.#newConnection();
+        return this.#conn;
+      } finally {
+        this.#connecting = null;
+      }
+    })();
+    return this.#connecting;
+  }
+
+  /** Drops the connection (a call found no answer in time: it may be out of step). */
+  drop() {
+    const conn = this.#conn;
+    this.#conn = null;
+    conn?.destroy();
+  }
+
+  /** Step `name` as a prepared statement (mysql2 prepares each text once per connection). */
+  async #execute(name, values, bound) {
+    const conn = await this.#connection();
+    try {
+      const [rows] = await bounded(this, bound, () => conn.execute(this.#texts[name], values));
+      return rows;
+    } catch (e) {
+      throw this.#failure(e, conn);
+    }
+  }
+
+  /** Step `name` as a plain statement (DDL, and what takes no parameters). */
+  async #query(name, bound) {
+    const conn = await this.#connection();
+    try {
+      const [rows] = await bounded(this, bound, () => conn.query(this.#texts[name]));
+      return rows;
+    } catch (e) {
+      throw this.#failure(e, conn);
+    }
+  }
+
+  /** Whether the namespace is installed (looked up until it was seen once). */
+  async #present(bound) {
+    if (this.#installed) return;
+    const rows = await this.#query('format', bound);
+    const format = rows[0]?.[0];
+    // The table without its row: another replica is installing it right now.
+    if (format === undefined) throw this.#missing();
+    if (String(format) !== FORMAT) throw new StoreError('schema', `${this.describe}: namespace has format ${format}; this build reads ${FORMAT}`);
+    this.#installed = true;
+  }
+
+  #missing() {
+    this.#installed = false;
+    return new StoreError('no-namespace', `${this.describe} does not exist (nothing was ever locked in it; the first lock creates it)`);
+  }
+
+  #unsigned(v) {
+    return this.#mysql.TypedParameter.BIGINT.unsigned(BigInt(v));
+  }
+
+  #signed(v) {
+    return v < 0 ? null : this.#mysql.TypedParameter.BIGINT(BigInt(v));
+  }
+
+  async read(key, bound) {
+    const start = performance.now();
+    await this.#present(bound);
+    const rows = await this.#execute('read', [Buffer.from(key)], Math.max(1, bound - (performance.now() - start)));
+    return this.#readRow(key, rows[0] ?? []);
+  }
+
+  #readRow(key, [now, version, record, fences]) {
+    const at = Math.max(0, Number(now));
+    if (!Number.isSafeInteger(at)) throw new StoreError('server', `${this.describe}: unexpected server time ${now}`);
+    if (version === null || version === undefined) return { record: null, now: at };
+    const tokens = fencesFromText(Buffer.isBuffer(fences) ? fences.toString() : fences);
+    if (!Buffer.isBuffer(record) || tokens === null) {
+      throw new StoreError('corrupt', `the record of key ${JSON.stringify(key)} is corrupt: fences ${JSON.stringify(fences)}`);
+    }
+    return { record: { version: BigInt(version).toString(), bytes: new Uint8Array(record), fences: tokens }, now: at };
+  }
+
+  async write(key, w, bound) {
+    const start = performance.now();
+    const left = () => Math.max(1, bound - (performance.now() - start));
+    await this.#present(bound);
+    const k = Buffer.from(key);
+    const bytes = w.bytes === null ? null : Buffer.from(w.bytes);
+    const replaces = Buffer.from(w.replaces);
+    const notBefore = this.#signed(w.notBefore);
+    const forgetAt = this.#signed(w.forgetAt);
+    /** @type {{fences: number[]} | null} */
+    let done = null;
+    try {
+      if (bytes !== null && w.expected !== '0' && w.freshFences <= 1) {
+        // The common write: one UPDATE, its token (if any) in the OK packet.
+        const name = w.freshFences === 1 ? 'replace-with-token' : 'replace';
+        const ok = await this.#execute(name, [this.#unsigned(w.version), bytes, forgetAt, k, this.#unsigned(w.expected), replaces, notBefore, notBefore], left());
+        if (ok.affectedRows === 1) done = { fences: w.freshFences === 1 ? [this.#token(ok.insertId)] : [] };
+      } else {
+        const results = await this.#execute('cas', [k, this.#unsigned(w.expected), this.#unsigned(w.version), bytes, this.#mysql.TypedParameter.INT(w.freshFences), notBefore, forgetAt, replaces], left());
+        const row = (Array.isArray(results[0]) ? results[0] : results)[0];
+        if (!Array.isArray(row)) throw new StoreError('server', `${this.describe}: the compare-and-set returned no row`);
+        if (Number(row[0]) === 1) {
+          const fences = fencesFromText(String(row[4] ?? ''));
+          if (fences === null) throw new StoreError('server', `${this.describe}: unexpected fences ${row[4]}`);
+          done = { fences };
+        } else {
+          this.#count(bound);
+          return { conflict: this.#readRow(key, [row[1], row[2], row[3], row[4]]) };
+        }
+      }
+    } catch (e) {
+      if (!(e instanceof StoreError && ROLLED_BACK.includes(/** @type {any} */ (e.cause)?.errno))) throw e;
+    }
+    this.#count(bound);
+    if (done !== null) return done;
+    // A conflict: the record now, read at once.
+    return { conflict: await this.read(key, left()) };
+  }
+
+  #token(value) {
+    const fence = Number(value);
+    if (!Number.isSafeInteger(fence) || fence <= 0 || fence > MAX_FENCE) throw new StoreError('server', `${this.describe}: unexpected fencing token ${value}`);
+    return fence;
+  }
+
+  /** Counts a write; every COLLECT_EVERY writes, one step of the collection walk (best effort). */
+  #count(bound) {
+    this.#writes += 1;
+    if (this.#writes % COLLECT_EVERY === 0) this.#collect(bound).catch(() => {});
+  }
+
+  /** One step of the collection walk (forgotten free records among the next keys). */
+  async #collect(bound) {
+    const seen = await this.#execute('collect-next', [this.#after, this.#mysql.TypedParameter.INT(COLLECT_EVERY)], bound);
+    const last = seen.at(-1)?.[0];
+    if (last === undefined) {
+      this.#after = Buffer.alloc(0);
+      return;
+    }
+    await this.#execute('collect-delete', [this.#after, last], bound);
+    this.#after = last;
+  }
+
+  /** Creates the namespace, or checks that what is there is ours (idempotent). */
+  async install(bound) {
+    const lock = `expiring-locks install ${this.#ns}`;
+    const table = `${this.#ns}_records`;
+    try {
+      await bounded(this, bound, async () => {
+        const [[got]] = await this.#execute('install-lock', [lock], bound);
+        if (Number(got) !== 1) throw new StoreError('schema', `${this.describe}: timed out waiting for another installer`);
+        try {
+          const columns = (await this.#execute('columns', [table], bound)).map((r) => String(r[0]));
+          if (columns.length > 0 && columns.join() !== COLUMNS.join()) {
+            throw new StoreError('schema', `${this.describe}: table ${table} is not ours: columns ${columns.join(', ')}`);
+          }
+          for (const name of INSTALL) await this.#query(name, bound);
+          if ((await this.#execute('old-index', [table], bound)).length > 0) await this.#query('drop-old-index', bound);
+          this.#installed = false;
+          await this.#present(bound);
+        } finally {
+          await this.#execute('install-unlock', [lock], bound).catch(() => {});
+        }
+      });
+    } catch (e) {
+      const failure = e instanceof StoreError ? e : this.#failure(e, null);
+      throw failure.code === 'server' || failure.code === 'no-namespace' ? new StoreError('schema', failure.message, { cause: e }) : failure;
+    }
+  }
+
+  /** MariaDB sends no notices: a waiter looks by itself. */
+  async announce() {}
+
+  async keys(bound = this.#bound) {
+    try {
+      await this.#present(bound);
+      const rows = await this.#query('keys', bound);
+      return rows.flatMap(([k]) => {
+        try {
+          return [utf8.decode(k)];
+        } catch {
+          return [];
+        }
+      });
+    } catch (e) {
+      if (e instanceof StoreError && e.code === 'no-namespace') return [];
+      throw e;
+    }
+  }
+
+  async lastFence(bound = this.#bound) {
+    await this.#present(bound);
+    const rows = await this.#query('last-fence', bound);
+    return Math.max(0, Number(rows[0]?.[0] ?? 0));
+  }
+
+  /** Drops the namespace's objects (tests, and operators retiring it). */
+  async uninstall(bound = this.#bound) {
+    this.#installed = false;
+    for (const name of UNINSTALL) await this.#query(name, bound);
+  }
+
+  async close() {
+    const conn = this.#conn;
+    this.#conn = null;
+    await conn?.end().catch(() => conn.destroy());
+  }
+
+  /** What a failed statement means (as `failed` in mysql.rs). */
+  #failure(e, conn) {
+    if (e instanceof StoreError) return e;
+    const errno = e?.errno;
+    const message = e?.sqlMessage ?? e?.message ?? String(e);
+    const server = typeof errno === 'number' && errno >= 1000 && !e?.fatal;
+    if (!server || LOST.includes(errno)) {
+      if (conn === null || this.#conn === conn) this.drop();
+      return new StoreError('lost', `lost the connection to ${this.describe}: ${e?.code ? `${e.code}: ` : ''}${message}`, { cause: e });
+    }
+    if (MISSING.includes(errno)) return this.#missing();
+    if (DENIED.includes(errno)) return new StoreError('schema', `${this.describe}: ${message}`, { cause: e });
+    if (EXHAUSTED.includes(errno)) return new StoreError('fences-exhausted', `${this.describe}: the fencing-token counter reached 2^53`);
+    return new StoreError('server', `${this.describe}: ${errno}: ${message}`, { cause: e });
+  }
+}

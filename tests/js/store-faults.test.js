@@ -1,0 +1,160 @@
+// The Node store client under faults, on every store (real servers, real time, short TTLs):
+// a Node holder killed with SIGKILL while it keeps its lease alive, a Node waiter killed in the
+// queue, and, on the server stores, every connection reset in the middle of a wait and a path
+// that goes silent under a holder. Each time: no duplicate grant (fences increase, the next
+// holder begins at or after the last deadline the store kept), a typed error or a correct answer,
+// and the clients carry on.
+
+import { describe, it, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { Locks, StoreError } from '../../lock-wasm/js/src/node.js';
+import { Proxy } from './lib/proxy.js';
+import { STORES, uniqueNamespace } from './lib/stores.js';
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const WORKER = fileURLToPath(new URL('./lib/wait-worker.mjs', import.meta.url));
+
+/** A Node process that waits for `key`, holds it with keep-alive for `hold` ms; its lines. */
+function worker(url, ns, key, owner, { ttl = 600, wait = 30_000, hold = 60_000 } = {}) {
+  const child = spawn(process.execPath, [WORKER, url, ns, key, owner, String(ttl), String(wait), String(hold)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const lines = [];
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (d) => lines.push(...d.split('\n').filter(Boolean)));
+  child.stderr.setEncoding('utf8').on('data', (d) => (stderr += d));
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  return { child, lines, exited, stderr: () => stderr };
+}
+
+/** Waits until `check()` is truthy (every 10 ms, at most `ms`), answering it. */
+async function until(what, check, ms = 15_000) {
+  const end = performance.now() + ms;
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(10);
+  }
+}
+
+for (const store of STORES) {
+  describe(`faults over ${store.name}`, () => {
+    const namespaces = [];
+    const open = async (url = store.url, ns = namespaces[0], options) => {
+      if (namespaces.length === 0) namespaces.push(ns ?? uniqueNamespace('jsfault'));
+      return Locks.open(url, ns ?? namespaces[0], options);
+    };
+    after(async () => {
+      if (namespaces.length === 0) return;
+      const driver = await store.open(namespaces[0]);
+      await driver.uninstall();
+      await driver.close();
+    });
+
+    it('a Node holder killed while it keeps its lease alive: the next holder is granted at its deadline, with a higher fence', async () => {
+      const locks = await open();
+      const ns = namespaces[0];
+      const holder = worker(store.url, ns, 'killed-holder', 'victim', { ttl: 600 });
+      try {
+        const granted = await until('the worker to hold the key', () => holder.lines.find((l) => l.startsWith('granted ')));
+        const fence = Number(granted.split(' ')[1]);
+        await sleep(700); // past one TTL: its keep-alive extended it
+        holder.child.kill('SIGKILL');
+        await holder.exited;
+        // The last deadline the store kept for it (no one extends it any more).
+        const info = await locks.inspect('killed-holder');
+        assert.equal(info.owner, 'victim');
+        const next = await locks.acquire('killed-holder', { ttl: 5000, owner: 'next', timeout: 10_000 });
+        assert.ok(next.fence > fence, `fence ${next.fence} after ${fence}`);
+        assert.ok(next.deadline - 5000 >= info.deadline, `granted at ${next.deadline - 5000}, before the killed holder's deadline ${info.deadline}`);
+        await next.release();
+      } finally {
+        holder.child.kill('SIGKILL');
+        await locks.close();
+      }
+    });
+
+    it('a Node waiter killed in the queue does not keep the key from the waiters behind it', async () => {
+      const locks = await open();
+      const ns = namespaces[0];
+      const lease = await locks.tryAcquire('killed-waiter', { ttl: 10_000, owner: 'holder' });
+      const waiter = worker(store.url, ns, 'killed-waiter', 'victim', { ttl: 500 });
+      try {
+        await until('the worker in the queue', async () => (await locks.inspect('killed-waiter')).waiters.some((w) => w.owner === 'victim'));
+        const behind = locks.acquire('killed-waiter', { ttl: 5000, owner: 'behind', timeout: 15_000 });
+        await until('the second waiter in the queue', async () => (await locks.inspect('killed-waiter')).waiters.length === 2);
+        waiter.child.kill('SIGKILL');
+        await waiter.exited;
+        assert.deepEqual(waiter.lines, [], 'the killed waiter was never granted');
+        await lease.release();
+        const next = await behind;
+        assert.equal(next.owner, 'behind');
+        assert.ok(next.fence > lease.fence);
+        await next.release();
+      } finally {
+        waiter.child.kill('SIGKILL');
+        await locks.close();
+      }
+    });
+
+    if (store.name === 'sqlite') return;
+    const { hostname, port } = new URL(store.url.replace(/^[a-z]+:/, 'http:'));
+
+    it('every connection reset in the middle of a wait: the waiter carries on and is served', async () => {
+      const proxy = await Proxy.start(hostname, Number(port));
+      const locks = await open();
+      const through = await open(proxy.url(store.url), namespaces[0], { poll: 50 });
+      try {
+        const lease = await locks.tryAcquire('reset-wait', { ttl: 10_000, owner: 'holder' });
+        const waiting = through.acquire('reset-wait', { ttl: 5000, owner: 'waiter', timeout: 20_000 });
+        await until('the waiter in the queue', async () => (await locks.inspect('reset-wait')).waiters.length === 1);
+        for (let i = 0; i < 3; i += 1) {
+          proxy.reset();
+          await sleep(150);
+        }
+        await lease.release();
+        const next = await waiting;
+        assert.ok(next.fence > lease.fence);
+        assert.equal((await locks.inspect('reset-wait')).owner, 'waiter');
+        await next.release();
+      } finally {
+        await through.close();
+        await locks.close();
+        await proxy.close();
+      }
+    });
+
+    it('a path that goes silent under a holder: it loses the lease before anyone else is granted it, with a typed error, and recovers', async () => {
+      const proxy = await Proxy.start(hostname, Number(port));
+      const locks = await open();
+      const through = await open(proxy.url(store.url), namespaces[0], { bound: 500 });
+      try {
+        const lease = await through.tryAcquire('silent', { ttl: 1000, owner: 'cut-off', keepAlive: true });
+        proxy.silent(true);
+        const alive = setInterval(() => {}, 1000);
+        const lost = await lease.lost.finally(() => clearInterval(alive));
+        assert.equal(lease.held, false);
+        // Another client, on a healthy path, is granted the key only after the holder gave up.
+        const next = await locks.acquire('silent', { ttl: 5000, owner: 'next', timeout: 10_000 });
+        assert.ok(next.fence > lease.fence);
+        assert.ok(next.deadline - 5000 >= lost.at, `granted at ${next.deadline - 5000}, before the lost lease's deadline ${lost.at}`);
+        // A call on the silent path ends within its bound with a typed error.
+        const started = performance.now();
+        await assert.rejects(through.tryAcquire('other', { ttl: 1000, owner: 'cut-off' }), (e) => e instanceof StoreError && ['lost', 'connect'].includes(e.code));
+        assert.ok(performance.now() - started < 5000, 'the call was bounded');
+        // The path heals: the same Locks works again.
+        proxy.silent(false);
+        proxy.reset();
+        await next.release();
+        const again = await until('a call through the healed path', () => through.tryAcquire('silent', { ttl: 1000, owner: 'cut-off' }).catch(() => null));
+        assert.ok(again.fence > next.fence);
+        await again.release();
+      } finally {
+        await through.close().catch(() => {});
+        await locks.close();
+        await proxy.close();
+      }
+    });
+  });
+}
