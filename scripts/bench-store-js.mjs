@@ -18,6 +18,7 @@ import pg from 'pg';
 import Redlock from 'redlock';
 import { Locks } from '../lock-wasm/js/src/node.js';
 import { REDIS_CAS } from '../lock-wasm/js/src/stores/redis.js';
+import { step, stepsFile } from '../lock-wasm/js/src/stores/steps.js';
 
 const args = process.argv.slice(2);
 const seconds = Number(args.find((a) => !a.includes('=')) ?? 1);
@@ -160,10 +161,28 @@ const pgNs = `benchjs_${process.pid}`;
 const pgLocks = await Locks.open(pgUrl, pgNs);
 const advisory = new pg.Client({ connectionString: pgUrl });
 await advisory.connect();
+const pgBare = new pg.Client({ connectionString: pgUrl });
+await pgBare.connect();
+const pgSteps = stepsFile('postgres.sql');
+const pgStep = (name) => step(pgSteps, name, { ns: pgNs, format: '1', channel: `${pgNs}_handoff` });
+const [INSERT, UPDATE] = [pgStep('insert'), pgStep('update')];
+const pgVersions = new Map();
 const PG_PAIRS = {
   'expiring-lock Locks.open (PostgreSQL)': async (key) => {
     const lease = await pgLocks.tryAcquire(key, { ttl: TTL, owner: 'bench' });
     await lease.release();
+  },
+  // The design's floor: the two compare-and-sets (statements of the shared steps file) sent
+  // bare, their arguments made by hand: a grant taking one token, a release leaving a tombstone.
+  'the shared statements, bare (the floor)': async (key) => {
+    const k = `bare:${key}`;
+    const v = pgVersions.get(k) ?? 0;
+    const forget = String(Date.now() + 60_000);
+    if (v === 0) await pgBare.query({ name: 'bare-insert', text: INSERT, values: [k, '1', HELD, 1, null, null], rowMode: 'array' });
+    else await pgBare.query({ name: 'bare-update', text: UPDATE, values: [k, String(v), String(v + 1), HELD, 1, null, null, TOMB], rowMode: 'array' });
+    const held = v === 0 ? 1 : v + 1;
+    await pgBare.query({ name: 'bare-update', text: UPDATE, values: [k, String(held), String(held + 1), TOMB, 0, forget, null, HELD], rowMode: 'array' });
+    pgVersions.set(k, held + 1);
   },
   'pg_try_advisory_lock + pg_advisory_unlock': async (key) => {
     const id = Number(key.replace(/\D/g, '') || 0) + 0x5eed0000;
@@ -173,7 +192,7 @@ const PG_PAIRS = {
   },
 };
 console.log(`\nthe same over PostgreSQL, ${pgUrl}`);
-table(await measure(PG_PAIRS, async (run) => (await run(), null)), ['pg_try_advisory_lock']);
+table(await measure(PG_PAIRS, async (run) => (await run(), null)), ['pg_try_advisory_lock', 'the shared statements']);
 const mem = process.memoryUsage();
 console.log(`process memory: rss ${(mem.rss / 2 ** 20).toFixed(1)} MiB, heap used ${(mem.heapUsed / 2 ** 20).toFixed(1)} MiB`);
 
@@ -186,3 +205,4 @@ for (const c of [plain, redlockClient, admin, bare]) c.disconnect();
 await pgLocks.close();
 await advisory.query(`DROP SCHEMA IF EXISTS ${pgNs} CASCADE`);
 await advisory.end();
+await pgBare.end();

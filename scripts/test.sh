@@ -88,7 +88,7 @@ node scripts/bench-js.mjs 20000 >/dev/null
 # Node over Redis against node-redlock and a hand-written pair: every row measured, and a
 # misspelt argument refused rather than ignored.
 store_rows=$(node scripts/bench-store-js.mjs 0.2 turns=1)
-[ "$(grep -c '^| [a-z].* | [0-9]* | ' <<<"$store_rows")" -eq 6 ] || { echo "bench-store-js: $store_rows"; exit 1; }
+[ "$(grep -c '^| [a-z].* | [0-9]* | ' <<<"$store_rows")" -eq 7 ] || { echo "bench-store-js: $store_rows"; exit 1; }
 if node scripts/bench-store-js.mjs 0.2 turn=1 2>/dev/null; then echo "bench-store-js accepted a misspelt argument"; exit 1; fi
 section "the main job (scripts/run.sh): demos, then the playground served on 127.0.0.1"
 scripts/check-run.sh
