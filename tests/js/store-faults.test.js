@@ -1,14 +1,17 @@
 // The Node store client under faults, on every store (real servers, real time, short TTLs):
 // a Node holder killed with SIGKILL while it keeps its lease alive, a Node waiter killed in the
 // queue, and, on the server stores, every connection reset in the middle of a wait and a path
-// that goes silent under a holder. Each time: no duplicate grant (fences increase, the next
+// that goes silent under a holder; a throwaway Redis killed and restarted empty, and one that
+// lost its scripts. Each time: no duplicate grant (fences increase, the next
 // holder begins at or after the last deadline the store kept), a typed error or a correct answer,
 // and the clients carry on.
 
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
 import { Locks, StoreError } from '../../lock-wasm/js/src/node.js';
 import { Proxy } from './lib/proxy.js';
 import { STORES, uniqueNamespace } from './lib/stores.js';
@@ -158,3 +161,87 @@ for (const store of STORES) {
     });
   });
 }
+
+/** A throwaway redis-server of this test's own, without persistence, on a port of its own. */
+class ThrowawayRedis {
+  constructor(port) {
+    this.port = port;
+    this.url = `redis://127.0.0.1:${port}`;
+  }
+
+  async start() {
+    const child = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', tmpdir()], { stdio: 'ignore' });
+    this.exited = new Promise((resolve) => child.on('exit', resolve));
+    this.child = child;
+    await until('the throwaway redis-server', async () => {
+      const probe = new Redis(this.url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+      probe.on('error', () => {});
+      try {
+        await probe.connect();
+        return (await probe.ping()) === 'PONG';
+      } catch {
+        return false;
+      } finally {
+        probe.disconnect();
+      }
+    });
+  }
+
+  /** Kills it with SIGKILL: no shutdown, nothing saved. */
+  async kill() {
+    this.child.kill('SIGKILL');
+    await this.exited;
+  }
+}
+
+describe('faults over a throwaway Redis', () => {
+  const port = 17390 + (process.pid % 50) * 2;
+
+  it('a Redis killed and restarted empty under a Node client: calls fail typed and bounded while it is down, then every fence after exceeds every fence before', async () => {
+    const server = new ThrowawayRedis(port);
+    await server.start();
+    const locks = await Locks.open(server.url, 'restart', { bound: 1000 });
+    try {
+      const before = [];
+      for (let i = 0; i < 5; i += 1) before.push((await locks.tryAcquire(`k${i}`, { ttl: 60_000, owner: 'a' })).fence);
+      const waiting = locks.acquire('k0', { ttl: 5000, owner: 'b', timeout: 30_000 });
+      await until('the waiter in the queue', async () => (await locks.inspect('k0')).waiters.length === 1);
+      await server.kill();
+      const started = performance.now();
+      await assert.rejects(
+        locks.tryAcquire('other', { ttl: 1000, owner: 'a' }),
+        // Typed, and the message names the store once.
+        (e) => e instanceof StoreError && ['lost', 'connect'].includes(e.code) && e.message.split(locks.store).length === 2,
+      );
+      assert.ok(performance.now() - started < 5000, 'the call was bounded');
+      await server.start();
+      // The lease on k0 was lost with the server's memory: the waiter, still waiting, is granted
+      // it with a fence above every fence issued before the restart.
+      const after = await waiting;
+      assert.ok(before.every((f) => after.fence > f), `${before} then ${after.fence}`);
+      const other = await until('a call after the restart', () => locks.tryAcquire('k1', { ttl: 1000, owner: 'c' }).catch(() => null));
+      assert.ok(before.every((f) => other.fence > f));
+    } finally {
+      await locks.close();
+      await server.kill();
+    }
+  });
+
+  it('a Redis that lost its scripts (SCRIPT FLUSH) under a connected Node client: the next write loads the script again and succeeds once', async () => {
+    const server = new ThrowawayRedis(port + 1);
+    await server.start();
+    const locks = await Locks.open(server.url, 'noscript');
+    const admin = new Redis(server.url);
+    try {
+      const first = await locks.tryAcquire('k', { ttl: 60_000, owner: 'a' });
+      assert.equal(await admin.script('FLUSH'), 'OK');
+      assert.equal(await first.release(), true);
+      const second = await locks.tryAcquire('k', { ttl: 60_000, owner: 'b' });
+      assert.equal(second.fence, first.fence + 1, 'one write, one token');
+    } finally {
+      admin.disconnect();
+      await locks.close();
+      await server.kill();
+    }
+  });
+});

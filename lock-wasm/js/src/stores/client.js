@@ -242,7 +242,7 @@ export class StoreClient {
     try {
       read = await this.#driver.read(key, left);
     } catch (e) {
-      const [code, reason] = failure(e);
+      const [code, reason] = failure(e, this.#driver.describe);
       return raw.read_failed(call, code, reason, sent, performance.now());
     }
     const arrived = performance.now();
@@ -266,7 +266,7 @@ export class StoreClient {
     try {
       written = await this.#driver.write(key, write, left);
     } catch (e) {
-      const [code, reason] = failure(e);
+      const [code, reason] = failure(e, this.#driver.describe);
       return raw.write_failed(call, code, reason, performance.now());
     }
     const arrived = performance.now();
@@ -313,9 +313,17 @@ export class StoreClient {
   }
 }
 
-/** A driver's failure as a store error code and a reason. */
-function failure(e) {
-  if (e instanceof StoreError) return [e.code, e.message];
+/**
+ * A driver's failure as a store error code and a reason: the reason without the store's name in
+ * front (the engine's StoreError names it, as the Rust one's Display does).
+ */
+function failure(e, describe) {
+  if (e instanceof StoreError) {
+    for (const prefix of [`lost the connection to ${describe}: `, `cannot connect to ${describe}: `, `${describe}: `]) {
+      if (e.message.startsWith(prefix)) return [e.code, e.message.slice(prefix.length)];
+    }
+    return [e.code, e.message];
+  }
   // Anything else a driver threw is the server's answer to the call.
   return ['server', e instanceof Error ? e.message : String(e)];
 }

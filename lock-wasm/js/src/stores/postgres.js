@@ -224,7 +224,13 @@ export class PostgresDriver {
     client.on('error', fail);
     client.on('end', fail);
     client.on('notification', (n) => onNotice(n.payload ?? ''));
-    await client.query(this.#texts.listen);
+    try {
+      await client.query(this.#texts.listen);
+    } catch (e) {
+      failed = true;
+      await client.end().catch(() => {});
+      throw e;
+    }
     return {
       close: async () => {
         failed = true;

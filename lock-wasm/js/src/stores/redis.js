@@ -35,6 +35,14 @@ export function withoutPassword(url) {
   return url.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@');
 }
 
+/** QUIT on `redis` (at most a second), then no reconnection: nothing of it stays alive. */
+async function quitThenStop(redis) {
+  let timer;
+  const late = new Promise((resolve) => (timer = setTimeout(resolve, 1000)));
+  await Promise.race([redis.quit().catch(() => {}), late]).finally(() => clearTimeout(timer));
+  redis.disconnect();
+}
+
 /** A namespace on a Redis server. @internal */
 export class RedisDriver {
   #redis;
@@ -184,12 +192,19 @@ export class RedisDriver {
     sub.on('error', fail);
     sub.on('end', fail);
     sub.on('message', (_, text) => onNotice(text));
-    await sub.connect();
-    await sub.subscribe(this.#channel());
+    try {
+      await sub.connect();
+      await sub.subscribe(this.#channel());
+    } catch (e) {
+      // A connection that never listened reconnects by itself forever unless stopped.
+      failed = true;
+      sub.disconnect();
+      throw e;
+    }
     return {
       close: async () => {
         failed = true;
-        await sub.quit().catch(() => sub.disconnect());
+        await quitThenStop(sub);
       },
     };
   }
@@ -217,9 +232,12 @@ export class RedisDriver {
     if (all.length > 0) await bounded(this, bound, () => this.#redis.del(...all));
   }
 
-  /** Closes the connection. */
+  /**
+   * Closes the connection: QUIT, for at most a second (a server that does not answer, or one
+   * being reconnected to, holds it no longer); then no reconnection, whatever QUIT did.
+   */
   async close() {
-    await this.#redis.quit().catch(() => this.#redis.disconnect());
+    await quitThenStop(this.#redis);
   }
 
   async #scan(pattern, bound) {
