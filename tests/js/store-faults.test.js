@@ -217,8 +217,8 @@ describe('faults over a throwaway Redis', () => {
       await server.start();
       // The lease on k0 was lost with the server's memory: the waiter, still waiting, is granted
       // it with a fence above every fence issued before the restart.
-      const after = await waiting;
-      assert.ok(before.every((f) => after.fence > f), `${before} then ${after.fence}`);
+      const next = await waiting;
+      assert.ok(before.every((f) => next.fence > f), `${before} then ${next.fence}`);
       const other = await until('a call after the restart', () => locks.tryAcquire('k1', { ttl: 1000, owner: 'c' }).catch(() => null));
       assert.ok(before.every((f) => other.fence > f));
     } finally {
