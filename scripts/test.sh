@@ -32,7 +32,7 @@ section "shared stores (lock-store): every vector (native core and component dec
 source scripts/services.sh
 ensure_services
 trap stop_services EXIT
-# The npm engine first: a Node process contends beside the Rust ones (processes.rs, on Redis).
+# The npm engine first: a Node process contends beside the Rust ones (processes.rs, every store).
 scripts/build-npm.sh >/dev/null
 LOCKSTORE_NODE_WORKERS=1 cargo test -p lock-store --features all-stores,component,tokio
 section "lock-store builds with each store's feature alone, its tests too (nobody compiles clients they do not use)"
@@ -81,7 +81,7 @@ section "release artifacts (component checked against the shipped copy, crates p
 scripts/release.sh
 section "the README's sizes, vector counts and links against this build (scripts/check-readme.py)"
 python3 scripts/check-readme.py
-section "Node: vectors (npm package, jco component), Locks API, package install + types; Chromium: playground, npm browser entry"
+section "Node: vectors (npm package, jco component, every store), Locks API, store faults, package install + types; Chromium: playground, npm browser entry"
 npm test
 section "JS benchmark smoke runs (figures: node scripts/bench-js.mjs; node scripts/bench-store-js.mjs)"
 node scripts/bench-js.mjs 20000 >/dev/null
