@@ -61,3 +61,11 @@ export function fencesFromText(text) {
   const fences = text.split(',').map((part) => (/^[0-9]+$/.test(part) ? Number(part) : NaN));
   return fences.every((f) => Number.isSafeInteger(f) && f > 0 && f <= MAX_FENCE) ? fences : null;
 }
+
+/** Awaits `ending` (a connection's graceful close) for at most a second, then `stop()`s it. */
+export async function endWithin(ending, stop) {
+  let timer;
+  const late = new Promise((resolve) => (timer = setTimeout(resolve, 1000)));
+  await Promise.race([Promise.resolve(ending).catch(() => {}), late]).finally(() => clearTimeout(timer));
+  stop();
+}
