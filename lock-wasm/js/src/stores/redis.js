@@ -5,7 +5,7 @@
 
 import { readFileSync } from 'node:fs';
 import { StoreError } from '../errors.js';
-import { bounded, requirePeer } from './io.js';
+import { bounded, endWithin, requirePeer } from './io.js';
 
 /** The format this build writes, kept at `{el:<ns>}:format` (as FORMAT in space.rs). */
 const FORMAT = '1';
@@ -37,10 +37,7 @@ export function withoutPassword(url) {
 
 /** QUIT on `redis` (at most a second), then no reconnection: nothing of it stays alive. */
 async function quitThenStop(redis) {
-  let timer;
-  const late = new Promise((resolve) => (timer = setTimeout(resolve, 1000)));
-  await Promise.race([redis.quit().catch(() => {}), late]).finally(() => clearTimeout(timer));
-  redis.disconnect();
+  await endWithin(redis.quit(), () => redis.disconnect());
 }
 
 /** A namespace on a Redis server. @internal */
