@@ -210,6 +210,27 @@ impl Outcome {
             None => now,
         }
     }
+
+    /// For a release of a lease whose deadline is `deadline` (store's time): turns a refusal
+    /// that means the release took effect into `Ok`, by the rule the Rust `Lease` follows (see
+    /// "An ambiguous release" in docs/stores.md); `unsure` if an earlier attempt of the same
+    /// lease failed with a store error. Answers whether it did.
+    pub fn settle_release(&mut self, unsure: bool, deadline: Instant) -> bool {
+        let decided = &mut self.decided;
+        let Reply::Response(reply) = &mut decided.reply else {
+            return false;
+        };
+        let done = crate::engine::release_took_effect(
+            reply,
+            unsure || decided.ambiguous,
+            decided.now,
+            deadline,
+        );
+        if done {
+            *reply = Response::Done(Ok(()));
+        }
+        done
+    }
 }
 
 /// A driver's view of one namespace: the limits, where time comes from, and the records it

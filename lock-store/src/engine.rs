@@ -44,6 +44,27 @@ pub struct Decided<R> {
     pub ambiguous: bool,
 }
 
+/// Whether a release's refusal means that the release took effect ("An ambiguous release" in
+/// docs/stores.md): a `not-held` or `not-owner` decided while `unsure` (this call's write lost
+/// its answer and the record read after it had been written again, or an earlier attempt of the
+/// same lease failed with a store error) and while the store's clock (`now`) is before the
+/// lease's `deadline`. Nothing but its owner's release ends a lease before its deadline, so the
+/// release was this one. Every face's lease asks this, so that they answer alike.
+#[must_use]
+pub fn release_took_effect(
+    reply: &Response,
+    unsure: bool,
+    now: Instant,
+    deadline: Instant,
+) -> bool {
+    unsure
+        && now < deadline
+        && matches!(
+            reply,
+            Response::Done(Err(LockError::NotHeld | LockError::NotOwner))
+        )
+}
+
 /// How long an emptied record stays as a tombstone (store's time) before the store may collect
 /// it: far longer than any one decision takes from its read to its write.
 pub const TOMBSTONE_LIFE: lock_core::Duration = lock_core::Duration(60_000);

@@ -371,6 +371,10 @@ impl LeaseState {
         let decided = decided.inspect_err(|_| self.release_unsure.store(true, Ordering::SeqCst))?;
         let unsure = decided.ambiguous || self.release_unsure.load(Ordering::SeqCst);
         let deadline = Instant(self.deadline.load(Ordering::SeqCst));
+        // This release's own write took effect before the writes the re-read found: nothing
+        // else ends a lease before its deadline.
+        let done =
+            crate::engine::release_took_effect(&decided.reply, unsure, decided.now, deadline);
         match decided.reply {
             Response::Done(Ok(())) => {
                 self.released_at.store(decided.now.0, Ordering::SeqCst);
@@ -378,11 +382,7 @@ impl LeaseState {
                 self.changed();
                 Ok(())
             }
-            // This release's own write took effect before the writes the re-read found: nothing
-            // else ends a lease before its deadline.
-            Response::Done(Err(LockError::NotHeld | LockError::NotOwner))
-                if unsure && decided.now < deadline =>
-            {
+            Response::Done(Err(_)) if done => {
                 self.released_at.store(decided.now.0, Ordering::SeqCst);
                 self.released.store(true, Ordering::SeqCst);
                 self.changed();

@@ -3,6 +3,9 @@
 //! restarted. Each attack checks what the docs promise: no duplicate grant, a typed error or a
 //! correct answer, clients that recover, corruption reported and never reset.
 mod common;
+#[cfg(feature = "postgres")]
+#[path = "common/node.rs"]
+mod node;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -832,7 +835,8 @@ mod mysql_faults {
 /// A throwaway PostgreSQL cluster of this test's own (initdb, its own port and directory),
 /// restarted, then crashed (`-m immediate`) and started again, while a client holds a lease:
 /// the lease survives (committed rows), the client's next calls fail typed or reconnect, and
-/// fences continue above every one issued before.
+/// fences continue above every one issued before. The blocking, the async and the Node client
+/// alike (Node with `LOCKSTORE_NODE_WORKERS`).
 #[cfg(feature = "postgres")]
 #[test]
 fn postgres_restart_keeps_leases_and_fences() {
@@ -904,6 +908,11 @@ fn postgres_restart_keeps_leases_and_fences() {
     let async_locks = runtime
         .block_on(lock_store::aio::Locks::open(&url, "restart"))
         .unwrap();
+    // The npm package's client on the same server.
+    let mut node = node::NodeClient::start("postgres_restart");
+    if let Some(node) = node.as_mut() {
+        node.call(&["open", &url, "restart"]).unwrap();
+    }
     let mut highest = Fence(0);
     // A clean restart, then a crash (immediate shutdown: no checkpoint, recovery from the WAL at
     // the next start; the sequence's cached values are skipped, never reissued).
@@ -920,6 +929,15 @@ fn postgres_restart_keeps_leases_and_fences() {
                 Duration::from_secs(120),
             ))
             .unwrap();
+        let node_fence = node.as_mut().map(|node| {
+            let fence: u64 = node
+                .call(&["acquire", &format!("node{round}"), "n", "120000"])
+                .unwrap()
+                .parse()
+                .unwrap();
+            highest = highest.max(Fence(fence));
+            fence
+        });
         // A few grants, so that the sequence is in the middle of a block it logged ahead.
         for i in 0..5 {
             let other = locks
@@ -987,6 +1005,28 @@ fn postgres_restart_keeps_leases_and_fences() {
             highest = next.fence();
             async_lease.release().await.unwrap();
         });
+        // The Node client reconnects by itself too.
+        if let (Some(node), Some(fence)) = (node.as_mut(), node_fence) {
+            let key = format!("node{round}");
+            let info = common::eventually("the Node client back", || {
+                match node.call(&["inspect", &key]) {
+                    Ok(info) => Some(info),
+                    Err(e) if e.code == "lost" || e.code == "connect" => None,
+                    Err(e) => panic!("{mode} (Node): {e:?}"),
+                }
+            });
+            assert_eq!(info, format!("n {fence}"), "{mode}: the Node lease");
+            let next: u64 = node
+                .call(&["acquire", &format!("node_after{round}"), "m", "10000"])
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!(next > highest.0, "{mode} (Node): a fence issued again");
+            highest = Fence(next);
+            node.call(&["release", &key]).unwrap();
+            node.call(&["release", &format!("node_after{round}")])
+                .unwrap();
+        }
     }
 }
 

@@ -4,12 +4,16 @@
 //! connection error that says which; PostgreSQL's `verify-ca` and MariaDB's `VERIFY_CA` accept a
 //! certificate for another host (chain only); a server asking for a client certificate (Redis
 //! `tls-auth-clients`, PostgreSQL `clientcert=verify-ca`, MariaDB `REQUIRE X509`) refuses a
-//! client without one and accepts one with it; `lockstore` takes the same URLs.
+//! client without one and accepts one with it; `lockstore` takes the same URLs. The npm
+//! package's Node client (`LOCKSTORE_NODE_WORKERS`) takes them too and answers each alike.
 mod common;
+#[path = "common/node.rs"]
+mod node;
 #[path = "common/tls_servers.rs"]
 mod tls_servers;
 
 use std::path::Path;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use lock_store::{Error, Locks, StoreError};
@@ -53,9 +57,46 @@ fn url(label: &str, server: &Server, host: &str, ca: Option<&Path>, chain_only: 
     }
 }
 
+/// The test's Node client, if it has one.
+fn node_client() -> &'static Mutex<Option<node::NodeClient>> {
+    static NODE: OnceLock<Mutex<Option<node::NodeClient>>> = OnceLock::new();
+    NODE.get_or_init(|| Mutex::new(node::NodeClient::start("tls")))
+}
+
+/// What the Node client answers to opening `url` for `ns` and taking and releasing a lock there
+/// (`None` without a Node client).
+fn node_lock(url: &str, ns: &str) -> Option<Result<String, node::NodeError>> {
+    let mut node = node_client().lock().unwrap();
+    Some(node.as_mut()?.call(&["lock-once", url, ns]))
+}
+
+/// What an answer is, to compare clients: locked, a failed TLS check and which (the words after
+/// `TLS: `, which every client says alike), or another failure to connect.
+fn outcome(result: Result<(), (&str, &str)>) -> String {
+    match result {
+        Ok(()) => "locks".into(),
+        Err(("connect" | "lost", reason)) => match reason.split_once("TLS: ") {
+            Some((_, why)) => format!("TLS: {}", why.split(": ").next().unwrap_or(why)),
+            None => "a connect failure".into(),
+        },
+        Err((code, reason)) => format!("{code}: {reason}"),
+    }
+}
+
+/// [`outcome`] of a Rust client's answer.
+fn rust_outcome(result: &Result<(), Error>) -> String {
+    outcome(match result {
+        Ok(()) => Ok(()),
+        Err(Error::Store(StoreError::Connect { reason, .. })) => Err(("connect", reason)),
+        Err(Error::Store(StoreError::Lost { reason, .. })) => Err(("lost", reason)),
+        Err(_) => Err(("other", "")),
+    })
+}
+
 /// Opens `url` and takes, then releases, a lock there (the namespace installed over TLS too),
 /// with the blocking face and (feature `tokio`) the async one, which must answer alike: the
-/// same success, or the same connection error.
+/// same success, or the same connection error; and with the Node client, which must answer as
+/// the blocking face does, a failed TLS check in the same words.
 fn lock(url: &str) -> Result<(), Error> {
     // The namespace's owner is the URL's user: one namespace per user.
     let ns = if url.contains(tls_servers::CERT_USER) {
@@ -101,6 +142,23 @@ fn lock(url: &str) -> Result<(), Error> {
             return Err(Error::Store(StoreError::Server {
                 store: url.to_owned(),
                 reason: format!("blocking {blocking:?}, async {asynchronous:?}"),
+            }));
+        }
+    }
+    if let Some(node) = node_lock(url, ns) {
+        let theirs = outcome(match &node {
+            Ok(_) => Ok(()),
+            Err(e) => Err((e.code.as_str(), e.message.as_str())),
+        });
+        let ours = rust_outcome(&blocking);
+        // A Redis that wants a client certificate resets the connection after the handshake:
+        // Node sees the reset, not the alert before it, and says what it may mean.
+        let reset_for_a_certificate = ours.starts_with("TLS: the server asks for a client")
+            && matches!(&node, Err(e) if e.message.contains("asks for a client certificate"));
+        if theirs != ours && !reset_for_a_certificate {
+            return Err(Error::Store(StoreError::Server {
+                store: url.to_owned(),
+                reason: format!("blocking {blocking:?}, Node {node:?}"),
             }));
         }
     }
@@ -242,6 +300,11 @@ fn every_server_store_speaks_tls_and_says_which_check_failed() {
                 assert!(reason.contains("client certificate"), "{label}: {reason}");
             }
             other => panic!("{label} without a client certificate: {other:?}"),
+        }
+        if let Some(node) = node_lock(&without, "tls_cert") {
+            let e = node.expect_err("Node without a client certificate");
+            println!("{label} without a client certificate, Node: {}", e.message);
+            assert!(e.message.contains("client certificate"), "{label}: {e:?}");
         }
         locks(label, &format!("{without}{with}"));
     }

@@ -50,6 +50,7 @@ it('ships only the whitelisted files', () => {
     'src/stores/redis.js',
     'src/stores/sqlite.js',
     'src/stores/steps.js',
+    'src/stores/tls.js',
     'src/table.js',
     'steps/README.md',
     'steps/mysql.sql',
@@ -60,10 +61,10 @@ it('ships only the whitelisted files', () => {
 });
 
 it('declares each store client as an optional peer, the version tested here', async () => {
-  const { PEERS } = await import('../../lock-wasm/js/src/stores/io.js');
+  const { SCHEMES } = await import('../../lock-wasm/js/src/stores/open.js');
   const manifest = JSON.parse(readFileSync(join(pkg, 'package.json'), 'utf8'));
   const dev = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).devDependencies;
-  const clients = [...new Set(Object.values(PEERS))].sort();
+  const clients = [...new Set(Object.values(SCHEMES).map((s) => s.peer))].sort();
   assert.deepEqual(Object.keys(manifest.peerDependencies).sort(), clients);
   for (const name of clients) {
     assert.equal(manifest.peerDependenciesMeta[name]?.optional, true, `${name} is optional`);

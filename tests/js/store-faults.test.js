@@ -1,7 +1,8 @@
 // The Node store client under faults, on every store (real servers, real time, short TTLs):
 // a Node holder killed with SIGKILL while it keeps its lease alive, a Node waiter killed in the
-// queue, and, on the server stores, every connection reset in the middle of a wait and a path
-// that goes silent under a holder; a throwaway Redis killed and restarted empty, and one that
+// queue, and, on the server stores, every connection reset in the middle of a wait, a release and
+// an extension whose connection is killed between the write and its answer, and a path that goes
+// silent under a holder; a throwaway Redis killed and restarted empty, and one that
 // lost its scripts. Each time: no duplicate grant (fences increase, the next
 // holder begins at or after the last deadline the store kept), a typed error or a correct answer,
 // and the clients carry on.
@@ -121,6 +122,61 @@ for (const store of STORES) {
         assert.ok(next.fence > lease.fence);
         assert.equal((await locks.inspect('reset-wait')).owner, 'waiter');
         await next.release();
+      } finally {
+        await through.close();
+        await locks.close();
+        await proxy.close();
+      }
+    });
+
+    it('a release killed between its write and its answer: the client reads that it was done and answers true', async () => {
+      const proxy = await Proxy.start(hostname, Number(port));
+      const locks = await open();
+      const through = await open(proxy.url(store.url), namespaces[0]);
+      try {
+        // Once before, so that the release's statement is prepared (MariaDB's client prepares it
+        // at its first use: with the answers held back, that would stall before the write).
+        await (await through.tryAcquire('killed-release', { ttl: 60_000, owner: 'a' })).release();
+        let lostRan = false;
+        const lease = await through.tryAcquire('killed-release', { ttl: 60_000, owner: 'a', onLost: () => (lostRan = true) });
+        proxy.stallReplies(true);
+        const releasing = lease.release();
+        // The release reached the store: another client is granted the key.
+        const next = await until('the key free for another client', () => locks.tryAcquire('killed-release', { ttl: 60_000, owner: 'c' }));
+        proxy.reset();
+        proxy.stallReplies(false);
+        assert.equal(await releasing, true, 'the release is known done');
+        assert.equal(lostRan, false, 'onLost ran for a released lease');
+        assert.ok(next.fence > lease.fence);
+        assert.equal((await through.inspect('killed-release')).owner, 'c');
+        await next.release();
+      } finally {
+        await through.close();
+        await locks.close();
+        await proxy.close();
+      }
+    });
+
+    it('an extension killed between its write and its answer: the client reads the deadline it wrote', async () => {
+      const proxy = await Proxy.start(hostname, Number(port));
+      const locks = await open();
+      const through = await open(proxy.url(store.url), namespaces[0]);
+      try {
+        const lease = await through.tryAcquire('killed-extend', { ttl: 10_000, owner: 'a' });
+        await lease.extend(10_000); // prepares the statement (as above)
+        const before = lease.deadline;
+        proxy.stallReplies(true);
+        const extending = lease.extend(60_000);
+        const stored = await until('the extension in the store', async () => {
+          const info = await locks.inspect('killed-extend');
+          return info.deadline > before + 30_000 ? info : null;
+        });
+        proxy.reset();
+        proxy.stallReplies(false);
+        assert.equal(await extending, stored.deadline, 'the deadline the store holds');
+        assert.equal(lease.deadline, stored.deadline);
+        assert.equal(stored.fence, lease.fence);
+        assert.equal(await lease.release(), true);
       } finally {
         await through.close();
         await locks.close();

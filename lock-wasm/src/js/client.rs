@@ -82,10 +82,20 @@ pub struct RawCall {
     call: Call,
     write: Option<OwnedWrite>,
     pause_ms: f64,
+    /// A release's lease: its deadline, and whether an earlier attempt failed (see `of_lease`).
+    lease: Option<(Instant, bool)>,
 }
 
 #[wasm_bindgen]
 impl RawCall {
+    /// Makes this release the release of a lease whose deadline is `deadline_ms` (store's time;
+    /// `unsure`: an earlier attempt of it failed with a store error): a refusal that means the
+    /// release took effect answers done, as the Rust `Lease` does (lock-store's
+    /// `Outcome::settle_release`).
+    pub fn of_lease(&mut self, deadline_ms: f64, unsure: bool) {
+        self.lease = Some((at(deadline_ms), unsure));
+    }
+
     /// The version the compare-and-set expects (decimal; "0": no record).
     pub fn write_expected(&self) -> String {
         self.write.as_ref().map_or(0, |w| w.expected).to_string()
@@ -327,6 +337,7 @@ impl RawClient {
             call,
             write: None,
             pause_ms: 0.0,
+            lease: None,
         })
     }
 
@@ -357,6 +368,7 @@ impl RawClient {
             call,
             write: None,
             pause_ms: 0.0,
+            lease: None,
         })
     }
 
@@ -589,12 +601,16 @@ impl RawClient {
             return FAILED;
         };
         let key = call.call.key().to_owned();
+        let lease = call.lease;
         match client.finish(call.call) {
             Err(e) => {
                 self.store_error = Some(e);
                 STORE_FAILED
             }
-            Ok(outcome) => {
+            Ok(mut outcome) => {
+                if let Some((deadline, unsure)) = lease {
+                    outcome.settle_release(unsure, deadline);
+                }
                 self.outcome = outcome_json(&outcome, local(t));
                 self.answer.events(&key, &outcome.decided.events);
                 match outcome.decided.reply {

@@ -105,7 +105,8 @@ export class StoreClient {
   }
 
   /**
-   * Runs `op` on `key`: `{owner, fence, ttl, waitDeadline, at}` as the operation takes them.
+   * Runs `op` on `key`: `{owner, fence, ttl, waitDeadline, at}` as the operation takes them;
+   * `lease: {deadline, unsure}` for the release of a lease (see RawCall.of_lease).
    * Answers `{reply, events, now, nextDeadline, ambiguous, localEnd}` where `reply` is shaped as
    * `KeyRecord.answer`'s (or `error`: the LockError of a refusal). Throws a StoreError.
    */
@@ -126,6 +127,8 @@ export class StoreClient {
     const raw = this.#raw;
     const call = raw.call(op, key, args.owner ?? '', args.fence ?? 0, args.ttl ?? 0, args.waitDeadline ?? 0, args.at ?? 0, performance.now());
     if (call === undefined) throw new TypeError(`unknown operation ${op}`);
+    // A lease's release: a refusal that means it took effect is answered as done (the engine's rule).
+    if (args.lease !== undefined) call.of_lease(args.lease.deadline, args.lease.unsure);
     const status = await this.#drive(call, key, () => raw.finish(call, performance.now()));
     if (status === STORE_FAILED) {
       if (raw.store_error_code() === 'no-namespace') return null;

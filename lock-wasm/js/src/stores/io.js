@@ -4,17 +4,6 @@
 
 import { StoreError } from '../errors.js';
 
-/** The package each URL scheme needs (an optional peer dependency of this package). */
-export const PEERS = {
-  redis: 'ioredis',
-  rediss: 'ioredis',
-  postgres: 'pg',
-  postgresql: 'pg',
-  mysql: 'mysql2',
-  mariadb: 'mysql2',
-  sqlite: 'better-sqlite3',
-};
-
 /**
  * Imports `specifier` (a package of an optional peer, or a module of one: `mysql2/promise`), or
  * a StoreError naming the package to install.
@@ -46,6 +35,11 @@ export function bounded(driver, bound, call) {
     }, Math.max(0, bound));
   });
   return Promise.race([call(), timeout]).finally(() => clearTimeout(timer));
+}
+
+/** `url` without its password, for messages. */
+export function withoutPassword(url) {
+  return String(url).replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@');
 }
 
 /** The largest fencing token (2^53 - 1: exact in a JavaScript number, as in the Rust clients). */

@@ -219,7 +219,7 @@ export class StoreLocks {
     const lease = new StoreLease(
       {
         extend: (l, t) => this.#extend(l, t),
-        release: (l) => this.#release(l),
+        release: (l, unsure) => this.#release(l, unsure),
         ended: (l) => this.#leases.delete(l),
       },
       { key, owner, ttl, fence, deadline, localEnd, keepAlive, onLost },
@@ -234,9 +234,9 @@ export class StoreLocks {
     return answer;
   }
 
-  async #release(lease) {
+  async #release(lease, unsure) {
     if (this.#closed) return { reply: {}, now: null };
-    return this.#client.run('release', lease.key, { owner: lease.owner, fence: lease.fence });
+    return this.#client.run('release', lease.key, { owner: lease.owner, fence: lease.fence, lease: { deadline: lease.deadline, unsure } });
   }
 }
 
@@ -245,6 +245,8 @@ export class StoreLease {
   #locks;
   #ttl;
   #state = 'held'; // held | released | lost
+  /** An attempt to release failed with a store error (it may have taken effect). */
+  #releaseUnsure = false;
   #loss;
   /** @type {number} */
   #localEnd = 0;
@@ -367,7 +369,15 @@ export class StoreLease {
    */
   async [RELEASE_OR_REFUSAL]() {
     if (this.#state === 'released') return null;
-    const { reply, now } = await this.#locks.release(this);
+    let answer;
+    try {
+      answer = await this.#locks.release(this, this.#releaseUnsure);
+    } catch (e) {
+      // It may have taken effect: a later attempt that finds the key no longer ours knows it did.
+      if (e instanceof StoreError) this.#releaseUnsure = true;
+      throw e;
+    }
+    const { reply, now } = answer;
     if (reply.error !== undefined) {
       this.#notHolder(reply.error);
       return reply.error;

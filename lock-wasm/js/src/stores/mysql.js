@@ -3,10 +3,9 @@
 // so that Rust and Node replicas share one namespace. Nothing is decided here. MariaDB sends no
 // notices: waiters look at the key's next deadline by themselves.
 
-import { readFileSync } from 'node:fs';
 import { StoreError } from '../errors.js';
-import { MAX_FENCE, bounded, endWithin, fencesFromText, requirePeer } from './io.js';
-import { withoutPassword } from './redis.js';
+import { MAX_FENCE, bounded, endWithin, fencesFromText, requirePeer, withoutPassword } from './io.js';
+import { explain, tlsOptions } from './tls.js';
 import { step, stepsFile } from './steps.js';
 
 /** The format this build installs and reads (FORMAT in mysql.rs). */
@@ -66,20 +65,9 @@ export function mysqlOptions(url, shown) {
   if (mode !== undefined && !['REQUIRED', 'PREFERRED', 'VERIFY_CA', 'VERIFY_IDENTITY'].includes(mode)) {
     throw bad(`ssl-mode=${mode}: use DISABLED, REQUIRED, VERIFY_CA or VERIFY_IDENTITY`);
   }
-  const [ca, cert, key] = ['ssl-ca', 'ssl-cert', 'ssl-key'].map((name) => {
-    const path = params.get(name);
-    if (path === undefined) return undefined;
-    try {
-      return readFileSync(path);
-    } catch (error) {
-      throw bad(`${name}: cannot read ${path}: ${/** @type {Error} */ (error).message}`);
-    }
-  });
-  if ((cert === undefined) !== (key === undefined)) throw bad('ssl-cert and ssl-key go together');
-  /** @type {Record<string, unknown>} */
-  const ssl = { rejectUnauthorized: true, ca, cert, key };
-  if (mode === 'VERIFY_CA') ssl.checkServerIdentity = () => undefined;
-  return { ...options, ssl };
+  const ssl = tlsOptions({ ca: params.get('ssl-ca'), cert: params.get('ssl-cert'), key: params.get('ssl-key'), chainOnly: mode === 'VERIFY_CA' }, bad, { ca: 'ssl-ca', cert: 'ssl-cert', key: 'ssl-key' });
+  // mysql2 checks the host name only when asked (its own option; it ignores checkServerIdentity).
+  return { ...options, ssl: { ...ssl, verifyIdentity: mode !== 'VERIFY_CA' } };
 }
 
 /** A namespace (tables, a sequence and a procedure named `<ns>_...`) in a MariaDB database. @internal */
@@ -166,7 +154,7 @@ export class MysqlDriver {
       // Over TLS without a client certificate, a user that must present one (REQUIRE X509) is
       // refused like a wrong password: say so.
       const hint = e.errno === 1045 && ssl !== undefined && ssl.cert === undefined ? ' (if this user must present a client certificate, name it and its key in the URL: ssl-cert=PATH&ssl-key=PATH)' : '';
-      throw new StoreError('connect', `cannot connect to ${this.describe}: ${e.message.replace(/^lost the connection to .*?: /, '')}${hint}`, { cause: e });
+      throw new StoreError('connect', `cannot connect to ${this.describe}: ${explain(e).replace(/^lost the connection to .*?: /, '')}${hint}`, { cause: e });
     }
     conn.connection.on('error', () => {}); // reported to each call instead
     try {

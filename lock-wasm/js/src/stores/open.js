@@ -2,31 +2,26 @@
 // only when its scheme is opened.
 
 import { StoreError } from '../errors.js';
+import { withoutPassword } from './io.js';
+
+/** Each URL scheme: the optional peer package its driver needs, and the driver. */
+export const SCHEMES = {
+  redis: { peer: 'ioredis', driver: async () => (await import('./redis.js')).RedisDriver },
+  rediss: { peer: 'ioredis', driver: async () => (await import('./redis.js')).RedisDriver },
+  postgres: { peer: 'pg', driver: async () => (await import('./postgres.js')).PostgresDriver },
+  postgresql: { peer: 'pg', driver: async () => (await import('./postgres.js')).PostgresDriver },
+  mysql: { peer: 'mysql2', driver: async () => (await import('./mysql.js')).MysqlDriver },
+  mariadb: { peer: 'mysql2', driver: async () => (await import('./mysql.js')).MysqlDriver },
+  sqlite: { peer: 'better-sqlite3', driver: async () => (await import('./sqlite.js')).SqliteDriver },
+};
 
 /** Opens the driver of `url` for `namespace`. */
 export async function openDriver(url, namespace, options = {}) {
   const scheme = url.split(':')[0];
-  switch (scheme) {
-    case 'redis':
-    case 'rediss': {
-      const { RedisDriver } = await import('./redis.js');
-      return RedisDriver.open(url, namespace, options);
-    }
-    case 'postgres':
-    case 'postgresql': {
-      const { PostgresDriver } = await import('./postgres.js');
-      return PostgresDriver.open(url, namespace, options);
-    }
-    case 'mysql':
-    case 'mariadb': {
-      const { MysqlDriver } = await import('./mysql.js');
-      return MysqlDriver.open(url, namespace, options);
-    }
-    case 'sqlite': {
-      const { SqliteDriver } = await import('./sqlite.js');
-      return SqliteDriver.open(url, namespace, options);
-    }
-    default:
-      throw new StoreError('url', `bad store URL ${JSON.stringify(url.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@'))}: the npm package's stores are redis://, rediss://, postgres://, postgresql://, mysql://, mariadb:// and sqlite://`);
+  if (!Object.hasOwn(SCHEMES, scheme)) {
+    const known = Object.keys(SCHEMES).map((s) => `${s}://`);
+    throw new StoreError('url', `bad store URL ${JSON.stringify(withoutPassword(url))}: the npm package's stores are ${known.slice(0, -1).join(', ')} and ${known.at(-1)}`);
   }
+  const driver = await SCHEMES[scheme].driver();
+  return driver.open(url, namespace, options);
 }

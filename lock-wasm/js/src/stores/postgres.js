@@ -4,8 +4,8 @@
 // decided here.
 
 import { StoreError } from '../errors.js';
-import { bounded, requirePeer } from './io.js';
-import { withoutPassword } from './redis.js';
+import { bounded, endWithin, requirePeer, withoutPassword } from './io.js';
+import { explain, takeParams, tlsOptions } from './tls.js';
 import { step, stepsFile } from './steps.js';
 
 /** The schema format this build installs and reads (FORMAT in postgres/mod.rs). */
@@ -27,6 +27,32 @@ const file = () => (FILE ??= stepsFile('postgres.sql'));
 /** A record version (u64, decimal) as the signed bigint PostgreSQL keeps, and back. */
 const versionToSql = (v) => BigInt.asIntN(64, BigInt(v)).toString();
 const versionFromSql = (v) => BigInt.asUintN(64, BigInt(v)).toString();
+
+/** Ends `client` (a second at most for the server's goodbye; then its socket is destroyed). */
+function end(client) {
+  return endWithin(client.end(), () => client.connection?.stream?.destroy());
+}
+
+/**
+ * The URL without its TLS parameters, and pg's `ssl` option from them, as the Rust clients read
+ * them (`tls_of` in postgres/mod.rs): `sslmode=require`, `prefer`, `allow` and `verify-full`
+ * check the server's certificate (its chain up to `sslrootcert` or Node's roots, and the host
+ * name); `verify-ca` its chain only; `disable`, or no mode and no files, is plain TCP. Stricter
+ * than libpq's `require`, which checks nothing without a root file. `sslcert` and `sslkey` are
+ * the client's certificate and key, for servers that ask.
+ */
+export function postgresTls(url, shown) {
+  const { rest, params } = takeParams(url, ['sslmode', 'sslrootcert', 'sslcert', 'sslkey']);
+  const bad = (reason) => new StoreError('url', `bad store URL ${JSON.stringify(shown)}: ${reason}`);
+  const mode = params.get('sslmode');
+  const files = params.has('sslrootcert') || params.has('sslcert');
+  if (mode === 'disable' || (mode === undefined && !files)) return { url: rest, ssl: undefined };
+  if (mode !== undefined && !['require', 'verify-full', 'prefer', 'allow', 'verify-ca'].includes(mode)) {
+    throw bad(`sslmode=${mode}: use disable, require, verify-ca or verify-full`);
+  }
+  const tls = { ca: params.get('sslrootcert'), cert: params.get('sslcert'), key: params.get('sslkey'), chainOnly: mode === 'verify-ca' };
+  return { url: rest, ssl: tlsOptions(tls, bad, { ca: 'sslrootcert', cert: 'sslcert', key: 'sslkey' }) };
+}
 
 /** A namespace (a schema) on a PostgreSQL server. @internal */
 export class PostgresDriver {
@@ -58,19 +84,24 @@ export class PostgresDriver {
   static async open(url, namespace, options = {}) {
     const { default: pg } = await requirePeer('pg', url);
     const shown = withoutPassword(url);
-    const driver = new PostgresDriver(pg, url, null, namespace, shown);
+    const { url: plain, ssl } = postgresTls(url, shown);
+    const driver = new PostgresDriver(pg, plain, null, namespace, shown);
+    driver.#ssl = ssl;
     driver.#bound = options.bound ?? 5000;
     await driver.#connect();
     return driver;
   }
 
   #bound = 5000;
+  /** @type {import('node:tls').ConnectionOptions | undefined} */
+  #ssl = undefined;
 
   /** A new connection, with the server-side bounds of the Rust clients. */
   async #newClient() {
     const ms = Math.round(this.#bound);
     const client = new this.#pg.Client({
       connectionString: this.#url,
+      ssl: this.#ssl,
       application_name: `lock-store:${this.#ns}`,
       connectionTimeoutMillis: ms,
       statement_timeout: ms,
@@ -83,8 +114,8 @@ export class PostgresDriver {
       await client.connect();
     } catch (error) {
       const e = /** @type {Error} */ (error);
-      await client.end().catch(() => {});
-      throw new StoreError('connect', `cannot connect to ${this.describe}: ${e.message}`, { cause: e });
+      await end(client);
+      throw new StoreError('connect', `cannot connect to ${this.describe}: ${explain(e)}`, { cause: e });
     }
     return client;
   }
@@ -120,7 +151,7 @@ export class PostgresDriver {
     this.#dropped = true;
     const client = this.#client;
     this.#client = null;
-    client?.end().catch(() => {});
+    if (client) void end(client);
   }
 
   /** One statement, prepared by name on the connection, rows as arrays. */
@@ -202,7 +233,7 @@ export class PostgresDriver {
       const failure = this.#failure(e);
       throw failure.code === 'server' ? new StoreError('schema', failure.message, { cause: e }) : failure;
     } finally {
-      await client.end().catch(() => {});
+      await end(client);
     }
     // Statements prepared before the schema existed are planned again on a new connection.
     this.drop();
@@ -228,13 +259,13 @@ export class PostgresDriver {
       await client.query(this.#texts.listen);
     } catch (e) {
       failed = true;
-      await client.end().catch(() => {});
+      await end(client);
       throw e;
     }
     return {
       close: async () => {
         failed = true;
-        await client.end().catch(() => {});
+        await end(client);
       },
     };
   }
@@ -264,7 +295,7 @@ export class PostgresDriver {
   async close() {
     const client = this.#client;
     this.#client = null;
-    await client?.end().catch(() => {});
+    if (client) await end(client);
   }
 
   /** What a failed statement means (as `classify` in postgres/mod.rs). */

@@ -5,7 +5,8 @@
 
 import { readFileSync } from 'node:fs';
 import { StoreError } from '../errors.js';
-import { bounded, endWithin, requirePeer } from './io.js';
+import { bounded, endWithin, requirePeer, withoutPassword } from './io.js';
+import { explain, takeParams, tlsOptions } from './tls.js';
 
 /** The format this build writes, kept at `{el:<ns>}:format` (as FORMAT in space.rs). */
 const FORMAT = '1';
@@ -28,11 +29,6 @@ function tokens(text) {
     if (!Number.isSafeInteger(n) || n <= 0) throw new StoreError('server', `unexpected fencing token ${JSON.stringify(t)}`);
     return n;
   });
-}
-
-/** The URL without its password, for messages. */
-export function withoutPassword(url) {
-  return url.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@');
 }
 
 /** QUIT on `redis` (at most a second), then no reconnection: nothing of it stays alive. */
@@ -65,11 +61,21 @@ export class RedisDriver {
     redis.defineCommand('expiringLockCas', { numberOfKeys: 2, lua: REDIS_CAS });
   }
 
-  /** Opens `url` (redis:// or rediss://) for `namespace`. */
+  /**
+   * Opens `url` (redis:// or rediss://) for `namespace`. A `rediss://` URL may name the CA's file
+   * (`cacert=PATH`; Node's built-in roots without it) and a client certificate
+   * (`cert=PATH&key=PATH`), as `redis-cli` and the Rust clients name them.
+   */
   static async open(url, namespace, options = {}) {
     const { Redis } = await requirePeer('ioredis', url);
     const shown = withoutPassword(url);
-    const redis = new Redis(url, {
+    const { rest, params } = takeParams(url, ['cacert', 'cert', 'key']);
+    const bad = (reason) => new StoreError('url', `bad store URL ${JSON.stringify(shown)}: ${reason}`);
+    const secure = url.startsWith('rediss://');
+    if (!secure && params.size > 0) throw bad('cacert, cert and key are for rediss:// (TLS)');
+    const tls = secure ? tlsOptions({ ca: params.get('cacert'), cert: params.get('cert'), key: params.get('key') }, bad, { ca: 'cacert', cert: 'cert', key: 'key' }) : undefined;
+    const redis = new Redis(rest, {
+      ...(tls === undefined ? {} : { tls }),
       lazyConnect: true,
       connectionName: `lock-store:${namespace}`,
       // A command in flight when its connection fails is not sent again: a compare-and-set whose
@@ -78,12 +84,23 @@ export class RedisDriver {
       connectTimeout: options.bound ?? 5000,
       enableAutoPipelining: false,
     });
-    redis.on('error', () => {}); // reported to each call instead
+    // Reported to each call instead; those of the connect say why it failed (ioredis' connect()
+    // then only says "Connection is closed"): a failed TLS check if one is among them, else the
+    // first.
+    redis.on('error', () => {});
+    const seen = [];
+    const recordWhy = (e) => seen.push(e);
+    redis.on('error', recordWhy);
     const driver = new RedisDriver(redis, shown, namespace);
     await bounded(driver, options.bound ?? 5000, () => redis.connect()).catch((e) => {
       redis.disconnect();
-      throw new StoreError('connect', `cannot connect to ${driver.describe}: ${e.message}`, { cause: e });
-    });
+      const cause = seen.find((x) => explain(x).startsWith('TLS: ')) ?? seen[0] ?? e;
+      // A server that wants a client certificate resets the connection after the handshake;
+      // Node reports the reset, not the server's alert before it: say what it may mean.
+      const reset = /** @type {{code?: string}} */ (cause).code === 'ECONNRESET';
+      const hint = secure && reset && tls?.cert === undefined ? ' (if the server asks for a client certificate, name it and its key in the URL: cert=PATH&key=PATH)' : '';
+      throw new StoreError('connect', `cannot connect to ${driver.describe}: ${explain(cause)}${hint}`, { cause });
+    }).finally(() => redis.off('error', recordWhy));
     return driver;
   }
 
