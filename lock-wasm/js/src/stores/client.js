@@ -63,6 +63,8 @@ export class StoreClient {
   #out;
   #driver;
   #bound;
+  /** @type {Map<string, Promise<void>>} the last call in line on each key with calls in flight */
+  #turns = new Map();
 
   /**
    * @param {object} driver the store's IO
@@ -122,8 +124,32 @@ export class StoreClient {
     return again;
   }
 
-  /** One run; `null` if the namespace does not exist. */
-  async #attempt(op, key, args) {
+  /**
+   * Runs `task()` once the calls on `key` that asked before it are over. A process's calls on one
+   * key take turns, first come first served, as the async Rust engine's do: at once they would
+   * only meet each other's compare-and-sets (a thousand waiters queuing at once would mostly
+   * retry), and in turn each starts from the record the one before it wrote, one round trip.
+   */
+  async #inTurn(key, task) {
+    const before = this.#turns.get(key);
+    let done = () => {};
+    const mine = new Promise((resolve) => (done = resolve));
+    this.#turns.set(key, mine);
+    try {
+      await before;
+      return await task();
+    } finally {
+      done();
+      if (this.#turns.get(key) === mine) this.#turns.delete(key);
+    }
+  }
+
+  /** One run, in its turn on the key; `null` if the namespace does not exist. */
+  #attempt(op, key, args) {
+    return this.#inTurn(key, () => this.#attemptNow(op, key, args));
+  }
+
+  async #attemptNow(op, key, args) {
     const raw = this.#raw;
     const call = raw.call(op, key, args.owner ?? '', args.fence ?? 0, args.ttl ?? 0, args.waitDeadline ?? 0, args.at ?? 0, performance.now());
     if (call === undefined) throw new TypeError(`unknown operation ${op}`);
@@ -203,9 +229,11 @@ export class StoreClient {
         }
         let status;
         do {
-          const call = raw.call_waiting(waiting, key, performance.now());
-          if (call === undefined) throw new Error('expiring-lock: this client is unusable');
-          status = await this.#drive(call, key, () => raw.finish_waiting(waiting, call, performance.now()));
+          status = await this.#inTurn(key, () => {
+            const call = raw.call_waiting(waiting, key, performance.now());
+            if (call === undefined) throw new Error('expiring-lock: this client is unusable');
+            return this.#drive(call, key, () => raw.finish_waiting(waiting, call, performance.now()));
+          });
           // A namespace that does not exist is created by the first write, and only then.
           if (status === WAIT_INSTALL) await this.#driver.install(this.#bound);
         } while (status === WAIT_INSTALL);
