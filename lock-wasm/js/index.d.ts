@@ -363,8 +363,12 @@ export declare class Locks {
   constructor(options?: LocksOptions);
   /**
    * Opens `namespace` of a shared store (Node only): `redis://` or `rediss://` (the optional peer
-   * dependency `ioredis`), `postgres://` or `postgresql://` (`pg`). Every process and machine that opens it shares its locks, Node and
-   * Rust replicas alike; rejects with a StoreError.
+   * dependency `ioredis`), `postgres://` or `postgresql://` (`pg`), `mysql://` or `mariadb://`
+   * (`mysql2`), `sqlite://PATH` (`better-sqlite3`). TLS parameters as the Rust clients take them
+   * (`rediss://...?cacert=&cert=&key=`, `sslmode=&sslrootcert=&sslcert=&sslkey=`,
+   * `ssl-mode=&ssl-ca=&ssl-cert=&ssl-key=`); the server's certificate is always checked. Every
+   * process and machine that opens it shares its locks, Node and Rust replicas alike; rejects
+   * with a StoreError.
    */
   static open(url: string, namespace: string, options?: StoreOptions): Promise<StoreLocks>;
   /** The underlying table (calls on it bypass the waiter and lease bookkeeping). */
