@@ -104,12 +104,23 @@ for (const store of STORES) {
 
     if (store.name === 'sqlite') return;
     const { hostname, port } = new URL(store.url.replace(/^[a-z]+:/, 'http:'));
-
-    it('every connection reset in the middle of a wait: the waiter carries on and is served', async () => {
+    /** Runs `body(proxy, locks, through)`: `locks` direct, `through` over a proxy of its own (opened with `options`); closes them after. */
+    const throughProxy = async (options, body) => {
+      if (body === undefined) [options, body] = [undefined, options];
       const proxy = await Proxy.start(hostname, Number(port));
       const locks = await open();
-      const through = await open(proxy.url(store.url), namespaces[0], { poll: 50 });
+      const through = await open(proxy.url(store.url), namespaces[0], options);
       try {
+        await body(proxy, locks, through);
+      } finally {
+        await through.close().catch(() => {});
+        await locks.close();
+        await proxy.close();
+      }
+    };
+
+    it('every connection reset in the middle of a wait: the waiter carries on and is served', () =>
+      throughProxy({ poll: 50 }, async (proxy, locks, through) => {
         const lease = await locks.tryAcquire('reset-wait', { ttl: 10_000, owner: 'holder' });
         const waiting = through.acquire('reset-wait', { ttl: 5000, owner: 'waiter', timeout: 20_000 });
         await until('the waiter in the queue', async () => (await locks.inspect('reset-wait')).waiters.length === 1);
@@ -122,18 +133,10 @@ for (const store of STORES) {
         assert.ok(next.fence > lease.fence);
         assert.equal((await locks.inspect('reset-wait')).owner, 'waiter');
         await next.release();
-      } finally {
-        await through.close();
-        await locks.close();
-        await proxy.close();
-      }
-    });
+      }));
 
-    it('a release killed between its write and its answer: the client reads that it was done and answers true', async () => {
-      const proxy = await Proxy.start(hostname, Number(port));
-      const locks = await open();
-      const through = await open(proxy.url(store.url), namespaces[0]);
-      try {
+    it('a release killed between its write and its answer: the client reads that it was done and answers true', () =>
+      throughProxy(async (proxy, locks, through) => {
         // Once before, so that the release's statement is prepared (MariaDB's client prepares it
         // at its first use: with the answers held back, that would stall before the write).
         await (await through.tryAcquire('killed-release', { ttl: 60_000, owner: 'a' })).release();
@@ -150,18 +153,10 @@ for (const store of STORES) {
         assert.ok(next.fence > lease.fence);
         assert.equal((await through.inspect('killed-release')).owner, 'c');
         await next.release();
-      } finally {
-        await through.close();
-        await locks.close();
-        await proxy.close();
-      }
-    });
+      }));
 
-    it('an extension killed between its write and its answer: the client reads the deadline it wrote', async () => {
-      const proxy = await Proxy.start(hostname, Number(port));
-      const locks = await open();
-      const through = await open(proxy.url(store.url), namespaces[0]);
-      try {
+    it('an extension killed between its write and its answer: the client reads the deadline it wrote', () =>
+      throughProxy(async (proxy, locks, through) => {
         const lease = await through.tryAcquire('killed-extend', { ttl: 10_000, owner: 'a' });
         await lease.extend(10_000); // prepares the statement (as above)
         const before = lease.deadline;
@@ -177,18 +172,10 @@ for (const store of STORES) {
         assert.equal(lease.deadline, stored.deadline);
         assert.equal(stored.fence, lease.fence);
         assert.equal(await lease.release(), true);
-      } finally {
-        await through.close();
-        await locks.close();
-        await proxy.close();
-      }
-    });
+      }));
 
-    it('a path that goes silent under a holder: it loses the lease before anyone else is granted it, with a typed error, and recovers', async () => {
-      const proxy = await Proxy.start(hostname, Number(port));
-      const locks = await open();
-      const through = await open(proxy.url(store.url), namespaces[0], { bound: 500 });
-      try {
+    it('a path that goes silent under a holder: it loses the lease before anyone else is granted it, with a typed error, and recovers', () =>
+      throughProxy({ bound: 500 }, async (proxy, locks, through) => {
         const lease = await through.tryAcquire('silent', { ttl: 1000, owner: 'cut-off', keepAlive: true });
         proxy.silent(true);
         const alive = setInterval(() => {}, 1000);
@@ -209,12 +196,7 @@ for (const store of STORES) {
         const again = await until('a call through the healed path', () => through.tryAcquire('silent', { ttl: 1000, owner: 'cut-off' }).catch(() => null));
         assert.ok(again.fence > next.fence);
         await again.release();
-      } finally {
-        await through.close().catch(() => {});
-        await locks.close();
-        await proxy.close();
-      }
-    });
+      }));
   });
 }
 

@@ -33,6 +33,30 @@ it('refuses a bad namespace, a bad URL and an unreachable store with typed error
   await assert.rejects(Locks.open('ftp://127.0.0.1/x', 'jobs'), (e) => e instanceof StoreError && e.code === 'url');
   await assert.rejects(Locks.open('redis://127.0.0.1:1', 'jobs', { bound: 500 }), (e) => e instanceof StoreError && e.code === 'connect');
   await assert.rejects(Locks.open('redis://127.0.0.1:6379', 'jobs', { bond: 5 }), TypeError);
+  // TLS parameters, read as the Rust clients read them: a mistake is a `url` error, before any connection.
+  const badUrl = (words) => (e) => e instanceof StoreError && e.code === 'url' && e.message.includes(words);
+  await assert.rejects(Locks.open('redis://127.0.0.1:6379?cacert=/ca.pem', 'jobs'), badUrl('are for rediss://'));
+  await assert.rejects(Locks.open('rediss://127.0.0.1:6379?cacert=/no/such/ca.pem', 'jobs'), badUrl('cacert: cannot read /no/such/ca.pem'));
+  await assert.rejects(Locks.open('rediss://127.0.0.1:6379?cert=/c.pem', 'jobs'), badUrl('cert and key go together'));
+  await assert.rejects(Locks.open('postgres://u:secret@127.0.0.1/test?sslmode=sometimes', 'jobs'), (e) => badUrl('sslmode=sometimes: use disable, require, verify-ca or verify-full')(e) && !e.message.includes('secret'));
+  await assert.rejects(Locks.open('postgres://127.0.0.1/test?sslmode=require&sslcert=/c.pem', 'jobs'), badUrl('sslcert and sslkey go together'));
+  await assert.rejects(Locks.open('mysql://root@127.0.0.1/test?ssl-mode=SOMETIMES', 'jobs'), badUrl('ssl-mode=SOMETIMES'));
+  await assert.rejects(Locks.open('mysql://root@127.0.0.1/test?ssl-mode=REQUIRED&ssl-ca=/no/such/ca.pem', 'jobs'), badUrl('ssl-ca: cannot read'));
+  // TLS asked of a server that does not speak it: a connect error, typed and bounded.
+  await assert.rejects(Locks.open('rediss://127.0.0.1:6379', 'jobs', { bound: 2000 }), (e) => e instanceof StoreError && e.code === 'connect');
+});
+
+it("says which TLS check failed, in the Rust clients' words", async () => {
+  const { explain, takeParams } = await import('../../lock-wasm/js/src/stores/tls.js');
+  const tlsError = (code, message) => Object.assign(new Error(message), { code });
+  assert.match(explain(tlsError('SELF_SIGNED_CERT_IN_CHAIN', 'self-signed certificate in certificate chain')), /^TLS: the server's certificate is not signed by a CA this client trusts .*: self-signed/);
+  assert.match(explain(tlsError('CERT_HAS_EXPIRED', 'certificate has expired')), /^TLS: the server's certificate has expired/);
+  assert.match(explain(tlsError('ERR_TLS_CERT_ALTNAME_INVALID', "Hostname/IP does not match certificate's altnames")), /^TLS: the server's certificate is for another host name/);
+  assert.match(explain(tlsError('ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED', 'alert certificate required')), /^TLS: the server asks for a client certificate/);
+  assert.equal(explain(tlsError('ECONNREFUSED', 'connect ECONNREFUSED 127.0.0.1:6380')), 'connect ECONNREFUSED 127.0.0.1:6380');
+  const { rest, params } = takeParams('postgres://u@h/db?sslmode=require&application_name=x&sslrootcert=%2Fca.pem#f', ['sslmode', 'sslrootcert']);
+  assert.equal(rest, 'postgres://u@h/db?application_name=x#f');
+  assert.deepEqual([...params], [['sslmode', 'require'], ['sslrootcert', '/ca.pem']]);
 });
 
 it('names the package to install when a store client is missing', async () => {
