@@ -174,14 +174,19 @@ pub enum Next<'a> {
 
 /// The exchange of one call, by the shape of its answer.
 enum Running {
-    Request(Exchange<Native, lock_core::Response>),
     Inspect(Exchange<Native, InspectReply>),
+    /// One request, or several decided together, each on the record the one before it left
+    /// (see [`Client::call_together`]): one shape for both keeps the engine one exchange
+    /// smaller.
+    Together(Exchange<Native, Vec<Step<lock_core::Response>>>),
 }
 
 /// One call on one key in progress (see [`Client::call`]).
 pub struct Call {
     key: String,
     op: Op,
+    /// The operations decided after `op`, together with it ([`Client::call_together`]).
+    rest: Vec<Op>,
     running: Running,
     /// Answered without touching the store (bad input).
     answered: Option<Decided<Reply>>,
@@ -190,7 +195,7 @@ pub struct Call {
 }
 
 /// How a call ended.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Outcome {
     /// The answer, with the key's events and the store's time it was decided at.
     pub decided: Decided<Reply>,
@@ -315,22 +320,58 @@ impl Client {
                 self.random,
                 Step::<InspectReply>::settle,
             )),
-            _ => Running::Request(Exchange::new(
+            _ => Running::Together(Exchange::new(
                 self.time,
                 at,
                 self.limits.clone(),
                 remembered,
                 self.random,
-                Step::<lock_core::Response>::settle,
+                crate::engine::settle_each,
             )),
         };
         Call {
             key: key.to_owned(),
             op,
+            rest: Vec::new(),
             running,
             answered,
             stop: None,
         }
+    }
+
+    /// Starts `ops` on `key`, decided together at local instant `t`: each on the record the
+    /// one before it left, at the store's time, in one read (if the record is not remembered)
+    /// and one compare-and-set for all, so that they all hold or none does. For the renewals
+    /// of one key's waiters that are due at once ([`Wanted::Renew`]): each rewrites the record
+    /// that holds every waiter, and a thousand waiters sent one by one would need 1 500 writes
+    /// a second; the async Rust engine decides them so too. [`Client::finish_each`] answers
+    /// each; a batch ends early after a request that allocates fresh fencing tokens (a
+    /// renewal at an instant an expired lease is handed over): the ones it left unanswered are
+    /// asked again. `None` for no operations or an [`Op::Inspect`] among them.
+    pub fn call_together(&mut self, key: &str, ops: Vec<Op>, t: LocalInstant) -> Option<Call> {
+        if ops.iter().any(|op| matches!(op, Op::Inspect)) {
+            return None;
+        }
+        let mut ops = ops.into_iter();
+        let op = ops.next()?;
+        self.random = self.random.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let remembered = self.memory.start(key, t, &mut self.decider);
+        let running = Running::Together(Exchange::new(
+            self.time,
+            Instant::ZERO,
+            self.limits.clone(),
+            remembered,
+            self.random,
+            crate::engine::settle_each,
+        ));
+        Some(Call {
+            key: key.to_owned(),
+            op,
+            rest: ops.collect(),
+            running,
+            answered: None,
+            stop: None,
+        })
     }
 
     /// The answer to bad input, given without the store (`None`: valid).
@@ -376,19 +417,20 @@ impl Client {
         if let Some(stop) = &call.stop {
             return Err(stop.clone());
         }
-        let (key, op, limits) = (call.key.as_str(), &call.op, &self.limits);
+        let (key, op, rest, limits) = (call.key.as_str(), &call.op, &call.rest, &self.limits);
         let polled = match &mut call.running {
-            Running::Request(exchange) => {
-                exchange.poll(&mut self.decider, t, &mut |d, rec, now| {
-                    let request = op
-                        .request(key, now)
-                        .unwrap_or(Request::HandleTimeout { now });
-                    d.handle(rec, request, limits)
-                })
-            }
             Running::Inspect(exchange) => {
                 exchange.poll(&mut self.decider, t, &mut |d, rec, now| {
                     d.inspect(rec, key, now, limits)
+                })
+            }
+            Running::Together(exchange) => {
+                exchange.poll(&mut self.decider, t, &mut |d, rec, now| {
+                    let first = op
+                        .request(key, now)
+                        .unwrap_or(Request::HandleTimeout { now });
+                    let mut others = rest.iter().filter_map(|op| op.request(key, now));
+                    d.handle_each(rec, first, &mut others, limits)
                 })
             }
         };
@@ -418,8 +460,8 @@ impl Client {
         arrived: LocalInstant,
     ) -> Result<(), StoreError> {
         let handled = match &mut call.running {
-            Running::Request(ex) => ex.handle_read(&mut self.decider, read, sent, arrived),
             Running::Inspect(ex) => ex.handle_read(&mut self.decider, read, sent, arrived),
+            Running::Together(ex) => ex.handle_read(&mut self.decider, read, sent, arrived),
         };
         self.stopped(call, handled)
     }
@@ -435,8 +477,8 @@ impl Client {
         arrived: LocalInstant,
     ) -> Result<(), StoreError> {
         let handled = match &mut call.running {
-            Running::Request(ex) => ex.handle_written(&mut self.decider, written, arrived),
             Running::Inspect(ex) => ex.handle_written(&mut self.decider, written, arrived),
+            Running::Together(ex) => ex.handle_written(&mut self.decider, written, arrived),
         };
         self.stopped(call, handled)
     }
@@ -454,32 +496,51 @@ impl Client {
     ///
     /// # Errors
     /// Why it stopped ([`StoreError::NoNamespace`]: install the namespace and call again).
-    pub fn finish(&mut self, mut call: Call) -> Result<Outcome, StoreError> {
+    pub fn finish(&mut self, call: Call) -> Result<Outcome, StoreError> {
+        let mut each = self.finish_each(call)?.into_iter();
+        each.next().ok_or_else(|| StoreError::Server {
+            store: self.store.clone(),
+            reason: "a call decided nothing".into(),
+        })
+    }
+
+    /// The answers of a call once [`Client::poll`] said [`Next::Done`], one per operation
+    /// decided, in order: one for a [`Client::call`]; for a [`Client::call_together`], the
+    /// first ones of its operations (those after them were not decided: ask them again), the
+    /// owners it handed the key to in the first answer's `handed_to`.
+    ///
+    /// # Errors
+    /// As [`Client::finish`].
+    pub fn finish_each(&mut self, mut call: Call) -> Result<Vec<Outcome>, StoreError> {
         if let Some(answered) = call.answered.take() {
-            return Ok(Outcome {
+            return Ok(vec![Outcome {
                 decided: answered,
                 handed_to: Vec::new(),
-            });
+            }]);
         }
         if let Some(stop) = call.stop.take() {
             return Err(stop);
         }
         let contention = || stopped(&self.store, &call.key, Stop::Contention);
         let (decided, handed_to) = match &mut call.running {
-            Running::Request(ex) => {
-                let finished = ex.finished().ok_or_else(contention)?;
-                let handed: Vec<String> = finished.handed_to().map(str::to_owned).collect();
-                self.memory.keep(&call.key, finished.remember);
-                (finished.decided.map(Reply::Response), handed)
-            }
             Running::Inspect(ex) => {
                 let finished = ex.finished().ok_or_else(contention)?;
                 let handed: Vec<String> = finished.handed_to().map(str::to_owned).collect();
                 self.memory.keep(&call.key, finished.remember);
                 (finished.decided.map(Reply::Inspect), handed)
             }
+            Running::Together(ex) => {
+                let finished = ex.finished().ok_or_else(contention)?;
+                let mut handed_to: Vec<String> = finished.handed_to().map(str::to_owned).collect();
+                self.memory.keep(&call.key, finished.remember);
+                let each = finished.decided.split().map(|decided| Outcome {
+                    decided: decided.map(Reply::Response),
+                    handed_to: std::mem::take(&mut handed_to),
+                });
+                return Ok(each.collect());
+            }
         };
-        Ok(Outcome { decided, handed_to })
+        Ok(vec![Outcome { decided, handed_to }])
     }
 }
 

@@ -324,6 +324,36 @@ impl<S: Store, D: Decider> Engine<S, D> {
     }
 }
 
+/// Puts the store's fresh tokens in every answer of requests decided together (only the
+/// last step can have asked for any: [`Decider::handle_each`] stops after it).
+pub(crate) fn settle_each(step: &mut Step<Vec<Step<Response>>>, fresh: &[Fence]) {
+    for step in &mut step.reply {
+        step.settle(fresh);
+    }
+}
+
+impl Decided<Vec<Step<Response>>> {
+    /// Each request's own answer out of those decided together, in order.
+    pub(crate) fn split(self) -> impl Iterator<Item = Decided<Response>> {
+        let Decided {
+            reply,
+            now,
+            next_deadline,
+            clock,
+            ambiguous,
+            ..
+        } = self;
+        reply.into_iter().map(move |step| Decided {
+            reply: step.reply,
+            events: step.events,
+            now,
+            next_deadline,
+            clock,
+            ambiguous,
+        })
+    }
+}
+
 impl<R> Decided<R> {
     /// The same decision with its reply mapped by `f`.
     pub(crate) fn map<T>(self, f: impl FnOnce(R) -> T) -> Decided<T> {

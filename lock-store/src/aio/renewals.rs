@@ -13,12 +13,12 @@
 //! from the same provisional base. The renewals left out are asked again, as are those of a
 //! batch whose deciding task was dropped: a renewal is idempotent (`batch.rs`).
 
-use lock_core::{Fence, Instant, Limits, Response, Step};
+use lock_core::{Instant, Limits, Response, Step};
 
 use crate::aio::batch::Entry;
 use crate::aio::engine::AsyncEngine;
 use crate::decider::{DecideError, Decider, Decision};
-use crate::engine::Decided;
+use crate::engine::{settle_each, Decided};
 use crate::queue::renew_wait;
 use crate::store::StoreError;
 
@@ -51,9 +51,9 @@ impl<D: Decider> AsyncEngine<D> {
         let decide = |d: &mut D, record: &D::Record, now| {
             decide_together(d, record, now, key, &batch, limits)
         };
-        match self.run_in_turn(key, decide, settle_together).await {
+        match self.run_in_turn(key, decide, settle_each).await {
             Ok(decided) => {
-                let answers = split(decided);
+                let answers = decided.split();
                 // Renewals past the end of the batch are dropped unanswered: asked again.
                 for (renewal, answer) in batch.into_iter().zip(answers) {
                     let _ = renewal.answer.send(Ok(answer));
@@ -85,32 +85,4 @@ fn decide_together<D: Decider>(
         return Err(DecideError::Failed("an empty batch of renewals".into()));
     };
     decider.handle_each(record, first, &mut requests, limits)
-}
-
-/// Puts the store's fresh tokens in every answer (only the batch's last step can have asked
-/// for any).
-fn settle_together(step: &mut Step<Vec<Step<Response>>>, fresh: &[Fence]) {
-    for step in &mut step.reply {
-        step.settle(fresh);
-    }
-}
-
-/// Each renewal's own answer out of the batch's.
-fn split(decided: Decided<Vec<Step<Response>>>) -> impl Iterator<Item = Decided<Response>> {
-    let Decided {
-        reply,
-        now,
-        next_deadline,
-        clock,
-        ambiguous,
-        ..
-    } = decided;
-    reply.into_iter().map(move |step| Decided {
-        reply: step.reply,
-        events: step.events,
-        now,
-        next_deadline,
-        clock,
-        ambiguous,
-    })
 }

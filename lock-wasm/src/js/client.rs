@@ -263,6 +263,10 @@ pub struct RawClient {
     answer: Answer,
     store_error: Option<StoreError>,
     outcome: String,
+    /// Renewals gathered for the next `call_batch`.
+    batch: Vec<Op>,
+    /// How the last batch ended: each renewal's outcome, or the store error of all.
+    batched: Result<Vec<Outcome>, StoreError>,
 }
 
 #[wasm_bindgen]
@@ -288,6 +292,8 @@ impl RawClient {
             answer: Answer::new(error),
             store_error: None,
             outcome: String::from("{}"),
+            batch: Vec::new(),
+            batched: Ok(Vec::new()),
         }
     }
 
@@ -380,6 +386,63 @@ impl RawClient {
             return FAILED;
         };
         let ended = client.finish(call.call);
+        self.waited(waiting, ended, t)
+    }
+
+    /// Adds the renewal `waiting`'s last `want` asked for (2) to the next `call_batch`.
+    pub fn batch_add(&mut self, waiting: &RawWaiting) {
+        if let Some(op) = waiting.op.clone() {
+            self.batch.push(op);
+        }
+    }
+
+    /// The renewals gathered by `batch_add`, on `key`, decided together in one call at local
+    /// instant `t` (lock-store's `Client::call_together`: one compare-and-set for all); `None`
+    /// if none were gathered.
+    pub fn call_batch(&mut self, key: &str, t: f64) -> Option<RawCall> {
+        let ops = std::mem::take(&mut self.batch);
+        let call = self.client.as_mut()?.call_together(key, ops, local(t))?;
+        Some(RawCall {
+            call,
+            write: None,
+            pause_ms: 0.0,
+            lease: None,
+        })
+    }
+
+    /// Ends `call` (a `call_batch`); `answer_batch` then hands each renewal its end. Answers how
+    /// many renewals were decided (the others are asked again).
+    pub fn finish_batch(&mut self, call: RawCall) -> u32 {
+        let Some(client) = self.client.as_mut() else {
+            return 0;
+        };
+        self.batched = client.finish_each(call.call);
+        self.batched
+            .as_ref()
+            .map_or(0, |each| u32::try_from(each.len()).unwrap_or(u32::MAX))
+    }
+
+    /// Hands the end of the last batch's renewal number `i` (in `batch_add` order) to
+    /// `waiting`, at local instant `t`: a status as `finish_waiting`'s; 0 (go on: it asks again)
+    /// for a renewal the batch left undecided.
+    pub fn answer_batch(&mut self, waiting: &mut RawWaiting, i: u32, t: f64) -> u32 {
+        let ended = match &self.batched {
+            Ok(each) => match each.get(i as usize) {
+                Some(outcome) => Ok(outcome.clone()),
+                None => return GO_ON,
+            },
+            Err(e) => Err(e.clone()),
+        };
+        self.waited(waiting, ended, t)
+    }
+
+    /// Hands `ended` to `waiting`: the status `finish_waiting` answers.
+    fn waited(
+        &mut self,
+        waiting: &mut RawWaiting,
+        ended: Result<Outcome, StoreError>,
+        t: f64,
+    ) -> u32 {
         if let Err(StoreError::NoNamespace { .. }) = &ended {
             return WAIT_INSTALL;
         }

@@ -16,6 +16,8 @@ const PAUSE = 3;
 const STORE_FAILED = 100;
 
 // RawWaiting.want and RawClient.finish_waiting (lock-wasm/src/js/client.rs).
+const WANT_RENEW = 2;
+const WANT_LOOK = 3;
 const WANT_NAP = 4;
 const WANT_PAUSE = 5;
 const GO_ON = 0;
@@ -65,6 +67,8 @@ export class StoreClient {
   #bound;
   /** @type {Map<string, Promise<void>>} the last call in line on each key with calls in flight */
   #turns = new Map();
+  /** @type {Map<string, {entries: Array<{waiting: any, resolve: (status: number) => void, reject: (e: unknown) => void}>}>} renewals gathered for each key's next turn */
+  #batches = new Map();
 
   /**
    * @param {object} driver the store's IO
@@ -132,7 +136,9 @@ export class StoreClient {
    */
   async #inTurn(key, task) {
     const before = this.#turns.get(key);
+    /** @type {(value?: void) => void} */
     let done = () => {};
+    /** @type {Promise<void>} */
     const mine = new Promise((resolve) => (done = resolve));
     this.#turns.set(key, mine);
     try {
@@ -229,11 +235,13 @@ export class StoreClient {
         }
         let status;
         do {
-          status = await this.#inTurn(key, () => {
+          const ask = () => {
             const call = raw.call_waiting(waiting, key, performance.now());
             if (call === undefined) throw new Error('expiring-lock: this client is unusable');
             return this.#drive(call, key, () => raw.finish_waiting(waiting, call, performance.now()));
-          });
+          };
+          // A look only reads: it takes no turn (it meets no compare-and-set).
+          status = want === WANT_RENEW ? await this.#renewTogether(key, waiting) : want === WANT_LOOK ? await ask() : await this.#inTurn(key, ask);
           // A namespace that does not exist is created by the first write, and only then.
           if (status === WAIT_INSTALL) await this.#driver.install(this.#bound);
         } while (status === WAIT_INSTALL);
@@ -251,6 +259,44 @@ export class StoreClient {
     } finally {
       heard?.close();
       waiting.free();
+    }
+  }
+
+  /**
+   * The renewal of its place `waiting` wants, decided with every other renewal of this process on
+   * `key` asked before the key's turn comes: one compare-and-set for all (lock-store's
+   * `Client::call_together`), as the async Rust engine does, since each renewal rewrites the
+   * record that holds every waiter (a thousand waiters renewing one by one would need 1 500
+   * writes a second). Answers its own status, as `finish_waiting` would.
+   * @returns {Promise<number>}
+   */
+  #renewTogether(key, waiting) {
+    let batch = this.#batches.get(key);
+    if (batch === undefined) {
+      const made = { entries: [] };
+      this.#batches.set(key, made);
+      void this.#inTurn(key, () => this.#decideTogether(key, made));
+      batch = made;
+    }
+    const entries = batch.entries;
+    return new Promise((resolve, reject) => entries.push({ waiting, resolve, reject }));
+  }
+
+  /** Decides `batch`'s renewals in one call (in the key's turn), and answers each. */
+  async #decideTogether(key, batch) {
+    // Renewals asked from now on wait for the next turn.
+    if (this.#batches.get(key) === batch) this.#batches.delete(key);
+    const raw = this.#raw;
+    try {
+      for (const { waiting } of batch.entries) raw.batch_add(waiting);
+      const call = raw.call_batch(key, performance.now());
+      if (call === undefined) throw new Error('expiring-lock: this client is unusable');
+      await this.#drive(call, key, () => raw.finish_batch(call));
+      const t = performance.now();
+      // Those the batch left undecided answer "go on" and ask again.
+      batch.entries.forEach(({ waiting, resolve }, i) => resolve(raw.answer_batch(waiting, i, t)));
+    } catch (e) {
+      for (const { reject } of batch.entries) reject(e);
     }
   }
 
