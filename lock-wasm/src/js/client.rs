@@ -410,8 +410,9 @@ impl RawClient {
         })
     }
 
-    /// Ends `call` (a `call_batch`); `answer_batch` then hands each renewal its end. Answers how
-    /// many renewals were decided (the others are asked again).
+    /// Ends `call` (a `call_batch`, or the `call_waiting` of a look that answers every waiter
+    /// looking at once); `answer_batch` then hands each its end. Answers how many operations
+    /// were decided (a batch's others are asked again).
     pub fn finish_batch(&mut self, call: RawCall) -> u32 {
         let Some(client) = self.client.as_mut() else {
             return 0;
@@ -422,9 +423,9 @@ impl RawClient {
             .map_or(0, |each| u32::try_from(each.len()).unwrap_or(u32::MAX))
     }
 
-    /// Hands the end of the last batch's renewal number `i` (in `batch_add` order) to
-    /// `waiting`, at local instant `t`: a status as `finish_waiting`'s; 0 (go on: it asks again)
-    /// for a renewal the batch left undecided.
+    /// Hands the end of the last batch's operation number `i` (in `batch_add` order; 0 for a
+    /// look) to `waiting`, at local instant `t`: a status as `finish_waiting`'s; 0 (go on: it
+    /// asks again) for a renewal the batch left undecided.
     pub fn answer_batch(&mut self, waiting: &mut RawWaiting, i: u32, t: f64) -> u32 {
         let ended = match &self.batched {
             Ok(each) => match each.get(i as usize) {

@@ -67,7 +67,7 @@ export class StoreClient {
   #bound;
   /** @type {Map<string, Promise<void>>} the last call in line on each key with calls in flight */
   #turns = new Map();
-  /** @type {Map<string, {entries: Array<{waiting: any, resolve: (status: number) => void, reject: (e: unknown) => void}>}>} renewals gathered for each key's next turn */
+  /** @type {Map<string, {entries: Array<{waiting: any, resolve: (status: number) => void, reject: (e: unknown) => void}>}>} renewals and looks gathered for each key's next turn */
   #batches = new Map();
 
   /**
@@ -240,8 +240,7 @@ export class StoreClient {
             if (call === undefined) throw new Error('expiring-lock: this client is unusable');
             return this.#drive(call, key, () => raw.finish_waiting(waiting, call, performance.now()));
           };
-          // A look only reads: it takes no turn (it meets no compare-and-set).
-          status = want === WANT_RENEW ? await this.#renewTogether(key, waiting) : want === WANT_LOOK ? await ask() : await this.#inTurn(key, ask);
+          status = want === WANT_RENEW || want === WANT_LOOK ? await this.#together(want, key, waiting) : await this.#inTurn(key, ask);
           // A namespace that does not exist is created by the first write, and only then.
           if (status === WAIT_INSTALL) await this.#driver.install(this.#bound);
         } while (status === WAIT_INSTALL);
@@ -263,40 +262,51 @@ export class StoreClient {
   }
 
   /**
-   * The renewal of its place `waiting` wants, decided with every other renewal of this process on
-   * `key` asked before the key's turn comes: one compare-and-set for all (lock-store's
-   * `Client::call_together`), as the async Rust engine does, since each renewal rewrites the
-   * record that holds every waiter (a thousand waiters renewing one by one would need 1 500
-   * writes a second). Answers its own status, as `finish_waiting` would.
+   * What `waiting` wants (`want`: a renewal of its place or a look), asked together with every
+   * other waiter of this process on `key` that wants the same before the key's turn comes, as
+   * the async Rust engine does: renewals are decided in one call, one compare-and-set for all
+   * (lock-store's `Client::call_together`; each renewal rewrites the record that holds every
+   * waiter, and a thousand waiters renewing one by one would need 1 500 writes a second), and
+   * looks are answered by one read sent after each was asked. Answers its own status, as
+   * `finish_waiting` would.
    * @returns {Promise<number>}
    */
-  #renewTogether(key, waiting) {
-    let batch = this.#batches.get(key);
+  #together(want, key, waiting) {
+    const id = `${want}\n${key}`;
+    let batch = this.#batches.get(id);
     if (batch === undefined) {
       const made = { entries: [] };
-      this.#batches.set(key, made);
-      void this.#inTurn(key, () => this.#decideTogether(key, made));
+      this.#batches.set(id, made);
+      void this.#inTurn(key, () => {
+        // Asked from now on: the next turn.
+        if (this.#batches.get(id) === made) this.#batches.delete(id);
+        return this.#decideTogether(want, key, made.entries);
+      });
       batch = made;
     }
     const entries = batch.entries;
     return new Promise((resolve, reject) => entries.push({ waiting, resolve, reject }));
   }
 
-  /** Decides `batch`'s renewals in one call (in the key's turn), and answers each. */
-  async #decideTogether(key, batch) {
-    // Renewals asked from now on wait for the next turn.
-    if (this.#batches.get(key) === batch) this.#batches.delete(key);
+  /** Runs the renewals (or the look) of `entries` in one call, and answers each. */
+  async #decideTogether(want, key, entries) {
     const raw = this.#raw;
     try {
-      for (const { waiting } of batch.entries) raw.batch_add(waiting);
-      const call = raw.call_batch(key, performance.now());
+      let call;
+      if (want === WANT_RENEW) {
+        for (const { waiting } of entries) raw.batch_add(waiting);
+        call = raw.call_batch(key, performance.now());
+      } else {
+        call = raw.call_waiting(entries[0].waiting, key, performance.now());
+      }
       if (call === undefined) throw new Error('expiring-lock: this client is unusable');
       await this.#drive(call, key, () => raw.finish_batch(call));
       const t = performance.now();
-      // Those the batch left undecided answer "go on" and ask again.
-      batch.entries.forEach(({ waiting, resolve }, i) => resolve(raw.answer_batch(waiting, i, t)));
+      // Renewals the batch left undecided answer "go on" and ask again; every look is
+      // answered by the one read.
+      entries.forEach(({ waiting, resolve }, i) => resolve(raw.answer_batch(waiting, want === WANT_RENEW ? i : 0, t)));
     } catch (e) {
-      for (const { reject } of batch.entries) reject(e);
+      for (const { reject } of entries) reject(e);
     }
   }
 
