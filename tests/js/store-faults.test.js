@@ -15,7 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { Locks, StoreError } from '../../lock-wasm/js/src/node.js';
 import { Proxy } from './lib/proxy.js';
-import { STORES, uniqueNamespace } from './lib/stores.js';
+import { STORES, damage, uniqueNamespace } from './lib/stores.js';
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const WORKER = fileURLToPath(new URL('./lib/wait-worker.mjs', import.meta.url));
@@ -98,6 +98,34 @@ for (const store of STORES) {
         await next.release();
       } finally {
         waiter.child.kill('SIGKILL');
+        await locks.close();
+      }
+    });
+
+    it('a corrupt record (its bytes, or its fences as stored): every call that reads it is StoreError corrupt, the holder\'s extension too, and nothing overwrites it', async () => {
+      const locks = await open();
+      const other = await open();
+      try {
+        for (const [field, value] of [
+          ['record', Buffer.from('not a record at all')],
+          ['fences', store.name === 'postgres' ? '{0}' : 'x,y'],
+        ]) {
+          const key = `corrupt-${field}`;
+          const lease = await locks.tryAcquire(key, { ttl: 60_000, owner: 'holder' });
+          await damage(store, namespaces[0], key, field, value);
+          const corrupt = (e) => e instanceof StoreError && e.code === 'corrupt' && e.message.includes(key);
+          // The holder remembers the record as it was, and would write over it if the store
+          // compared versions only (its compare-and-set compares the bytes too; the fences it
+          // does not write, and only a read finds them damaged).
+          if (field === 'record') await assert.rejects(lease.extend(60_000), corrupt, 'extend');
+          await assert.rejects(other.tryAcquire(key, { ttl: 1000, owner: 'other' }), corrupt, `${field}: tryAcquire`);
+          await assert.rejects(other.inspect(key), corrupt, `${field}: inspect`);
+          await assert.rejects(other.acquire(key, { ttl: 1000, owner: 'waiter', timeout: 2000 }), corrupt, `${field}: acquire`);
+          // Still the damaged value: a second look says the same.
+          await assert.rejects(other.inspect(key), corrupt, `${field}: left as it was`);
+        }
+      } finally {
+        await other.close();
         await locks.close();
       }
     });

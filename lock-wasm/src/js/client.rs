@@ -533,7 +533,7 @@ impl RawClient {
         sent: f64,
         arrived: f64,
     ) -> bool {
-        let failed = Err(self.error_of(code, reason));
+        let failed = Err(self.error_of(code, reason, call.call.key()));
         let Some(client) = self.client.as_mut() else {
             return false;
         };
@@ -577,7 +577,7 @@ impl RawClient {
         reason: &str,
         arrived: f64,
     ) -> bool {
-        let failed = Err(self.error_of(code, reason));
+        let failed = Err(self.error_of(code, reason, call.call.key()));
         self.answered_write(call, failed, arrived)
     }
 
@@ -636,10 +636,17 @@ impl RawClient {
     }
 
     /// The store error a JS client met, by code.
-    fn error_of(&self, code: &str, reason: &str) -> StoreError {
+    fn error_of(&self, code: &str, reason: &str, key: &str) -> StoreError {
         let store = self.store();
         let reason = reason.to_owned();
         match code {
+            // A stored value the driver could not read (as the Rust SQL stores report one).
+            "corrupt" => StoreError::Corrupt {
+                key: key.to_owned(),
+                error: lock_core::LockError::SnapshotCorrupt {
+                    reason: lock_core::Corruption::BodyEndsEarly,
+                },
+            },
             "connect" => StoreError::Connect { store, reason },
             "lost" => StoreError::Lost { store, reason },
             "schema" => StoreError::Schema { store, reason },

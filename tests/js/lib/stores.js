@@ -31,3 +31,46 @@ export const STORES = [
   { name: 'mariadb', url: MARIADB_URL, open: (ns) => MysqlDriver.open(MARIADB_URL, ns) },
   { name: 'sqlite', url: SQLITE_URL, open: (ns) => SqliteDriver.open(SQLITE_URL, ns) },
 ];
+
+/**
+ * Overwrites a stored field of `key`'s record in namespace `ns` of `store` behind every client's
+ * back (its version left as it was): `field` 'record' (its bytes) or 'fences' (their text; a
+ * Redis field, a PostgreSQL array), to `value`. For the tests of corrupt records.
+ */
+export async function damage(store, ns, key, field, value) {
+  if (store.name === 'redis') {
+    const { Redis } = await import('ioredis');
+    const redis = new Redis(REDIS_URL);
+    try {
+      await redis.hset(`{el:${ns}}:k:${key}`, field === 'record' ? 'r' : 'f', value);
+    } finally {
+      redis.disconnect();
+    }
+  } else if (store.name === 'postgres') {
+    const { default: pg } = await import('pg');
+    const client = new pg.Client({ connectionString: POSTGRES_URL });
+    await client.connect();
+    try {
+      await client.query(`UPDATE ${ns}.records SET ${field} = $1 WHERE key = $2`, [value, key]);
+    } finally {
+      await client.end();
+    }
+  } else if (store.name === 'mariadb') {
+    const mysql = await import('mysql2/promise');
+    const url = new URL(MARIADB_URL);
+    const conn = await mysql.createConnection({ host: url.hostname, port: Number(url.port || 3306), user: decodeURIComponent(url.username), database: url.pathname.slice(1) });
+    try {
+      await conn.query(`UPDATE \`${ns}_records\` SET ${field} = ? WHERE k = ?`, [value, Buffer.from(key)]);
+    } finally {
+      await conn.end();
+    }
+  } else {
+    const { default: Database } = await import('better-sqlite3');
+    const db = new Database(SQLITE_FILE);
+    try {
+      db.prepare(`UPDATE expiring_lock_records SET ${field} = ? WHERE namespace = ? AND key = ?`).run(value, ns, key);
+    } finally {
+      db.close();
+    }
+  }
+}

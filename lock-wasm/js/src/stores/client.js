@@ -9,6 +9,7 @@ import { performance } from 'node:perf_hooks';
 import { RawClient, RawWaiting } from '../../engine/lock_wasm.js';
 import { FAILED, FIRST_OUTCOME, f64, limitValues, names, toError } from '../table.js';
 import { ALREADY_WAITING, LockError, StoreError, WAIT_TIMED_OUT } from '../errors.js';
+import { reasonOf } from './io.js';
 
 const READ = 1;
 const WRITE = 2;
@@ -329,7 +330,7 @@ export class StoreClient {
     try {
       read = await this.#driver.read(key, left);
     } catch (e) {
-      const [code, reason] = failure(e, this.#driver.describe);
+      const [code, reason] = failure(e);
       return raw.read_failed(call, code, reason, sent, performance.now());
     }
     const arrived = performance.now();
@@ -353,7 +354,7 @@ export class StoreClient {
     try {
       written = await this.#driver.write(key, write, left);
     } catch (e) {
-      const [code, reason] = failure(e, this.#driver.describe);
+      const [code, reason] = failure(e);
       return raw.write_failed(call, code, reason, performance.now());
     }
     const arrived = performance.now();
@@ -401,16 +402,11 @@ export class StoreClient {
 }
 
 /**
- * A driver's failure as a store error code and a reason: the reason without the store's name in
- * front (the engine's StoreError names it, as the Rust one's Display does).
+ * A driver's failure as a store error code and a reason: the reason it gave, without the store's
+ * name (the engine's StoreError names it, as the Rust one's Display does).
  */
-function failure(e, describe) {
-  if (e instanceof StoreError) {
-    for (const prefix of [`lost the connection to ${describe}: `, `cannot connect to ${describe}: `, `${describe}: `]) {
-      if (e.message.startsWith(prefix)) return [e.code, e.message.slice(prefix.length)];
-    }
-    return [e.code, e.message];
-  }
+function failure(e) {
+  if (e instanceof StoreError) return [e.code, reasonOf(e)];
   // Anything else a driver threw is the server's answer to the call.
   return ['server', e instanceof Error ? e.message : String(e)];
 }

@@ -37,6 +37,44 @@ export function bounded(driver, bound, call) {
   return Promise.race([call(), timeout]).finally(() => clearTimeout(timer));
 }
 
+/** The words of a store error, as lock-store's `StoreError` says them (its `Display`). */
+const WORDS = {
+  connect: (store, reason) => `cannot connect to ${store}: ${reason}`,
+  lost: (store, reason) => `lost the connection to ${store}: ${reason}`,
+  'no-namespace': (store) => `${store} does not exist (nothing was ever locked in it; the first lock creates it)`,
+  'fences-exhausted': (store) => `${store}: the fencing-token counter reached 2^53`,
+};
+
+/** The reason of each StoreError a driver made: what the engine is handed (it names the store). */
+const REASONS = new WeakMap();
+
+/**
+ * A StoreError `code` of the store `store` (its description), for `reason`, worded as the Rust
+ * `StoreError` is; `cause` the client library's error.
+ * @param {import('../../index.d.ts').StoreErrorCode} code
+ * @param {string} store
+ * @param {string} [reason]
+ * @param {unknown} [cause]
+ */
+export function storeError(code, store, reason = '', cause = undefined) {
+  const words = Object.hasOwn(WORDS, code) ? WORDS[code] : (s, r) => `${s}: ${r}`;
+  const error = new StoreError(code, words(store, reason), cause === undefined ? {} : { cause });
+  REASONS.set(error, reason);
+  return error;
+}
+
+/** A StoreError `corrupt` for the record of `key` (as `StoreError::Corrupt`'s words). */
+export function corruptError(key, reason) {
+  const error = new StoreError('corrupt', `the record of key ${JSON.stringify(key)} is corrupt: ${reason}`);
+  REASONS.set(error, reason);
+  return error;
+}
+
+/** What `error` (a StoreError) says without the store's name: the reason a driver gave it. */
+export function reasonOf(error) {
+  return REASONS.get(error) ?? error.message;
+}
+
 /** `url` without its password, for messages. */
 export function withoutPassword(url) {
   return String(url).replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@');

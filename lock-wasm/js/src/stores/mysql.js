@@ -4,7 +4,7 @@
 // notices: waiters look at the key's next deadline by themselves.
 
 import { StoreError } from '../errors.js';
-import { MAX_FENCE, bounded, endWithin, fencesFromText, requirePeer, withoutPassword } from './io.js';
+import { MAX_FENCE, bounded, corruptError, endWithin, fencesFromText, reasonOf, requirePeer, storeError, withoutPassword } from './io.js';
 import { explain, tlsOptions } from './tls.js';
 import { step, stepsFile } from './steps.js';
 
@@ -154,14 +154,14 @@ export class MysqlDriver {
       // Over TLS without a client certificate, a user that must present one (REQUIRE X509) is
       // refused like a wrong password: say so.
       const hint = e.errno === 1045 && ssl !== undefined && ssl.cert === undefined ? ' (if this user must present a client certificate, name it and its key in the URL: ssl-cert=PATH&ssl-key=PATH)' : '';
-      throw new StoreError('connect', `cannot connect to ${this.describe}: ${explain(e).replace(/^lost the connection to .*?: /, '')}${hint}`, { cause: e });
+      throw storeError('connect', this.describe, `${explain(e).replace(/^lost the connection to .*?: /, '')}${hint}`, e);
     }
     conn.connection.on('error', () => {}); // reported to each call instead
     try {
       await bounded(this, ms, () => conn.query(this.#texts.isolation));
     } catch (error) {
       conn.destroy();
-      throw new StoreError('connect', `cannot connect to ${this.describe}: ${/** @type {Error} */ (error).message}`, { cause: error });
+      throw storeError('connect', this.describe, `${/** @type {Error} */ (error).message}`, error);
     }
     return conn;
   }
@@ -216,13 +216,13 @@ export class MysqlDriver {
     const format = rows[0]?.[0];
     // The table without its row: another replica is installing it right now.
     if (format === undefined) throw this.#missing();
-    if (String(format) !== FORMAT) throw new StoreError('schema', `${this.describe}: namespace has format ${format}; this build reads ${FORMAT}`);
+    if (String(format) !== FORMAT) throw storeError('schema', this.describe, `namespace has format ${format}; this build reads ${FORMAT}`);
     this.#installed = true;
   }
 
   #missing() {
     this.#installed = false;
-    return new StoreError('no-namespace', `${this.describe} does not exist (nothing was ever locked in it; the first lock creates it)`);
+    return storeError('no-namespace', this.describe);
   }
 
   #unsigned(v) {
@@ -242,11 +242,11 @@ export class MysqlDriver {
 
   #readRow(key, [now, version, record, fences]) {
     const at = Math.max(0, Number(now));
-    if (!Number.isSafeInteger(at)) throw new StoreError('server', `${this.describe}: unexpected server time ${now}`);
+    if (!Number.isSafeInteger(at)) throw storeError('server', this.describe, `unexpected server time ${now}`);
     if (version === null || version === undefined) return { record: null, now: at };
     const tokens = fencesFromText(Buffer.isBuffer(fences) ? fences.toString() : fences);
     if (!Buffer.isBuffer(record) || tokens === null) {
-      throw new StoreError('corrupt', `the record of key ${JSON.stringify(key)} is corrupt: fences ${JSON.stringify(fences)}`);
+      throw corruptError(key, `fences ${JSON.stringify(fences)}`);
     }
     return { record: { version: BigInt(version).toString(), bytes: new Uint8Array(record), fences: tokens }, now: at };
   }
@@ -271,10 +271,10 @@ export class MysqlDriver {
       } else {
         const results = await this.#execute('cas', [k, this.#unsigned(w.expected), this.#unsigned(w.version), bytes, this.#mysql.TypedParameter.INT(w.freshFences), notBefore, forgetAt, replaces], left());
         const row = (Array.isArray(results[0]) ? results[0] : results)[0];
-        if (!Array.isArray(row)) throw new StoreError('server', `${this.describe}: the compare-and-set returned no row`);
+        if (!Array.isArray(row)) throw storeError('server', this.describe, 'the compare-and-set returned no row');
         if (Number(row[0]) === 1) {
           const fences = fencesFromText(String(row[4] ?? ''));
-          if (fences === null) throw new StoreError('server', `${this.describe}: unexpected fences ${row[4]}`);
+          if (fences === null) throw storeError('server', this.describe, `unexpected fences ${row[4]}`);
           done = { fences };
         } else {
           this.#count(bound);
@@ -292,7 +292,7 @@ export class MysqlDriver {
 
   #token(value) {
     const fence = Number(value);
-    if (!Number.isSafeInteger(fence) || fence <= 0 || fence > MAX_FENCE) throw new StoreError('server', `${this.describe}: unexpected fencing token ${value}`);
+    if (!Number.isSafeInteger(fence) || fence <= 0 || fence > MAX_FENCE) throw storeError('server', this.describe, `unexpected fencing token ${value}`);
     return fence;
   }
 
@@ -321,11 +321,11 @@ export class MysqlDriver {
     try {
       await bounded(this, bound, async () => {
         const [[got]] = await this.#execute('install-lock', [lock], bound);
-        if (Number(got) !== 1) throw new StoreError('schema', `${this.describe}: timed out waiting for another installer`);
+        if (Number(got) !== 1) throw storeError('schema', this.describe, 'timed out waiting for another installer');
         try {
           const columns = (await this.#execute('columns', [table], bound)).map((r) => String(r[0]));
           if (columns.length > 0 && columns.join() !== COLUMNS.join()) {
-            throw new StoreError('schema', `${this.describe}: table ${table} is not ours: columns ${columns.join(', ')}`);
+            throw storeError('schema', this.describe, `table ${table} is not ours: columns ${columns.join(', ')}`);
           }
           for (const name of INSTALL) await this.#query(name, bound);
           if ((await this.#execute('old-index', [table], bound)).length > 0) await this.#query('drop-old-index', bound);
@@ -337,7 +337,7 @@ export class MysqlDriver {
       });
     } catch (e) {
       const failure = e instanceof StoreError ? e : this.#failure(e, null);
-      throw failure.code === 'server' || failure.code === 'no-namespace' ? new StoreError('schema', failure.message, { cause: e }) : failure;
+      throw failure.code === 'server' || failure.code === 'no-namespace' ? storeError('schema', this.describe, reasonOf(failure), e) : failure;
     }
   }
 
@@ -388,11 +388,11 @@ export class MysqlDriver {
     const server = typeof errno === 'number' && errno >= 1000 && !e?.fatal;
     if (!server || LOST.includes(errno)) {
       if (conn === null || this.#conn === conn) this.drop();
-      return new StoreError('lost', `lost the connection to ${this.describe}: ${e?.code ? `${e.code}: ` : ''}${message}`, { cause: e });
+      return storeError('lost', this.describe, `${e?.code ? `${e.code}: ` : ''}${message}`, e);
     }
     if (MISSING.includes(errno)) return this.#missing();
-    if (DENIED.includes(errno)) return new StoreError('schema', `${this.describe}: ${message}`, { cause: e });
-    if (EXHAUSTED.includes(errno)) return new StoreError('fences-exhausted', `${this.describe}: the fencing-token counter reached 2^53`);
-    return new StoreError('server', `${this.describe}: ${errno}: ${message}`, { cause: e });
+    if (DENIED.includes(errno)) return storeError('schema', this.describe, message, e);
+    if (EXHAUSTED.includes(errno)) return storeError('fences-exhausted', this.describe);
+    return storeError('server', this.describe, `${errno}: ${message}`, e);
   }
 }

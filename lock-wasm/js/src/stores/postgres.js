@@ -4,7 +4,7 @@
 // decided here.
 
 import { StoreError } from '../errors.js';
-import { bounded, endWithin, requirePeer, withoutPassword } from './io.js';
+import { bounded, corruptError, endWithin, reasonOf, requirePeer, storeError, withoutPassword } from './io.js';
 import { explain, takeParams, tlsOptions } from './tls.js';
 import { step, stepsFile } from './steps.js';
 
@@ -115,7 +115,7 @@ export class PostgresDriver {
     } catch (error) {
       const e = /** @type {Error} */ (error);
       await end(client);
-      throw new StoreError('connect', `cannot connect to ${this.describe}: ${explain(e)}`, { cause: e });
+      throw storeError('connect', this.describe, explain(e), e);
     }
     return client;
   }
@@ -174,7 +174,7 @@ export class PostgresDriver {
     if (version === null || record === null || fences === null) return { record: null, now: at };
     const tokens = fences.map(Number);
     if (tokens.some((f) => !Number.isSafeInteger(f) || f <= 0 || f > MAX_FENCE)) {
-      throw new StoreError('corrupt', `the record of key ${JSON.stringify(key)} is corrupt: fences ${JSON.stringify(fences)}`);
+      throw corruptError(key, `fences ${JSON.stringify(fences)}`);
     }
     return { record: { version: versionFromSql(version), bytes: new Uint8Array(record), fences: tokens }, now: at };
   }
@@ -221,17 +221,17 @@ export class PostgresDriver {
         await client.query(this.#texts['install-lock'], [this.#ns]);
         const columns = (await client.query({ text: this.#texts.columns, values: [this.#ns], rowMode: 'array' })).rows.map((r) => r[0]);
         if (columns.length > 0 && columns.join() !== COLUMNS.join()) {
-          throw new StoreError('schema', `${this.describe}: table ${this.#ns}.records is not ours: columns ${columns.join(', ')}`);
+          throw storeError('schema', this.describe, `table ${this.#ns}.records is not ours: columns ${columns.join(', ')}`);
         }
         await client.query(this.#texts.schema);
         const format = (await client.query({ text: this.#texts.format, rowMode: 'array' })).rows[0]?.[0];
-        if (format !== FORMAT) throw new StoreError('schema', `${this.describe}: schema ${this.#ns} has format ${format}; this build reads ${FORMAT}`);
+        if (format !== FORMAT) throw storeError('schema', this.describe, `schema ${this.#ns} has format ${format}; this build reads ${FORMAT}`);
         await client.query('COMMIT');
       });
     } catch (e) {
       await client.query('ROLLBACK').catch(() => {});
       const failure = this.#failure(e);
-      throw failure.code === 'server' ? new StoreError('schema', failure.message, { cause: e }) : failure;
+      throw failure.code === 'server' ? storeError('schema', this.describe, reasonOf(failure), e) : failure;
     } finally {
       await end(client);
     }
@@ -305,16 +305,16 @@ export class PostgresDriver {
     const message = `${code ? `${code}: ` : ''}${e?.message ?? e}`;
     if (typeof code !== 'string' || code.length !== 5 || code.startsWith('08') || code.startsWith('57P')) {
       this.drop();
-      return new StoreError('lost', `lost the connection to ${this.describe}: ${message}`, { cause: e });
+      return storeError('lost', this.describe, message, e);
     }
     if (code === '42P01' || code === '3F000' || code === '26000') {
       // No table or schema (or a statement prepared before it went): not installed.
       this.drop();
-      return new StoreError('no-namespace', `${this.describe} does not exist (nothing was ever locked in it; the first lock creates it)`);
+      return storeError('no-namespace', this.describe);
     }
-    if (code === '42501') return new StoreError('schema', `${this.describe}: ${message}`);
-    if (code === '2200H') return new StoreError('fences-exhausted', `${this.describe}: the fencing-token counter reached 2^53`);
-    const error = new StoreError('server', `${this.describe}: ${message}`, { cause: e });
+    if (code === '42501') return storeError('schema', this.describe, message);
+    if (code === '2200H') return storeError('fences-exhausted', this.describe);
+    const error = storeError('server', this.describe, message, e);
     // A deadlock, a serialization failure or a lock not available: the write is a conflict.
     if (['40P01', '40001', '55P03'].includes(code)) CONFLICTS.add(error);
     return error;

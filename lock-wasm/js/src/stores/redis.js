@@ -5,7 +5,7 @@
 
 import { readFileSync } from 'node:fs';
 import { StoreError } from '../errors.js';
-import { bounded, endWithin, requirePeer, withoutPassword } from './io.js';
+import { bounded, corruptError, endWithin, requirePeer, storeError, withoutPassword } from './io.js';
 import { explain, takeParams, tlsOptions } from './tls.js';
 
 /** The format this build writes, kept at `{el:<ns>}:format` (as FORMAT in space.rs). */
@@ -99,7 +99,7 @@ export class RedisDriver {
       // Node reports the reset, not the server's alert before it: say what it may mean.
       const reset = /** @type {{code?: string}} */ (cause).code === 'ECONNRESET';
       const hint = secure && reset && tls?.cert === undefined ? ' (if the server asks for a client certificate, name it and its key in the URL: cert=PATH&key=PATH)' : '';
-      throw new StoreError('connect', `cannot connect to ${driver.describe}: ${explain(cause)}${hint}`, { cause });
+      throw storeError('connect', driver.describe, `${explain(cause)}${hint}`, cause);
     }).finally(() => redis.off('error', recordWhy));
     return driver;
   }
@@ -131,7 +131,7 @@ export class RedisDriver {
     const [[e1, time], [e2, rec], [e3, present]] = replies;
     const failed = e1 ?? e2 ?? e3;
     if (failed) throw this.#failure(failed);
-    if (rec[0] === null && present === 0) throw new StoreError('no-namespace', `${this.describe} does not exist`);
+    if (rec[0] === null && present === 0) throw storeError('no-namespace', this.describe);
     return { record: this.#stored(key, rec[0], rec[1], rec[2]), now: this.#time(time[0], time[1]) };
   }
 
@@ -162,7 +162,7 @@ export class RedisDriver {
       const [sec, usec, v = null, r = null, f = null] = reply;
       return { conflict: { record: this.#stored(key, v, r, f), now: this.#time(sec, usec) } };
     }
-    throw new StoreError('server', `${this.describe}: unexpected reply to a compare-and-set`);
+    throw storeError('server', this.describe, 'unexpected reply to a compare-and-set');
   }
 
   /** Installs the format marker unless one is there (idempotent). */
@@ -173,12 +173,12 @@ export class RedisDriver {
     } catch (error) {
       const e = /** @type {Error} */ (error);
       if (String(e.message).includes('WRONGTYPE')) {
-        throw new StoreError('schema', `${this.describe}: ${this.#formatKey} is not ours (a value of another type)`);
+        throw storeError('schema', this.describe, `${this.#formatKey} is not ours (a value of another type)`);
       }
       throw this.#failure(e);
     }
     if (found !== null && found !== FORMAT) {
-      throw new StoreError('schema', `${this.describe}: ${this.#formatKey} holds "${found}", not this build's format ${FORMAT}`);
+      throw storeError('schema', this.describe, `${this.#formatKey} holds "${found}", not this build's format ${FORMAT}`);
     }
   }
 
@@ -269,16 +269,23 @@ export class RedisDriver {
     if (v === null) return null;
     const version = v.toString('latin1');
     if (!/^[0-9]+$/.test(version) || r === null) {
-      throw new StoreError('corrupt', `the record of key ${JSON.stringify(key)} is corrupt: version ${JSON.stringify(version)}`);
+      throw corruptError(key, `version ${JSON.stringify(version)}`);
     }
-    return { version, bytes: new Uint8Array(r), fences: tokens(f === null ? '' : f.toString('latin1')) };
+    const text = f === null ? '' : f.toString('latin1');
+    let fences;
+    try {
+      fences = tokens(text);
+    } catch {
+      throw corruptError(key, `fences ${JSON.stringify(text)}`);
+    }
+    return { version, bytes: new Uint8Array(r), fences };
   }
 
   #time(sec, usec) {
     const s = Number(sec);
     const us = Number(usec);
     if (!Number.isSafeInteger(s) || !Number.isSafeInteger(us) || s < 0 || us < 0) {
-      throw new StoreError('server', `${this.describe}: unexpected TIME reply ${sec} ${usec}`);
+      throw storeError('server', this.describe, `unexpected TIME reply ${sec} ${usec}`);
     }
     return s * 1000 + Math.floor(us / 1000);
   }
@@ -287,11 +294,11 @@ export class RedisDriver {
   #failure(e) {
     if (e instanceof StoreError) return e;
     const message = String(e?.message ?? e);
-    if (message.includes('EXHAUSTED')) return new StoreError('fences-exhausted', `${this.describe}: the fencing-token counter reached 2^53`);
+    if (message.includes('EXHAUSTED')) return storeError('fences-exhausted', this.describe);
     if (/ERR|WRONGTYPE|NOSCRIPT|BUSY|READONLY|NOPERM|NOAUTH/.test(message) && !/Connection|ECONN|EPIPE|closed/.test(message)) {
-      return new StoreError('server', `${this.describe}: ${message}`, { cause: e });
+      return storeError('server', this.describe, message, e);
     }
-    return new StoreError('lost', `lost the connection to ${this.describe}: ${message}`, { cause: e });
+    return storeError('lost', this.describe, message, e);
   }
 }
 

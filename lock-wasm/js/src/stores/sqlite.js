@@ -7,7 +7,7 @@
 
 import { existsSync } from 'node:fs';
 import { StoreError } from '../errors.js';
-import { MAX_FENCE, fencesFromText, requirePeer } from './io.js';
+import { MAX_FENCE, corruptError, fencesFromText, requirePeer, storeError } from './io.js';
 import { allSteps, stepsFile } from './steps.js';
 
 /** The format of the tables this build writes (FORMAT in sqlite.rs). */
@@ -77,7 +77,7 @@ export class SqliteDriver {
       try {
         this.#db = new this.#Database(this.#path, { fileMustExist: !create, timeout: this.#patience });
       } catch (e) {
-        throw new StoreError('connect', `cannot open ${this.describe}: ${/** @type {Error} */ (e).message}`, { cause: e });
+        throw storeError('connect', this.describe, /** @type {Error} */ (e).message, e);
       }
       this.#statements.clear();
     }
@@ -96,7 +96,7 @@ export class SqliteDriver {
 
   #missing() {
     this.#installed = false;
-    return new StoreError('no-namespace', `${this.describe} does not exist (nothing was ever locked in it; the first lock creates it)`);
+    return storeError('no-namespace', this.describe);
   }
 
   /** Whether the namespace is in the file (looked up until it was seen once). */
@@ -111,13 +111,13 @@ export class SqliteDriver {
       throw this.#failure(e);
     }
     if (row === undefined) throw this.#missing();
-    if (row.format !== FORMAT) throw new StoreError('schema', `${this.describe}: namespace has format ${row.format}; this build reads ${FORMAT}`);
+    if (row.format !== FORMAT) throw storeError('schema', this.describe, `namespace has format ${row.format}; this build reads ${FORMAT}`);
     this.#installed = true;
   }
 
   #failure(e) {
     if (e instanceof StoreError) return e;
-    return new StoreError('server', `${this.describe}: ${/** @type {Error} */ (e)?.message ?? e}`, { cause: e });
+    return storeError('server', this.describe, `${/** @type {Error} */ (e)?.message ?? e}`, e);
   }
 
   /** The row of `key`: `[version (bigint), bytes, fences text]` or undefined. */
@@ -130,7 +130,7 @@ export class SqliteDriver {
     if (row === undefined) return null;
     const [version, bytes, text] = row;
     const fences = fencesFromText(text);
-    if (fences === null || !(bytes instanceof Uint8Array)) throw new StoreError('corrupt', `the record of key ${JSON.stringify(key)} is corrupt: fences ${JSON.stringify(text)}`);
+    if (fences === null || !(bytes instanceof Uint8Array)) throw corruptError(key, `fences ${JSON.stringify(text)}`);
     return { version: BigInt.asUintN(64, BigInt(version)).toString(), bytes: new Uint8Array(bytes), fences };
   }
 
@@ -172,7 +172,7 @@ export class SqliteDriver {
         }
         // Collect a few records that are free and forgotten.
         this.#step('collect').run(numbered(this.#ns, now));
-        if (!Number.isSafeInteger(last) || last > MAX_FENCE) throw new StoreError('fences-exhausted', `${this.describe}: the fencing-token counter reached 2^53`);
+        if (!Number.isSafeInteger(last) || last > MAX_FENCE) throw storeError('fences-exhausted', this.describe);
         db.prepare('COMMIT').run();
         committed = true;
         return { fences };
@@ -204,7 +204,7 @@ export class SqliteDriver {
           pause = Math.min(pause * 2, 50);
           continue;
         }
-        throw e instanceof StoreError ? e : new StoreError('schema', `${this.describe}: ${/** @type {Error} */ (e)?.message ?? e}`, { cause: e });
+        throw e instanceof StoreError ? e : storeError('schema', this.describe, `${/** @type {Error} */ (e)?.message ?? e}`, e);
       }
     }
   }
@@ -221,12 +221,12 @@ export class SqliteDriver {
     for (const [table, name, columns] of tables) {
       const found = db.prepare(sql(name)).all().map((c) => c.name);
       if (found.join() !== columns.join()) {
-        throw new StoreError('schema', `${this.describe}: table ${table} is not ours: columns ${found.join(', ')}, expected ${columns.join(', ')}`);
+        throw storeError('schema', this.describe, `table ${table} is not ours: columns ${found.join(', ')}, expected ${columns.join(', ')}`);
       }
     }
     this.#step('insert-namespace').run(numbered(this.#ns, FORMAT));
     const format = this.#step('format').get(numbered(this.#ns))?.format;
-    if (format !== FORMAT) throw new StoreError('schema', `${this.describe}: namespace has format ${format}; this build reads ${FORMAT}`);
+    if (format !== FORMAT) throw storeError('schema', this.describe, `namespace has format ${format}; this build reads ${FORMAT}`);
   }
 
   /** SQLite sends no notices: a waiter looks by itself. */
