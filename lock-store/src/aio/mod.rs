@@ -24,6 +24,7 @@
 //! - Dropping a [`Lease`] releases it in a task.
 
 mod batch;
+pub(crate) mod bounded;
 mod engine;
 mod lease;
 mod locks;

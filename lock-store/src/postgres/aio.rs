@@ -20,6 +20,7 @@ use super::{
     cas, channel, classify, found, install_on, is_conflict, prepare, read_row, step, target,
     written, Effect, Statements, Target,
 };
+use crate::aio::bounded::within;
 use crate::aio::{AsyncStore, StoreFuture};
 use crate::collect::CollectWalk;
 use crate::store::{notice, OpenWatcher, Read, StoreError, Write, Written};
@@ -70,21 +71,19 @@ impl Drop for Conn {
     }
 }
 
-/// A call in flight on a connection (counted in its `busy`): drops the connection if the call
-/// is given up before it is answered.
-struct InFlight<'s> {
-    store: &'s AsyncPostgresStore,
-    number: u64,
-    conn: Arc<Conn>,
-    answered: bool,
+/// A call in flight on a connection, counted in its `busy` while it lives.
+struct Busy(Arc<Conn>);
+
+impl Busy {
+    fn on(conn: &Arc<Conn>) -> Busy {
+        conn.busy.fetch_add(1, Ordering::Relaxed);
+        Busy(Arc::clone(conn))
+    }
 }
 
-impl Drop for InFlight<'_> {
+impl Drop for Busy {
     fn drop(&mut self) {
-        self.conn.busy.fetch_sub(1, Ordering::Relaxed);
-        if !self.answered {
-            self.store.forget(self.number);
-        }
+        self.0.busy.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -257,19 +256,15 @@ impl AsyncPostgresStore {
         F: Future<Output = Result<T, tokio_postgres::Error>>,
     {
         let (number, conn) = self.connection().await?;
-        conn.busy.fetch_add(1, Ordering::Relaxed);
-        let mut in_flight = InFlight {
-            store: self,
-            number,
-            conn: Arc::clone(&conn),
-            answered: false,
-        };
-        let answer = tokio::time::timeout(self.timeout, call(Arc::clone(&conn))).await;
-        in_flight.answered = true;
+        let _busy = Busy::on(&conn);
+        let answer = within(self.timeout, call(Arc::clone(&conn)), || {
+            self.forget(number)
+        })
+        .await;
         match answer {
-            Ok(Ok(v)) => Ok(Answer::Done(v)),
-            Ok(Err(e)) if is_conflict(&e) => Ok(Answer::Conflict),
-            Ok(Err(e)) => {
+            Some(Ok(v)) => Ok(Answer::Done(v)),
+            Some(Err(e)) if is_conflict(&e) => Ok(Answer::Conflict),
+            Some(Err(e)) => {
                 let (error, effect) = classify(self.described.clone(), &e, conn.client.is_closed());
                 match effect {
                     Effect::None => {}
@@ -281,10 +276,7 @@ impl AsyncPostgresStore {
                 }
                 Err(error)
             }
-            Err(_) => {
-                self.forget(number);
-                Err(self.no_answer())
-            }
+            None => Err(self.no_answer()),
         }
     }
 

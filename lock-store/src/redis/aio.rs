@@ -17,6 +17,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, Value};
 
 use super::space::{Space, NO_SCRIPT};
+use crate::aio::bounded::within;
 use crate::aio::{AsyncStore, StoreFuture};
 use crate::store::{check_namespace, OpenWatcher, Read, StoreError, Write, Written};
 
@@ -40,21 +41,6 @@ pub struct AsyncRedisStore {
 impl std::fmt::Debug for AsyncRedisStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.space.described)
-    }
-}
-
-/// Drops its connection if the call it guards is given up before it is answered.
-struct InFlight<'s> {
-    store: &'s AsyncRedisStore,
-    number: u64,
-    answered: bool,
-}
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        if !self.answered {
-            self.store.forget(self.number);
-        }
     }
 }
 
@@ -166,16 +152,10 @@ impl AsyncRedisStore {
         F: Future<Output = Result<T, redis::RedisError>>,
     {
         let (number, conn) = self.connection().await?;
-        let mut in_flight = InFlight {
-            store: self,
-            number,
-            answered: false,
-        };
-        let answer = tokio::time::timeout(self.timeout, call(conn)).await;
-        in_flight.answered = true;
+        let answer = within(self.timeout, call(conn), || self.forget(number)).await;
         match answer {
-            Ok(Ok(v)) => Ok(Ok(v)),
-            Ok(Err(e)) => {
+            Some(Ok(v)) => Ok(Ok(v)),
+            Some(Err(e)) => {
                 let failure = self.space.failure(&e, self.timeout);
                 if failure.drop_connection {
                     self.forget(number);
@@ -183,13 +163,10 @@ impl AsyncRedisStore {
                 }
                 Ok(Err(e))
             }
-            Err(_) => {
-                self.forget(number);
-                Err(crate::store::no_answer(
-                    self.space.described.clone(),
-                    self.timeout,
-                ))
-            }
+            None => Err(crate::store::no_answer(
+                self.space.described.clone(),
+                self.timeout,
+            )),
         }
     }
 

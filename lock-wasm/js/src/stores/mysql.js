@@ -262,6 +262,8 @@ export class MysqlDriver {
     const forgetAt = this.#signed(w.forgetAt);
     /** @type {{fences: number[]} | null} */
     let done = null;
+    /** @type {[any, any, any, any] | null} the record the procedure found instead of the expected one */
+    let found = null;
     try {
       if (bytes !== null && w.expected !== '0' && w.freshFences <= 1) {
         // The common write: one UPDATE, its token (if any) in the OK packet.
@@ -277,8 +279,7 @@ export class MysqlDriver {
           if (fences === null) throw storeError('server', this.describe, `unexpected fences ${row[4]}`);
           done = { fences };
         } else {
-          this.#count(bound);
-          return { conflict: this.#readRow(key, [row[1], row[2], row[3], row[4]]) };
+          found = [row[1], row[2], row[3], row[4]];
         }
       }
     } catch (e) {
@@ -286,6 +287,7 @@ export class MysqlDriver {
     }
     this.#count(bound);
     if (done !== null) return done;
+    if (found !== null) return { conflict: this.#readRow(key, found) };
     // A conflict: the record now, read at once.
     return { conflict: await this.read(key, left()) };
   }
