@@ -143,7 +143,7 @@ export class StoreClient {
     const mine = new Promise((resolve) => (done = resolve));
     this.#turns.set(key, mine);
     try {
-      await before;
+      if (before !== undefined) await before;
       return await task();
     } finally {
       done();
