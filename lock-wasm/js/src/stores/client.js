@@ -274,19 +274,18 @@ export class StoreClient {
    */
   #together(want, key, waiting) {
     const id = `${want}\n${key}`;
-    let batch = this.#batches.get(id);
-    if (batch === undefined) {
-      const made = { entries: [] };
-      this.#batches.set(id, made);
+    return new Promise((resolve, reject) => {
+      const batch = this.#batches.get(id) ?? { entries: [] };
+      // In the batch before its turn can start (a key with nothing in flight starts it at once).
+      batch.entries.push({ waiting, resolve, reject });
+      if (batch.entries.length > 1) return;
+      this.#batches.set(id, batch);
       void this.#inTurn(key, () => {
         // Asked from now on: the next turn.
-        if (this.#batches.get(id) === made) this.#batches.delete(id);
-        return this.#decideTogether(want, key, made.entries);
+        if (this.#batches.get(id) === batch) this.#batches.delete(id);
+        return this.#decideTogether(want, key, batch.entries);
       });
-      batch = made;
-    }
-    const entries = batch.entries;
-    return new Promise((resolve, reject) => entries.push({ waiting, resolve, reject }));
+    });
   }
 
   /** Runs the renewals (or the look) of `entries` in one call, and answers each. */
