@@ -68,7 +68,7 @@ export class StoreClient {
   #bound;
   /** @type {Map<string, Promise<void>>} the last call in line on each key with calls in flight */
   #turns = new Map();
-  /** @type {Map<string, {entries: Array<{waiting: any, resolve: (status: number) => void, reject: (e: unknown) => void}>}>} renewals and looks gathered for each key's next turn */
+  /** @type {Map<string, {entries: Array<{waiting: any, owner: string, resolve: (ended: {status: number, error: Error | null}) => void, reject: (e: unknown) => void}>}>} renewals and looks gathered for each key's next turn */
   #batches = new Map();
 
   /**
@@ -118,15 +118,15 @@ export class StoreClient {
    * `KeyRecord.answer`'s (or `error`: the LockError of a refusal). Throws a StoreError.
    */
   async run(op, key, args = {}) {
-    const answered = await this.#attempt(op, key, args);
-    if (answered !== null) return answered;
+    const first = await this.#attempt(op, key, args);
+    if (first.answer !== undefined) return first.answer;
     // A namespace that does not exist is created by the first write, and only then: an
     // inspection of it says that it does not exist (as the Rust clients' does).
-    if (op === 'inspect') throw this.#storeError();
+    if (op === 'inspect') throw first.noNamespace;
     await this.#driver.install(this.#bound);
     const again = await this.#attempt(op, key, args);
-    if (again === null) throw this.#storeError();
-    return again;
+    if (again.answer === undefined) throw again.noNamespace;
+    return again.answer;
   }
 
   /**
@@ -151,7 +151,7 @@ export class StoreClient {
     }
   }
 
-  /** One run, in its turn on the key; `null` if the namespace does not exist. */
+  /** One run, in its turn on the key: `{answer}`, or `{noNamespace}` (its StoreError). */
   #attempt(op, key, args) {
     return this.#inTurn(key, () => this.#attemptNow(op, key, args));
   }
@@ -162,12 +162,16 @@ export class StoreClient {
     if (call === undefined) throw new TypeError(`unknown operation ${op}`);
     // A lease's release: a refusal that means it took effect is answered as done (the engine's rule).
     if (args.lease !== undefined) call.of_lease(args.lease.deadline, args.lease.unsure);
-    const status = await this.#drive(call, key, () => raw.finish(call, performance.now()));
-    if (status === STORE_FAILED) {
-      if (raw.store_error_code() === 'no-namespace') return null;
-      throw this.#storeError();
-    }
-    return this.#answer(op, key, status);
+    // The answer is read from the engine at once, in the tick the call finished: another call's
+    // finish would overwrite it.
+    const ended = await this.#drive(call, key, () => {
+      const status = raw.finish(call, performance.now());
+      if (status !== STORE_FAILED) return { answer: this.#answer(op, key, status) };
+      const error = this.#storeError();
+      return error.code === 'no-namespace' ? { noNamespace: error } : { failed: error };
+    });
+    if (ended.failed !== undefined) throw ended.failed;
+    return ended;
   }
 
   /**
@@ -234,22 +238,21 @@ export class StoreClient {
           }
           continue;
         }
-        let status;
+        let ended;
         do {
           const ask = () => {
             const call = raw.call_waiting(waiting, key, performance.now());
             if (call === undefined) throw new Error('expiring-lock: this client is unusable');
-            return this.#drive(call, key, () => raw.finish_waiting(waiting, call, performance.now()));
+            return this.#drive(call, key, () => this.#waited(raw.finish_waiting(waiting, call, performance.now()), key, owner));
           };
-          status = want === WANT_RENEW || want === WANT_LOOK ? await this.#together(want, key, waiting) : await this.#inTurn(key, ask);
+          ended = want === WANT_RENEW || want === WANT_LOOK ? await this.#together(want, key, waiting, owner) : await this.#inTurn(key, ask);
           // A namespace that does not exist is created by the first write, and only then.
-          if (status === WAIT_INSTALL) await this.#driver.install(this.#bound);
-        } while (status === WAIT_INSTALL);
-        if (status === WON) return { fence: waiting.fence(), deadline: waiting.deadline(), localEnd: waiting.local_end() };
-        if (status !== GO_ON) {
-          const error = this.#waitError(status, key, owner);
+          if (ended.status === WAIT_INSTALL) await this.#driver.install(this.#bound);
+        } while (ended.status === WAIT_INSTALL);
+        if (ended.status === WON) return { fence: waiting.fence(), deadline: waiting.deadline(), localEnd: waiting.local_end() };
+        if (ended.status !== GO_ON) {
           if (waiting.in_line()) await this.#cancelWait(key, owner);
-          throw error;
+          throw ended.error;
         }
         if (waiting.in_line() && heard === null && notices !== undefined) {
           heard = notices.subscribe(key, owner);
@@ -268,16 +271,16 @@ export class StoreClient {
    * the async Rust engine does: renewals are decided in one call, one compare-and-set for all
    * (lock-store's `Client::call_together`; each renewal rewrites the record that holds every
    * waiter, and a thousand waiters renewing one by one would need 1 500 writes a second), and
-   * looks are answered by one read sent after each was asked. Answers its own status, as
-   * `finish_waiting` would.
-   * @returns {Promise<number>}
+   * looks are answered by one read sent after each was asked. Answers its own end, as `#waited`
+   * reads it.
+   * @returns {Promise<{status: number, error: Error | null}>}
    */
-  #together(want, key, waiting) {
+  #together(want, key, waiting, owner) {
     const id = `${want}\n${key}`;
     return new Promise((resolve, reject) => {
       const batch = this.#batches.get(id) ?? { entries: [] };
       // In the batch before its turn can start (a key with nothing in flight starts it at once).
-      batch.entries.push({ waiting, resolve, reject });
+      batch.entries.push({ waiting, owner, resolve, reject });
       if (batch.entries.length > 1) return;
       this.#batches.set(id, batch);
       void this.#inTurn(key, () => {
@@ -300,11 +303,15 @@ export class StoreClient {
         call = raw.call_waiting(entries[0].waiting, key, performance.now());
       }
       if (call === undefined) throw new Error('expiring-lock: this client is unusable');
-      await this.#drive(call, key, () => raw.finish_batch(call));
-      const t = performance.now();
-      // Renewals the batch left undecided answer "go on" and ask again; every look is
-      // answered by the one read.
-      entries.forEach(({ waiting, resolve }, i) => resolve(raw.answer_batch(waiting, want === WANT_RENEW ? i : 0, t)));
+      // Each waiter's end is read from the engine in the tick the batch finished (another call's
+      // finish would overwrite the batch's answers). Renewals the batch left undecided answer
+      // "go on" and ask again; every look is answered by the one read.
+      const ended = await this.#drive(call, key, () => {
+        raw.finish_batch(call);
+        const t = performance.now();
+        return entries.map(({ waiting, owner }, i) => this.#waited(raw.answer_batch(waiting, want === WANT_RENEW ? i : 0, t), key, owner));
+      });
+      entries.forEach(({ resolve }, i) => resolve(ended[i]));
     } catch (e) {
       for (const { reject } of entries) reject(e);
     }
@@ -312,6 +319,11 @@ export class StoreClient {
 
   async #cancelWait(key, owner) {
     await this.run('cancel-wait', key, { owner }).catch(() => {});
+  }
+
+  /** A waiting call's status, with its error (read from the engine now) if it ends the wait. */
+  #waited(status, key, owner) {
+    return { status, error: status === GO_ON || status === WON || status === WAIT_INSTALL ? null : this.#waitError(status, key, owner) };
   }
 
   #waitError(status, key, owner) {
