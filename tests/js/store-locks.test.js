@@ -107,6 +107,23 @@ for (const store of STORES) {
       assert.deepEqual(served, queue);
     });
 
+    it('concurrent calls on many keys each get their own answer (read from the engine in the tick its call finished)', async () => {
+      const a = await open();
+      const b = await open();
+      // The namespace first (on PostgreSQL the install renews the connection: docs/stores.md, "Not yet").
+      await (await a.tryAcquire('installs', { ttl: 5000 })).release();
+      const keys = Array.from({ length: 30 }, (_, i) => `own${i}`);
+      // Distinct TTLs: an answer that belonged to another call shows in its deadline.
+      const leases = await Promise.all(keys.map((key, i) => a.tryAcquire(key, { ttl: 60_000 + i * 1000, owner: `o${i}` })));
+      const infos = await Promise.all(keys.map((key) => b.inspect(key)));
+      leases.forEach((lease, i) => {
+        assert.equal(lease.key, keys[i]);
+        assert.deepEqual([infos[i].owner, infos[i].fence, infos[i].deadline], [`o${i}`, lease.fence, lease.deadline], keys[i]);
+      });
+      assert.equal(new Set(leases.map((l) => l.fence)).size, keys.length, 'a fence twice');
+      await Promise.all(leases.map((l) => l.release()));
+    });
+
     it('grants, refuses a held key, releases once, and fences increase', async () => {
       const a = await open();
       const b = await open();
