@@ -200,12 +200,12 @@ impl LockHost {
                     // that ended: ask the table again with what remains of the wait.
                     now = inner.begin(&mut st, callbacks)?;
                     let held = inner.call(st.table.inspect(key, now))??;
-                    if let Some(info) =
-                        held.filter(|i| i.holder.owner == owner && i.holder.fence == g.fence)
-                    {
+                    let ours = (held.iter().flat_map(|i| &i.holders))
+                        .find(|h| h.owner == owner && h.fence == g.fence && h.ended.is_none());
+                    if let Some(h) = ours {
                         let grant = Grant {
-                            fence: info.holder.fence,
-                            deadline: info.holder.deadline,
+                            fence: h.fence,
+                            deadline: h.deadline,
                         };
                         return self.guard(&mut st, key, owner, ttl, grant, callbacks);
                     }

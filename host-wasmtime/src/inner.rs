@@ -297,7 +297,7 @@ impl Inner {
             let mut orphans = Vec::new();
             for Event { key, at, kind } in events {
                 match kind {
-                    EventKind::Expired { fence, .. } => {
+                    EventKind::Expired { fence, .. } | EventKind::Stolen { fence, .. } => {
                         if let Some(shared) = st.watchers.get(&fence).cloned() {
                             self.forget(st, fence);
                             shared.lose(at, callbacks);
@@ -307,6 +307,7 @@ impl Inner {
                         owner,
                         fence,
                         deadline,
+                        ..
                     } => {
                         let id = (key, owner);
                         if !st.waiting.contains(&id) {

@@ -27,7 +27,7 @@ fn the_component_shows_its_contract_with_its_docs() {
         }
     }
     assert!(
-        printed.contains("export expiring:lock/table@0.1.0;"),
+        printed.contains("export expiring:lock/table@0.2.0;"),
         "{printed}"
     );
     assert!(printed.contains("it imports nothing"));

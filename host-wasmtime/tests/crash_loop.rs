@@ -55,7 +55,8 @@ fn crash_child() {
         };
         match host.inspect(&key) {
             Ok(Some(info))
-                if info.holder.owner == owner && info.holder.fence.0 == lease.fence().0 => {}
+                if info.holder().unwrap().owner == owner
+                    && info.holder().unwrap().fence.0 == lease.fence().0 => {}
             other => writeln!(
                 out,
                 "VIOLATION {key} {owner} {} table: {other:?}",
@@ -187,8 +188,10 @@ fn crash_loop_never_reissues_a_fence() {
         for (key, (owner, fence)) in &durable {
             let info = host.inspect(key).unwrap();
             assert_eq!(
-                info.as_ref()
-                    .map(|i| (i.holder.owner.as_str(), i.holder.fence.0)),
+                info.as_ref().map(|i| (
+                    i.holder().unwrap().owner.as_str(),
+                    i.holder().unwrap().fence.0
+                )),
                 Some((owner.as_str(), *fence)),
                 "round {round}: saved lease on {key} lost"
             );

@@ -106,7 +106,16 @@ fn keep_alive_holds_a_lease_past_its_first_deadline_until_released() {
         "deadline {}",
         lease.deadline().0
     );
-    assert_eq!(host.inspect("job").unwrap().unwrap().holder.fence.0, 1);
+    assert_eq!(
+        host.inspect("job")
+            .unwrap()
+            .unwrap()
+            .holder()
+            .unwrap()
+            .fence
+            .0,
+        1
+    );
     assert!(host.stats().unwrap().extended >= 4);
     lease.release().unwrap();
     clock.advance(1_000);

@@ -153,7 +153,10 @@ fn a_blocking_acquire_never_returns_a_lease_that_is_over() {
     );
     let info = host.inspect("job").unwrap().unwrap();
     assert_eq!(
-        (info.holder.owner.as_str(), info.holder.fence.0),
+        (
+            info.holder().unwrap().owner.as_str(),
+            info.holder().unwrap().fence.0
+        ),
         ("waiter", lease.fence().0)
     );
 }

@@ -53,9 +53,9 @@ fn a_restart_keeps_leases_and_never_reuses_a_fence() {
     let info = host.inspect("job").unwrap().expect("the lease survived");
     assert_eq!(
         (
-            info.holder.owner.as_str(),
-            info.holder.fence.0,
-            info.holder.deadline.0
+            info.holder().unwrap().owner.as_str(),
+            info.holder().unwrap().fence.0,
+            info.holder().unwrap().deadline.0
         ),
         ("a", 1, 61_000)
     );
@@ -211,7 +211,10 @@ fn restored_waiters_are_dropped_and_never_become_anyones_lease() {
     assert!(matches!(err, Error::Lock(LockError::Held { .. })), "{err}");
     let held = host.inspect("job").unwrap().unwrap();
     assert_eq!(
-        (held.holder.owner.as_str(), held.holder.fence.0),
+        (
+            held.holder().unwrap().owner.as_str(),
+            held.holder().unwrap().fence.0
+        ),
         ("worker-b", b.fence().0)
     );
 }

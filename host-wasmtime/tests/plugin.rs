@@ -28,7 +28,7 @@ fn exactly_one_plugin_runs_the_job() {
             .unwrap()
             .expect("the winner holds the job's lock");
         assert!(
-            ran[0].contains(&format!("fence {}", info.holder.fence.0)),
+            ran[0].contains(&format!("fence {}", info.holder().unwrap().fence.0)),
             "{answers:?} vs {info:?}"
         );
     }
@@ -75,7 +75,7 @@ fn two_host_processes_share_one_store() {
         let locks = lock_store::Locks::open(&url, "plugins").unwrap();
         let info = locks.inspect(&job).unwrap().expect("the winner holds it");
         assert!(
-            ran[0].contains(&format!("fence {}", info.holder.fence.0)),
+            ran[0].contains(&format!("fence {}", info.holder().unwrap().fence.0)),
             "{answers:?} vs {info:?}"
         );
     }

@@ -59,6 +59,12 @@ pub struct LimitsSpec {
     pub max_expired_records: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_pending_events: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_holders_per_key: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_metadata_bytes: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock_delay: Option<u64>,
 }
 
 impl LimitsSpec {
@@ -78,6 +84,9 @@ impl LimitsSpec {
             ),
             max_expired_records: self.max_expired_records.unwrap_or(d.max_expired_records),
             max_pending_events: self.max_pending_events.unwrap_or(d.max_pending_events),
+            max_holders_per_key: self.max_holders_per_key.unwrap_or(d.max_holders_per_key),
+            max_metadata_bytes: self.max_metadata_bytes.unwrap_or(d.max_metadata_bytes),
+            lock_delay: lock_core::Duration(self.lock_delay.unwrap_or(d.lock_delay.0)),
         }
     }
 }
@@ -99,6 +108,11 @@ pub enum OpName {
     NextWakeup,
     Snapshot,
     Restore,
+    Steal,
+    Query,
+    HandleTimeoutBounded,
+    RaiseFenceFloor,
+    CancelAllWaits,
 }
 
 /// A step as written in the file: every field any operation can take. [`RawStep::parse`] checks
@@ -124,6 +138,26 @@ pub struct RawStep {
     pub fence: Option<u64>,
     #[serde(default)]
     pub hex: Option<String>,
+    #[serde(default)]
+    pub mode: Option<ModeName>,
+    #[serde(default)]
+    pub permits: Option<u32>,
+    #[serde(default)]
+    pub min_hold: Option<u64>,
+    #[serde(default)]
+    pub lock_delay: Option<u64>,
+    #[serde(default)]
+    pub metadata: Option<String>,
+    #[serde(default)]
+    pub prefix: Option<String>,
+    #[serde(default)]
+    pub after: Option<String>,
+    #[serde(default)]
+    pub limit: Option<u64>,
+    #[serde(default)]
+    pub max_changes: Option<u32>,
+    #[serde(default)]
+    pub floor: Option<u64>,
     #[serde(default)]
     pub ok: Option<Outcome>,
     #[serde(default)]
@@ -152,6 +186,7 @@ pub enum Outcome {
     Extended { fence: u64, deadline: u64 },
     Cancelled,
     Restored,
+    HeldUntil { until: u64 },
 }
 
 /// An error, named as in the WIT contract (`lock_core::LockError::code`), with its payload.
@@ -183,6 +218,62 @@ pub enum ErrorCase {
     SnapshotChecksum,
     SnapshotCorrupt { reason: String },
     SnapshotExceedsLimits { limit: String },
+    MetadataTooLong { len: u64, max: u64 },
+    MetadataInvalid,
+    TooManyPermits { permits: u64, max: u64 },
+    PermitsMismatch { permits: u64 },
+    ModeMismatch,
+    MinHoldTooLong { min_hold: u64, ttl: u64 },
+    LockDelayTooLong { lock_delay: u64, max: u64 },
+    Stolen { at: u64 },
+    QueryLimit { max: u64 },
+}
+
+/// A lease's mode, as vector files name it.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+#[allow(missing_docs)]
+pub enum ModeName {
+    #[default]
+    Exclusive,
+    Shared,
+}
+
+impl ModeName {
+    /// Whether this is the default mode (exclusive).
+    #[must_use]
+    pub fn is_default(&self) -> bool {
+        *self == ModeName::Exclusive
+    }
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}
+
+/// The options of an acquire or a steal, as the step's fields (all optional; absent is the
+/// default: exclusive, no permits, no minimum hold, no lock-delay, no metadata).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct OptionsSpec {
+    #[serde(default, skip_serializing_if = "ModeName::is_default")]
+    pub mode: ModeName,
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub permits: u32,
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub min_hold: u64,
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub lock_delay: u64,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub metadata: String,
+}
+
+impl OptionsSpec {
+    /// Whether these are the default options (a plain exclusive acquire).
+    #[must_use]
+    pub fn is_plain(&self) -> bool {
+        *self == OptionsSpec::default()
+    }
 }
 
 /// An event, named as in the WIT contract.
@@ -195,6 +286,8 @@ pub enum EventCase {
         owner: String,
         fence: u64,
         at: u64,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        metadata: String,
     },
     Granted {
         key: String,
@@ -202,24 +295,137 @@ pub enum EventCase {
         fence: u64,
         deadline: u64,
         at: u64,
+        #[serde(default, skip_serializing_if = "ModeName::is_default")]
+        mode: ModeName,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        metadata: String,
     },
     WaitTimedOut {
         key: String,
         owner: String,
         at: u64,
     },
+    Stolen {
+        key: String,
+        owner: String,
+        fence: u64,
+        at: u64,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        metadata: String,
+    },
 }
 
-/// A held key, as inspection reports it.
+/// A key in use, as inspection and query report it: its leases, its waiters and its permits.
+///
+/// In a file, a key with one plain exclusive lease may be written as that lease's `owner`,
+/// `fence` and `deadline` beside `waiters` (the form of every vector before shared leases);
+/// otherwise `holders` lists every lease. Both read into this one form.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(try_from = "RawKeyView", into = "RawKeyView")]
+#[allow(missing_docs)]
+pub struct KeyView {
+    pub holders: Vec<HolderView>,
+    pub waiters: Vec<WaiterView>,
+    pub permits: u32,
+}
+
+/// A lease, as inspection reports it.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
-pub struct KeyView {
+pub struct HolderView {
     pub owner: String,
     pub fence: u64,
     pub deadline: u64,
-    #[serde(default)]
-    pub waiters: Vec<WaiterView>,
+    #[serde(default, skip_serializing_if = "ModeName::is_default")]
+    pub mode: ModeName,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub metadata: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_until: Option<u64>,
+    /// `released`, `expired` or `stolen` for a lease that still takes its place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<String>,
+}
+
+impl HolderView {
+    fn is_plain(&self) -> bool {
+        self.mode.is_default()
+            && self.metadata.is_empty()
+            && self.min_until.is_none()
+            && self.ended.is_none()
+    }
+}
+
+/// A key view as written in a file (see [`KeyView`]).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct RawKeyView {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    owner: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    fence: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    deadline: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    holders: Option<Vec<HolderView>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    waiters: Vec<WaiterView>,
+    #[serde(default, skip_serializing_if = "is_default")]
+    permits: u32,
+}
+
+impl TryFrom<RawKeyView> for KeyView {
+    type Error = String;
+
+    fn try_from(raw: RawKeyView) -> Result<Self, String> {
+        let holders = match (raw.owner, raw.fence, raw.deadline, raw.holders) {
+            (Some(owner), Some(fence), Some(deadline), None) => vec![HolderView {
+                owner,
+                fence,
+                deadline,
+                mode: ModeName::Exclusive,
+                metadata: String::new(),
+                min_until: None,
+                ended: None,
+            }],
+            (None, None, None, Some(holders)) if !holders.is_empty() => holders,
+            _ => {
+                return Err(
+                    "a key needs either \"owner\", \"fence\" and \"deadline\", or a non-empty \"holders\""
+                        .into(),
+                )
+            }
+        };
+        Ok(KeyView {
+            holders,
+            waiters: raw.waiters,
+            permits: raw.permits,
+        })
+    }
+}
+
+impl From<KeyView> for RawKeyView {
+    fn from(view: KeyView) -> Self {
+        let mut raw = RawKeyView {
+            owner: None,
+            fence: None,
+            deadline: None,
+            holders: None,
+            waiters: view.waiters,
+            permits: view.permits,
+        };
+        match <[HolderView; 1]>::try_from(view.holders) {
+            Ok([h]) if h.is_plain() => {
+                raw.owner = Some(h.owner);
+                raw.fence = Some(h.fence);
+                raw.deadline = Some(h.deadline);
+            }
+            Ok([h]) => raw.holders = Some(vec![h]),
+            Err(holders) => raw.holders = Some(holders),
+        }
+        raw
+    }
 }
 
 /// A waiter, as inspection reports it.
@@ -230,6 +436,33 @@ pub struct WaiterView {
     pub owner: String,
     pub ttl: u64,
     pub wait_deadline: u64,
+    #[serde(default, skip_serializing_if = "ModeName::is_default")]
+    pub mode: ModeName,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub metadata: String,
+}
+
+/// A query's page: keys in byte order and the cursor of the next page.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct QueryView {
+    pub keys: Vec<QueryKey>,
+    #[serde(default)]
+    pub next: Option<String>,
+}
+
+/// One key of a query's page (always with its `holders` listed).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct QueryKey {
+    pub key: String,
+    pub holders: Vec<HolderView>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiters: Vec<WaiterView>,
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub permits: u32,
 }
 
 /// Stats; an expectation lists only the fields it checks.
@@ -237,7 +470,7 @@ pub struct WaiterView {
 #[serde(try_from = "BTreeMap<String, u64>", into = "BTreeMap<String, u64>")]
 pub struct StatsView {
     /// Per field of [`Stats::FIELDS`], in its order: the value, or `None` if not listed.
-    values: [Option<u64>; 16],
+    values: [Option<u64>; Stats::FIELDS.len()],
 }
 
 impl StatsView {
@@ -315,6 +548,8 @@ pub enum Op {
         key: String,
         owner: String,
         ttl: u64,
+        #[serde(flatten)]
+        options: OptionsSpec,
     },
     Acquire {
         now: u64,
@@ -322,6 +557,16 @@ pub enum Op {
         owner: String,
         ttl: u64,
         wait_deadline: u64,
+        #[serde(flatten)]
+        options: OptionsSpec,
+    },
+    Steal {
+        now: u64,
+        key: String,
+        owner: String,
+        ttl: u64,
+        #[serde(flatten)]
+        options: OptionsSpec,
     },
     Release {
         now: u64,
@@ -354,7 +599,25 @@ pub enum Op {
         now: u64,
         key: String,
     },
+    Query {
+        now: u64,
+        #[serde(skip_serializing_if = "String::is_empty")]
+        prefix: String,
+        #[serde(skip_serializing_if = "String::is_empty")]
+        after: String,
+        limit: u64,
+    },
     Stats {
+        now: u64,
+    },
+    HandleTimeoutBounded {
+        now: u64,
+        max_changes: u32,
+    },
+    RaiseFenceFloor {
+        floor: u64,
+    },
+    CancelAllWaits {
         now: u64,
     },
     NextWakeup,
@@ -394,6 +657,11 @@ impl Op {
             Op::NextWakeup => "next-wakeup",
             Op::Snapshot { .. } => "snapshot",
             Op::Restore { .. } => "restore",
+            Op::Steal { .. } => "steal",
+            Op::Query { .. } => "query",
+            Op::HandleTimeoutBounded { .. } => "handle-timeout-bounded",
+            Op::RaiseFenceFloor { .. } => "raise-fence-floor",
+            Op::CancelAllWaits { .. } => "cancel-all-waits",
         }
     }
 
@@ -410,8 +678,12 @@ impl Op {
             | Op::HandleTimeout { now }
             | Op::Inspect { now, .. }
             | Op::Stats { now }
-            | Op::Snapshot { now } => Some(*now),
-            Op::NextWakeup | Op::Restore { .. } => None,
+            | Op::Snapshot { now }
+            | Op::Steal { now, .. }
+            | Op::Query { now, .. }
+            | Op::HandleTimeoutBounded { now, .. }
+            | Op::CancelAllWaits { now } => Some(*now),
+            Op::NextWakeup | Op::Restore { .. } | Op::RaiseFenceFloor { .. } => None,
         }
     }
 
@@ -425,6 +697,7 @@ impl Op {
             | Op::Extend { key, .. }
             | Op::CancelWait { key, .. }
             | Op::RenewWait { key, .. }
+            | Op::Steal { key, .. }
             | Op::Inspect { key, .. } => Some(key),
             _ => None,
         }
@@ -439,7 +712,8 @@ impl Op {
             | Op::Release { owner, .. }
             | Op::Extend { owner, .. }
             | Op::CancelWait { owner, .. }
-            | Op::RenewWait { owner, .. } => Some(owner),
+            | Op::RenewWait { owner, .. }
+            | Op::Steal { owner, .. } => Some(owner),
             _ => None,
         }
     }
@@ -459,8 +733,14 @@ pub enum Expectation {
     Wakeup(Option<u64>),
     /// `snapshot`: the exact bytes, if given.
     Snapshot(Option<Vec<u8>>),
-    /// `handle-timeout`: only the events are checked.
+    /// `handle-timeout`, `raise-fence-floor`: only the events are checked.
     Nothing,
+    /// `query`: the page, or an error.
+    Query(Result<QueryView, ErrorCase>),
+    /// `handle-timeout-bounded`: whether more changes are due.
+    More(bool),
+    /// `cancel-all-waits`: how many waiters left.
+    Count(u64),
 }
 
 /// A checked step.
@@ -506,12 +786,29 @@ impl RawStep {
                 need(&name, stringify!($field), &self.$field, &mut used)?
             };
         }
+        let mut options = || {
+            used.extend(["mode", "permits", "min_hold", "lock_delay", "metadata"]);
+            OptionsSpec {
+                mode: self.mode.unwrap_or_default(),
+                permits: self.permits.unwrap_or_default(),
+                min_hold: self.min_hold.unwrap_or_default(),
+                lock_delay: self.lock_delay.unwrap_or_default(),
+                metadata: self.metadata.clone().unwrap_or_default(),
+            }
+        };
+        let options = matches!(
+            self.op,
+            OpName::TryAcquire | OpName::Acquire | OpName::Steal
+        )
+        .then(&mut options)
+        .unwrap_or_default();
         let op = match self.op {
             OpName::TryAcquire => Op::TryAcquire {
                 now: take!(now),
                 key: take!(key),
                 owner: take!(owner),
                 ttl: take!(ttl),
+                options,
             },
             OpName::Acquire => Op::Acquire {
                 now: take!(now),
@@ -519,7 +816,32 @@ impl RawStep {
                 owner: take!(owner),
                 ttl: take!(ttl),
                 wait_deadline: take!(wait_deadline),
+                options,
             },
+            OpName::Steal => Op::Steal {
+                now: take!(now),
+                key: take!(key),
+                owner: take!(owner),
+                ttl: take!(ttl),
+                options,
+            },
+            OpName::Query => {
+                used.extend(["prefix", "after"]);
+                Op::Query {
+                    now: take!(now),
+                    prefix: self.prefix.clone().unwrap_or_default(),
+                    after: self.after.clone().unwrap_or_default(),
+                    limit: take!(limit),
+                }
+            }
+            OpName::HandleTimeoutBounded => Op::HandleTimeoutBounded {
+                now: take!(now),
+                max_changes: take!(max_changes),
+            },
+            OpName::RaiseFenceFloor => Op::RaiseFenceFloor {
+                floor: take!(floor),
+            },
+            OpName::CancelAllWaits => Op::CancelAllWaits { now: take!(now) },
             OpName::Release => Op::Release {
                 now: take!(now),
                 key: take!(key),
@@ -562,6 +884,7 @@ impl RawStep {
         let expect = match self.op {
             OpName::TryAcquire
             | OpName::Acquire
+            | OpName::Steal
             | OpName::Release
             | OpName::Extend
             | OpName::CancelWait
@@ -605,7 +928,29 @@ impl RawStep {
                 };
                 Expectation::Snapshot(bytes)
             }
-            OpName::HandleTimeout => Expectation::Nothing,
+            OpName::HandleTimeout | OpName::RaiseFenceFloor => Expectation::Nothing,
+            OpName::Query => {
+                used.extend(["expect", "err"]);
+                Expectation::Query(match (&self.expect, &self.err) {
+                    (Some(v), None) => Ok(serde_json::from_value(v.clone())
+                        .map_err(|e| format!("query \"expect\": {e}"))?),
+                    (None, Some(err)) => Err(err.clone()),
+                    _ => return Err("query needs exactly one of \"expect\" and \"err\"".into()),
+                })
+            }
+            OpName::HandleTimeoutBounded => {
+                let v = take!(expect);
+                Expectation::More(serde_json::from_value(v).map_err(|e| {
+                    format!("handle-timeout-bounded \"expect\" must be true or false: {e}")
+                })?)
+            }
+            OpName::CancelAllWaits => {
+                let v = take!(expect);
+                Expectation::Count(
+                    serde_json::from_value(v)
+                        .map_err(|e| format!("cancel-all-waits \"expect\" must be a count: {e}"))?,
+                )
+            }
         };
         let given = [
             ("now", self.now.is_some()),
@@ -615,6 +960,16 @@ impl RawStep {
             ("wait_deadline", self.wait_deadline.is_some()),
             ("fence", self.fence.is_some()),
             ("hex", self.hex.is_some()),
+            ("mode", self.mode.is_some()),
+            ("permits", self.permits.is_some()),
+            ("min_hold", self.min_hold.is_some()),
+            ("lock_delay", self.lock_delay.is_some()),
+            ("metadata", self.metadata.is_some()),
+            ("prefix", self.prefix.is_some()),
+            ("after", self.after.is_some()),
+            ("limit", self.limit.is_some()),
+            ("max_changes", self.max_changes.is_some()),
+            ("floor", self.floor.is_some()),
             ("ok", self.ok.is_some()),
             ("err", self.err.is_some()),
             ("expect", self.expect.is_some()),

@@ -23,7 +23,10 @@ pub mod native;
 pub mod record;
 mod runner;
 
-pub use format::{ErrorCase, EventCase, KeyView, Op, Outcome, StatsView};
+pub use format::{
+    ErrorCase, EventCase, HolderView, KeyView, ModeName, Op, OptionsSpec, Outcome, QueryKey,
+    QueryView, StatsView,
+};
 pub use native::{BackendDriver, NativeDriver};
 pub use runner::{
     check, load_file, parse_file, run_file, run_loaded, run_paths, vector_files, Failure,
@@ -34,7 +37,8 @@ pub use runner::{
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[allow(clippy::large_enum_variant)] // test data, built once per step; on wasm32 the stats view dominates
 pub enum Answer {
-    /// `try-acquire`, `acquire`, `release`, `extend`, `cancel-wait`, `renew-wait`, `restore`.
+    /// `try-acquire`, `acquire`, `steal`, `release`, `extend`, `cancel-wait`, `renew-wait`,
+    /// `restore`.
     Result(Result<Outcome, ErrorCase>),
     /// `inspect`.
     Inspect(Result<Option<KeyView>, ErrorCase>),
@@ -44,8 +48,14 @@ pub enum Answer {
     Wakeup(Option<u64>),
     /// `snapshot`.
     Snapshot(Vec<u8>),
-    /// `handle-timeout`.
+    /// `handle-timeout`, `raise-fence-floor`.
     Nothing,
+    /// `query`.
+    Query(Result<QueryView, ErrorCase>),
+    /// `handle-timeout-bounded`: whether more changes are due.
+    More(bool),
+    /// `cancel-all-waits`: how many waiters left.
+    Count(u64),
     /// A reply that cannot answer the operation (a runtime that answered the wrong kind of
     /// value); never matches an expectation.
     Unexpected(String),

@@ -5,12 +5,16 @@
 use std::fmt;
 
 use lock_core::{
-    AcquireOutcome, Call, Duration, Event, EventKind, Fence, Instant, KeyInfo, Limits, LockBackend,
-    LockError, LockTable, Reply, Request, Response,
+    AcquireOptions, AcquireOutcome, Call, Duration, Event, EventKind, Fence, HolderInfo, Instant,
+    KeyInfo, Limits, LockBackend, LockError, LockTable, Mode, QueryPage, ReleaseOutcome, Reply,
+    Request, Response, WaiterInfo,
 };
 
 use crate::format::WaiterView;
-use crate::{Answer, Driver, ErrorCase, EventCase, KeyView, Op, Outcome, StatsView};
+use crate::{
+    Answer, Driver, ErrorCase, EventCase, HolderView, KeyView, ModeName, Op, OptionsSpec, Outcome,
+    QueryKey, QueryView, StatsView,
+};
 
 /// Makes a fresh backend with these limits.
 type MakeBackend<B> = Box<dyn FnMut(&Limits) -> Result<B, String>>;
@@ -91,7 +95,8 @@ pub fn call(op: &Op) -> Call<'_> {
             key,
             owner,
             ttl,
-        } => Call::Request(Request::TryAcquire {
+            options,
+        } if options.is_plain() => Call::Request(Request::TryAcquire {
             key,
             owner,
             ttl: Duration(*ttl),
@@ -103,13 +108,75 @@ pub fn call(op: &Op) -> Call<'_> {
             owner,
             ttl,
             wait_deadline,
-        } => Call::Request(Request::Acquire {
+            options,
+        } if options.is_plain() => Call::Request(Request::Acquire {
             key,
             owner,
             ttl: Duration(*ttl),
             wait_deadline: Instant(*wait_deadline),
             now: Instant(*now),
         }),
+        Op::TryAcquire {
+            now,
+            key,
+            owner,
+            ttl,
+            options,
+        } => Call::Request(Request::AcquireWith {
+            key,
+            owner,
+            ttl: Duration(*ttl),
+            wait_deadline: Instant::ZERO,
+            options: core_options(options),
+            now: Instant(*now),
+        }),
+        Op::Acquire {
+            now,
+            key,
+            owner,
+            ttl,
+            wait_deadline,
+            options,
+        } => Call::Request(Request::AcquireWith {
+            key,
+            owner,
+            ttl: Duration(*ttl),
+            wait_deadline: Instant(*wait_deadline),
+            options: core_options(options),
+            now: Instant(*now),
+        }),
+        Op::Steal {
+            now,
+            key,
+            owner,
+            ttl,
+            options,
+        } => Call::Request(Request::Steal {
+            key,
+            owner,
+            ttl: Duration(*ttl),
+            options: core_options(options),
+            now: Instant(*now),
+        }),
+        Op::Query {
+            now,
+            prefix,
+            after,
+            limit,
+        } => Call::Query {
+            prefix,
+            after,
+            limit: usize::try_from(*limit).unwrap_or(usize::MAX),
+            now: Instant(*now),
+        },
+        Op::HandleTimeoutBounded { now, max_changes } => Call::HandleTimeoutBounded {
+            now: Instant(*now),
+            max_changes: *max_changes,
+        },
+        Op::RaiseFenceFloor { floor } => Call::RaiseFenceFloor {
+            floor: Fence(*floor),
+        },
+        Op::CancelAllWaits { now } => Call::CancelAllWaits { now: Instant(*now) },
         Op::Release {
             now,
             key,
@@ -172,13 +239,19 @@ pub fn answer(op: &Op, reply: Reply) -> Answer {
         Reply::Response(Response::Acquire(r)) => Answer::Result(r.map(outcome).map_err(error)),
         Reply::Response(Response::Done(r)) | Reply::Restore(r) => {
             let done = match op {
-                Op::Release { .. } => Outcome::Released,
                 Op::CancelWait { .. } => Outcome::Cancelled,
                 Op::Restore { .. } => Outcome::Restored,
-                _ => return Answer::Unexpected(format!("a release's answer to {op:?}")),
+                _ => return Answer::Unexpected(format!("a cancel's answer to {op:?}")),
             };
             Answer::Result(r.map(|()| done).map_err(error))
         }
+        Reply::Response(Response::Release(r)) => {
+            Answer::Result(r.map(release_outcome).map_err(error))
+        }
+        Reply::Query(r) => Answer::Query(r.map(query_view).map_err(error)),
+        Reply::More(more) => Answer::More(more),
+        Reply::Raised => Answer::Nothing,
+        Reply::Cancelled(n) => Answer::Count(n as u64),
         Reply::Response(Response::Extend(r)) => Answer::Result(
             r.map(|g| Outcome::Extended {
                 fence: g.fence.0,
@@ -194,6 +267,56 @@ pub fn answer(op: &Op, reply: Reply) -> Answer {
         Reply::Stats(s) => Answer::Stats(StatsView::of(&s)),
         Reply::Wakeup(w) => Answer::Wakeup(w.map(|t| t.0)),
         Reply::Snapshot(bytes) => Answer::Snapshot(bytes),
+    }
+}
+
+/// The core's options for a vector step's options.
+#[must_use]
+pub fn core_options(o: &OptionsSpec) -> AcquireOptions<'_> {
+    AcquireOptions {
+        mode: match o.mode {
+            ModeName::Exclusive => Mode::Exclusive,
+            ModeName::Shared => Mode::Shared,
+        },
+        permits: o.permits,
+        min_hold: Duration(o.min_hold),
+        lock_delay: Duration(o.lock_delay),
+        metadata: &o.metadata,
+    }
+}
+
+fn mode_name(mode: Mode) -> ModeName {
+    match mode {
+        Mode::Exclusive => ModeName::Exclusive,
+        Mode::Shared => ModeName::Shared,
+    }
+}
+
+/// The vector form of a release outcome.
+#[must_use]
+pub fn release_outcome(o: ReleaseOutcome) -> Outcome {
+    match o {
+        ReleaseOutcome::Released => Outcome::Released,
+        ReleaseOutcome::HeldUntil { until } => Outcome::HeldUntil { until: until.0 },
+    }
+}
+
+/// The vector form of a query's page.
+#[must_use]
+pub fn query_view(page: QueryPage) -> QueryView {
+    QueryView {
+        keys: (page.keys.into_iter())
+            .map(|(key, info)| {
+                let view = key_view(info);
+                QueryKey {
+                    key,
+                    holders: view.holders,
+                    waiters: view.waiters,
+                    permits: view.permits,
+                }
+            })
+            .collect(),
+        next: page.next,
     }
 }
 
@@ -279,6 +402,29 @@ pub fn error(e: LockError) -> ErrorCase {
         LockError::SnapshotExceedsLimits { limit } => ErrorCase::SnapshotExceedsLimits {
             limit: limit.as_str().into(),
         },
+        LockError::MetadataTooLong { len, max } => ErrorCase::MetadataTooLong {
+            len: len as u64,
+            max: max as u64,
+        },
+        LockError::MetadataInvalid => ErrorCase::MetadataInvalid,
+        LockError::TooManyPermits { permits, max } => ErrorCase::TooManyPermits {
+            permits: permits.into(),
+            max: max as u64,
+        },
+        LockError::PermitsMismatch { permits } => ErrorCase::PermitsMismatch {
+            permits: permits.into(),
+        },
+        LockError::ModeMismatch => ErrorCase::ModeMismatch,
+        LockError::MinHoldTooLong { min_hold, ttl } => ErrorCase::MinHoldTooLong {
+            min_hold: min_hold.0,
+            ttl: ttl.0,
+        },
+        LockError::LockDelayTooLong { lock_delay, max } => ErrorCase::LockDelayTooLong {
+            lock_delay: lock_delay.0,
+            max: max.0,
+        },
+        LockError::Stolen { at } => ErrorCase::Stolen { at: at.0 },
+        LockError::QueryLimit { max } => ErrorCase::QueryLimit { max: max as u64 },
     }
 }
 
@@ -347,6 +493,29 @@ pub fn core_error(e: &ErrorCase) -> Option<LockError> {
         ErrorCase::SnapshotExceedsLimits { limit } => LockError::SnapshotExceedsLimits {
             limit: LimitName::from_name(limit)?,
         },
+        ErrorCase::MetadataTooLong { len, max } => LockError::MetadataTooLong {
+            len: size(*len)?,
+            max: size(*max)?,
+        },
+        ErrorCase::MetadataInvalid => LockError::MetadataInvalid,
+        ErrorCase::TooManyPermits { permits, max } => LockError::TooManyPermits {
+            permits: u32::try_from(*permits).ok()?,
+            max: size(*max)?,
+        },
+        ErrorCase::PermitsMismatch { permits } => LockError::PermitsMismatch {
+            permits: u32::try_from(*permits).ok()?,
+        },
+        ErrorCase::ModeMismatch => LockError::ModeMismatch,
+        ErrorCase::MinHoldTooLong { min_hold, ttl } => LockError::MinHoldTooLong {
+            min_hold: Duration(*min_hold),
+            ttl: Duration(*ttl),
+        },
+        ErrorCase::LockDelayTooLong { lock_delay, max } => LockError::LockDelayTooLong {
+            lock_delay: Duration(*lock_delay),
+            max: Duration(*max),
+        },
+        ErrorCase::Stolen { at } => LockError::Stolen { at: Instant(*at) },
+        ErrorCase::QueryLimit { max } => LockError::QueryLimit { max: size(*max)? },
     })
 }
 
@@ -355,47 +524,84 @@ pub fn core_error(e: &ErrorCase) -> Option<LockError> {
 pub fn event(e: Event) -> EventCase {
     let Event { key, at, kind } = e;
     match kind {
-        EventKind::Expired { owner, fence } => EventCase::Expired {
+        EventKind::Expired {
+            owner,
+            fence,
+            metadata,
+        } => EventCase::Expired {
             key,
             owner,
             fence: fence.0,
             at: at.0,
+            metadata,
         },
         EventKind::Granted {
             owner,
             fence,
             deadline,
+            mode,
+            metadata,
         } => EventCase::Granted {
             key,
             owner,
             fence: fence.0,
             deadline: deadline.0,
             at: at.0,
+            mode: mode_name(mode),
+            metadata,
         },
         EventKind::WaitTimedOut { owner } => EventCase::WaitTimedOut {
             key,
             owner,
             at: at.0,
         },
+        EventKind::Stolen {
+            owner,
+            fence,
+            metadata,
+        } => EventCase::Stolen {
+            key,
+            owner,
+            fence: fence.0,
+            at: at.0,
+            metadata,
+        },
     }
 }
 
-/// The vector form of a held key.
+/// The vector form of a lease.
+#[must_use]
+pub fn holder_view(h: HolderInfo) -> HolderView {
+    HolderView {
+        owner: h.owner,
+        fence: h.fence.0,
+        deadline: h.deadline.0,
+        mode: mode_name(h.mode),
+        metadata: h.metadata,
+        min_until: h.min_until.map(|t| t.0),
+        ended: h.ended.map(|e| e.name().into()),
+    }
+}
+
+/// The vector form of a waiter.
+#[must_use]
+pub fn waiter_view(w: WaiterInfo) -> WaiterView {
+    WaiterView {
+        owner: w.owner,
+        ttl: w.ttl.0,
+        wait_deadline: w.wait_deadline.0,
+        mode: mode_name(w.mode),
+        metadata: w.metadata,
+    }
+}
+
+/// The vector form of a key in use.
 #[must_use]
 pub fn key_view(i: KeyInfo) -> KeyView {
     KeyView {
-        owner: i.holder.owner,
-        fence: i.holder.fence.0,
-        deadline: i.holder.deadline.0,
-        waiters: i
-            .waiters
-            .into_iter()
-            .map(|w| WaiterView {
-                owner: w.owner,
-                ttl: w.ttl.0,
-                wait_deadline: w.wait_deadline.0,
-            })
-            .collect(),
+        holders: i.holders.into_iter().map(holder_view).collect(),
+        waiters: i.waiters.into_iter().map(waiter_view).collect(),
+        permits: i.permits,
     }
 }
 

@@ -21,7 +21,12 @@ pub fn step(op: &Op, answer: &Answer, events: &[EventCase]) -> Value {
     };
     match answer {
         Answer::Result(Ok(outcome)) => put("ok", json!(outcome)),
-        Answer::Result(Err(e)) | Answer::Inspect(Err(e)) => put("err", json!(e)),
+        Answer::Result(Err(e)) | Answer::Inspect(Err(e)) | Answer::Query(Err(e)) => {
+            put("err", json!(e));
+        }
+        Answer::Query(Ok(page)) => put("expect", json!(page)),
+        Answer::More(more) => put("expect", json!(more)),
+        Answer::Count(n) => put("expect", json!(n)),
         Answer::Inspect(Ok(view)) => put("expect", json!(view)),
         Answer::Stats(stats) => put("expect", json!(stats)),
         Answer::Wakeup(at) => put("expect", json!(at)),
@@ -70,6 +75,7 @@ mod tests {
                 key: "job".into(),
                 owner: "a".into(),
                 ttl: 100,
+                options: Default::default(),
             },
             Op::Acquire {
                 now: 10,
@@ -77,12 +83,14 @@ mod tests {
                 owner: "b".into(),
                 ttl: 50,
                 wait_deadline: 1000,
+                options: Default::default(),
             },
             Op::TryAcquire {
                 now: 20,
                 key: "job".into(),
                 owner: "c".into(),
                 ttl: 10,
+                options: Default::default(),
             },
             Op::Inspect {
                 now: 20,

@@ -231,6 +231,11 @@ pub fn check(expect: &Expectation, answer: &Answer) -> Option<String> {
             .mismatch(g)
             .and_then(|(e, g)| differ(e.to_string(), g.to_string())),
         (Expectation::Wakeup(e), Answer::Wakeup(g)) if e != g => differ(json(e), json(g)),
+        (Expectation::Query(e), Answer::Query(g)) if e != g => {
+            differ(result_json(e), result_json(g))
+        }
+        (Expectation::More(e), Answer::More(g)) if e != g => differ(json(e), json(g)),
+        (Expectation::Count(e), Answer::Count(g)) if e != g => differ(json(e), json(g)),
         (Expectation::Snapshot(Some(e)), Answer::Snapshot(g)) if e != g => differ(
             format!("snapshot {}", hex::encode(e)),
             format!("snapshot {}", hex::encode(g)),
@@ -239,7 +244,10 @@ pub fn check(expect: &Expectation, answer: &Answer) -> Option<String> {
         | (Expectation::Inspect(_), Answer::Inspect(_))
         | (Expectation::Wakeup(_), Answer::Wakeup(_))
         | (Expectation::Snapshot(_), Answer::Snapshot(_))
-        | (Expectation::Nothing, Answer::Nothing) => None,
+        | (Expectation::Nothing, Answer::Nothing)
+        | (Expectation::Query(_), Answer::Query(_))
+        | (Expectation::More(_), Answer::More(_))
+        | (Expectation::Count(_), Answer::Count(_)) => None,
         (_, g) => Some(format!(
             "the runtime answered the wrong kind of value: {g:?}"
         )),

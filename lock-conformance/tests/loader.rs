@@ -89,7 +89,23 @@ fn steps_must_have_exactly_their_fields() {
         ),
         (
             r#"{"op": "inspect", "now": 0, "key": "k", "expect": {"owner": "a"}}"#,
-            "missing field",
+            "a key needs either",
+        ),
+        (
+            r#"{"op": "release", "now": 0, "key": "k", "owner": "a", "fence": 1, "mode": "shared", "ok": "released"}"#,
+            "does not take \"mode\"",
+        ),
+        (
+            r#"{"op": "query", "now": 0, "expect": {"keys": []}}"#,
+            "needs \"limit\"",
+        ),
+        (
+            r#"{"op": "handle-timeout-bounded", "now": 0, "max_changes": 1, "expect": 3}"#,
+            "must be true or false",
+        ),
+        (
+            r#"{"op": "inspect", "now": 0, "key": "k", "expect": {"holders": []}}"#,
+            "a key needs either",
         ),
     ];
     for (step, want) in cases {

@@ -31,7 +31,7 @@ impl Host {
         let events: Vec<_> = self.table.drain_events().collect();
         for e in events {
             let line = match e.kind {
-                EventKind::Expired { owner, fence } => {
+                EventKind::Expired { owner, fence, .. } => {
                     format!(
                         "  ! {owner} LOST '{}' (fence {fence}): its lease ran out",
                         e.key
@@ -41,12 +41,16 @@ impl Host {
                     owner,
                     fence,
                     deadline,
+                    ..
                 } => format!(
                     "  > {owner} was handed '{}' (fence {fence}, until {deadline} ms)",
                     e.key
                 ),
                 EventKind::WaitTimedOut { owner } => {
                     format!("  - {owner} gave up waiting for '{}'", e.key)
+                }
+                EventKind::Stolen { owner, fence, .. } => {
+                    format!("  ! {owner} LOST '{}' (fence {fence}): stolen", e.key)
                 }
             };
             println!(
@@ -145,7 +149,7 @@ fn main() -> Result<(), LockError> {
     let b = host
         .table
         .inspect(KEY, host.now)?
-        .map(|i| i.holder.fence)
+        .and_then(|i| i.holder().map(|h| h.fence))
         .unwrap_or_default();
     storage.write("worker-b", b, host.now);
 

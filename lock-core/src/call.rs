@@ -29,8 +29,8 @@ use alloc::vec::Vec;
 use core::convert::Infallible;
 
 use crate::{
-    AcquireOutcome, Duration, Event, Fence, Grant, Instant, KeyInfo, Limits, LockError, LockTable,
-    Stats,
+    AcquireOptions, AcquireOutcome, Duration, Event, Fence, Grant, Instant, KeyInfo, Limits,
+    LockError, LockTable, QueryPage, ReleaseOutcome, Stats,
 };
 
 /// A request that changes the table (the operations a [`wire`](crate::wire) batch may hold),
@@ -58,6 +58,34 @@ pub enum Request<'a> {
         ttl: Duration,
         /// Until when to wait.
         wait_deadline: Instant,
+        /// The instant.
+        now: Instant,
+    },
+    /// [`LockTable::acquire_with`](crate::LockTable::acquire_with): an acquire with options.
+    AcquireWith {
+        /// The key.
+        key: &'a str,
+        /// The owner.
+        owner: &'a str,
+        /// The TTL.
+        ttl: Duration,
+        /// Until when to wait (not after `now`: a try-acquire).
+        wait_deadline: Instant,
+        /// Mode, permits, minimum hold, lock-delay, metadata.
+        options: AcquireOptions<'a>,
+        /// The instant.
+        now: Instant,
+    },
+    /// [`LockTable::steal`](crate::LockTable::steal).
+    Steal {
+        /// The key.
+        key: &'a str,
+        /// The owner.
+        owner: &'a str,
+        /// The TTL.
+        ttl: Duration,
+        /// Permits, minimum hold, lock-delay, metadata (a steal is exclusive).
+        options: AcquireOptions<'a>,
         /// The instant.
         now: Instant,
     },
@@ -133,6 +161,25 @@ impl Request<'_> {
                 limits.check_owner(owner)?;
                 limits.check_ttl(ttl)
             }
+            Request::AcquireWith {
+                key,
+                owner,
+                ttl,
+                options,
+                ..
+            }
+            | Request::Steal {
+                key,
+                owner,
+                ttl,
+                options,
+                ..
+            } => {
+                limits.check_key(key)?;
+                limits.check_owner(owner)?;
+                limits.check_ttl(ttl)?;
+                options.validate(ttl, limits)
+            }
             Request::Release { key, owner, .. }
             | Request::CancelWait { key, owner, .. }
             | Request::RenewWait { key, owner, .. } => {
@@ -149,6 +196,8 @@ impl Request<'_> {
         match *self {
             Request::TryAcquire { now, .. }
             | Request::Acquire { now, .. }
+            | Request::AcquireWith { now, .. }
+            | Request::Steal { now, .. }
             | Request::Release { now, .. }
             | Request::Extend { now, .. }
             | Request::CancelWait { now, .. }
@@ -164,6 +213,8 @@ impl Request<'_> {
         match &mut r {
             Request::TryAcquire { now, .. }
             | Request::Acquire { now, .. }
+            | Request::AcquireWith { now, .. }
+            | Request::Steal { now, .. }
             | Request::Release { now, .. }
             | Request::Extend { now, .. }
             | Request::CancelWait { now, .. }
@@ -179,6 +230,8 @@ impl Request<'_> {
         match *self {
             Request::TryAcquire { key, .. }
             | Request::Acquire { key, .. }
+            | Request::AcquireWith { key, .. }
+            | Request::Steal { key, .. }
             | Request::Release { key, .. }
             | Request::Extend { key, .. }
             | Request::CancelWait { key, .. }
@@ -191,9 +244,11 @@ impl Request<'_> {
 /// The answer to one [`Request`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Response {
-    /// Of `try-acquire`, `acquire` and `renew-wait`.
+    /// Of `try-acquire`, `acquire`, `acquire-with`, `steal` and `renew-wait`.
     Acquire(Result<AcquireOutcome, LockError>),
-    /// Of `release` and `cancel-wait`.
+    /// Of `release`.
+    Release(Result<ReleaseOutcome, LockError>),
+    /// Of `cancel-wait`.
     Done(Result<(), LockError>),
     /// Of `extend`.
     Extend(Result<Grant, LockError>),
@@ -217,6 +272,17 @@ pub enum Call<'a> {
         /// The instant.
         now: Instant,
     },
+    /// [`LockTable::query`].
+    Query {
+        /// Only keys that start with this ("" for all).
+        prefix: &'a str,
+        /// Only keys after this one in byte order ("" for the first page).
+        after: &'a str,
+        /// At most this many keys.
+        limit: usize,
+        /// The instant.
+        now: Instant,
+    },
     /// [`LockTable::stats`].
     Stats {
         /// The instant.
@@ -234,6 +300,23 @@ pub enum Call<'a> {
         /// The snapshot's bytes.
         bytes: &'a [u8],
     },
+    /// [`LockTable::handle_timeout_bounded`].
+    HandleTimeoutBounded {
+        /// The instant.
+        now: Instant,
+        /// At most this many key wake-ups.
+        max_changes: u32,
+    },
+    /// [`LockTable::raise_fence_floor`].
+    RaiseFenceFloor {
+        /// Every later token is above this.
+        floor: Fence,
+    },
+    /// [`LockTable::cancel_all_waits`].
+    CancelAllWaits {
+        /// The instant.
+        now: Instant,
+    },
 }
 
 /// The answer to one [`Call`], variant for variant.
@@ -243,6 +326,8 @@ pub enum Reply {
     Response(Response),
     /// Of [`Call::Inspect`]: the key's holder and waiters, `None` if it is free.
     Inspect(Result<Option<KeyInfo>, LockError>),
+    /// Of [`Call::Query`].
+    Query(Result<QueryPage, LockError>),
     /// Of [`Call::Stats`].
     Stats(Stats),
     /// Of [`Call::NextWakeup`].
@@ -251,6 +336,12 @@ pub enum Reply {
     Snapshot(Vec<u8>),
     /// Of [`Call::Restore`].
     Restore(Result<(), LockError>),
+    /// Of [`Call::HandleTimeoutBounded`]: whether more changes are due.
+    More(bool),
+    /// Of [`Call::RaiseFenceFloor`].
+    Raised,
+    /// Of [`Call::CancelAllWaits`]: how many waiters left.
+    Cancelled(usize),
 }
 
 /// Something that behaves like a lock table: the native [`LockTable`], a table inside a
@@ -292,12 +383,29 @@ impl LockTable {
                 wait_deadline,
                 now,
             } => Response::Acquire(self.acquire(key, owner, ttl, wait_deadline, now)),
+            Request::AcquireWith {
+                key,
+                owner,
+                ttl,
+                wait_deadline,
+                options,
+                now,
+            } => {
+                Response::Acquire(self.acquire_with(key, owner, ttl, wait_deadline, &options, now))
+            }
+            Request::Steal {
+                key,
+                owner,
+                ttl,
+                options,
+                now,
+            } => Response::Acquire(self.steal(key, owner, ttl, &options, now)),
             Request::Release {
                 key,
                 owner,
                 fence,
                 now,
-            } => Response::Done(self.release(key, owner, fence, now)),
+            } => Response::Release(self.release(key, owner, fence, now)),
             Request::Extend {
                 key,
                 owner,
@@ -326,10 +434,24 @@ impl LockTable {
         match call {
             Call::Request(request) => Reply::Response(self.handle(request)),
             Call::Inspect { key, now } => Reply::Inspect(self.inspect(key, now)),
+            Call::Query {
+                prefix,
+                after,
+                limit,
+                now,
+            } => Reply::Query(self.query(prefix, after, limit, now)),
             Call::Stats { now } => Reply::Stats(self.stats(now)),
             Call::NextWakeup => Reply::Wakeup(self.next_wakeup()),
             Call::Snapshot { now } => Reply::Snapshot(self.snapshot(now)),
             Call::Restore { bytes } => Reply::Restore(self.restore(bytes)),
+            Call::HandleTimeoutBounded { now, max_changes } => {
+                Reply::More(self.handle_timeout_bounded(now, max_changes))
+            }
+            Call::RaiseFenceFloor { floor } => {
+                self.raise_fence_floor(floor);
+                Reply::Raised
+            }
+            Call::CancelAllWaits { now } => Reply::Cancelled(self.cancel_all_waits(now)),
         }
     }
 }

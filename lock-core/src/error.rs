@@ -113,6 +113,58 @@ pub enum LockError {
         /// The [`Limits`](crate::Limits) field that the snapshot exceeds.
         limit: LimitName,
     },
+    /// The metadata is longer than
+    /// [`Limits::max_metadata_bytes`](crate::Limits::max_metadata_bytes).
+    MetadataTooLong {
+        /// Length of the rejected metadata, in bytes.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The metadata contains a control character (U+0000..U+001F, U+007F..U+009F).
+    MetadataInvalid,
+    /// The request asks for more permits than
+    /// [`Limits::max_holders_per_key`](crate::Limits::max_holders_per_key).
+    TooManyPermits {
+        /// The permits asked for.
+        permits: u32,
+        /// The limit.
+        max: usize,
+    },
+    /// The key is in use with another number of permits (fixed at its first grant until it is
+    /// free again).
+    PermitsMismatch {
+        /// The key's permits (0: a plain lock).
+        permits: u32,
+    },
+    /// The owner already holds, or waits for, the key in the other mode (a lease never changes
+    /// its mode: release it first).
+    ModeMismatch,
+    /// The minimum hold is longer than the TTL.
+    MinHoldTooLong {
+        /// The rejected minimum hold.
+        min_hold: Duration,
+        /// The request's TTL.
+        ttl: Duration,
+    },
+    /// The lock-delay is longer than [`Limits::max_ttl`](crate::Limits::max_ttl).
+    LockDelayTooLong {
+        /// The rejected lock-delay.
+        lock_delay: Duration,
+        /// The limit.
+        max: Duration,
+    },
+    /// The lease with that fencing token was stolen (another caller took the key regardless of
+    /// its holders): the holder lost the lock at this instant.
+    Stolen {
+        /// The instant of the steal.
+        at: Instant,
+    },
+    /// A query's limit is 0 or above the most one query answers.
+    QueryLimit {
+        /// The most keys one query answers ([`QUERY_MAX`](crate::QUERY_MAX)).
+        max: usize,
+    },
 }
 
 impl LockError {
@@ -131,6 +183,12 @@ impl LockError {
                 | LockError::OwnerInvalid
                 | LockError::TtlZero
                 | LockError::TtlTooLong { .. }
+                | LockError::MetadataTooLong { .. }
+                | LockError::MetadataInvalid
+                | LockError::TooManyPermits { .. }
+                | LockError::MinHoldTooLong { .. }
+                | LockError::LockDelayTooLong { .. }
+                | LockError::QueryLimit { .. }
         )
     }
 
@@ -146,7 +204,7 @@ impl LockError {
     }
 
     /// Every error code, in declaration order: `CODES[e.index()] == e.code()`.
-    pub const CODES: [&'static str; 24] = [
+    pub const CODES: [&'static str; 33] = [
         "key-empty",
         "key-too-long",
         "key-invalid",
@@ -171,6 +229,15 @@ impl LockError {
         "snapshot-checksum",
         "snapshot-corrupt",
         "snapshot-exceeds-limits",
+        "metadata-too-long",
+        "metadata-invalid",
+        "too-many-permits",
+        "permits-mismatch",
+        "mode-mismatch",
+        "min-hold-too-long",
+        "lock-delay-too-long",
+        "stolen",
+        "query-limit",
     ];
 
     /// One error of every kind, in [`LockError::CODES`] order, each payload field a distinct
@@ -224,6 +291,26 @@ impl LockError {
             LockError::SnapshotExceedsLimits {
                 limit: LimitName::MaxKeys,
             },
+            LockError::MetadataTooLong { len: 10, max: 9 },
+            LockError::MetadataInvalid,
+            LockError::TooManyPermits {
+                permits: 65,
+                max: 64,
+            },
+            LockError::PermitsMismatch { permits: 3 },
+            LockError::ModeMismatch,
+            LockError::MinHoldTooLong {
+                min_hold: Duration::from_millis(11),
+                ttl: Duration::from_millis(10),
+            },
+            LockError::LockDelayTooLong {
+                lock_delay: Duration::from_millis(13),
+                max: Duration::from_millis(12),
+            },
+            LockError::Stolen {
+                at: Instant::from_millis(14),
+            },
+            LockError::QueryLimit { max: 1000 },
         ]
     }
 
@@ -262,6 +349,15 @@ impl LockError {
             LockError::SnapshotChecksum => 21,
             LockError::SnapshotCorrupt { .. } => 22,
             LockError::SnapshotExceedsLimits { .. } => 23,
+            LockError::MetadataTooLong { .. } => 24,
+            LockError::MetadataInvalid => 25,
+            LockError::TooManyPermits { .. } => 26,
+            LockError::PermitsMismatch { .. } => 27,
+            LockError::ModeMismatch => 28,
+            LockError::MinHoldTooLong { .. } => 29,
+            LockError::LockDelayTooLong { .. } => 30,
+            LockError::Stolen { .. } => 31,
+            LockError::QueryLimit { .. } => 32,
         }
     }
 }
@@ -297,7 +393,9 @@ impl LockError {
         let n = |v: usize| Number(v as u64);
         let ms = |d: Duration| Number(d.as_millis());
         match *self {
-            LockError::KeyTooLong { len, max } | LockError::OwnerTooLong { len, max } => {
+            LockError::KeyTooLong { len, max }
+            | LockError::OwnerTooLong { len, max }
+            | LockError::MetadataTooLong { len, max } => {
                 [Some(("len", n(len))), Some(("max", n(max)))]
             }
             LockError::TtlTooLong { ttl, max } => [Some(("ttl", ms(ttl))), Some(("max", ms(max)))],
@@ -325,6 +423,21 @@ impl LockError {
             LockError::SnapshotCorrupt { reason } => {
                 [Some(("reason", PayloadValue::Corruption(reason))), None]
             }
+            LockError::TooManyPermits { permits, max } => [
+                Some(("permits", Number(u64::from(permits)))),
+                Some(("max", n(max))),
+            ],
+            LockError::PermitsMismatch { permits } => {
+                [Some(("permits", Number(u64::from(permits)))), None]
+            }
+            LockError::MinHoldTooLong { min_hold, ttl } => {
+                [Some(("min_hold", ms(min_hold))), Some(("ttl", ms(ttl)))]
+            }
+            LockError::LockDelayTooLong { lock_delay, max } => {
+                [Some(("lock_delay", ms(lock_delay))), Some(("max", ms(max)))]
+            }
+            LockError::Stolen { at } => [Some(("at", Number(at.as_millis()))), None],
+            LockError::QueryLimit { max } => [Some(("max", n(max))), None],
             LockError::KeyEmpty
             | LockError::KeyInvalid
             | LockError::OwnerEmpty
@@ -335,7 +448,9 @@ impl LockError {
             | LockError::NotWaiting
             | LockError::SnapshotTruncated
             | LockError::SnapshotBadMagic
-            | LockError::SnapshotChecksum => [None, None],
+            | LockError::SnapshotChecksum
+            | LockError::MetadataInvalid
+            | LockError::ModeMismatch => [None, None],
         }
     }
 }
@@ -398,6 +513,37 @@ impl fmt::Display for LockError {
             LockError::SnapshotCorrupt { reason } => write!(f, "snapshot is corrupt: {reason}"),
             LockError::SnapshotExceedsLimits { limit } => {
                 write!(f, "snapshot exceeds this table's {limit}")
+            }
+            LockError::MetadataTooLong { len, max } => write!(
+                f,
+                "metadata is {len} bytes, longer than max_metadata_bytes ({max})"
+            ),
+            LockError::MetadataInvalid => f.write_str("metadata contains a control character"),
+            LockError::TooManyPermits { permits, max } => write!(
+                f,
+                "{permits} permits is more than max_holders_per_key ({max})"
+            ),
+            LockError::PermitsMismatch { permits } => write!(
+                f,
+                "the key is in use with {permits} permits (0: a plain lock); ask for the same"
+            ),
+            LockError::ModeMismatch => {
+                f.write_str("owner already holds or waits for this key in the other mode")
+            }
+            LockError::MinHoldTooLong { min_hold, ttl } => write!(
+                f,
+                "min_hold of {min_hold} ms is longer than the ttl ({ttl} ms)"
+            ),
+            LockError::LockDelayTooLong { lock_delay, max } => write!(
+                f,
+                "lock_delay of {lock_delay} ms is longer than max_ttl ({max} ms)"
+            ),
+            LockError::Stolen { at } => write!(
+                f,
+                "lease was stolen at {at} ms; the lock was lost before this call"
+            ),
+            LockError::QueryLimit { max } => {
+                write!(f, "a query's limit must be 1..={max}")
             }
         }
     }

@@ -2,7 +2,7 @@
 
 use alloc::string::String;
 
-use crate::{Fence, Instant};
+use crate::{Fence, Instant, Mode};
 
 /// What happened to one key, without the key (the per-key layer does not know its key).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -14,6 +14,8 @@ pub enum EventKind {
         owner: String,
         /// Fencing token of the lost lease.
         fence: Fence,
+        /// The lost lease's metadata ("" if none).
+        metadata: String,
     },
     /// The head waiter was granted the lock by hand-off when the previous lease ended. `at` is the
     /// hand-off instant.
@@ -24,11 +26,25 @@ pub enum EventKind {
         fence: Fence,
         /// Deadline of the new lease: hand-off instant + the TTL the waiter asked for.
         deadline: Instant,
+        /// The mode the waiter asked for.
+        mode: Mode,
+        /// The new lease's metadata ("" if none).
+        metadata: String,
     },
     /// A waiter left the queue because its wait deadline passed. `at` is its wait deadline.
     WaitTimedOut {
         /// The owner that stopped waiting.
         owner: String,
+    },
+    /// The lease was ended by a steal (another caller took the key regardless of its holders):
+    /// its holder lost the lock. `at` is the instant of the steal.
+    Stolen {
+        /// The owner that lost the lock.
+        owner: String,
+        /// Fencing token of the lost lease.
+        fence: Fence,
+        /// The lost lease's metadata ("" if none).
+        metadata: String,
     },
 }
 
@@ -46,6 +62,7 @@ impl EventKind {
             EventKind::Expired { .. } => "expired",
             EventKind::Granted { .. } => "granted",
             EventKind::WaitTimedOut { .. } => "wait-timed-out",
+            EventKind::Stolen { .. } => "stolen",
         }
     }
 }

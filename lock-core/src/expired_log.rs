@@ -1,5 +1,5 @@
-//! Bounded memory of expired leases, so a late `release`/`extend` by a holder that lost its lock
-//! answers "expired" whether or not the expiry was already reported.
+//! Bounded memory of lost leases (expired or stolen), so a late `release`/`extend` by a holder
+//! that lost its lock answers "expired" or "stolen" whether or not the loss was already reported.
 //!
 //! Records are kept in expiry order (the table expires leases in order of their deadlines) and are
 //! forgotten deterministically: `expired_retention` ms after their deadline, or oldest-first once
@@ -8,17 +8,32 @@
 use alloc::collections::{BTreeMap, VecDeque};
 
 use crate::stored_name::Name;
-use crate::{ExpiredLeases, Fence, Instant, Limits};
+use crate::{ExpiredLeases, Fence, Instant, Limits, LockError};
 
-/// One expired lease.
+/// One lost lease.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ExpiredRecord {
     pub(crate) key: Name,
     pub(crate) owner: Name,
+    /// When it was lost: its deadline, or the instant of the steal.
     pub(crate) deadline: Instant,
+    /// Stolen rather than expired.
+    pub(crate) stolen: bool,
 }
 
-/// The remembered expired leases.
+impl ExpiredRecord {
+    /// The answer to a late release or extend of this lease.
+    pub(crate) fn error(&self) -> LockError {
+        match self.stolen {
+            true => LockError::Stolen { at: self.deadline },
+            false => LockError::Expired {
+                deadline: self.deadline,
+            },
+        }
+    }
+}
+
+/// The remembered lost leases.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct ExpiredLog {
     by_fence: BTreeMap<Fence, ExpiredRecord>,
@@ -34,7 +49,7 @@ impl ExpiredLog {
         self.order.is_empty()
     }
 
-    /// Remembers an expired lease (deadlines must come in non-decreasing order).
+    /// Remembers a lost lease (instants must come in non-decreasing order).
     pub(crate) fn record(&mut self, fence: Fence, record: ExpiredRecord, limits: &Limits) {
         if limits.max_expired_records == 0 || limits.expired_retention.is_zero() {
             return;
@@ -82,11 +97,11 @@ pub(crate) struct ExpiredOfKey<'a> {
 }
 
 impl ExpiredLeases for ExpiredOfKey<'_> {
-    fn expired_at(&self, owner: &str, fence: Fence) -> Option<Instant> {
+    fn lost(&self, owner: &str, fence: Fence) -> Option<LockError> {
         self.log
             .by_fence
             .get(&fence)
             .filter(|r| r.key.is(self.key) && r.owner.is(owner))
-            .map(|r| r.deadline)
+            .map(ExpiredRecord::error)
     }
 }

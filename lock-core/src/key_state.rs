@@ -17,8 +17,8 @@ use alloc::vec::Vec;
 
 use crate::stored_name::{same, Name};
 use crate::{
-    AcquireOutcome, Corruption, Duration, EventKind, Fence, Grant, HolderInfo, Instant, KeyEvent,
-    KeyInfo, LockError, WaiterInfo,
+    AcquireOptions, AcquireOutcome, Corruption, Duration, EventKind, Fence, Grant, HolderInfo,
+    Instant, KeyEvent, KeyInfo, LeaseEnd, Limits, LockError, Mode, ReleaseOutcome, WaiterInfo,
 };
 
 /// Where fresh fencing tokens come from. Each call must return a token strictly greater than every
@@ -58,49 +58,113 @@ impl FenceSource for FenceCounter {
     }
 }
 
-/// Memory of leases that expired, so that a late `release`/`extend` by their holder answers
-/// [`LockError::Expired`] instead of [`LockError::NotHeld`].
+/// Memory of leases that were lost (expired or stolen), so that a late `release`/`extend` by
+/// their holder answers [`LockError::Expired`] or [`LockError::Stolen`] instead of
+/// [`LockError::NotHeld`].
 pub trait ExpiredLeases {
-    /// If `owner`'s lease with this `fence` (on the key being asked about) expired and is still
-    /// remembered, its deadline.
-    fn expired_at(&self, owner: &str, fence: Fence) -> Option<Instant>;
+    /// If `owner`'s lease with this `fence` (on the key being asked about) was lost and is still
+    /// remembered: how ([`LockError::Expired`] with its deadline, or [`LockError::Stolen`] with
+    /// the steal's instant).
+    fn lost(&self, owner: &str, fence: Fence) -> Option<LockError>;
 }
 
 /// Remembers nothing: every forgotten lease is simply "not held".
 impl ExpiredLeases for () {
-    fn expired_at(&self, _owner: &str, _fence: Fence) -> Option<Instant> {
+    fn lost(&self, _owner: &str, _fence: Fence) -> Option<LockError> {
         None
     }
 }
 
-/// How much room the wait queues have, passed to [`KeyState::acquire`].
+/// What the table allows one key, passed to every [`KeyState`] transition.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct QueueRoom {
+pub struct Room {
     /// Longest queue of this key.
     pub max_waiters_per_key: usize,
     /// Most waiters in the whole table.
     pub max_waiters: usize,
     /// Waiters already queued in the whole table.
     pub waiters_in_table: usize,
+    /// Most leases of one key (the shared leases of a key without permits).
+    pub max_holders_per_key: usize,
+    /// The table's lock-delay: a lease keeps at least this one.
+    pub lock_delay: Duration,
 }
 
-/// A live lease of one key.
+impl Room {
+    /// The room `limits` allow, with `waiters_in_table` already queued.
+    #[must_use]
+    pub fn of(limits: &Limits, waiters_in_table: usize) -> Self {
+        Room {
+            max_waiters_per_key: limits.max_waiters_per_key,
+            max_waiters: limits.max_waiters,
+            waiters_in_table,
+            max_holders_per_key: limits.max_holders_per_key,
+            lock_delay: limits.lock_delay,
+        }
+    }
+}
+
+/// What a lease carries beyond its owner, fence and deadline; boxed, since plain leases carry
+/// none of it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct LeaseTerms {
+    metadata: Name,
+    min_until: Option<Instant>,
+    lock_delay: Duration,
+}
+
+/// A lease of one key: live, or ended for its holder but still taking its place (see
+/// [`Lease::ended`]).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Lease {
     owner: Name,
     fence: Fence,
     deadline: Instant,
+    mode: Mode,
+    ended: Option<LeaseEnd>,
+    terms: Option<Box<LeaseTerms>>,
 }
 
 impl Lease {
-    /// A lease record, e.g. loaded from an external store.
+    /// A live exclusive lease without terms, e.g. loaded from an external store.
     #[must_use]
     pub fn new(owner: &str, fence: Fence, deadline: Instant) -> Self {
         Lease {
             owner: Name::new(owner),
             fence,
             deadline,
+            mode: Mode::Exclusive,
+            ended: None,
+            terms: None,
         }
+    }
+    /// The same lease with these terms (empty metadata, no minimum hold and no lock-delay keep
+    /// it plain).
+    #[must_use]
+    pub fn with_terms(
+        mut self,
+        mode: Mode,
+        metadata: &str,
+        min_until: Option<Instant>,
+        lock_delay: Duration,
+    ) -> Self {
+        self.mode = mode;
+        self.terms =
+            (!metadata.is_empty() || min_until.is_some() || !lock_delay.is_zero()).then(|| {
+                Box::new(LeaseTerms {
+                    metadata: Name::new(metadata),
+                    min_until,
+                    lock_delay,
+                })
+            });
+        self
+    }
+    /// The same lease, ended for its holder (`Some`) but still taking its place until its
+    /// deadline.
+    #[must_use]
+    pub fn with_end(mut self, ended: Option<LeaseEnd>) -> Self {
+        self.ended = ended;
+        self
     }
     /// Its owner.
     #[must_use]
@@ -112,10 +176,43 @@ impl Lease {
     pub fn fence(&self) -> Fence {
         self.fence
     }
-    /// Its deadline: live while `now < deadline`.
+    /// Its deadline: live while `now < deadline`. For a lease that has [`ended`](Self::ended),
+    /// the instant its place is freed.
     #[must_use]
     pub fn deadline(&self) -> Instant {
         self.deadline
+    }
+    /// Exclusive or shared.
+    #[must_use]
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+    /// Its metadata ("" if none).
+    #[must_use]
+    pub fn metadata(&self) -> &str {
+        self.terms.as_ref().map_or("", |t| t.metadata.as_str())
+    }
+    /// Until when an early release keeps it (its minimum hold), if it has one.
+    #[must_use]
+    pub fn min_until(&self) -> Option<Instant> {
+        self.terms.as_ref().and_then(|t| t.min_until)
+    }
+    /// How long its place stays taken after it expires or is stolen.
+    #[must_use]
+    pub fn lock_delay(&self) -> Duration {
+        self.terms.as_ref().map_or(Duration::ZERO, |t| t.lock_delay)
+    }
+    /// `None` while its holder holds it; else why it ended (its place is still taken until its
+    /// deadline).
+    #[must_use]
+    pub fn ended(&self) -> Option<LeaseEnd> {
+        self.ended
+    }
+    fn is_live(&self) -> bool {
+        self.ended.is_none()
+    }
+    fn is_plain(&self) -> bool {
+        self.mode == Mode::Exclusive && self.ended.is_none() && self.terms.is_none()
     }
     fn grant(&self) -> Grant {
         Grant {
@@ -123,6 +220,32 @@ impl Lease {
             deadline: self.deadline,
         }
     }
+    fn info(&self) -> HolderInfo {
+        HolderInfo {
+            owner: self.owner.as_str().into(),
+            fence: self.fence,
+            deadline: self.deadline,
+            mode: self.mode,
+            metadata: self.metadata().into(),
+            min_until: self.min_until(),
+            ended: self.ended,
+        }
+    }
+    /// Ends it for its holder: it takes its place until `until`, or leaves now (`None`) if
+    /// `until` is not after `at`. Returns whether it stays.
+    fn end(&mut self, why: LeaseEnd, at: Instant, until: Instant) -> bool {
+        self.ended = Some(why);
+        self.deadline = until;
+        until > at
+    }
+}
+
+/// What a waiter asked for beyond its TTL; boxed, since plain waiters ask for none of it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct WaiterTerms {
+    metadata: Name,
+    min_hold: Duration,
+    lock_delay: Duration,
 }
 
 /// A caller waiting for a key.
@@ -131,17 +254,37 @@ pub struct Waiter {
     owner: Name,
     ttl: Duration,
     wait_deadline: Instant,
+    mode: Mode,
+    terms: Option<Box<WaiterTerms>>,
 }
 
 impl Waiter {
-    /// A waiter record, e.g. loaded from an external store.
+    /// A plain exclusive waiter, e.g. loaded from an external store.
     #[must_use]
     pub fn new(owner: &str, ttl: Duration, wait_deadline: Instant) -> Self {
         Waiter {
             owner: Name::new(owner),
             ttl,
             wait_deadline,
+            mode: Mode::Exclusive,
+            terms: None,
         }
+    }
+    /// The same waiter, asking for these options (its permits are the key's).
+    #[must_use]
+    pub fn with_options(mut self, options: &AcquireOptions<'_>) -> Self {
+        self.mode = options.mode;
+        self.terms = (!options.metadata.is_empty()
+            || !options.min_hold.is_zero()
+            || !options.lock_delay.is_zero())
+        .then(|| {
+            Box::new(WaiterTerms {
+                metadata: Name::new(options.metadata),
+                min_hold: options.min_hold,
+                lock_delay: options.lock_delay,
+            })
+        });
+        self
     }
     /// Who waits.
     #[must_use]
@@ -157,6 +300,27 @@ impl Waiter {
     #[must_use]
     pub fn wait_deadline(&self) -> Instant {
         self.wait_deadline
+    }
+    /// The options it asked for (permits 0: a waiter takes the key's).
+    #[must_use]
+    pub fn options(&self) -> AcquireOptions<'_> {
+        let terms = self.terms.as_deref();
+        AcquireOptions {
+            mode: self.mode,
+            permits: 0,
+            min_hold: terms.map_or(Duration::ZERO, |t| t.min_hold),
+            lock_delay: terms.map_or(Duration::ZERO, |t| t.lock_delay),
+            metadata: terms.map_or("", |t| t.metadata.as_str()),
+        }
+    }
+    fn info(&self) -> WaiterInfo {
+        WaiterInfo {
+            owner: self.owner.as_str().into(),
+            ttl: self.ttl,
+            wait_deadline: self.wait_deadline,
+            mode: self.mode,
+            metadata: self.options().metadata.into(),
+        }
     }
 }
 
@@ -179,14 +343,29 @@ fn deadline_after(now: Instant, ttl: Duration) -> Result<Instant, LockError> {
         .ok_or(LockError::DeadlineOverflow { now, ttl })
 }
 
-/// One key: an optional live lease and a FIFO queue of waiters (never waiters without a lease).
+/// The rare parts of a key: its leases after the first, and its permits.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+struct More {
+    /// Leases after the first, in grant order.
+    leases: Vec<Lease>,
+    /// The key's permits (0: a plain lock), fixed at its first grant until it is free.
+    permits: u32,
+}
+
+/// One key: its leases (live, or ended but still taking their place) and a FIFO queue of
+/// waiters (never waiters without a lease).
+///
+/// A plain key, one exclusive lease and maybe waiters, keeps everything inline; shared leases,
+/// permits and the rest live in a box it only allocates when used.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct KeyState {
+    /// The first lease in grant order.
     lease: Option<Lease>,
     /// Boxed on purpose: most keys have no waiters, and a boxed queue costs 8 bytes per key
     /// instead of 32.
     #[allow(clippy::box_collection)]
     queue: Option<Box<VecDeque<Waiter>>>,
+    more: Option<Box<More>>,
 }
 
 impl KeyState {
@@ -196,20 +375,47 @@ impl KeyState {
         KeyState::default()
     }
 
-    /// Rebuilds a key from stored parts, checking its invariants: waiters only behind a lease,
-    /// no owner twice, the holder not among the waiters, and nothing that ended at or before `now`.
+    /// Rebuilds a key from stored parts (leases in grant order), checking its invariants against
+    /// `room`: fences in increasing order; at most one live lease per owner; a live exclusive
+    /// lease alone among the live ones; no more live leases than the key's permits; a minimum
+    /// hold within its lease; waiters only behind a lease, the first of them not grantable, no
+    /// owner twice, no live holder among them; nothing that ended at or before `now`.
     ///
     /// # Errors
     /// The first broken invariant.
     pub fn from_parts(
-        lease: Option<Lease>,
+        leases: Vec<Lease>,
         waiters: Vec<Waiter>,
+        permits: u32,
         now: Instant,
+        room: &Room,
     ) -> Result<Self, Corruption> {
-        match &lease {
-            None if !waiters.is_empty() => return Err(Corruption::WaitersWithoutLease),
-            Some(l) if l.deadline <= now => return Err(Corruption::LeaseAlreadyExpired),
-            _ => {}
+        if leases.is_empty() && !waiters.is_empty() {
+            return Err(Corruption::WaitersWithoutLease);
+        }
+        for (i, l) in leases.iter().enumerate() {
+            if l.deadline <= now {
+                return Err(Corruption::LeaseAlreadyExpired);
+            }
+            if l.is_live() && l.min_until().is_some_and(|m| m > l.deadline) {
+                return Err(Corruption::MinHoldPastDeadline);
+            }
+            let earlier = &leases[..i];
+            let twice = l.is_live() && earlier.iter().any(|o| o.is_live() && o.owner == l.owner);
+            if earlier.last().is_some_and(|p| p.fence >= l.fence) || twice {
+                return Err(Corruption::HoldersConflict);
+            }
+        }
+        let live: Vec<&Lease> = leases.iter().filter(|l| l.is_live()).collect();
+        let cap = if permits == 0 {
+            room.max_holders_per_key
+        } else {
+            permits as usize
+        };
+        let exclusive_with_others =
+            live.len() > 1 && live.iter().any(|l| l.mode == Mode::Exclusive);
+        if exclusive_with_others || live.len() > cap || leases.len() > cap + 1 {
+            return Err(Corruption::HoldersConflict);
         }
         for (i, w) in waiters.iter().enumerate() {
             if w.wait_deadline <= now {
@@ -218,28 +424,74 @@ impl KeyState {
             if w.ttl.is_zero() {
                 return Err(Corruption::WaiterZeroTtl);
             }
-            if lease.as_ref().is_some_and(|l| l.owner == w.owner) {
+            if live.iter().any(|l| l.owner == w.owner) {
                 return Err(Corruption::HolderAlsoWaiting);
             }
             if waiters[..i].iter().any(|o| o.owner == w.owner) {
                 return Err(Corruption::OwnerWaitingTwice);
             }
         }
-        let queue = (!waiters.is_empty()).then(|| Box::new(VecDeque::from(waiters)));
-        Ok(KeyState { lease, queue })
+        let mut state = KeyState::new();
+        state.set_leases(leases);
+        if permits != 0 {
+            state.more.get_or_insert_with(Box::default).permits = permits;
+        }
+        if let Some(head) = waiters.first() {
+            if state.grantable(head.mode, room) {
+                return Err(Corruption::GrantableWaiter);
+            }
+        }
+        state.queue = (!waiters.is_empty()).then(|| Box::new(VecDeque::from(waiters)));
+        Ok(state)
     }
 
-    /// Rewrites the lease's fence (a store record settles its provisional fences this way).
+    /// Rewrites every lease's fence (a store record settles its provisional fences this way).
     pub(crate) fn map_fence(&mut self, f: impl Fn(Fence) -> Fence) {
         if let Some(lease) = self.lease.as_mut() {
             lease.fence = f(lease.fence);
         }
+        if let Some(more) = self.more.as_mut() {
+            for lease in &mut more.leases {
+                lease.fence = f(lease.fence);
+            }
+        }
     }
 
-    /// The live lease, if any (as of the last transition).
+    /// The first lease in grant order, if any (as of the last transition): the only one of a
+    /// key held exclusively.
     #[must_use]
     pub fn lease(&self) -> Option<&Lease> {
         self.lease.as_ref()
+    }
+
+    /// Every lease in grant order: the live ones and those that ended but still take their
+    /// place.
+    pub fn leases(&self) -> impl Iterator<Item = &Lease> {
+        let rest = self.more.iter().flat_map(|m| m.leases.iter());
+        self.lease.iter().chain(rest)
+    }
+
+    /// Number of leases (see [`leases`](Self::leases)).
+    #[must_use]
+    pub fn lease_count(&self) -> usize {
+        usize::from(self.lease.is_some()) + self.more.as_ref().map_or(0, |m| m.leases.len())
+    }
+
+    /// The key's permits (0: a plain lock).
+    #[must_use]
+    pub fn permits(&self) -> u32 {
+        self.more.as_ref().map_or(0, |m| m.permits)
+    }
+
+    /// Whether the key uses nothing beyond plain exclusive leases (what a version-1 record or
+    /// snapshot can hold).
+    #[must_use]
+    pub fn is_plain(&self) -> bool {
+        self.more.is_none()
+            && self.lease.as_ref().is_none_or(Lease::is_plain)
+            && self
+                .waiters()
+                .all(|w| w.mode == Mode::Exclusive && w.terms.is_none())
     }
 
     /// The waiters, first in line first.
@@ -253,7 +505,8 @@ impl KeyState {
         self.queue.as_ref().map_or(0, |q| q.len())
     }
 
-    /// True when no lease is held (and therefore nobody waits): the record can be dropped.
+    /// True when no lease is held or kept (and therefore nobody waits): the record can be
+    /// dropped.
     #[must_use]
     pub fn is_free(&self) -> bool {
         self.lease.is_none()
@@ -263,46 +516,122 @@ impl KeyState {
     /// deadline), or `None` if it is free.
     #[must_use]
     pub fn next_deadline(&self) -> Option<Instant> {
-        let lease = self.lease.as_ref()?;
-        let waits = self
-            .queue
+        let first = self.lease.as_ref()?.deadline;
+        let rest = self
+            .more
             .iter()
-            .flat_map(|q| q.iter())
-            .map(|w| w.wait_deadline);
-        Some(waits.fold(lease.deadline, Instant::min))
+            .flat_map(|m| m.leases.iter().map(|l| l.deadline));
+        let waits = self.waiters().map(|w| w.wait_deadline);
+        Some(rest.chain(waits).fold(first, Instant::min))
     }
 
-    /// Inspection: the holder and the queue, or `None` if the key is free.
+    /// Inspection: the leases, the queue and the permits, or `None` if the key is free.
     #[must_use]
     pub fn info(&self) -> Option<KeyInfo> {
-        let lease = self.lease.as_ref()?;
+        self.lease.as_ref()?;
         Some(KeyInfo {
-            holder: HolderInfo {
-                owner: lease.owner.as_str().into(),
-                fence: lease.fence,
-                deadline: lease.deadline,
-            },
-            waiters: self
-                .queue
-                .iter()
-                .flat_map(|q| q.iter())
-                .map(|w| WaiterInfo {
-                    owner: w.owner.as_str().into(),
-                    ttl: w.ttl,
-                    wait_deadline: w.wait_deadline,
-                })
-                .collect(),
+            holders: self.leases().map(Lease::info).collect(),
+            waiters: self.waiters().map(Waiter::info).collect(),
+            permits: self.permits(),
         })
     }
 
+    // ----- the lease list -------------------------------------------------------------------
+
+    /// Replaces every lease by `leases` (in grant order); keeps the permits.
+    fn set_leases(&mut self, leases: Vec<Lease>) {
+        let mut leases = leases.into_iter();
+        self.lease = leases.next();
+        let rest: Vec<Lease> = leases.collect();
+        match (self.more.as_mut(), rest.is_empty()) {
+            (Some(more), _) => more.leases = rest,
+            (None, true) => {}
+            (None, false) => {
+                self.more = Some(Box::new(More {
+                    leases: rest,
+                    permits: 0,
+                }));
+            }
+        }
+    }
+
+    /// Takes every lease out, in grant order.
+    fn take_leases(&mut self) -> Vec<Lease> {
+        let rest = self.more.as_mut().map(|m| core::mem::take(&mut m.leases));
+        let mut all = Vec::with_capacity(1 + rest.as_ref().map_or(0, Vec::len));
+        all.extend(self.lease.take());
+        all.extend(rest.into_iter().flatten());
+        all
+    }
+
+    /// Appends a lease (the newest in grant order).
+    fn push_lease(&mut self, lease: Lease) {
+        if self.lease.is_none() {
+            self.lease = Some(lease);
+        } else {
+            self.more
+                .get_or_insert_with(Box::default)
+                .leases
+                .push(lease);
+        }
+    }
+
+    /// Drops what a key no longer needs: an empty queue, and the rare parts of a free key.
+    fn tidy(&mut self) {
+        if self.queue.as_ref().is_some_and(|q| q.is_empty()) {
+            self.queue = None;
+        }
+        let free = self.lease.is_none() && self.queue.is_none();
+        let unused = (self.more.as_ref()).is_some_and(|m| m.leases.is_empty() && m.permits == 0);
+        if free || unused {
+            self.more = None;
+        }
+    }
+
+    fn live_lease_of(&self, owner: &str) -> Option<&Lease> {
+        self.leases().find(|l| l.is_live() && l.owner.is(owner))
+    }
+
+    /// Whether a request in `mode` could be granted now, queue aside: an exclusive one when the
+    /// key has no lease at all, a shared one while every lease is shared and a place is free.
+    fn grantable(&self, mode: Mode, room: &Room) -> bool {
+        match mode {
+            Mode::Exclusive => self.lease.is_none(),
+            Mode::Shared => {
+                let cap = match self.permits() {
+                    0 => room.max_holders_per_key,
+                    n => n as usize,
+                };
+                self.leases().all(|l| l.mode == Mode::Shared) && self.lease_count() < cap
+            }
+        }
+    }
+
+    /// When the key next changes, as a retry-after hint: the earliest end of a lease.
+    fn earliest_end(&self) -> Instant {
+        self.leases()
+            .map(|l| l.deadline)
+            .min()
+            .unwrap_or(Instant::ZERO)
+    }
+
+    // ----- time ------------------------------------------------------------------------------
+
     /// Applies every time-driven change with an instant `<= now`, in order of their instants:
     /// waiters whose wait deadline passed leave (before a lease ending at the same instant is
-    /// handed off: intervals are half-open), an expired lease ends and the head waiter is granted
-    /// the lock at the expiry instant, possibly several times in a row. Calling it again with the
-    /// same or an earlier `now` does nothing.
-    pub fn advance(&mut self, now: Instant, fences: &mut impl FenceSource) -> Vec<KeyEvent> {
+    /// handed off: intervals are half-open), leases that ran out end (or keep their place for
+    /// their lock-delay), leases whose kept place runs out leave, and the head of the queue is
+    /// handed the key at that instant (with every shared waiter behind a shared head, while
+    /// places are free), possibly several times in a row. Calling it again with the same or an
+    /// earlier `now` does nothing.
+    pub fn advance(
+        &mut self,
+        now: Instant,
+        room: &Room,
+        fences: &mut impl FenceSource,
+    ) -> Vec<KeyEvent> {
         let mut events = Vec::new();
-        self.advance_into(now, fences, &mut events);
+        self.advance_into(now, room, fences, &mut events);
         events
     }
 
@@ -310,36 +639,35 @@ impl KeyState {
     fn advance_into(
         &mut self,
         now: Instant,
+        room: &Room,
         fences: &mut impl FenceSource,
         out: &mut Vec<KeyEvent>,
     ) {
-        // The usual case, checked without a call: a free key, or a live lease and nobody waiting.
-        let quiet = match (&self.lease, &self.queue) {
-            (None, _) => true,
-            (Some(lease), None) => lease.deadline > now,
+        // The usual case, checked without a call: a free key, or one live lease and nobody
+        // waiting.
+        let quiet = match (&self.lease, &self.queue, &self.more) {
+            (None, _, _) => true,
+            (Some(lease), None, None) => lease.deadline > now,
             _ => false,
         };
         if !quiet {
-            self.catch_up(now, fences, out);
+            self.catch_up(now, room, fences, out);
         }
     }
 
-    fn catch_up(&mut self, now: Instant, fences: &mut impl FenceSource, out: &mut Vec<KeyEvent>) {
+    fn catch_up(
+        &mut self,
+        now: Instant,
+        room: &Room,
+        fences: &mut impl FenceSource,
+        out: &mut Vec<KeyEvent>,
+    ) {
         while let Some(at) = self.next_deadline().filter(|&t| t <= now) {
             self.time_out_waiters(at, out);
-            if self.lease.as_ref().is_some_and(|l| l.deadline <= at) {
-                if let Some(lease) = self.lease.take() {
-                    out.push(KeyEvent {
-                        at: lease.deadline,
-                        kind: EventKind::Expired {
-                            owner: lease.owner.as_str().into(),
-                            fence: lease.fence,
-                        },
-                    });
-                }
-                self.hand_off(at, fences, out);
-            }
+            self.end_leases(at, out);
+            self.hand_off(at, room, fences, out);
         }
+        self.tidy();
     }
 
     fn time_out_waiters(&mut self, at: Instant, out: &mut Vec<KeyEvent>) {
@@ -363,45 +691,66 @@ impl KeyState {
             }
         }
         *queue.as_mut() = kept;
-        self.drop_empty_queue();
+        self.tidy_queue();
     }
 
-    /// Grants the lock to the head waiter at `at` (the key must be free).
-    #[inline]
-    fn hand_off(&mut self, at: Instant, fences: &mut impl FenceSource, out: &mut Vec<KeyEvent>) {
-        if self.queue.is_some() {
-            self.hand_off_to_head(at, fences, out);
+    /// Ends the leases whose deadline is `<= at`: a live one expires (an event; it keeps its
+    /// place for its lock-delay), a kept place is freed.
+    fn end_leases(&mut self, at: Instant, out: &mut Vec<KeyEvent>) {
+        if self.more.is_none() {
+            // One lease at most: the usual case, without moving it.
+            let Some(lease) = self.lease.as_mut().filter(|l| l.deadline <= at) else {
+                return;
+            };
+            if !expire(lease, at, out) {
+                self.lease = None;
+            }
+            return;
         }
+        let leases = self.take_leases();
+        let kept = leases
+            .into_iter()
+            .filter_map(|mut l| (l.deadline > at || expire(&mut l, at, out)).then_some(l))
+            .collect();
+        self.set_leases(kept);
     }
 
-    fn hand_off_to_head(
+    /// Grants the key at `at` to the head of the queue while it is grantable: one exclusive
+    /// waiter, or every shared waiter up to the first exclusive one or the last free place.
+    fn hand_off(
         &mut self,
         at: Instant,
+        room: &Room,
         fences: &mut impl FenceSource,
         out: &mut Vec<KeyEvent>,
     ) {
-        let Some(waiter) = self.queue.as_mut().and_then(|q| q.pop_front()) else {
-            return;
-        };
-        self.drop_empty_queue();
-        let fence = fences.next_fence();
-        let deadline = at.saturating_add(waiter.ttl);
-        out.push(KeyEvent {
-            at,
-            kind: EventKind::Granted {
-                owner: waiter.owner.as_str().into(),
-                fence,
-                deadline,
-            },
-        });
-        self.lease = Some(Lease {
-            owner: waiter.owner,
-            fence,
-            deadline,
-        });
+        while let Some(mode) = self.queue.as_ref().and_then(|q| q.front()).map(|w| w.mode) {
+            if !self.grantable(mode, room) {
+                break;
+            }
+            let Some(waiter) = self.queue.as_mut().and_then(|q| q.pop_front()) else {
+                break;
+            };
+            let fence = fences.next_fence();
+            let deadline = at.saturating_add(waiter.ttl);
+            let options = waiter.options();
+            let lease = new_lease(&waiter.owner, fence, deadline, at, &options, room);
+            out.push(KeyEvent {
+                at,
+                kind: EventKind::Granted {
+                    owner: waiter.owner.as_str().into(),
+                    fence,
+                    deadline,
+                    mode,
+                    metadata: options.metadata.into(),
+                },
+            });
+            self.push_lease(lease);
+        }
+        self.tidy_queue();
     }
 
-    fn drop_empty_queue(&mut self) {
+    fn tidy_queue(&mut self) {
         if self.queue.as_ref().is_some_and(|q| q.is_empty()) {
             self.queue = None;
         }
@@ -413,55 +762,74 @@ impl KeyState {
             .and_then(|q| q.iter().position(|w| w.owner.is(owner)))
     }
 
-    /// Acquires the key for `owner` with `ttl`, waiting in the queue while `now < wait_deadline`
-    /// if another owner holds it. A `wait_deadline` that is not after `now` makes this a
-    /// try-acquire: [`LockError::Held`] instead of queueing.
+    // ----- requests --------------------------------------------------------------------------
+
+    /// Acquires the key for `owner` with `ttl` and `options`, waiting in the queue while
+    /// `now < wait_deadline` if it cannot be granted now. A `wait_deadline` that is not after
+    /// `now` makes this a try-acquire: [`LockError::Held`] instead of queueing. `options` must
+    /// have passed [`AcquireOptions::validate`].
+    #[allow(clippy::too_many_arguments)]
     pub fn acquire(
         &mut self,
         owner: &str,
         ttl: Duration,
         wait_deadline: Instant,
+        options: &AcquireOptions<'_>,
         now: Instant,
-        room: QueueRoom,
+        room: &Room,
         fences: &mut impl FenceSource,
     ) -> Transition<AcquireOutcome> {
         let mut events = Vec::new();
-        self.advance_into(now, fences, &mut events);
-        let outcome = self.acquire_now(owner, ttl, wait_deadline, now, room, fences);
+        self.advance_into(now, room, fences, &mut events);
+        let outcome = self.acquire_now(owner, ttl, wait_deadline, options, now, room, fences);
         Transition { outcome, events }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn acquire_now(
         &mut self,
         owner: &str,
         ttl: Duration,
         wait_deadline: Instant,
+        options: &AcquireOptions<'_>,
         now: Instant,
-        room: QueueRoom,
+        room: &Room,
         fences: &mut impl FenceSource,
     ) -> Result<AcquireOutcome, LockError> {
-        let Some(lease) = &self.lease else {
-            let deadline = deadline_after(now, ttl)?;
-            let lease = Lease {
-                owner: Name::new(owner),
-                fence: fences.next_fence(),
-                deadline,
+        if self.lease.is_none() {
+            // A free key: granted, with the request's permits.
+            let lease = self.grant_now(owner, ttl, options, now, room, fences)?;
+            return Ok(AcquireOutcome::Acquired(lease));
+        }
+        if self.permits() != options.permits {
+            return Err(LockError::PermitsMismatch {
+                permits: self.permits(),
+            });
+        }
+        if let Some(lease) = self.live_lease_of(owner) {
+            return match lease.mode == options.mode {
+                true => Ok(AcquireOutcome::AlreadyHeld(lease.grant())),
+                false => Err(LockError::ModeMismatch),
             };
-            let grant = lease.grant();
-            self.lease = Some(lease);
-            return Ok(AcquireOutcome::Acquired(grant));
-        };
-        if lease.owner.is(owner) {
-            return Ok(AcquireOutcome::AlreadyHeld(lease.grant()));
         }
         if let Some(index) = self.position_of(owner) {
-            return Ok(AcquireOutcome::AlreadyWaiting {
-                position: index + 1,
-            });
+            let same_mode = (self.queue.as_ref())
+                .and_then(|q| q.get(index))
+                .is_some_and(|w| w.mode == options.mode);
+            return match same_mode {
+                true => Ok(AcquireOutcome::AlreadyWaiting {
+                    position: index + 1,
+                }),
+                false => Err(LockError::ModeMismatch),
+            };
+        }
+        if self.queue.is_none() && self.grantable(options.mode, room) {
+            let lease = self.grant_now(owner, ttl, options, now, room, fences)?;
+            return Ok(AcquireOutcome::Acquired(lease));
         }
         if wait_deadline <= now {
             return Err(LockError::Held {
-                deadline: lease.deadline,
+                deadline: self.earliest_end(),
             });
         }
         if self.waiter_count() >= room.max_waiters_per_key {
@@ -475,19 +843,127 @@ impl KeyState {
             });
         }
         let queue = self.queue.get_or_insert_with(Box::default);
-        queue.push_back(Waiter {
-            owner: Name::new(owner),
-            ttl,
-            wait_deadline,
-        });
+        queue.push_back(Waiter::new(owner, ttl, wait_deadline).with_options(options));
         Ok(AcquireOutcome::Queued {
             position: queue.len(),
         })
     }
 
+    /// Grants a new lease at `now` (the caller checked that it may): checks the deadline first,
+    /// so a refusal changes nothing.
+    fn grant_now(
+        &mut self,
+        owner: &str,
+        ttl: Duration,
+        options: &AcquireOptions<'_>,
+        now: Instant,
+        room: &Room,
+        fences: &mut impl FenceSource,
+    ) -> Result<Grant, LockError> {
+        let deadline = deadline_after(now, ttl)?;
+        if self.lease.is_none() && self.queue.is_none() && options.permits != 0 {
+            self.more.get_or_insert_with(Box::default).permits = options.permits;
+        }
+        let lease = new_lease(
+            &Name::new(owner),
+            fences.next_fence(),
+            deadline,
+            now,
+            options,
+            room,
+        );
+        let grant = lease.grant();
+        self.push_lease(lease);
+        Ok(grant)
+    }
+
+    /// Takes the key now for `owner`, whatever its leases (Web Locks' `steal`, Redisson's
+    /// `forceUnlock` then lock): every live lease ends with a [`EventKind::Stolen`] event at
+    /// `now` (keeping its place for its lock-delay), every place kept before is freed, and
+    /// `owner` gets a new exclusive lease with a fresh fence. The queue is kept (without
+    /// `owner`, if it waited). `options` must have passed [`AcquireOptions::validate`]; a steal
+    /// is always exclusive.
+    ///
+    /// # Errors
+    /// [`LockError::ModeMismatch`] if `options` ask for shared mode,
+    /// [`LockError::PermitsMismatch`] if the key is in use with other permits, or
+    /// [`LockError::DeadlineOverflow`]; none of them changes the key.
+    pub fn steal(
+        &mut self,
+        owner: &str,
+        ttl: Duration,
+        options: &AcquireOptions<'_>,
+        now: Instant,
+        room: &Room,
+        fences: &mut impl FenceSource,
+    ) -> Transition<AcquireOutcome> {
+        let mut events = Vec::new();
+        self.advance_into(now, room, fences, &mut events);
+        let outcome = self.steal_now(owner, ttl, options, now, room, fences, &mut events);
+        Transition { outcome, events }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn steal_now(
+        &mut self,
+        owner: &str,
+        ttl: Duration,
+        options: &AcquireOptions<'_>,
+        now: Instant,
+        room: &Room,
+        fences: &mut impl FenceSource,
+        out: &mut Vec<KeyEvent>,
+    ) -> Result<AcquireOutcome, LockError> {
+        if options.mode != Mode::Exclusive {
+            return Err(LockError::ModeMismatch);
+        }
+        if !self.is_free() && self.permits() != options.permits {
+            return Err(LockError::PermitsMismatch {
+                permits: self.permits(),
+            });
+        }
+        let deadline = deadline_after(now, ttl)?;
+        let kept = (self.take_leases().into_iter())
+            .filter(Lease::is_live)
+            .filter_map(|mut lease| {
+                out.push(KeyEvent {
+                    at: now,
+                    kind: EventKind::Stolen {
+                        owner: lease.owner.as_str().into(),
+                        fence: lease.fence,
+                        metadata: lease.metadata().into(),
+                    },
+                });
+                let until = now.saturating_add(lease.lock_delay());
+                lease.end(LeaseEnd::Stolen, now, until).then_some(lease)
+            })
+            .collect();
+        self.set_leases(kept);
+        if let Some(index) = self.position_of(owner) {
+            if let Some(queue) = self.queue.as_mut() {
+                queue.remove(index);
+            }
+            self.tidy_queue();
+        }
+        if options.permits != 0 {
+            self.more.get_or_insert_with(Box::default).permits = options.permits;
+        }
+        let lease = new_lease(
+            &Name::new(owner),
+            fences.next_fence(),
+            deadline,
+            now,
+            options,
+            room,
+        );
+        let grant = lease.grant();
+        self.push_lease(lease);
+        Ok(AcquireOutcome::Acquired(grant))
+    }
+
     /// Finds `owner`'s live lease with `fence`, or says why there is none. The checks, in order:
-    /// the live lease matches; the lease expired (during this call's own catch-up, or per
-    /// `history`); another owner holds the key; otherwise not held.
+    /// a live lease matches; the lease was lost (expired or stolen, during this call's own
+    /// catch-up or per `history`); another owner holds the key; otherwise not held.
     fn find_lease(
         &mut self,
         owner: &str,
@@ -495,12 +971,16 @@ impl KeyState {
         history: &impl ExpiredLeases,
         events: &[KeyEvent],
     ) -> Result<&mut Lease, LockError> {
-        let live = (self.lease.as_ref())
-            .is_some_and(|lease| lease.fence == fence && lease.owner.is(owner));
-        if !live {
-            return Err(self.why_not_held(owner, fence, history, events));
+        let matches = |l: &Lease| l.is_live() && l.fence == fence && l.owner.is(owner);
+        if self.lease.as_ref().is_some_and(matches) {
+            return self.lease.as_mut().ok_or(LockError::NotHeld);
         }
-        self.lease.as_mut().ok_or(LockError::NotHeld)
+        let Some(i) = (self.more.as_ref()).and_then(|m| m.leases.iter().position(matches)) else {
+            return Err(self.why_not_held(owner, fence, history, events));
+        };
+        (self.more.as_mut())
+            .and_then(|m| m.leases.get_mut(i))
+            .ok_or(LockError::NotHeld)
     }
 
     /// Why `owner` holds no live lease with `fence` (the error path of `find_lease`).
@@ -511,56 +991,104 @@ impl KeyState {
         history: &impl ExpiredLeases,
         events: &[KeyEvent],
     ) -> LockError {
-        let expired_now = events.iter().find_map(|e| match &e.kind {
-            EventKind::Expired { owner: o, fence: f } if *f == fence && same(o, owner) => {
-                Some(e.at)
-            }
+        let lost_now = events.iter().find_map(|e| match &e.kind {
+            EventKind::Expired {
+                owner: o, fence: f, ..
+            } if *f == fence && same(o, owner) => Some(LockError::Expired { deadline: e.at }),
+            EventKind::Stolen {
+                owner: o, fence: f, ..
+            } if *f == fence && same(o, owner) => Some(LockError::Stolen { at: e.at }),
             _ => None,
         });
-        let held_by_other = self.lease.as_ref().is_some_and(|l| !l.owner.is(owner));
-        match expired_now.or_else(|| history.expired_at(owner, fence)) {
-            Some(deadline) => LockError::Expired { deadline },
+        let live = |l: &&Lease| l.is_live();
+        let held_by_other = self.leases().filter(live).any(|l| !l.owner.is(owner))
+            && !self.leases().filter(live).any(|l| l.owner.is(owner));
+        match lost_now.or_else(|| history.lost(owner, fence)) {
+            Some(lost) => lost,
             None if held_by_other => LockError::NotOwner,
             None => LockError::NotHeld,
         }
     }
 
-    /// Releases `owner`'s lease with `fence`; the head waiter, if any, is granted the lock at `now`.
+    /// Releases `owner`'s lease with `fence`. If its minimum hold has not passed, the lease keeps
+    /// its place until then ([`ReleaseOutcome::HeldUntil`]); otherwise it ends now and the head
+    /// of the queue is handed the key at `now`. Releasing again a lease that keeps its place
+    /// answers the same.
     pub fn release(
         &mut self,
         owner: &str,
         fence: Fence,
         now: Instant,
+        room: &Room,
         history: &impl ExpiredLeases,
         fences: &mut impl FenceSource,
-    ) -> Transition<()> {
+    ) -> Transition<ReleaseOutcome> {
         let mut events = Vec::new();
-        self.advance_into(now, fences, &mut events);
-        let outcome = self.find_lease(owner, fence, history, &events).map(|_| ());
-        if outcome.is_ok() {
-            self.lease = None;
-            self.hand_off(now, fences, &mut events);
+        self.advance_into(now, room, fences, &mut events);
+        if let Some(until) = self.released_early(owner, fence) {
+            let outcome = Ok(ReleaseOutcome::HeldUntil { until });
+            return Transition { outcome, events };
         }
+        let outcome = match self.find_lease(owner, fence, history, &events) {
+            Ok(lease) => match lease.min_until().filter(|&m| m > now) {
+                Some(until) => {
+                    lease.end(LeaseEnd::Released, now, until);
+                    Ok(ReleaseOutcome::HeldUntil { until })
+                }
+                None => {
+                    self.remove_lease(fence);
+                    self.hand_off(now, room, fences, &mut events);
+                    self.tidy();
+                    Ok(ReleaseOutcome::Released)
+                }
+            },
+            Err(e) => Err(e),
+        };
         Transition { outcome, events }
     }
 
-    /// Moves the deadline of `owner`'s lease with `fence` to `now + ttl` (earlier or later); the
-    /// fence stays the same.
+    /// If `owner`'s lease with `fence` was released before its minimum hold and still keeps its
+    /// place: until when (as of the last transition).
+    #[must_use]
+    pub fn released_early(&self, owner: &str, fence: Fence) -> Option<Instant> {
+        self.leases()
+            .find(|l| l.ended == Some(LeaseEnd::Released) && l.fence == fence && l.owner.is(owner))
+            .map(|l| l.deadline)
+    }
+
+    /// Removes the lease with `fence`.
+    fn remove_lease(&mut self, fence: Fence) {
+        if self.more.is_none() {
+            if self.lease.as_ref().is_some_and(|l| l.fence == fence) {
+                self.lease = None;
+            }
+            return;
+        }
+        let mut leases = self.take_leases();
+        leases.retain(|l| l.fence != fence);
+        self.set_leases(leases);
+    }
+
+    /// Moves the deadline of `owner`'s live lease with `fence` to `now + ttl` (earlier or later,
+    /// but never before its minimum hold); the fence stays the same.
+    #[allow(clippy::too_many_arguments)]
     pub fn extend(
         &mut self,
         owner: &str,
         fence: Fence,
         ttl: Duration,
         now: Instant,
+        room: &Room,
         history: &impl ExpiredLeases,
         fences: &mut impl FenceSource,
     ) -> Transition<Grant> {
         let mut events = Vec::new();
-        self.advance_into(now, fences, &mut events);
+        self.advance_into(now, room, fences, &mut events);
         let outcome = self
             .find_lease(owner, fence, history, &events)
             .and_then(|lease| {
-                lease.deadline = deadline_after(now, ttl)?;
+                let deadline = deadline_after(now, ttl)?;
+                lease.deadline = lease.min_until().map_or(deadline, |m| deadline.max(m));
                 Ok(lease.grant())
             });
         Transition { outcome, events }
@@ -583,15 +1111,14 @@ impl KeyState {
         owner: &str,
         wait_deadline: Instant,
         now: Instant,
+        room: &Room,
         fences: &mut impl FenceSource,
     ) -> Transition<AcquireOutcome> {
         let mut events = Vec::new();
-        self.advance_into(now, fences, &mut events);
-        let outcome = match (&self.lease, self.position_of(owner)) {
-            (Some(lease), _) if lease.owner.is(owner) => {
-                Ok(AcquireOutcome::AlreadyHeld(lease.grant()))
-            }
-            (_, Some(index)) => {
+        self.advance_into(now, room, fences, &mut events);
+        let outcome = match (self.live_lease_of(owner), self.position_of(owner)) {
+            (Some(lease), _) => Ok(AcquireOutcome::AlreadyHeld(lease.grant())),
+            (None, Some(index)) => {
                 if let Some(waiter) = self.queue.as_mut().and_then(|q| q.get_mut(index)) {
                     waiter.wait_deadline = waiter.wait_deadline.max(wait_deadline);
                 }
@@ -599,7 +1126,7 @@ impl KeyState {
                     position: index + 1,
                 })
             }
-            _ => Err(LockError::NotWaiting),
+            (None, None) => Err(LockError::NotWaiting),
         };
         Transition { outcome, events }
     }
@@ -609,31 +1136,84 @@ impl KeyState {
     pub fn cancel_all_waits(
         &mut self,
         now: Instant,
+        room: &Room,
         fences: &mut impl FenceSource,
     ) -> Transition<usize> {
         let mut events = Vec::new();
-        self.advance_into(now, fences, &mut events);
+        self.advance_into(now, room, fences, &mut events);
         let outcome = Ok(self.queue.take().map_or(0, |q| q.len()));
+        self.tidy();
         Transition { outcome, events }
     }
 
-    /// Takes `owner` out of the wait queue.
+    /// Takes `owner` out of the wait queue; if the new head can be granted (shared waiters
+    /// behind an exclusive one that left), it is handed the key at `now`.
     pub fn cancel_wait(
         &mut self,
         owner: &str,
         now: Instant,
+        room: &Room,
         fences: &mut impl FenceSource,
     ) -> Transition<()> {
         let mut events = Vec::new();
-        self.advance_into(now, fences, &mut events);
+        self.advance_into(now, room, fences, &mut events);
         let outcome = match (self.position_of(owner), self.queue.as_mut()) {
             (Some(index), Some(queue)) => {
                 queue.remove(index);
-                self.drop_empty_queue();
+                self.hand_off(now, room, fences, &mut events);
+                self.tidy();
                 Ok(())
             }
             _ => Err(LockError::NotWaiting),
         };
         Transition { outcome, events }
     }
+}
+
+/// A live lease granted at `at` with `options`, keeping at least the table's lock-delay.
+fn new_lease(
+    owner: &Name,
+    fence: Fence,
+    deadline: Instant,
+    at: Instant,
+    options: &AcquireOptions<'_>,
+    room: &Room,
+) -> Lease {
+    let lock_delay = options.lock_delay.max(room.lock_delay);
+    let min_until =
+        (!options.min_hold.is_zero()).then(|| at.saturating_add(options.min_hold).min(deadline));
+    let lease = Lease {
+        owner: owner.clone(),
+        fence,
+        deadline,
+        mode: Mode::Exclusive,
+        ended: None,
+        terms: None,
+    };
+    if options.mode == Mode::Exclusive
+        && options.metadata.is_empty()
+        && min_until.is_none()
+        && lock_delay.is_zero()
+    {
+        return lease;
+    }
+    lease.with_terms(options.mode, options.metadata, min_until, lock_delay)
+}
+
+/// Ends a lease whose deadline is `<= at`: a live one expires (an event at its deadline) and
+/// keeps its place for its lock-delay; a kept place is freed. Returns whether it stays.
+fn expire(lease: &mut Lease, at: Instant, out: &mut Vec<KeyEvent>) -> bool {
+    if !lease.is_live() {
+        return false;
+    }
+    out.push(KeyEvent {
+        at: lease.deadline,
+        kind: EventKind::Expired {
+            owner: lease.owner.as_str().into(),
+            fence: lease.fence,
+            metadata: lease.metadata().into(),
+        },
+    });
+    let until = lease.deadline.saturating_add(lease.lock_delay());
+    lease.end(LeaseEnd::Expired, at, until)
 }

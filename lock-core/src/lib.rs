@@ -36,8 +36,8 @@
 //! now = table.next_wakeup().unwrap();
 //! table.handle_timeout(now);
 //! let kinds: Vec<_> = table.drain_events().map(|e| (e.at, e.kind)).collect();
-//! assert!(matches!(&kinds[0], (Instant(100), EventKind::Expired { owner, fence: Fence(1) }) if owner == "a"));
-//! assert!(matches!(&kinds[1], (Instant(100), EventKind::Granted { owner, fence: Fence(2), deadline: Instant(200) }) if owner == "b"));
+//! assert!(matches!(&kinds[0], (Instant(100), EventKind::Expired { owner, fence: Fence(1), .. }) if owner == "a"));
+//! assert!(matches!(&kinds[1], (Instant(100), EventKind::Granted { owner, fence: Fence(2), deadline: Instant(200), .. }) if owner == "b"));
 //! # Ok::<(), lock_core::LockError>(())
 //! ```
 //!
@@ -54,9 +54,11 @@ mod call;
 mod error;
 mod event;
 mod expired_log;
+mod key_codec;
 mod key_state;
 mod limits;
 mod names;
+mod options;
 mod outcome;
 pub mod record;
 
@@ -74,11 +76,15 @@ pub use crc32::crc32;
 pub use error::{LockError, PayloadValue};
 pub use event::{Event, EventKind, KeyEvent};
 pub use key_state::{
-    ExpiredLeases, FenceCounter, FenceSource, KeyState, Lease, QueueRoom, Transition, Waiter,
+    ExpiredLeases, FenceCounter, FenceSource, KeyState, Lease, Room, Transition, Waiter,
 };
 pub use limits::{Limits, MAX_NAME_BYTES};
 pub use names::{Corruption, LimitName};
-pub use outcome::{AcquireOutcome, Grant, HolderInfo, KeyInfo, Stats, WaiterInfo};
+pub use options::{AcquireOptions, Mode};
+pub use outcome::{
+    AcquireOutcome, Grant, HolderInfo, KeyInfo, LeaseEnd, QueryPage, ReleaseOutcome, Stats,
+    WaiterInfo, QUERY_MAX,
+};
 pub use record::{KeyRecord, Step};
 pub use table::LockTable;
 pub use time::{Duration, Fence, Instant};

@@ -35,6 +35,15 @@ pub struct Limits {
     /// Most undrained events kept; past it the oldest is dropped and counted in
     /// [`Stats::events_dropped`](crate::Stats::events_dropped). Default 100 000; at least 1.
     pub max_pending_events: usize,
+    /// Most leases of one key at once (shared leases, permits). Default 64; at least 1.
+    pub max_holders_per_key: usize,
+    /// Longest metadata of a lease, in UTF-8 bytes. Default 256; at most 65536 (0 allows none).
+    pub max_metadata_bytes: usize,
+    /// The table's lock-delay, in ms: after a lease expires or is stolen, its place stays taken
+    /// this long (a request may ask for more, see
+    /// [`AcquireOptions::lock_delay`](crate::AcquireOptions::lock_delay)). Default 0; at most
+    /// `max_ttl`.
+    pub lock_delay: Duration,
 }
 
 impl Default for Limits {
@@ -49,6 +58,9 @@ impl Default for Limits {
             expired_retention: Duration::from_millis(600_000),
             max_expired_records: 10_000,
             max_pending_events: 100_000,
+            max_holders_per_key: 64,
+            max_metadata_bytes: 256,
+            lock_delay: Duration::ZERO,
         }
     }
 }
@@ -80,6 +92,15 @@ impl Limits {
         }
         if self.max_pending_events == 0 {
             return bad(LimitName::MaxPendingEvents);
+        }
+        if self.max_holders_per_key == 0 || self.max_holders_per_key > u32::MAX as usize {
+            return bad(LimitName::MaxHoldersPerKey);
+        }
+        if self.max_metadata_bytes > MAX_NAME_BYTES {
+            return bad(LimitName::MaxMetadataBytes);
+        }
+        if self.lock_delay > self.max_ttl {
+            return bad(LimitName::LockDelay);
         }
         Ok(())
     }
@@ -113,6 +134,25 @@ impl Limits {
                 max: self.max_owner_bytes,
             }),
             NameCheck::Invalid => Err(LockError::OwnerInvalid),
+        }
+    }
+
+    /// Checks a lease's metadata: at most `max_metadata_bytes`, no control character (empty is
+    /// fine: no metadata).
+    ///
+    /// # Errors
+    /// [`LockError::MetadataTooLong`] or [`LockError::MetadataInvalid`].
+    pub fn check_metadata(&self, metadata: &str) -> Result<(), LockError> {
+        if metadata.is_empty() {
+            return Ok(());
+        }
+        match check_name(metadata, self.max_metadata_bytes) {
+            NameCheck::Ok | NameCheck::Empty => Ok(()),
+            NameCheck::TooLong => Err(LockError::MetadataTooLong {
+                len: metadata.len(),
+                max: self.max_metadata_bytes,
+            }),
+            NameCheck::Invalid => Err(LockError::MetadataInvalid),
         }
     }
 

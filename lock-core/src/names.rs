@@ -56,6 +56,12 @@ named! {
         MaxWaiters = "max_waiters",
         /// `max_pending_events`
         MaxPendingEvents = "max_pending_events",
+        /// `max_holders_per_key`
+        MaxHoldersPerKey = "max_holders_per_key",
+        /// `max_metadata_bytes`
+        MaxMetadataBytes = "max_metadata_bytes",
+        /// `lock_delay`
+        LockDelay = "lock_delay",
     }
 }
 
@@ -104,6 +110,17 @@ named! {
         HolderAlsoWaiting = "holder also waiting",
         /// An owner is in the queue twice.
         OwnerWaitingTwice = "owner waiting twice",
+        /// A mode, a lease's end or a flag byte is not one of its values.
+        UnknownTag = "unknown mode, end or flag",
+        /// Metadata is too long or holds a control character.
+        InvalidMetadata = "invalid metadata",
+        /// Leases of one key conflict: an exclusive lease beside another, more than the key's
+        /// permits, an owner holding twice, or leases out of fence order.
+        HoldersConflict = "leases of one key conflict",
+        /// Waiters wait although the first of them could be granted.
+        GrantableWaiter = "a waiter could be granted",
+        /// A minimum hold ends after its lease's deadline.
+        MinHoldPastDeadline = "minimum hold past the deadline",
     }
 }
 

@@ -3,7 +3,7 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use crate::{Duration, Fence, Instant};
+use crate::{Duration, Fence, Instant, Mode};
 
 /// A lease as its holder sees it: the fencing token and the deadline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -85,18 +85,86 @@ impl AcquireOutcome {
     }
 }
 
-/// The holder of a key, as reported by inspection.
+/// What a successful `release` did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReleaseOutcome {
+    /// The lease ended now; the next waiters, if any, were handed the key.
+    Released,
+    /// The lease was asked to hold at least until `until` (a minimum hold): its holder is done
+    /// with it, but its place stays taken until then, when the next waiters are handed the key.
+    HeldUntil {
+        /// The instant the lease really ends.
+        until: Instant,
+    },
+}
+
+impl ReleaseOutcome {
+    /// Every outcome name, in declaration order.
+    pub const NAMES: [&'static str; 2] = ["released", "held-until"];
+
+    /// The stable kebab-case name shared by the WIT contract, the JS package and the vectors.
+    #[must_use]
+    pub const fn name(&self) -> &'static str {
+        match self {
+            ReleaseOutcome::Released => Self::NAMES[0],
+            ReleaseOutcome::HeldUntil { .. } => Self::NAMES[1],
+        }
+    }
+}
+
+/// Why a lease that still takes its place in a key has ended for its holder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LeaseEnd {
+    /// Released before its minimum hold: it ends at its minimum hold.
+    Released,
+    /// Ran out its TTL: it ends at its deadline plus its lock-delay.
+    Expired,
+    /// Stolen: it ends at the steal plus its lock-delay.
+    Stolen,
+}
+
+impl LeaseEnd {
+    /// Every name, in declaration order.
+    pub const NAMES: [&'static str; 3] = ["released", "expired", "stolen"];
+
+    /// The stable name shared by the WIT contract, the JS package and the vectors.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+
+    /// The end called `name`, if any.
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::NAMES
+            .iter()
+            .position(|n| *n == name)
+            .map(|i| [LeaseEnd::Released, LeaseEnd::Expired, LeaseEnd::Stolen][i])
+    }
+}
+
+/// A lease of a key, as reported by inspection and query.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct HolderInfo {
-    /// Owner of the live lease.
+    /// Owner of the lease.
     pub owner: String,
     /// Its fencing token.
     pub fence: Fence,
-    /// Its deadline (live while `now < deadline`).
+    /// Its deadline (live while `now < deadline`); for a lease that has `ended`, the instant its
+    /// place is freed.
     pub deadline: Instant,
+    /// Exclusive or shared.
+    pub mode: Mode,
+    /// Its metadata ("" if none).
+    pub metadata: String,
+    /// Until when a release still keeps it (its minimum hold), if that is after its grant.
+    pub min_until: Option<Instant>,
+    /// `None` while its holder holds it; else why it ended, though its place is still taken
+    /// (minimum hold, lock-delay).
+    pub ended: Option<LeaseEnd>,
 }
 
-/// A waiter, as reported by inspection.
+/// A waiter, as reported by inspection and query.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct WaiterInfo {
     /// Owner that waits.
@@ -105,15 +173,42 @@ pub struct WaiterInfo {
     pub ttl: Duration,
     /// It waits while `now < wait_deadline`.
     pub wait_deadline: Instant,
+    /// The mode it asked for.
+    pub mode: Mode,
+    /// The metadata its lease will carry ("" if none).
+    pub metadata: String,
 }
 
-/// The state of one held key.
+/// The state of one key in use.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct KeyInfo {
-    /// The live lease.
-    pub holder: HolderInfo,
+    /// Its leases in grant order (never empty): the live ones and those whose place is still
+    /// taken (see [`HolderInfo::ended`]).
+    pub holders: Vec<HolderInfo>,
     /// The wait queue, first in line first.
     pub waiters: Vec<WaiterInfo>,
+    /// The key's permits (0: a plain lock).
+    pub permits: u32,
+}
+
+impl KeyInfo {
+    /// The first lease (the only one of a key held exclusively).
+    #[must_use]
+    pub fn holder(&self) -> Option<&HolderInfo> {
+        self.holders.first()
+    }
+}
+
+/// Most keys one [`LockTable::query`](crate::LockTable::query) answers.
+pub const QUERY_MAX: usize = 1000;
+
+/// One page of a query: keys in byte order, each with its leases and waiters.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct QueryPage {
+    /// The keys of this page, in increasing byte order.
+    pub keys: Vec<(String, KeyInfo)>,
+    /// If more keys match: the cursor for the next page (the last key of this one).
+    pub next: Option<String>,
 }
 
 /// Counters and gauges of a table, for observability.
@@ -151,6 +246,8 @@ pub struct Stats {
     pub rejected: u64,
     /// Events dropped because more than `max_pending_events` were left undrained.
     pub events_dropped: u64,
+    /// Leases ended by a steal.
+    pub stolen: u64,
 }
 
 /// A stats field's value as the `u64` that bindings and vectors carry.
@@ -203,18 +300,18 @@ macro_rules! stats_fields {
         impl Stats {
             /// Every field name (snake_case), in declaration order: the one list the bindings
             /// and the vectors spell the stats from (JS as camelCase, WIT as kebab-case).
-            pub const FIELDS: [&'static str; 16] = [$(stringify!($field)),*];
+            pub const FIELDS: [&'static str; 17] = [$(stringify!($field)),*];
 
             /// Every field's value, in the order of [`Stats::FIELDS`] (gauges widened to `u64`).
             #[must_use]
-            pub fn values(&self) -> [u64; 16] {
+            pub fn values(&self) -> [u64; 17] {
                 [$(StatValue::to_u64(self.$field)),*]
             }
 
             /// Stats from values in the order of [`Stats::FIELDS`] (the inverse of
             /// [`Stats::values`]; gauges saturate at `usize::MAX` on 32-bit targets).
             #[must_use]
-            pub fn from_values(values: [u64; 16]) -> Self {
+            pub fn from_values(values: [u64; 17]) -> Self {
                 let [$($field),*] = values;
                 Stats {
                     $($field: StatValue::from_u64($field)),*
@@ -226,7 +323,7 @@ macro_rules! stats_fields {
 
 stats_fields! {
     live_leases waiters expired_records pending_events clock last_fence acquired handed_off
-    released extended expired queued wait_timed_out cancelled rejected events_dropped
+    released extended expired queued wait_timed_out cancelled rejected events_dropped stolen
 }
 
 #[cfg(test)]
@@ -235,7 +332,7 @@ mod tests {
 
     #[test]
     fn stats_values_follow_the_field_list_and_invert() {
-        let values: [u64; 16] = core::array::from_fn(|i| 100 + i as u64);
+        let values: [u64; 17] = core::array::from_fn(|i| 100 + i as u64);
         let stats = Stats::from_values(values);
         assert_eq!(stats.values(), values);
         // Spot-check that names and positions agree (a swapped pair would pass the round trip).

@@ -16,15 +16,24 @@
 //! bytes, and returns them; [`KeyRecord::decode`] and [`Step::settle`] replace the provisional
 //! names with them. The store never looks inside the bytes.
 //!
-//! # Byte format (version 1, little-endian)
+//! # Byte formats (versions 1 and 2, little-endian)
 //! ```text
-//! magic "LOCKKREC", version u16 = 1, body_len u32, body, crc32 u32 (of everything before)
-//! body: clock u64,
+//! magic "LOCKKREC", version u16 (1 or 2), body_len u32, body, crc32 u32 (of everything before)
+//! version 1 body: clock u64,
 //!       has_lease u8 (0 or 1), [owner str, fence u64, deadline u64],
 //!       waiter_count u32, per waiter: owner str, ttl u64, wait_deadline u64,
 //!       expired_count u32, per expired lease, oldest first: owner str, fence u64, deadline u64
+//! version 2 body: clock u64,
+//!       the key's leases and waiters in version 2 (permits, leases with mode, end, metadata,
+//!       minimum hold and lock-delay, waiters with their options: see the crate's key_codec),
+//!       expired_count u32, per lost lease, oldest first: owner str, fence u64,
+//!       deadline u64 (or the instant of the steal), stolen u8
 //! str = u32 byte length + UTF-8 bytes; a fence >= 2^62 is provisional (see above)
 //! ```
+//! A record is written in version 1 whenever it can be (a plain key: no shared lease, permits,
+//! minimum hold, lock-delay, metadata or remembered steal), so that clients that only know
+//! version 1 keep working on such keys during a rolling upgrade; a client meets a newer version
+//! than it reads as [`LockError::SnapshotVersion`] naming both, and never writes over it.
 //! Decoding is strict: a bad frame, a broken invariant or a provisional fence the store did not
 //! allocate is a [`LockError`] (the snapshot errors), never a silently reset key.
 //!
@@ -49,28 +58,33 @@
 
 use alloc::vec::Vec;
 
-use crate::key_state::{ExpiredLeases, FenceSource, KeyState, Lease, QueueRoom, Waiter};
+use crate::key_codec::{read_flag, read_v2, write_v2};
+use crate::key_state::{ExpiredLeases, FenceSource, KeyState, Lease, Room, Waiter};
 use crate::snapshot::{against_limits, close_frame, corrupt, open_frame, start_frame, Reader};
 use crate::stored_name::Name;
 use crate::{
-    AcquireOutcome, Corruption, Duration, EventKind, Fence, Grant, Instant, KeyEvent, KeyInfo,
-    LimitName, Limits, LockError, Request, Response,
+    AcquireOptions, AcquireOutcome, Corruption, Duration, EventKind, Fence, Grant, Instant,
+    KeyEvent, KeyInfo, LimitName, Limits, LockError, Request, Response,
 };
 
 /// The magic bytes that open every key record.
 pub const RECORD_MAGIC: [u8; 8] = *b"LOCKKREC";
-/// The record format version this build writes and reads.
-pub const RECORD_VERSION: u16 = 1;
+/// The newest record format version this build writes and reads (it reads every version from
+/// 1, and writes 1 whenever the record can be written in it).
+pub const RECORD_VERSION: u16 = 2;
 /// Provisional fences are `PROVISIONAL_BASE + i` for the `i`-th fresh token of a transition.
 /// Real tokens of a store stay below 2^53, so the two ranges never meet.
 pub const PROVISIONAL_BASE: u64 = 1 << 62;
 
-/// A lease of this key that ran out, remembered for `expired_retention`.
+/// A lease of this key that was lost (ran out or was stolen), remembered for
+/// `expired_retention`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct ExpiredLease {
     owner: Name,
     fence: Fence,
+    /// When it was lost: its deadline, or the instant of the steal.
     deadline: Instant,
+    stolen: bool,
 }
 
 /// One key as a store keeps it: its [`KeyState`], its clock and its recently expired leases.
@@ -131,7 +145,9 @@ fn settle_grant(grant: &mut Grant, fresh: &[Fence]) {
 fn settle_events(events: &mut [KeyEvent], fresh: &[Fence]) {
     for event in events {
         match &mut event.kind {
-            EventKind::Granted { fence, .. } | EventKind::Expired { fence, .. } => {
+            EventKind::Granted { fence, .. }
+            | EventKind::Expired { fence, .. }
+            | EventKind::Stolen { fence, .. } => {
                 settle_or_keep(fence, fresh);
             }
             EventKind::WaitTimedOut { .. } => {}
@@ -155,7 +171,9 @@ impl Step<Result<Option<KeyInfo>, LockError>> {
     /// Replaces provisional fences in the answer and events with the store's fresh tokens.
     pub fn settle(&mut self, fresh: &[Fence]) {
         if let Ok(Some(info)) = &mut self.reply {
-            settle_or_keep(&mut info.holder.fence, fresh);
+            for holder in &mut info.holders {
+                settle_or_keep(&mut holder.fence, fresh);
+            }
         }
         settle_events(&mut self.events, fresh);
     }
@@ -165,10 +183,15 @@ impl Step<Result<Option<KeyInfo>, LockError>> {
 struct History<'a>(&'a [ExpiredLease]);
 
 impl ExpiredLeases for History<'_> {
-    fn expired_at(&self, owner: &str, fence: Fence) -> Option<Instant> {
+    fn lost(&self, owner: &str, fence: Fence) -> Option<LockError> {
         (self.0.iter())
             .find(|e| e.fence == fence && e.owner.is(owner))
-            .map(|e| e.deadline)
+            .map(|e| match e.stolen {
+                true => LockError::Stolen { at: e.deadline },
+                false => LockError::Expired {
+                    deadline: e.deadline,
+                },
+            })
     }
 }
 
@@ -244,18 +267,22 @@ impl KeyRecord {
         let now = request.now();
         let mut fences = Provisional::default();
         let (now, mut events, mut changed) = self.advance(now, limits, &mut fences);
-        let room = QueueRoom {
-            max_waiters_per_key: limits.max_waiters_per_key,
-            max_waiters: limits.max_waiters,
-            waiters_in_table: self.state.waiter_count(),
-        };
+        let room = Room::of(limits, self.state.waiter_count());
         let history = History(&self.expired);
-        let reply = match request {
+        let plain = AcquireOptions::EXCLUSIVE;
+        let (reply, transition_events) = match request {
             Request::TryAcquire { owner, ttl, .. } => {
-                let t = (self.state).acquire(owner, ttl, Instant::ZERO, now, room, &mut fences);
+                let t = (self.state).acquire(
+                    owner,
+                    ttl,
+                    Instant::ZERO,
+                    &plain,
+                    now,
+                    &room,
+                    &mut fences,
+                );
                 changed |= matches!(t.outcome, Ok(AcquireOutcome::Acquired(_)));
-                events.extend(t.events);
-                Response::Acquire(t.outcome)
+                (Response::Acquire(t.outcome), t.events)
             }
             Request::Acquire {
                 owner,
@@ -263,33 +290,71 @@ impl KeyRecord {
                 wait_deadline,
                 ..
             } => {
-                let t = (self.state).acquire(owner, ttl, wait_deadline, now, room, &mut fences);
+                let t = (self.state).acquire(
+                    owner,
+                    ttl,
+                    wait_deadline,
+                    &plain,
+                    now,
+                    &room,
+                    &mut fences,
+                );
                 changed |= matches!(
                     t.outcome,
                     Ok(AcquireOutcome::Acquired(_) | AcquireOutcome::Queued { .. })
                 );
-                events.extend(t.events);
-                Response::Acquire(t.outcome)
+                (Response::Acquire(t.outcome), t.events)
+            }
+            Request::AcquireWith {
+                owner,
+                ttl,
+                wait_deadline,
+                options,
+                ..
+            } => {
+                let t = (self.state).acquire(
+                    owner,
+                    ttl,
+                    wait_deadline,
+                    &options,
+                    now,
+                    &room,
+                    &mut fences,
+                );
+                changed |= matches!(
+                    t.outcome,
+                    Ok(AcquireOutcome::Acquired(_) | AcquireOutcome::Queued { .. })
+                );
+                (Response::Acquire(t.outcome), t.events)
+            }
+            Request::Steal {
+                owner,
+                ttl,
+                options,
+                ..
+            } => {
+                let t = (self.state).steal(owner, ttl, &options, now, &room, &mut fences);
+                changed |= t.outcome.is_ok();
+                (Response::Acquire(t.outcome), t.events)
             }
             Request::Release { owner, fence, .. } => {
-                let t = self.state.release(owner, fence, now, &history, &mut fences);
-                changed |= t.outcome.is_ok();
-                events.extend(t.events);
-                Response::Done(t.outcome)
+                // Releasing again a lease that keeps its place (a minimum hold) changes nothing.
+                let kept = self.state.released_early(owner, fence).is_some();
+                let t = (self.state).release(owner, fence, now, &room, &history, &mut fences);
+                changed |= t.outcome.is_ok() && !kept;
+                (Response::Release(t.outcome), t.events)
             }
             Request::Extend {
                 owner, fence, ttl, ..
             } => {
-                let t = (self.state).extend(owner, fence, ttl, now, &history, &mut fences);
+                let t = (self.state).extend(owner, fence, ttl, now, &room, &history, &mut fences);
                 changed |= t.outcome.is_ok();
-                events.extend(t.events);
-                Response::Extend(t.outcome)
+                (Response::Extend(t.outcome), t.events)
             }
             Request::CancelWait { owner, .. } => {
-                let t = self.state.cancel_wait(owner, now, &mut fences);
+                let t = self.state.cancel_wait(owner, now, &room, &mut fences);
                 changed |= t.outcome.is_ok();
-                events.extend(t.events);
-                Response::Done(t.outcome)
+                (Response::Done(t.outcome), t.events)
             }
             Request::RenewWait {
                 owner,
@@ -301,14 +366,16 @@ impl KeyRecord {
                 let before = (self.state.waiters())
                     .find(|w| w.owner() == owner)
                     .map(|w| w.wait_deadline());
-                let t = (self.state).renew_wait(owner, wait_deadline, now, &mut fences);
+                let t = (self.state).renew_wait(owner, wait_deadline, now, &room, &mut fences);
                 changed |= matches!(t.outcome, Ok(AcquireOutcome::AlreadyWaiting { .. }))
                     && before.is_some_and(|old| wait_deadline > old);
-                events.extend(t.events);
-                Response::Acquire(t.outcome)
+                (Response::Acquire(t.outcome), t.events)
             }
-            Request::HandleTimeout { .. } => Response::Timeout,
+            Request::HandleTimeout { .. } => (Response::Timeout, Vec::new()),
         };
+        changed |= !transition_events.is_empty();
+        self.remember(&transition_events, limits);
+        events.extend(transition_events);
         Step {
             reply,
             events,
@@ -354,27 +421,40 @@ impl KeyRecord {
     ) -> (Instant, Vec<KeyEvent>, bool) {
         let now = self.clock.max(now);
         self.clock = now;
-        let events = self.state.advance(now, fences);
-        for event in &events {
-            if let EventKind::Expired { owner, fence } = &event.kind {
-                if limits.max_expired_records > 0 && !limits.expired_retention.is_zero() {
-                    self.expired.push(ExpiredLease {
-                        owner: Name::new(owner),
-                        fence: *fence,
-                        deadline: event.at,
-                    });
-                }
-            }
+        let room = Room::of(limits, self.state.waiter_count());
+        // Something changes by time alone exactly when the key's next deadline has come; not
+        // always with an event (a place kept by an ended lease is freed quietly).
+        let changed = self.state.next_deadline().is_some_and(|at| at <= now);
+        let events = self.state.advance(now, &room, fences);
+        self.remember(&events, limits);
+        let retention = limits.expired_retention;
+        self.expired
+            .retain(|e| e.deadline.saturating_add(retention) > now);
+        (now, events, changed)
+    }
+
+    /// Remembers the leases that `events` say were lost (expired or stolen), within the limits.
+    fn remember(&mut self, events: &[KeyEvent], limits: &Limits) {
+        if limits.max_expired_records == 0 || limits.expired_retention.is_zero() {
+            return;
+        }
+        for event in events {
+            let (owner, fence, stolen) = match &event.kind {
+                EventKind::Expired { owner, fence, .. } => (owner, fence, false),
+                EventKind::Stolen { owner, fence, .. } => (owner, fence, true),
+                _ => continue,
+            };
+            self.expired.push(ExpiredLease {
+                owner: Name::new(owner),
+                fence: *fence,
+                deadline: event.at,
+                stolen,
+            });
         }
         let cap = limits.max_expired_records;
         if self.expired.len() > cap {
             self.expired.drain(..self.expired.len() - cap);
         }
-        let retention = limits.expired_retention;
-        self.expired
-            .retain(|e| e.deadline.saturating_add(retention) > now);
-        let changed = !events.is_empty();
-        (now, events, changed)
     }
 
     /// Replaces provisional fences in the record with the store's fresh tokens, once the write
@@ -386,48 +466,57 @@ impl KeyRecord {
         }
     }
 
-    /// The record's bytes (see the module docs). Provisional fences are written as they are.
+    /// The record's bytes (see the module docs): version 1 when it can hold the record, else
+    /// version 2. Provisional fences are written as they are.
     #[must_use]
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = start_frame(&RECORD_MAGIC, RECORD_VERSION, 64);
+        let plain = self.state.is_plain() && self.expired.iter().all(|e| !e.stolen);
+        let version = if plain { 1 } else { RECORD_VERSION };
+        let mut w = start_frame(&RECORD_MAGIC, version, 64);
         w.u64(self.clock.0);
-        match self.state.lease() {
-            Some(lease) => {
-                w.0.push(1);
-                w.str(lease.owner());
-                w.u64(lease.fence().0);
-                w.u64(lease.deadline().0);
+        if plain {
+            match self.state.lease() {
+                Some(lease) => {
+                    w.0.push(1);
+                    w.str(lease.owner());
+                    w.u64(lease.fence().0);
+                    w.u64(lease.deadline().0);
+                }
+                None => w.0.push(0),
             }
-            None => w.0.push(0),
-        }
-        w.len(self.state.waiter_count());
-        for waiter in self.state.waiters() {
-            w.str(waiter.owner());
-            w.u64(waiter.ttl().0);
-            w.u64(waiter.wait_deadline().0);
+            w.len(self.state.waiter_count());
+            for waiter in self.state.waiters() {
+                w.str(waiter.owner());
+                w.u64(waiter.ttl().0);
+                w.u64(waiter.wait_deadline().0);
+            }
+        } else {
+            write_v2(&mut w, &self.state);
         }
         w.len(self.expired.len());
         for e in &self.expired {
             w.str(e.owner.as_str());
             w.u64(e.fence.0);
             w.u64(e.deadline.0);
+            if !plain {
+                w.0.push(u8::from(e.stolen));
+            }
         }
         close_frame(w)
     }
 
-    /// Reads a record written by [`encode`](Self::encode), with `fresh`, the tokens the store
-    /// allocated for its provisional fences.
+    /// Reads a record written by [`encode`](Self::encode) in any version this build knows, with
+    /// `fresh`, the tokens the store allocated for its provisional fences.
     ///
     /// # Errors
-    /// The snapshot errors: [`LockError::SnapshotBadMagic`], `SnapshotVersion`,
-    /// `SnapshotTruncated`, `SnapshotChecksum`, `SnapshotCorrupt` (a broken invariant, or a
-    /// provisional fence the store did not allocate), `SnapshotExceedsLimits` (written under
-    /// larger limits).
+    /// The snapshot errors: [`LockError::SnapshotBadMagic`], `SnapshotVersion` (a record of a
+    /// newer format, written by a newer client: never write over it), `SnapshotTruncated`,
+    /// `SnapshotChecksum`, `SnapshotCorrupt` (a broken invariant, or a provisional fence the
+    /// store did not allocate), `SnapshotExceedsLimits` (written under larger limits).
     pub fn decode(bytes: &[u8], fresh: &[Fence], limits: &Limits) -> Result<Self, LockError> {
-        let mut r = Reader {
-            rest: open_frame(bytes, &RECORD_MAGIC, RECORD_VERSION)?,
-        };
-        let record = decode_body(&mut r, fresh, limits)?;
+        let (version, body) = open_frame(bytes, &RECORD_MAGIC, RECORD_VERSION)?;
+        let mut r = Reader { rest: body };
+        let record = decode_body(&mut r, fresh, limits, version)?;
         if !r.rest.is_empty() {
             return Err(corrupt(Corruption::BodyTooLong));
         }
@@ -446,8 +535,51 @@ fn decode_body(
     r: &mut Reader<'_>,
     fresh: &[Fence],
     limits: &Limits,
+    version: u16,
 ) -> Result<KeyRecord, LockError> {
     let clock = r.instant()?;
+    let state = match version {
+        1 => decode_key_v1(r, fresh, limits, clock)?,
+        _ => read_v2(r, limits, clock, |f| {
+            real_fence(f, fresh, Corruption::LeaseFenceNotIssued)
+        })?,
+    };
+    let expired_count = r.count(4 + 1 + 8 + 8)?;
+    let mut expired: Vec<ExpiredLease> = Vec::with_capacity(expired_count);
+    for _ in 0..expired_count {
+        let owner = r.str()?;
+        against_limits(limits.check_owner(owner))?;
+        let fence = real_fence(r.fence()?, fresh, Corruption::ExpiredFenceInvalid)?;
+        let deadline = r.instant()?;
+        let stolen = version >= 2 && read_flag(r)?;
+        let live = |l: &Lease| l.fence() == fence && l.ended().is_none();
+        if state.leases().any(live) || expired.iter().any(|e| e.fence == fence) {
+            return Err(corrupt(Corruption::ExpiredShareFence));
+        }
+        if deadline > clock || expired.last().is_some_and(|p| p.deadline > deadline) {
+            return Err(corrupt(Corruption::ExpiredOutOfOrder));
+        }
+        expired.push(ExpiredLease {
+            owner: Name::new(owner),
+            fence,
+            deadline,
+            stolen,
+        });
+    }
+    Ok(KeyRecord {
+        clock,
+        state,
+        expired,
+    })
+}
+
+/// The lease and waiters of a version 1 record.
+fn decode_key_v1(
+    r: &mut Reader<'_>,
+    fresh: &[Fence],
+    limits: &Limits,
+    clock: Instant,
+) -> Result<KeyState, LockError> {
     let lease = match r.take(1)?[0] {
         0 => None,
         1 => {
@@ -472,41 +604,20 @@ fn decode_body(
         against_limits(limits.check_ttl(ttl))?;
         waiters.push(Waiter::new(owner, ttl, r.instant()?));
     }
-    let live_fence = lease.as_ref().map(Lease::fence);
-    let state = KeyState::from_parts(lease, waiters, clock).map_err(corrupt)?;
-    let expired_count = r.count(4 + 1 + 8 + 8)?;
-    let mut expired: Vec<ExpiredLease> = Vec::with_capacity(expired_count);
-    for _ in 0..expired_count {
-        let owner = r.str()?;
-        against_limits(limits.check_owner(owner))?;
-        let fence = real_fence(r.fence()?, fresh, Corruption::ExpiredFenceInvalid)?;
-        let deadline = r.instant()?;
-        if Some(fence) == live_fence || expired.iter().any(|e| e.fence == fence) {
-            return Err(corrupt(Corruption::ExpiredShareFence));
-        }
-        if deadline > clock || expired.last().is_some_and(|p| p.deadline > deadline) {
-            return Err(corrupt(Corruption::ExpiredOutOfOrder));
-        }
-        expired.push(ExpiredLease {
-            owner: Name::new(owner),
-            fence,
-            deadline,
-        });
-    }
-    Ok(KeyRecord {
-        clock,
-        state,
-        expired,
-    })
+    let room = Room::of(limits, 0);
+    KeyState::from_parts(lease.into_iter().collect(), waiters, 0, clock, &room).map_err(corrupt)
 }
 
 /// The refusal of `request` with `error`, in the request's response shape.
 fn refusal(request: &Request<'_>, error: LockError) -> Response {
     match request {
-        Request::TryAcquire { .. } | Request::Acquire { .. } | Request::RenewWait { .. } => {
-            Response::Acquire(Err(error))
-        }
-        Request::Release { .. } | Request::CancelWait { .. } => Response::Done(Err(error)),
+        Request::TryAcquire { .. }
+        | Request::Acquire { .. }
+        | Request::AcquireWith { .. }
+        | Request::Steal { .. }
+        | Request::RenewWait { .. } => Response::Acquire(Err(error)),
+        Request::Release { .. } => Response::Release(Err(error)),
+        Request::CancelWait { .. } => Response::Done(Err(error)),
         Request::Extend { .. } => Response::Extend(Err(error)),
         Request::HandleTimeout { .. } => Response::Timeout,
     }

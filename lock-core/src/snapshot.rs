@@ -1,8 +1,12 @@
-//! The snapshot byte format (version 1). All integers little-endian.
+//! The snapshot byte formats (versions 1 and 2). All integers little-endian.
+//!
+//! A table is written in version 1 whenever it can be (every key plain: one exclusive lease
+//! without terms and plain waiters; no stolen lease remembered or counted), so that a build that
+//! only reads version 1 restores it; otherwise in version 2. This build reads both.
 //!
 //! ```text
 //! magic      8 bytes  "LOCKSNAP"
-//! version    u16      1
+//! version    u16      1 or 2
 //! body_len   u32      length of the body in bytes
 //! body                (below)
 //! crc32      u32      CRC-32 (IEEE) of everything before it
@@ -17,6 +21,14 @@
 //!   expired_count u32, then per remembered expiry, oldest first:
 //!     fence u64, key str, owner str, deadline u64
 //! str = u32 byte length + UTF-8 bytes
+//!
+//! version 2 body:
+//!   clock u64, last_fence u64,
+//!   11 × u64 counters: the 10 above, then stolen
+//!   key_count u32, then per key, in strictly increasing byte order:
+//!     key str, then the key's leases and waiters in version 2 (see `key_codec`)
+//!   expired_count u32, then per remembered lost lease, oldest first:
+//!     fence u64, key str, owner str, deadline u64 (or instant of the steal), stolen u8
 //! ```
 //!
 //! Decoding checks the frame (magic, version, length, checksum) before reading the body, then
@@ -27,15 +39,16 @@ use alloc::vec::Vec;
 
 use crate::crc32::crc32;
 use crate::expired_log::{ExpiredLog, ExpiredRecord};
-use crate::key_state::{FenceCounter, KeyState, Lease, Waiter};
+use crate::key_codec::{read_flag, read_v2, write_v2};
+use crate::key_state::{FenceCounter, KeyState, Lease, Room, Waiter};
 use crate::stored_name::Name;
 use crate::table::Record;
 use crate::{Corruption, Duration, Fence, Instant, LimitName, Limits, LockError, Stats};
 
 /// The magic bytes that open every snapshot.
 pub const MAGIC: [u8; 8] = *b"LOCKSNAP";
-/// The format version this build writes and reads.
-pub const VERSION: u16 = 1;
+/// The newest format version this build writes and reads (it reads every version from 1).
+pub const VERSION: u16 = 2;
 const HEADER: usize = 8 + 2 + 4;
 const TRAILER: usize = 4;
 
@@ -61,15 +74,19 @@ pub(crate) struct Decoded {
 /// `events_dropped`); the gauges before it are recomputed from the restored table.
 const FIRST_COUNTER: usize = 6;
 
-fn counters_of(s: &Stats) -> [u64; 10] {
-    let mut counters = [0; 10];
-    counters.copy_from_slice(&s.values()[FIRST_COUNTER..]);
-    counters
+/// How many counters a snapshot of `version` keeps (version 2 adds `stolen`).
+fn counter_count(version: u16) -> usize {
+    match version {
+        1 => 10,
+        _ => 11,
+    }
 }
 
-fn stats_from(c: [u64; 10]) -> Stats {
-    let mut values = [0; 16];
-    values[FIRST_COUNTER..].copy_from_slice(&c);
+fn stats_from(counters: &[u64]) -> Stats {
+    let mut values = [0; Stats::FIELDS.len()];
+    for (value, counter) in values[FIRST_COUNTER..].iter_mut().zip(counters) {
+        *value = *counter;
+    }
     Stats::from_values(values)
 }
 
@@ -93,26 +110,36 @@ impl Writer {
 }
 
 pub(crate) fn encode(s: &SnapshotRef<'_>) -> Vec<u8> {
-    let mut w = start_frame(&MAGIC, VERSION, 96 + s.keys.len() * 48);
+    let plain = s.keys.iter().all(|r| r.state.is_plain())
+        && s.expired.iter().all(|(_, e)| !e.stolen)
+        && s.counters.stolen == 0;
+    let version = if plain { 1 } else { VERSION };
+    let mut w = start_frame(&MAGIC, version, 96 + s.keys.len() * 48);
     w.u64(s.clock.as_millis());
     w.u64(s.last_fence.get());
-    for c in counters_of(s.counters) {
-        w.u64(c);
+    let counters = &s.counters.values()[FIRST_COUNTER..];
+    for c in &counters[..counter_count(version)] {
+        w.u64(*c);
     }
     w.len(s.keys.len());
     for record in s.keys {
-        let Some(lease) = record.state.lease() else {
-            continue; // free keys are never stored in a table
-        };
-        w.str(record.key.as_str());
-        w.str(lease.owner());
-        w.u64(lease.fence().get());
-        w.u64(lease.deadline().as_millis());
-        w.len(record.state.waiter_count());
-        for waiter in record.state.waiters() {
-            w.str(waiter.owner());
-            w.u64(waiter.ttl().as_millis());
-            w.u64(waiter.wait_deadline().as_millis());
+        if plain {
+            let Some(lease) = record.state.lease() else {
+                continue; // free keys are never stored in a table
+            };
+            w.str(record.key.as_str());
+            w.str(lease.owner());
+            w.u64(lease.fence().get());
+            w.u64(lease.deadline().as_millis());
+            w.len(record.state.waiter_count());
+            for waiter in record.state.waiters() {
+                w.str(waiter.owner());
+                w.u64(waiter.ttl().as_millis());
+                w.u64(waiter.wait_deadline().as_millis());
+            }
+        } else {
+            w.str(record.key.as_str());
+            write_v2(&mut w, &record.state);
         }
     }
     w.len(s.expired.len());
@@ -121,6 +148,9 @@ pub(crate) fn encode(s: &SnapshotRef<'_>) -> Vec<u8> {
         w.str(record.key.as_str());
         w.str(record.owner.as_str());
         w.u64(record.deadline.as_millis());
+        if !plain {
+            w.0.push(u8::from(record.stolen));
+        }
     }
     close_frame(w)
 }
@@ -199,10 +229,9 @@ pub(crate) fn against_limits(result: Result<(), LockError>) -> Result<(), LockEr
 }
 
 pub(crate) fn decode(bytes: &[u8], limits: &Limits) -> Result<Decoded, LockError> {
-    let mut r = Reader {
-        rest: open_frame(bytes, &MAGIC, VERSION)?,
-    };
-    let decoded = decode_body(&mut r, limits)?;
+    let (version, body) = open_frame(bytes, &MAGIC, VERSION)?;
+    let mut r = Reader { rest: body };
+    let decoded = decode_body(&mut r, limits, version)?;
     if !r.rest.is_empty() {
         return Err(corrupt(Corruption::BodyTooLong));
     }
@@ -228,12 +257,13 @@ pub(crate) fn close_frame(mut w: Writer) -> Vec<u8> {
     w.0
 }
 
-/// Checks a frame (magic, version, length, checksum) and returns its body.
+/// Checks a frame (magic, a version from 1 to `newest`, length, checksum) and returns its
+/// version and body.
 pub(crate) fn open_frame<'a>(
     bytes: &'a [u8],
     magic: &[u8; 8],
-    expected_version: u16,
-) -> Result<&'a [u8], LockError> {
+    newest: u16,
+) -> Result<(u16, &'a [u8]), LockError> {
     if bytes.len() < magic.len() {
         return Err(if magic.starts_with(bytes) {
             LockError::SnapshotTruncated
@@ -248,10 +278,10 @@ pub(crate) fn open_frame<'a>(
         return Err(LockError::SnapshotTruncated);
     }
     let version = u16::from_le_bytes([bytes[8], bytes[9]]);
-    if version != expected_version {
+    if !(1..=newest).contains(&version) {
         return Err(LockError::SnapshotVersion {
             found: version,
-            supported: expected_version,
+            supported: newest,
         });
     }
     let body_len = u32::from_le_bytes([bytes[10], bytes[11], bytes[12], bytes[13]]) as usize;
@@ -266,18 +296,23 @@ pub(crate) fn open_frame<'a>(
     if crc32(framed) != u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]) {
         return Err(LockError::SnapshotChecksum);
     }
-    Ok(&framed[HEADER..])
+    Ok((version, &framed[HEADER..]))
 }
 
-fn decode_body(r: &mut Reader<'_>, limits: &Limits) -> Result<Decoded, LockError> {
+fn decode_body(r: &mut Reader<'_>, limits: &Limits, version: u16) -> Result<Decoded, LockError> {
     let clock = r.instant()?;
     let last_fence = r.fence()?;
     let fences = FenceCounter::starting_after(last_fence)
         .ok_or(corrupt(Corruption::FenceCounterOutOfRange))?;
-    let mut counters = [0u64; 10];
-    for c in &mut counters {
+    let mut counters = [0u64; 11];
+    for c in &mut counters[..counter_count(version)] {
         *c = r.u64()?;
     }
+    let issued = |fence: Fence| match fence == Fence::ZERO || fence > last_fence {
+        true => Err(corrupt(Corruption::LeaseFenceNotIssued)),
+        false => Ok(fence),
+    };
+    let room = Room::of(limits, 0);
     let key_count = r.count(4 + 1 + 4 + 1 + 8 + 8 + 4)?;
     if key_count > limits.max_keys {
         return Err(LockError::SnapshotExceedsLimits {
@@ -286,6 +321,9 @@ fn decode_body(r: &mut Reader<'_>, limits: &Limits) -> Result<Decoded, LockError
     }
     let mut keys: Vec<(Name, KeyState)> = Vec::with_capacity(key_count);
     let mut lease_fences: Vec<Fence> = Vec::with_capacity(key_count);
+    // A lease that expired or was stolen may keep its place (a lock-delay) and be remembered
+    // as lost at once: only live leases may not be remembered.
+    let mut live_fences: Vec<Fence> = Vec::with_capacity(key_count);
     let mut total_waiters = 0usize;
     for _ in 0..key_count {
         let key = r.str()?;
@@ -296,40 +334,30 @@ fn decode_body(r: &mut Reader<'_>, limits: &Limits) -> Result<Decoded, LockError
         {
             return Err(corrupt(Corruption::KeysOutOfOrder));
         }
-        let owner = r.str()?;
-        against_limits(limits.check_owner(owner))?;
-        let fence = r.fence()?;
-        let deadline = r.instant()?;
-        if fence == Fence::ZERO || fence > last_fence {
-            return Err(corrupt(Corruption::LeaseFenceNotIssued));
+        let state = match version {
+            1 => read_key_v1(r, limits, clock, &room, issued)?,
+            _ => read_v2(r, limits, clock, issued)?,
+        };
+        if state.is_free() {
+            return Err(corrupt(Corruption::BodyEndsEarly));
         }
-        let waiter_count = r.count(4 + 1 + 8 + 8)?;
-        if waiter_count > limits.max_waiters_per_key {
-            return Err(LockError::SnapshotExceedsLimits {
-                limit: LimitName::MaxWaitersPerKey,
-            });
-        }
-        total_waiters += waiter_count;
+        total_waiters += state.waiter_count();
         if total_waiters > limits.max_waiters {
             return Err(LockError::SnapshotExceedsLimits {
                 limit: LimitName::MaxWaiters,
             });
         }
-        let mut waiters = Vec::with_capacity(waiter_count);
-        for _ in 0..waiter_count {
-            let owner = r.str()?;
-            against_limits(limits.check_owner(owner))?;
-            let ttl = r.duration()?;
-            against_limits(limits.check_ttl(ttl))?;
-            let wait_deadline = r.instant()?;
-            waiters.push(Waiter::new(owner, ttl, wait_deadline));
-        }
-        let state = KeyState::from_parts(Some(Lease::new(owner, fence, deadline)), waiters, clock)
-            .map_err(corrupt)?;
-        lease_fences.push(fence);
+        lease_fences.extend(state.leases().map(Lease::fence));
+        live_fences.extend(
+            state
+                .leases()
+                .filter(|l| l.ended().is_none())
+                .map(Lease::fence),
+        );
         keys.push((Name::new(key), state));
     }
     lease_fences.sort_unstable();
+    live_fences.sort_unstable();
     if lease_fences.windows(2).any(|w| w[0] == w[1]) {
         return Err(corrupt(Corruption::LeasesShareFence));
     }
@@ -342,8 +370,8 @@ fn decode_body(r: &mut Reader<'_>, limits: &Limits) -> Result<Decoded, LockError
         let owner = r.str()?;
         against_limits(limits.check_owner(owner))?;
         let deadline = r.instant()?;
-        if fence == Fence::ZERO || fence > last_fence || lease_fences.binary_search(&fence).is_ok()
-        {
+        let stolen = version >= 2 && read_flag(r)?;
+        if fence == Fence::ZERO || fence > last_fence || live_fences.binary_search(&fence).is_ok() {
             return Err(corrupt(Corruption::ExpiredFenceInvalid));
         }
         if deadline > clock
@@ -359,6 +387,7 @@ fn decode_body(r: &mut Reader<'_>, limits: &Limits) -> Result<Decoded, LockError
                 key: Name::new(key),
                 owner: Name::new(owner),
                 deadline,
+                stolen,
             },
         ));
     }
@@ -370,8 +399,39 @@ fn decode_body(r: &mut Reader<'_>, limits: &Limits) -> Result<Decoded, LockError
     Ok(Decoded {
         clock,
         fences,
-        counters: stats_from(counters),
+        counters: stats_from(&counters),
         keys,
         expired,
     })
+}
+
+/// Reads one key of a version 1 snapshot (after its name): its lease and waiters.
+fn read_key_v1(
+    r: &mut Reader<'_>,
+    limits: &Limits,
+    clock: Instant,
+    room: &Room,
+    issued: impl Fn(Fence) -> Result<Fence, LockError>,
+) -> Result<KeyState, LockError> {
+    let owner = r.str()?;
+    against_limits(limits.check_owner(owner))?;
+    let fence = issued(r.fence()?)?;
+    let deadline = r.instant()?;
+    let waiter_count = r.count(4 + 1 + 8 + 8)?;
+    if waiter_count > limits.max_waiters_per_key {
+        return Err(LockError::SnapshotExceedsLimits {
+            limit: LimitName::MaxWaitersPerKey,
+        });
+    }
+    let mut waiters = Vec::with_capacity(waiter_count);
+    for _ in 0..waiter_count {
+        let owner = r.str()?;
+        against_limits(limits.check_owner(owner))?;
+        let ttl = r.duration()?;
+        against_limits(limits.check_ttl(ttl))?;
+        let wait_deadline = r.instant()?;
+        waiters.push(Waiter::new(owner, ttl, wait_deadline));
+    }
+    let lease = Lease::new(owner, fence, deadline);
+    KeyState::from_parts(alloc::vec![lease], waiters, 0, clock, room).map_err(corrupt)
 }

@@ -1,6 +1,6 @@
 //! The lock table: many keys, one clock, one timer, one event queue.
 
-use alloc::collections::VecDeque;
+use alloc::collections::{BinaryHeap, VecDeque};
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::hash::{BuildHasher, Hasher};
@@ -9,12 +9,12 @@ use foldhash::fast::FixedState;
 use hashbrown::HashTable;
 
 use crate::expired_log::{ExpiredLog, ExpiredOfKey, ExpiredRecord};
-use crate::key_state::{FenceCounter, KeyState, QueueRoom, Transition};
+use crate::key_state::{FenceCounter, KeyState, Room, Transition};
 use crate::stored_name::Name;
 use crate::timer_heap::{Timer, TimerHeap};
 use crate::{
-    snapshot, AcquireOutcome, Duration, Event, EventKind, Fence, Grant, Instant, KeyEvent, KeyInfo,
-    Limits, LockError, Stats,
+    snapshot, AcquireOptions, AcquireOutcome, Duration, Event, EventKind, Fence, Grant, Instant,
+    KeyEvent, KeyInfo, Limits, LockError, QueryPage, ReleaseOutcome, Stats, QUERY_MAX,
 };
 
 /// One held key: its name and its state.
@@ -177,7 +177,34 @@ impl LockTable {
         wait_deadline: Instant,
         now: Instant,
     ) -> Result<AcquireOutcome, LockError> {
-        let result = self.acquire_inner(key, owner, ttl, wait_deadline, now);
+        self.acquire_with(
+            key,
+            owner,
+            ttl,
+            wait_deadline,
+            &AcquireOptions::EXCLUSIVE,
+            now,
+        )
+    }
+
+    /// [`acquire`](Self::acquire) with options: shared mode and permits, a minimum hold, a
+    /// lock-delay, metadata (see [`AcquireOptions`]). A shared request is granted at once while
+    /// the key holds only shared leases, a place is free and nobody waits; otherwise it queues
+    /// (FIFO, whatever the mode) or, with a `wait_deadline` not after `now`, is refused.
+    ///
+    /// # Errors
+    /// Those of [`acquire`](Self::acquire), the options' validation errors,
+    /// [`LockError::PermitsMismatch`] and [`LockError::ModeMismatch`].
+    pub fn acquire_with(
+        &mut self,
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+        wait_deadline: Instant,
+        options: &AcquireOptions<'_>,
+        now: Instant,
+    ) -> Result<AcquireOutcome, LockError> {
+        let result = self.acquire_inner(key, owner, ttl, wait_deadline, options, now, false);
         match &result {
             Ok(AcquireOutcome::Acquired(_)) => self.counters.acquired += 1,
             Ok(AcquireOutcome::Queued { .. }) => self.counters.queued += 1,
@@ -187,17 +214,46 @@ impl LockTable {
         result
     }
 
+    /// Takes `key` now for `owner`, whatever its leases (Web Locks' `steal`): every live lease
+    /// ends with an [`EventKind::Stolen`] event (its holder's late `release`/`extend` answers
+    /// [`LockError::Stolen`]), places kept by ended leases are freed, and `owner` gets a new
+    /// exclusive lease with a fresh fence. The queue is kept. Counted as an acquire, and each
+    /// lease it ends in [`Stats::stolen`].
+    ///
+    /// # Errors
+    /// A validation error, [`LockError::ModeMismatch`] for shared options (a steal is
+    /// exclusive), [`LockError::PermitsMismatch`], [`LockError::DeadlineOverflow`] or
+    /// [`LockError::TableFull`]; none of them changes the table.
+    pub fn steal(
+        &mut self,
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+        options: &AcquireOptions<'_>,
+        now: Instant,
+    ) -> Result<AcquireOutcome, LockError> {
+        let result = self.acquire_inner(key, owner, ttl, Instant::ZERO, options, now, true);
+        self.count(&result, |c| c.acquired += 1);
+        result
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn acquire_inner(
         &mut self,
         key: &str,
         owner: &str,
         ttl: Duration,
         wait_deadline: Instant,
+        options: &AcquireOptions<'_>,
         now: Instant,
+        steal: bool,
     ) -> Result<AcquireOutcome, LockError> {
         self.limits.check_key(key)?;
         self.limits.check_owner(owner)?;
         self.limits.check_ttl(ttl)?;
+        if !options.is_plain() {
+            options.validate(ttl, &self.limits)?;
+        }
         let now = self.advance(now);
         let hash = self.hash(key);
         let existing = self.find(hash, key);
@@ -206,13 +262,16 @@ impl LockTable {
                 max_keys: self.limits.max_keys,
             });
         }
-        self.apply_to(existing, key, hash, |state, _, fences, room| {
-            state.acquire(owner, ttl, wait_deadline, now, room, fences)
+        self.apply_to(existing, key, hash, |state, _, fences, room| match steal {
+            false => state.acquire(owner, ttl, wait_deadline, options, now, room, fences),
+            true => state.steal(owner, ttl, options, now, room, fences),
         })
     }
 
     /// Ends `owner`'s lease with `fence` on `key`. If others wait, the first is granted the lock at
-    /// `now` ([`EventKind::Granted`]).
+    /// `now` ([`EventKind::Granted`]). A lease with a minimum hold that has not passed keeps its
+    /// place until then instead ([`ReleaseOutcome::HeldUntil`]); waiters are handed the key at
+    /// that instant.
     ///
     /// # Errors
     /// In this order of precedence: [`LockError::Expired`] if that lease already ran out (the
@@ -224,9 +283,11 @@ impl LockTable {
         owner: &str,
         fence: Fence,
         now: Instant,
-    ) -> Result<(), LockError> {
-        let result = self.release_inner(key, owner, fence, now);
-        self.count(&result, |c| c.released += 1);
+    ) -> Result<ReleaseOutcome, LockError> {
+        let mut repeated = false;
+        let result = self.release_inner(key, owner, fence, now, &mut repeated);
+        // Releasing again a lease that keeps its place (a minimum hold) ends nothing.
+        self.count(&result, |c| c.released += u64::from(!repeated));
         result
     }
 
@@ -236,13 +297,15 @@ impl LockTable {
         owner: &str,
         fence: Fence,
         now: Instant,
-    ) -> Result<(), LockError> {
+        repeated: &mut bool,
+    ) -> Result<ReleaseOutcome, LockError> {
         self.limits.check_key(key)?;
         self.limits.check_owner(owner)?;
         let now = self.advance(now);
         let hash = self.hash(key);
-        self.apply(key, hash, |state, history, fences, _| {
-            state.release(owner, fence, now, history, fences)
+        self.apply(key, hash, |state, history, fences, room| {
+            *repeated = state.released_early(owner, fence).is_some();
+            state.release(owner, fence, now, room, history, fences)
         })
     }
 
@@ -277,8 +340,8 @@ impl LockTable {
         self.limits.check_ttl(ttl)?;
         let now = self.advance(now);
         let hash = self.hash(key);
-        self.apply(key, hash, |state, history, fences, _| {
-            state.extend(owner, fence, ttl, now, history, fences)
+        self.apply(key, hash, |state, history, fences, room| {
+            state.extend(owner, fence, ttl, now, room, history, fences)
         })
     }
 
@@ -297,8 +360,8 @@ impl LockTable {
         self.limits.check_owner(owner)?;
         let now = self.advance(now);
         let hash = self.hash(key);
-        self.apply(key, hash, |state, _, fences, _| {
-            state.cancel_wait(owner, now, fences)
+        self.apply(key, hash, |state, _, fences, room| {
+            state.cancel_wait(owner, now, room, fences)
         })
     }
 
@@ -323,8 +386,8 @@ impl LockTable {
         self.limits.check_owner(owner)?;
         let now = self.advance(now);
         let hash = self.hash(key);
-        self.apply(key, hash, |state, _, fences, _| {
-            state.renew_wait(owner, wait_deadline, now, fences)
+        self.apply(key, hash, |state, _, fences, room| {
+            state.renew_wait(owner, wait_deadline, now, room, fences)
         })
     }
 
@@ -366,6 +429,7 @@ impl LockTable {
     /// their hand-offs, and a lease granted to nobody would hold the key until it expires.
     pub fn cancel_all_waits(&mut self, now: Instant) -> usize {
         let now = self.advance(now);
+        let room = Room::of(&self.limits, self.waiters);
         let mut cancelled = 0;
         for slot in 0..self.slots.len() {
             let Some(record) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
@@ -375,7 +439,7 @@ impl LockTable {
                 continue;
             }
             let Transition { outcome, events } =
-                record.state.cancel_all_waits(now, &mut self.fences);
+                record.state.cancel_all_waits(now, &room, &mut self.fences);
             cancelled += outcome.unwrap_or(0);
             let key = record.key.clone();
             self.absorb(key.as_str(), events);
@@ -450,6 +514,53 @@ impl LockTable {
             .and_then(|r| r.state.info()))
     }
 
+    /// Every key in use whose name starts with `prefix` and comes after `after` in byte order
+    /// (`""` for the first page), with its leases and waiters: at most `limit` keys, in byte
+    /// order, and the cursor of the next page if more match (Web Locks' `query()`, for
+    /// dashboards). Costs one pass over the keys in use, O(n log limit).
+    ///
+    /// # Errors
+    /// [`LockError::QueryLimit`] if `limit` is 0 or above [`QUERY_MAX`]; a prefix or cursor
+    /// longer than `max_key_bytes` or holding a control character is refused as a key would be
+    /// (an empty one is fine). None of them changes the table.
+    pub fn query(
+        &mut self,
+        prefix: &str,
+        after: &str,
+        limit: usize,
+        now: Instant,
+    ) -> Result<QueryPage, LockError> {
+        if let Err(e) = check_query(&self.limits, prefix, after, limit) {
+            self.counters.rejected += 1;
+            return Err(e);
+        }
+        self.advance(now);
+        // The `limit + 1` smallest matching keys (a max-heap of slots by name): one more than a
+        // page, to know whether another page follows.
+        let mut smallest: BinaryHeap<(&[u8], u32)> = BinaryHeap::with_capacity(limit + 2);
+        for (slot, record) in self.slots.iter().enumerate() {
+            let Some(record) = record else { continue };
+            let name = record.key.as_bytes();
+            if name.starts_with(prefix.as_bytes()) && name > after.as_bytes() {
+                smallest.push((name, slot as u32));
+                if smallest.len() > limit + 1 {
+                    smallest.pop();
+                }
+            }
+        }
+        let mut page = smallest.into_sorted_vec();
+        let more = page.len() > limit;
+        page.truncate(limit);
+        let keys: Vec<(String, KeyInfo)> = (page.iter())
+            .filter_map(|&(_, slot)| {
+                let record = self.record(slot)?;
+                Some((String::from(record.key.as_str()), record.state.info()?))
+            })
+            .collect();
+        let next = keys.last().filter(|_| more).map(|(key, _)| key.clone());
+        Ok(QueryPage { keys, next })
+    }
+
     /// Gauges and counters at `now`.
     pub fn stats(&mut self, now: Instant) -> Stats {
         self.advance(now);
@@ -474,10 +585,8 @@ impl LockTable {
             .iter()
             .flatten()
             .flat_map(|r| {
-                let lease = r.state.lease().map(crate::Lease::deadline);
-                lease
-                    .into_iter()
-                    .chain(r.state.waiters().map(crate::Waiter::wait_deadline))
+                let leases = r.state.leases().map(crate::Lease::deadline);
+                leases.chain(r.state.waiters().map(crate::Waiter::wait_deadline))
             })
             .fold(self.clock, Instant::max)
     }
@@ -597,7 +706,8 @@ impl LockTable {
             return;
         };
         let before = record.state.waiter_count();
-        let events = record.state.advance(timer.at, &mut self.fences);
+        let room = Room::of(&self.limits, self.waiters);
+        let events = record.state.advance(timer.at, &room, &mut self.fences);
         self.waiters = self.waiters + record.state.waiter_count() - before;
         let key = record.key.clone();
         self.absorb(key.as_str(), events);
@@ -611,7 +721,7 @@ impl LockTable {
         &mut self,
         key: &str,
         hash: u64,
-        op: impl FnOnce(&mut KeyState, &ExpiredOfKey<'_>, &mut FenceCounter, QueueRoom) -> Transition<T>,
+        op: impl FnOnce(&mut KeyState, &ExpiredOfKey<'_>, &mut FenceCounter, &Room) -> Transition<T>,
     ) -> Result<T, LockError> {
         let existing = self.find(hash, key);
         self.apply_to(existing, key, hash, op)
@@ -623,13 +733,9 @@ impl LockTable {
         existing: Option<u32>,
         key: &str,
         hash: u64,
-        op: impl FnOnce(&mut KeyState, &ExpiredOfKey<'_>, &mut FenceCounter, QueueRoom) -> Transition<T>,
+        op: impl FnOnce(&mut KeyState, &ExpiredOfKey<'_>, &mut FenceCounter, &Room) -> Transition<T>,
     ) -> Result<T, LockError> {
-        let room = QueueRoom {
-            max_waiters_per_key: self.limits.max_waiters_per_key,
-            max_waiters: self.limits.max_waiters,
-            waiters_in_table: self.waiters,
-        };
+        let room = Room::of(&self.limits, self.waiters);
         let mut fresh = KeyState::new();
         let state = match existing.and_then(|s| self.slots.get_mut(s as usize)) {
             Some(Some(record)) => &mut record.state,
@@ -637,7 +743,7 @@ impl LockTable {
         };
         let before = state.waiter_count();
         let history = self.expired.for_key(key);
-        let Transition { outcome, events } = op(state, &history, &mut self.fences, room);
+        let Transition { outcome, events } = op(state, &history, &mut self.fences, &room);
         self.waiters = self.waiters + state.waiter_count() - before;
         self.absorb(key, events);
         match existing {
@@ -675,12 +781,18 @@ impl LockTable {
     fn absorb_events(&mut self, key: &str, events: Vec<KeyEvent>) {
         for KeyEvent { at, kind } in events {
             match &kind {
-                EventKind::Expired { owner, fence } => {
-                    self.counters.expired += 1;
+                EventKind::Expired { owner, fence, .. }
+                | EventKind::Stolen { owner, fence, .. } => {
+                    let stolen = matches!(kind, EventKind::Stolen { .. });
+                    match stolen {
+                        true => self.counters.stolen += 1,
+                        false => self.counters.expired += 1,
+                    }
                     let record = ExpiredRecord {
                         key: Name::new(key),
                         owner: Name::new(owner),
                         deadline: at,
+                        stolen,
                     };
                     self.expired.record(*fence, record, &self.limits);
                 }
@@ -760,6 +872,19 @@ impl LockTable {
             }
         }
     }
+}
+
+/// Checks a query's prefix, cursor and limit.
+fn check_query(limits: &Limits, prefix: &str, after: &str, limit: usize) -> Result<(), LockError> {
+    if !(1..=QUERY_MAX).contains(&limit) {
+        return Err(LockError::QueryLimit { max: QUERY_MAX });
+    }
+    for part in [prefix, after] {
+        if !part.is_empty() {
+            limits.check_key(part)?;
+        }
+    }
+    Ok(())
 }
 
 /// The index's hash of a key: its bytes alone. foldhash's `write` already mixes in the length,

@@ -20,17 +20,25 @@
 //! | 4 | cancel-wait | key, owner |
 //! | 5 | handle-timeout | (none) |
 //! | 6 | renew-wait | key, owner, wait deadline `u64` |
+//! | 7 | acquire-with | key, owner, ttl, wait_deadline, options |
+//! | 8 | steal | key, owner, ttl, options |
+//!
+//! `options` are: mode `u8` (0 exclusive, 1 shared), permits `u32`, min_hold `u64`,
+//! lock_delay `u64`, then the metadata as a third name (its length here, its text in `names`
+//! after the request's owner).
 //!
 //! A response is a tag byte, then:
 //!
 //! | tag | meaning | fields |
 //! | --- | --- | --- |
 //! | 0 | acquire (or renew-wait) answered | outcome (`u8`: 0 acquired, 1 already-held, 2 queued, 3 already-waiting), `a: u64`, `b: u64` (fence and deadline, or position and 0) |
-//! | 1 | release / cancel-wait done | (none) |
+//! | 1 | cancel-wait done | (none) |
 //! | 2 | extend answered | fence `u64`, deadline `u64` |
 //! | 3 | handle-timeout done | (none) |
-//! | 4, 5, 6 | error of an acquire (or renew-wait), a release/cancel-wait, an extend | error (`u8`, its [`LockError::index`]), `a: u64`, `b: u64` (the error's fields in declaration order, names as their index in [`LimitName::ALL`] / [`Corruption::ALL`], 0 when absent) |
+//! | 4, 5, 6 | error of an acquire (or renew-wait), a cancel-wait, an extend | error (`u8`, its [`LockError::index`]), `a: u64`, `b: u64` (the error's fields in declaration order, names as their index in [`LimitName::ALL`] / [`Corruption::ALL`], 0 when absent) |
 //! | 7 | malformed request: it and the rest of the batch were not run | (none) |
+//! | 8 | release answered | outcome (`u8`: 0 released, 1 held-until), until `u64` (0 when released) |
+//! | 9 | error of a release | as 4 |
 //!
 //! A request is malformed if its bytes are cut short, its operation is unknown, or a name runs
 //! past the end of `names` or ends inside a character. Text left in `names` after the last request
@@ -38,7 +46,7 @@
 //!
 //! ```
 //! use lock_core::wire::{self, Request, Response};
-//! use lock_core::{AcquireOutcome, Duration, Fence, Grant, Instant, LockTable};
+//! use lock_core::{AcquireOutcome, Duration, Fence, Grant, Instant, LockTable, ReleaseOutcome};
 //!
 //! let (mut requests, mut names) = (Vec::new(), String::new());
 //! wire::encode_request(&mut requests, &mut names, &Request::TryAcquire { key: "job", owner: "a", ttl: Duration(100), now: Instant(0) });
@@ -51,7 +59,7 @@
 //!     wire::decode_responses(&responses).unwrap(),
 //!     [
 //!         Response::Acquire(Ok(AcquireOutcome::Acquired(Grant { fence: Fence(1), deadline: Instant(100) }))),
-//!         Response::Done(Ok(())),
+//!         Response::Release(Ok(ReleaseOutcome::Released)),
 //!     ]
 //! );
 //! ```
@@ -62,7 +70,8 @@ use core::fmt;
 
 pub use crate::call::{Request, Response};
 use crate::{
-    AcquireOutcome, Corruption, Duration, Fence, Grant, Instant, LimitName, LockError, PayloadValue,
+    AcquireOptions, AcquireOutcome, Corruption, Duration, Fence, Grant, Instant, LimitName,
+    LockError, Mode, PayloadValue, ReleaseOutcome,
 };
 
 /// Bytes that are not a well-formed list of responses.
@@ -101,6 +110,8 @@ pub fn encode_request(out: &mut Vec<u8>, names: &mut String, request: &Request<'
         Request::CancelWait { now, .. } => (4, now),
         Request::HandleTimeout { now } => (5, now),
         Request::RenewWait { now, .. } => (6, now),
+        Request::AcquireWith { now, .. } => (7, now),
+        Request::Steal { now, .. } => (8, now),
     };
     out.push(op);
     put_u64(out, now.as_millis());
@@ -110,7 +121,9 @@ pub fn encode_request(out: &mut Vec<u8>, names: &mut String, request: &Request<'
         | Request::Release { key, owner, .. }
         | Request::Extend { key, owner, .. }
         | Request::CancelWait { key, owner, .. }
-        | Request::RenewWait { key, owner, .. } => (key, owner),
+        | Request::RenewWait { key, owner, .. }
+        | Request::AcquireWith { key, owner, .. }
+        | Request::Steal { key, owner, .. } => (key, owner),
         Request::HandleTimeout { .. } => return,
     };
     put_name(out, names, key);
@@ -129,8 +142,50 @@ pub fn encode_request(out: &mut Vec<u8>, names: &mut String, request: &Request<'
             put_u64(out, ttl.as_millis());
         }
         Request::RenewWait { wait_deadline, .. } => put_u64(out, wait_deadline.as_millis()),
+        Request::AcquireWith {
+            ttl,
+            wait_deadline,
+            options,
+            ..
+        } => {
+            put_u64(out, ttl.as_millis());
+            put_u64(out, wait_deadline.as_millis());
+            put_options(out, names, &options);
+        }
+        Request::Steal { ttl, options, .. } => {
+            put_u64(out, ttl.as_millis());
+            put_options(out, names, &options);
+        }
         Request::CancelWait { .. } | Request::HandleTimeout { .. } => {}
     }
+}
+
+/// Appends an acquire's options (the metadata as a name).
+fn put_options(out: &mut Vec<u8>, names: &mut String, options: &AcquireOptions<'_>) {
+    out.push(match options.mode {
+        Mode::Exclusive => 0,
+        Mode::Shared => 1,
+    });
+    out.extend_from_slice(&options.permits.to_le_bytes());
+    put_u64(out, options.min_hold.as_millis());
+    put_u64(out, options.lock_delay.as_millis());
+    put_name(out, names, options.metadata);
+}
+
+/// Reads an acquire's options written by [`put_options`].
+fn options<'a>(r: &mut Reader<'_>, names: &mut Names<'a>) -> Option<AcquireOptions<'a>> {
+    let mode = match r.u8()? {
+        0 => Mode::Exclusive,
+        1 => Mode::Shared,
+        _ => return None,
+    };
+    Some(AcquireOptions {
+        mode,
+        permits: r.u32()?,
+        min_hold: Duration::from_millis(r.u64()?),
+        lock_delay: Duration::from_millis(r.u64()?),
+        metadata: names.next(r)?,
+    })
 }
 
 /// A reader over bytes that fails (`None`) instead of panicking.
@@ -211,7 +266,7 @@ fn decode_one<'a>(r: &mut Reader<'_>, names: &mut Names<'a>) -> Option<Request<'
     let op = r.u8()?;
     let now = Instant::from_millis(r.u64()?);
     match op {
-        0..=4 | 6 => {}
+        0..=4 | 6..=8 => {}
         5 => return Some(Request::HandleTimeout { now }),
         _ => return None,
     }
@@ -250,6 +305,21 @@ fn decode_one<'a>(r: &mut Reader<'_>, names: &mut Names<'a>) -> Option<Request<'
             wait_deadline: Instant::from_millis(r.u64()?),
             now,
         },
+        7 => Request::AcquireWith {
+            key,
+            owner,
+            ttl: Duration::from_millis(r.u64()?),
+            wait_deadline: Instant::from_millis(r.u64()?),
+            options: options(r, names)?,
+            now,
+        },
+        8 => Request::Steal {
+            key,
+            owner,
+            ttl: Duration::from_millis(r.u64()?),
+            options: options(r, names)?,
+            now,
+        },
         _ => return None,
     })
 }
@@ -262,7 +332,7 @@ fn error_parts(e: &LockError) -> (u8, u64, u64) {
         Some((_, PayloadValue::Limit(l))) => name_index(LimitName::ALL, l),
         Some((_, PayloadValue::Corruption(c))) => name_index(Corruption::ALL, c),
     });
-    // There are fewer than 256 errors (`LockError::CODES` has 24).
+    // There are fewer than 256 errors (`LockError::CODES` has 33).
     (e.index() as u8, a, b)
 }
 
@@ -324,6 +394,31 @@ fn error_from_parts(index: u8, a: u64, b: u64) -> Option<LockError> {
             reason: Corruption::ALL.get(size(a)?).copied()?,
         },
         "snapshot-exceeds-limits" => LockError::SnapshotExceedsLimits { limit: limit(a)? },
+        "metadata-too-long" => LockError::MetadataTooLong {
+            len: size(a)?,
+            max: size(b)?,
+        },
+        "metadata-invalid" => LockError::MetadataInvalid,
+        "too-many-permits" => LockError::TooManyPermits {
+            permits: u32::try_from(a).ok()?,
+            max: size(b)?,
+        },
+        "permits-mismatch" => LockError::PermitsMismatch {
+            permits: u32::try_from(a).ok()?,
+        },
+        "mode-mismatch" => LockError::ModeMismatch,
+        "min-hold-too-long" => LockError::MinHoldTooLong {
+            min_hold: Duration::from_millis(a),
+            ttl: Duration::from_millis(b),
+        },
+        "lock-delay-too-long" => LockError::LockDelayTooLong {
+            lock_delay: Duration::from_millis(a),
+            max: Duration::from_millis(b),
+        },
+        "stolen" => LockError::Stolen {
+            at: Instant::from_millis(a),
+        },
+        "query-limit" => LockError::QueryLimit { max: size(a)? },
         _ => return None,
     })
 }
@@ -357,6 +452,16 @@ pub fn encode_response(out: &mut Vec<u8>, response: &Response) {
         Response::Done(Err(e)) => error(out, 5, e),
         Response::Extend(Err(e)) => error(out, 6, e),
         Response::Malformed => out.push(7),
+        Response::Release(Ok(o)) => {
+            out.push(8);
+            let (kind, until) = match *o {
+                ReleaseOutcome::Released => (0, 0),
+                ReleaseOutcome::HeldUntil { until } => (1, until.as_millis()),
+            };
+            out.push(kind);
+            put_u64(out, until);
+        }
+        Response::Release(Err(e)) => error(out, 9, e),
     }
 }
 
@@ -407,6 +512,16 @@ pub fn decode_responses(bytes: &[u8]) -> Result<Vec<Response>, WireError> {
             5 => Response::Done(Err(error(&mut r)?)),
             6 => Response::Extend(Err(error(&mut r)?)),
             7 => Response::Malformed,
+            8 => {
+                let kind = r.u8().ok_or(fail)?;
+                let until = Instant::from_millis(r.u64().ok_or(fail)?);
+                Response::Release(Ok(match kind {
+                    0 => ReleaseOutcome::Released,
+                    1 => ReleaseOutcome::HeldUntil { until },
+                    _ => return Err(fail),
+                }))
+            }
+            9 => Response::Release(Err(error(&mut r)?)),
             _ => return Err(fail),
         });
     }

@@ -9,7 +9,8 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use lock_core::{
-    AcquireOutcome, Duration, Event, EventKind, Fence, Grant, Instant, Limits, LockError, LockTable,
+    AcquireOutcome, Duration, Event, EventKind, Fence, Grant, Instant, Limits, LockError,
+    LockTable, ReleaseOutcome,
 };
 use proptest::prelude::*;
 
@@ -99,13 +100,15 @@ enum Ev {
 
 fn ev(e: Event) -> Ev {
     match e.kind {
-        EventKind::Expired { owner, fence } => Ev::Expired(e.key, owner, fence.0, e.at.0),
+        EventKind::Expired { owner, fence, .. } => Ev::Expired(e.key, owner, fence.0, e.at.0),
         EventKind::Granted {
             owner,
             fence,
             deadline,
+            ..
         } => Ev::Granted(e.key, owner, fence.0, deadline.0, e.at.0),
         EventKind::WaitTimedOut { owner } => Ev::TimedOut(e.key, owner, e.at.0),
+        EventKind::Stolen { .. } => unreachable!("this model never steals"),
     }
 }
 
@@ -467,7 +470,9 @@ fn run(steps: Vec<(i64, Op)>) -> Result<(), TestCaseError> {
                 fence_back,
             } => {
                 let fence = fence_for(*key, *fence_back, &fences_by_key);
-                let got = table.release(KEYS[*key], OWNERS[*owner], Fence(fence), Instant(now));
+                let got = table
+                    .release(KEYS[*key], OWNERS[*owner], Fence(fence), Instant(now))
+                    .map(|o| assert_eq!(o, ReleaseOutcome::Released));
                 prop_assert_eq!(&got, &model.release(KEYS[*key], OWNERS[*owner], fence, now));
                 if got.is_ok() {
                     released = Some(KEYS[*key].into());
@@ -570,7 +575,8 @@ fn run(steps: Vec<(i64, Op)>) -> Result<(), TestCaseError> {
             let want = model.keys.get(key);
             prop_assert_eq!(
                 info.as_ref()
-                    .map(|i| (i.holder.fence.0, i.holder.deadline.0)),
+                    .and_then(|i| i.holder())
+                    .map(|h| (h.fence.0, h.deadline.0)),
                 want.map(|k| (k.holder.1, k.holder.2))
             );
             let queue: Vec<String> = info

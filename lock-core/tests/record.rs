@@ -12,8 +12,8 @@
 use std::collections::BTreeMap;
 
 use lock_core::{
-    Call, Duration, Event, Fence, Instant, KeyEvent, KeyRecord, Limits, LockTable, Reply, Request,
-    Response,
+    AcquireOptions, Call, Duration, Event, Fence, Instant, KeyEvent, KeyRecord, Limits, LockTable,
+    Mode, Reply, Request, Response,
 };
 use proptest::prelude::*;
 
@@ -23,6 +23,7 @@ const OWNERS: [&str; 3] = ["o0", "o1", "o2"];
 fn limits() -> Limits {
     Limits {
         max_waiters_per_key: 2,
+        max_holders_per_key: 3,
         expired_retention: Duration(300),
         ..Limits::default()
     }
@@ -121,7 +122,14 @@ enum Op {
     Renew(usize, usize, u64),
     Timeout,
     Inspect(usize),
+    /// An acquire with options: key, owner, ttl, wait, shared, permits, min hold (per mille of
+    /// the ttl), lock-delay, metadata.
+    With(usize, usize, u64, u64, bool, u32, u64, u64, bool),
+    /// A steal: key, owner, ttl, lock-delay.
+    Steal(usize, usize, u64, u64),
 }
+
+const METADATA: [&str; 2] = ["", "batch 7"];
 
 fn op() -> impl Strategy<Value = Op> {
     let k = 0..KEYS.len();
@@ -134,7 +142,13 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (k.clone(), o.clone()).prop_map(|(k, o)| Op::Cancel(k, o)),
         2 => (k.clone(), o, 0..400u64).prop_map(|(k, o, w)| Op::Renew(k, o, w)),
         2 => Just(Op::Timeout),
-        1 => k.prop_map(Op::Inspect),
+        1 => k.clone().prop_map(Op::Inspect),
+        4 => (k.clone(), 0..OWNERS.len(), 1..200u64, 0..400u64, any::<bool>(),
+              prop_oneof![3 => Just(0u32), 1 => Just(2u32)], 0..1000u64,
+              prop_oneof![2 => Just(0u64), 1 => 1..100u64], any::<bool>())
+            .prop_map(|(k, o, t, w, s, p, m, d, md)| Op::With(k, o, t, w, s, p, m, d, md)),
+        1 => (k, 0..OWNERS.len(), 1..200u64, prop_oneof![Just(0u64), 1..100u64])
+            .prop_map(|(k, o, t, d)| Op::Steal(k, o, t, d)),
     ]
 }
 
@@ -186,6 +200,34 @@ fn run(steps: Vec<(i64, Op)>) -> Result<(), TestCaseError> {
                 now: t,
             },
             Op::Timeout => Request::HandleTimeout { now: t },
+            Op::With(k, o, ttl, wait, shared, permits, min, delay, md) => Request::AcquireWith {
+                key: KEYS[k],
+                owner: OWNERS[o],
+                ttl: Duration(ttl),
+                wait_deadline: Instant(now as u64 + wait),
+                options: AcquireOptions {
+                    mode: if shared {
+                        Mode::Shared
+                    } else {
+                        Mode::Exclusive
+                    },
+                    permits,
+                    min_hold: Duration(ttl * min / 1000),
+                    lock_delay: Duration(delay),
+                    metadata: METADATA[usize::from(md)],
+                },
+                now: t,
+            },
+            Op::Steal(k, o, ttl, delay) => Request::Steal {
+                key: KEYS[k],
+                owner: OWNERS[o],
+                ttl: Duration(ttl),
+                options: AcquireOptions {
+                    lock_delay: Duration(delay),
+                    ..AcquireOptions::default()
+                },
+                now: t,
+            },
             Op::Inspect(k) => {
                 let expected = table.call(Call::Inspect {
                     key: KEYS[k],

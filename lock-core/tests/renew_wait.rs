@@ -47,7 +47,8 @@ fn a_renewed_waiter_keeps_its_place_past_its_first_deadline() {
 #[test]
 fn a_renewal_after_the_hand_off_answers_the_grant() {
     let mut table = table_with_a_waiter();
-    let held = table.inspect("job", Instant(2)).unwrap().unwrap().holder;
+    let info = table.inspect("job", Instant(2)).unwrap().unwrap();
+    let held = info.holder().unwrap().clone();
     table.release("job", "a", held.fence, Instant(3)).unwrap();
     match table.renew_wait("job", "b", Instant(40), Instant(4)) {
         Ok(AcquireOutcome::AlreadyHeld(grant)) => assert_eq!(grant.deadline, Instant(53)),

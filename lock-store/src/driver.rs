@@ -232,7 +232,7 @@ impl Outcome {
             deadline,
         );
         if done {
-            *reply = Response::Done(Ok(()));
+            *reply = Response::Release(Ok(lock_core::ReleaseOutcome::Released));
         }
         done
     }

@@ -61,7 +61,7 @@ pub fn release_took_effect(
         && now < deadline
         && matches!(
             reply,
-            Response::Done(Err(LockError::NotHeld | LockError::NotOwner))
+            Response::Release(Err(LockError::NotHeld | LockError::NotOwner))
         )
 }
 
@@ -395,8 +395,10 @@ pub(crate) fn refuse_invalid<'r, D: Decider>(
     }
     let empty = decider.empty();
     let probe = decider.handle(&empty, make(at), limits)?;
-    if let Response::Acquire(Err(e)) | Response::Done(Err(e)) | Response::Extend(Err(e)) =
-        &probe.step.reply
+    if let Response::Acquire(Err(e))
+    | Response::Done(Err(e))
+    | Response::Extend(Err(e))
+    | Response::Release(Err(e)) = &probe.step.reply
     {
         if e.is_invalid_request() && !probe.step.changed {
             return Ok(Some(Decided::unchanged(probe.step.reply, at)));

@@ -376,19 +376,19 @@ impl LeaseState {
         let done =
             crate::engine::release_took_effect(&decided.reply, unsure, decided.now, deadline);
         match decided.reply {
-            Response::Done(Ok(())) => {
+            Response::Release(Ok(_)) => {
                 self.released_at.store(decided.now.0, Ordering::SeqCst);
                 self.released.store(true, Ordering::SeqCst);
                 self.changed();
                 Ok(())
             }
-            Response::Done(Err(_)) if done => {
+            Response::Release(Err(_)) if done => {
                 self.released_at.store(decided.now.0, Ordering::SeqCst);
                 self.released.store(true, Ordering::SeqCst);
                 self.changed();
                 Ok(())
             }
-            Response::Done(Err(e)) => {
+            Response::Release(Err(e)) => {
                 self.lose(Some(e.clone()));
                 self.released.store(true, Ordering::SeqCst);
                 self.changed();

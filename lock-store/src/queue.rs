@@ -389,8 +389,7 @@ impl Acquiring {
         let info = decided.reply.map_err(Error::Lock)?;
         if let Some(holder) = info
             .as_ref()
-            .map(|i| &i.holder)
-            .filter(|h| h.owner == owner)
+            .and_then(|i| (i.holders.iter()).find(|h| h.owner == owner && h.ended.is_none()))
         {
             let grant = Grant {
                 fence: holder.fence,
@@ -489,19 +488,26 @@ mod tests {
 
     fn info(holder: &str, waiters: &[&str]) -> Option<KeyInfo> {
         Some(KeyInfo {
-            holder: HolderInfo {
+            holders: vec![HolderInfo {
                 owner: holder.into(),
                 fence: Fence(7),
                 deadline: Instant(50_000),
-            },
+                mode: lock_core::Mode::Exclusive,
+                metadata: String::new(),
+                min_until: None,
+                ended: None,
+            }],
             waiters: waiters
                 .iter()
                 .map(|w| WaiterInfo {
                     owner: (*w).into(),
                     wait_deadline: Instant(12_000),
                     ttl: lock_core::Duration(5_000),
+                    mode: lock_core::Mode::Exclusive,
+                    metadata: String::new(),
                 })
                 .collect(),
+            permits: 0,
         })
     }
 

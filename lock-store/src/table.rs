@@ -98,6 +98,7 @@ impl<S: Store, D: Decider> StoreTable<S, D> {
                 EventKind::Expired { .. } => c.expired += 1,
                 EventKind::Granted { .. } => c.handed_off += 1,
                 EventKind::WaitTimedOut { .. } => c.wait_timed_out += 1,
+                EventKind::Stolen { .. } => c.stolen += 1,
             }
             if self.events.len() >= self.engine.limits().max_pending_events {
                 self.events.pop_front();
@@ -119,10 +120,14 @@ impl<S: Store, D: Decider> StoreTable<S, D> {
             Response::Acquire(Ok(AcquireOutcome::Acquired(_))) => c.acquired += 1,
             Response::Acquire(Ok(AcquireOutcome::Queued { .. })) => c.queued += 1,
             Response::Acquire(Ok(_)) | Response::Timeout | Response::Malformed => {}
-            Response::Acquire(Err(_)) | Response::Done(Err(_)) | Response::Extend(Err(_)) => {
+            Response::Acquire(Err(_))
+            | Response::Done(Err(_))
+            | Response::Extend(Err(_))
+            | Response::Release(Err(_)) => {
                 c.rejected += 1;
             }
             Response::Extend(Ok(_)) => c.extended += 1,
+            Response::Release(Ok(_)) => c.released += 1,
             Response::Done(Ok(())) => {}
         }
     }
@@ -195,9 +200,6 @@ impl<S: Store, D: Decider> StoreTable<S, D> {
         let decided = self.engine.request(key, now, |now| request.at(now))?;
         let response = self.absorb(key, decided);
         self.count(&response);
-        if let (Request::Release { .. }, Response::Done(Ok(()))) = (request, &response) {
-            self.counters.released += 1;
-        }
         if let (Request::CancelWait { .. }, Response::Done(Ok(()))) = (request, &response) {
             self.counters.cancelled += 1;
         }
@@ -227,6 +229,12 @@ impl<S: Store, D: Decider> LockBackend for StoreTable<S, D> {
             Call::Stats { now } => Ok(Reply::Stats(self.stats(now)?)),
             Call::Snapshot { .. } => Err(TableFault::Unsupported("snapshot")),
             Call::Restore { .. } => Err(TableFault::Unsupported("restore")),
+            Call::Query { .. } => Err(TableFault::Unsupported("query")),
+            Call::HandleTimeoutBounded { .. } => {
+                Err(TableFault::Unsupported("handle-timeout-bounded"))
+            }
+            Call::RaiseFenceFloor { .. } => Err(TableFault::Unsupported("raise-fence-floor")),
+            Call::CancelAllWaits { .. } => Err(TableFault::Unsupported("cancel-all-waits")),
         }
     }
 

@@ -51,7 +51,10 @@ fn leases_are_taken_refused_extended_released_and_inspected() {
         assert!(a.deadline() > before);
         let info: KeyInfo = locks.inspect("job").await.unwrap().unwrap();
         assert_eq!(
-            (info.holder.owner.as_str(), info.holder.fence),
+            (
+                info.holder().unwrap().owner.as_str(),
+                info.holder().unwrap().fence
+            ),
             ("a", a.fence())
         );
         assert_eq!(locks.keys().await.unwrap(), vec!["job".to_string()]);
@@ -105,7 +108,10 @@ fn waiters_are_served_in_order_and_a_kept_alive_lease_outlives_its_ttl() {
         assert!(!holder.is_lost());
         let info = locks.inspect("job").await.unwrap().unwrap();
         assert_eq!(
-            (info.holder.owner.as_str(), info.holder.fence),
+            (
+                info.holder().unwrap().owner.as_str(),
+                info.holder().unwrap().fence
+            ),
             ("h", holder.fence())
         );
         holder.release().await.unwrap();
@@ -264,7 +270,9 @@ impl AsyncStore for Gated {
 
 /// Whether `owner` holds or waits for `key`.
 fn present(info: Option<KeyInfo>, owner: &str) -> bool {
-    info.is_some_and(|i| i.holder.owner == owner || i.waiters.iter().any(|w| w.owner == owner))
+    info.is_some_and(|i| {
+        i.holder().unwrap().owner == owner || i.waiters.iter().any(|w| w.owner == owner)
+    })
 }
 
 /// Drops an acquire of `job` by `b` at every point of its store calls in turn (before and
@@ -448,7 +456,14 @@ async fn still_in_order(
     let first = waiting.into_iter().next().unwrap().await.unwrap().unwrap();
     assert_eq!(first.owner(), "w0");
     assert_eq!(
-        locks.inspect("job").await.unwrap().unwrap().holder.owner,
+        locks
+            .inspect("job")
+            .await
+            .unwrap()
+            .unwrap()
+            .holder()
+            .unwrap()
+            .owner,
         "w0"
     );
 }

@@ -94,7 +94,7 @@ fn a_silent_path_ends_an_async_lease_before_the_next_holder_and_the_client_recov
             a.inspect("job").await.ok()
         })
         .await;
-        assert_eq!(info.unwrap().holder.owner, "b", "{label}");
+        assert_eq!(info.unwrap().holder().unwrap().owner, "b", "{label}");
         assert!(
             proxy.accepted() > connections,
             "{label}: still on the connection that went silent"
@@ -135,7 +135,7 @@ fn an_async_release_killed_between_its_write_and_its_answer_is_known_done() {
             a.inspect("job").await.ok()
         })
         .await;
-        assert_eq!(info.unwrap().holder.owner, "c", "{label}");
+        assert_eq!(info.unwrap().holder().unwrap().owner, "c", "{label}");
         c.release().await.unwrap();
     });
 }
@@ -175,7 +175,7 @@ fn an_async_waiter_whose_connections_are_reset_keeps_its_place_and_is_served_onc
             .unwrap_or_else(|e| panic!("{label}: {e}"));
         assert!(granted.fence() > held.fence(), "{label}");
         let info = a.inspect("job").await.unwrap().unwrap();
-        assert_eq!(info.holder.owner, "b", "{label}");
+        assert_eq!(info.holder().unwrap().owner, "b", "{label}");
         assert!(info.waiters.is_empty(), "{label}: {info:?}");
         granted.release().await.unwrap();
     });

@@ -87,9 +87,9 @@ fn survives_dropped_connections<S: Store>(
             });
             match answer {
                 Ok(d) => match d.reply {
-                    Response::Done(Ok(())) => break,
+                    Response::Release(Ok(_)) => break,
                     // A retried release whose first attempt went through.
-                    Response::Done(Err(LockError::NotHeld)) if retried => break,
+                    Response::Release(Err(LockError::NotHeld)) if retried => break,
                     other => panic!("{label}: release answered {other:?}"),
                 },
                 Err(StoreError::Lost { .. } | StoreError::Connect { .. }) => {
@@ -597,7 +597,10 @@ mod redis_faults {
         );
         let info = locks.inspect("k4").unwrap().expect("k4 is still held");
         assert_eq!(
-            (info.holder.owner.as_str(), info.holder.fence),
+            (
+                info.holder().unwrap().owner.as_str(),
+                info.holder().unwrap().fence
+            ),
             ("a", before[4])
         );
         let next = locks
@@ -965,7 +968,10 @@ fn postgres_restart_keeps_leases_and_fences() {
         };
         let info = info.unwrap_or_else(|| panic!("{mode}: the lease did not survive"));
         assert_eq!(
-            (info.holder.owner.as_str(), info.holder.fence),
+            (
+                info.holder().unwrap().owner.as_str(),
+                info.holder().unwrap().fence
+            ),
             ("a", lease.fence()),
             "{mode}"
         );
@@ -990,7 +996,10 @@ fn postgres_restart_keeps_leases_and_fences() {
             };
             let info = info.unwrap_or_else(|| panic!("{mode}: the async lease did not survive"));
             assert_eq!(
-                (info.holder.owner.as_str(), info.holder.fence),
+                (
+                    info.holder().unwrap().owner.as_str(),
+                    info.holder().unwrap().fence
+                ),
                 ("c", async_lease.fence()),
                 "{mode} (async)"
             );

@@ -225,7 +225,7 @@ fn a_release_whose_answer_is_lost_is_known_done_after_others_wrote() {
         assert_eq!(*lost.lock().unwrap(), None, "{label}: on_lost ran");
         let c = taken.lock().unwrap().take().expect("c took the key");
         let info = locks.inspect("job").unwrap().unwrap();
-        assert_eq!(info.holder.owner, "c", "{label}");
+        assert_eq!(info.holder().unwrap().owner, "c", "{label}");
         c.release().unwrap();
     });
 }
@@ -267,7 +267,7 @@ fn a_release_killed_between_its_write_and_its_answer_is_known_done() {
             assert_eq!(releasing.join().unwrap(), Ok(()), "{label}");
             assert_eq!(*lost.lock().unwrap(), None, "{label}: on_lost ran");
             assert_eq!(
-                a.inspect("job").unwrap().unwrap().holder.owner,
+                a.inspect("job").unwrap().unwrap().holder().unwrap().owner,
                 "c",
                 "{label}"
             );

@@ -39,7 +39,10 @@ fn one_holder_and_refusals_name_the_deadline() {
         }
         let info = b.inspect("job").unwrap().unwrap();
         assert_eq!(
-            (info.holder.owner.as_str(), info.holder.fence),
+            (
+                info.holder().unwrap().owner.as_str(),
+                info.holder().unwrap().fence
+            ),
             ("a", lease.fence())
         );
         lease.release().unwrap();
@@ -162,7 +165,10 @@ fn native_and_component_replicas_share_a_store() {
         assert!(b > a.fence(), "{label}");
         let seen = native.inspect("job").unwrap().unwrap();
         assert_eq!(
-            (seen.holder.owner.as_str(), seen.holder.fence),
+            (
+                seen.holder().unwrap().owner.as_str(),
+                seen.holder().unwrap().fence
+            ),
             ("wasm", b),
             "{label}"
         );
@@ -423,7 +429,7 @@ fn a_remembered_record_is_read_again_once_its_read_is_old() {
             now,
         };
         let released = engine.request("job", Instant::ZERO, release).unwrap().reply;
-        assert!(matches!(released, Response::Done(Ok(_))), "{released:?}");
+        assert!(matches!(released, Response::Release(Ok(_))), "{released:?}");
     };
     // Margins of hundreds of milliseconds, so that a busy machine cannot stall a pair past them.
     let first = std::time::Instant::now();

@@ -732,7 +732,7 @@ fn a_killed_holder_frees_the_key_at_its_deadline() {
                 .inspect("job")
                 .ok() // "does not exist" until the holder's first write installs it
                 .flatten()
-                .filter(|i| i.holder.owner == "victim")
+                .filter(|i| i.holder().unwrap().owner == "victim")
         });
         std::thread::sleep(Duration::from_millis(300)); // let keep-alive extend at least once
         holder.kill().unwrap();
@@ -741,7 +741,8 @@ fn a_killed_holder_frees_the_key_at_its_deadline() {
             .inspect("job")
             .unwrap()
             .expect("still held")
-            .holder
+            .holder()
+            .unwrap()
             .deadline;
         let lease = locks
             .acquire(
@@ -878,7 +879,10 @@ fn one_queue_of_blocking_async_and_node_waiters_is_served_in_order() {
         let started = LocalInstant::now();
         while holders.len() < 3 && started.elapsed() < Duration::from_secs(20) {
             if let Some(held) = locks.inspect("job").unwrap() {
-                let now = (held.holder.owner.clone(), held.holder.fence.0);
+                let now = (
+                    held.holder().unwrap().owner.clone(),
+                    held.holder().unwrap().fence.0,
+                );
                 if holders.last() != Some(&now) {
                     if now.0 == "w2-async" {
                         aio.kill().unwrap();

@@ -80,7 +80,7 @@ fn reads_create_nothing_and_the_first_write_installs() {
             .unwrap();
         assert!(traces(label, &url, &ns) > 0, "{label}");
         let info = reader.inspect("job").unwrap().expect("held");
-        assert_eq!(info.holder.fence, lease.fence(), "{label}");
+        assert_eq!(info.holder().unwrap().fence, lease.fence(), "{label}");
         assert_eq!(reader.keys().unwrap(), vec!["job".to_owned()], "{label}");
         lease.release().unwrap();
         // Uninstalled: gone for readers; the next write of an open `Locks` installs it again.

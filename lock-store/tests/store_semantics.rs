@@ -81,7 +81,10 @@ fn a_new_client_sees_the_leases_and_continues_the_fences() {
             other => panic!("{label}: {other:?}"),
         };
         assert_eq!(
-            (info.holder.owner.as_str(), info.holder.fence.0),
+            (
+                info.holder().unwrap().owner.as_str(),
+                info.holder().unwrap().fence.0
+            ),
             ("o1", a),
             "{label}"
         );
@@ -110,7 +113,10 @@ fn free_keys_leave_no_record() {
         for i in 0..5 {
             let key = format!("k{i}");
             let f = fence_of(&acquire(&mut t, &key, "o", 1000, 0, 0));
-            assert_eq!(release(&mut t, &key, "o", f, 1), Response::Done(Ok(())));
+            assert_eq!(
+                release(&mut t, &key, "o", f, 1),
+                Response::Release(Ok(lock_core::ReleaseOutcome::Released))
+            );
         }
         // One lease runs out: its record stays while its expiry is remembered.
         let f = fence_of(&acquire(&mut t, "gone", "o", 10, 0, 1));
@@ -118,7 +124,7 @@ fn free_keys_leave_no_record() {
         assert_eq!(store.keys().unwrap(), vec!["gone".to_owned()], "{label}");
         assert_eq!(
             release(&mut t, "gone", "o", f, 50),
-            Response::Done(Err(LockError::Expired {
+            Response::Release(Err(LockError::Expired {
                 deadline: Instant(11)
             })),
             "{label}"
@@ -151,20 +157,20 @@ fn expired_memory_is_bounded_per_key() {
         let now = 400;
         assert_eq!(
             release(&mut t, "k", "o0", fences[0], now),
-            Response::Done(Err(LockError::NotHeld)),
+            Response::Release(Err(LockError::NotHeld)),
             "{label}"
         );
         for (i, f) in fences.iter().enumerate().skip(1) {
             let deadline = Instant(i as u64 * 100 + 10);
             assert_eq!(
                 release(&mut t, "k", &format!("o{i}"), *f, now),
-                Response::Done(Err(LockError::Expired { deadline })),
+                Response::Release(Err(LockError::Expired { deadline })),
                 "{label}"
             );
         }
         assert_eq!(
             release(&mut t, "other", "x", other, now),
-            Response::Done(Err(LockError::Expired {
+            Response::Release(Err(LockError::Expired {
                 deadline: Instant(310)
             })),
             "{label}"
@@ -268,7 +274,7 @@ fn an_earlier_namespace_loses_its_forget_at_index() {
             .unwrap();
         assert_eq!(indexes(&count), 0, "{label}: the old index is still there");
         let info = reopened.inspect("job").unwrap().expect("the lease is kept");
-        assert_eq!(info.holder.fence, lease.fence(), "{label}");
+        assert_eq!(info.holder().unwrap().fence, lease.fence(), "{label}");
         lease.release().unwrap();
         assert!(reopened
             .try_acquire("job", "b", std::time::Duration::from_secs(1))

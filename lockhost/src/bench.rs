@@ -202,7 +202,10 @@ where
                     now,
                 };
                 let reply = call(&mut table, Call::Request(release));
-                assert_eq!(reply, Reply::Response(Response::Done(Ok(()))));
+                assert_eq!(
+                    reply,
+                    Reply::Response(Response::Release(Ok(lock_core::ReleaseOutcome::Released)))
+                );
             }
         },
     )
@@ -290,7 +293,7 @@ pub fn run(pairs: u64) -> Vec<Measurement> {
                 assert_eq!(responses.len(), 64);
                 assert!(matches!(
                     responses[63],
-                    lock_core::wire::Response::Done(Ok(()))
+                    lock_core::wire::Response::Release(Ok(lock_core::ReleaseOutcome::Released))
                 ));
                 next_fence += batch_pairs;
             }

@@ -48,7 +48,7 @@ EXPIRED = [(2, "e", "c", 10)]
 
 SNAPSHOTS = {
     "exact": frame(body(20, 2, COUNTERS, KEYS, EXPIRED)),
-    "version-2": frame(body(20, 2, COUNTERS, KEYS, EXPIRED), version=2),
+    "version-3": frame(body(20, 2, COUNTERS, KEYS, EXPIRED), version=3),
     "lease-already-expired": frame(body(200, 2, COUNTERS, KEYS, [])),
     "keys-out-of-order": frame(body(0, 2, [0] * 10, [("b", "x", 1, 10, []), ("a", "x", 2, 10, [])], [])),
     "fence-not-issued": frame(body(0, 1, [0] * 10, [("a", "x", 5, 10, [])], [])),

@@ -118,11 +118,11 @@ pub fn key_options(p: &Playground) -> String {
 pub fn client_status(c: &Client, infos: &BTreeMap<String, KeyInfo>, now: u64) -> String {
     let mut parts = Vec::new();
     for (key, info) in infos {
-        if info.holder.owner == c.name {
+        if info.holder().unwrap().owner == c.name {
             parts.push(format!(
                 "holds \"{key}\" (fence {}, {} left)",
-                info.holder.fence,
-                secs(info.holder.deadline.0.saturating_sub(now))
+                info.holder().unwrap().fence,
+                secs(info.holder().unwrap().deadline.0.saturating_sub(now))
             ));
         }
         if let Some(place) = info.waiters.iter().position(|w| w.owner == c.name) {
@@ -229,9 +229,9 @@ pub fn timeline(p: &Playground, infos: &BTreeMap<String, KeyInfo>) -> String {
                 let _ = write!(
                     html,
                     "<span class=\"holder\">{} holds it, fence {}, {} left</span>",
-                    esc(&info.holder.owner),
-                    info.holder.fence,
-                    secs(info.holder.deadline.0.saturating_sub(now))
+                    esc(&info.holder().unwrap().owner),
+                    info.holder().unwrap().fence,
+                    secs(info.holder().unwrap().deadline.0.saturating_sub(now))
                 );
                 if !info.waiters.is_empty() {
                     html.push_str("<ol class=\"queue\" aria-label=\"wait queue\">");

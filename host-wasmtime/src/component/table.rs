@@ -230,12 +230,20 @@ impl ComponentTable {
                 wait_deadline,
                 now,
             } => Response::Acquire(self.acquire(key, owner, ttl, wait_deadline, now)?),
-            Request::Release {
-                key,
-                owner,
-                fence,
-                now,
-            } => Response::Done(self.release(key, owner, fence, now)?),
+            // Not single calls of the contract (a release may answer `held-until`): one batch.
+            Request::Release { .. } | Request::AcquireWith { .. } | Request::Steal { .. } => {
+                let mut batch = super::Batch::new();
+                batch.push(&request);
+                let mut answers = self.batch(&batch)?.into_iter();
+                match (answers.next(), answers.next()) {
+                    (Some(answer), None) => answer,
+                    _ => {
+                        return Err(HostError::Mismatch(
+                            "the component answered a one-request batch with another count".into(),
+                        ))
+                    }
+                }
+            }
             Request::Extend {
                 key,
                 owner,
@@ -271,6 +279,19 @@ impl LockBackend for ComponentTable {
             Call::NextWakeup => Reply::Wakeup(self.next_wakeup()?),
             Call::Snapshot { now } => Reply::Snapshot(self.snapshot(now)?),
             Call::Restore { bytes } => Reply::Restore(self.restore(bytes)?),
+            Call::HandleTimeoutBounded { now, max_changes } => {
+                Reply::More(self.handle_timeout_bounded(now, max_changes)?)
+            }
+            Call::RaiseFenceFloor { floor } => {
+                self.raise_fence_floor(floor)?;
+                Reply::Raised
+            }
+            Call::CancelAllWaits { now } => Reply::Cancelled(self.cancel_all_waits(now)? as usize),
+            Call::Query { .. } => {
+                return Err(HostError::Mismatch(
+                    "query is not in the component's contract yet".into(),
+                ))
+            }
         })
     }
 

@@ -144,6 +144,29 @@ pub(super) fn error(e: &LockError) -> Option<lock_core::LockError> {
         LockError::SnapshotExceedsLimits(name) => E::SnapshotExceedsLimits {
             limit: limit(name)?,
         },
+        LockError::MetadataTooLong(l) => E::MetadataTooLong {
+            len: n(l.len),
+            max: n(l.max),
+        },
+        LockError::MetadataInvalid => E::MetadataInvalid,
+        LockError::TooManyPermits(p) => E::TooManyPermits {
+            permits: p.permits,
+            max: n(p.max),
+        },
+        LockError::PermitsMismatch(permits) => E::PermitsMismatch { permits: *permits },
+        LockError::ModeMismatch => E::ModeMismatch,
+        LockError::MinHoldTooLong(m) => E::MinHoldTooLong {
+            min_hold: lock_core::Duration(m.min_hold),
+            ttl: lock_core::Duration(m.ttl),
+        },
+        LockError::LockDelayTooLong(l) => E::LockDelayTooLong {
+            lock_delay: lock_core::Duration(l.lock_delay),
+            max: lock_core::Duration(l.max),
+        },
+        LockError::Stolen(at) => E::Stolen {
+            at: lock_core::Instant(*at),
+        },
+        LockError::QueryLimit(max) => E::QueryLimit { max: n(*max) },
     })
 }
 
@@ -164,14 +187,24 @@ pub(super) fn outcome(o: &AcquireOutcome) -> lock_core::AcquireOutcome {
 /// The core's event.
 pub(super) fn event(e: Event) -> lock_core::Event {
     let kind = match e.kind {
+        // Mode and metadata are not in the contract's events yet: a component table grants
+        // only plain exclusive leases through its single calls.
         EventKind::Expired(x) => lock_core::EventKind::Expired {
             owner: x.owner,
             fence: lock_core::Fence(x.fence),
+            metadata: String::new(),
+        },
+        EventKind::Stolen(x) => lock_core::EventKind::Stolen {
+            owner: x.owner,
+            fence: lock_core::Fence(x.fence),
+            metadata: String::new(),
         },
         EventKind::Granted(x) => lock_core::EventKind::Granted {
             owner: x.owner,
             fence: lock_core::Fence(x.fence),
             deadline: lock_core::Instant(x.deadline),
+            mode: lock_core::Mode::Exclusive,
+            metadata: String::new(),
         },
         EventKind::WaitTimedOut(owner) => lock_core::EventKind::WaitTimedOut { owner },
     };
@@ -184,12 +217,17 @@ pub(super) fn event(e: Event) -> lock_core::Event {
 
 /// The core's view of a held key.
 pub(super) fn key_info(i: KeyInfo) -> lock_core::KeyInfo {
+    // The contract's key-info carries the first lease only (see wit/types.wit).
     lock_core::KeyInfo {
-        holder: lock_core::HolderInfo {
+        holders: vec![lock_core::HolderInfo {
             owner: i.owner,
             fence: lock_core::Fence(i.fence),
             deadline: lock_core::Instant(i.deadline),
-        },
+            mode: lock_core::Mode::Exclusive,
+            metadata: String::new(),
+            min_until: None,
+            ended: None,
+        }],
         waiters: i
             .waiters
             .into_iter()
@@ -197,8 +235,11 @@ pub(super) fn key_info(i: KeyInfo) -> lock_core::KeyInfo {
                 owner: w.owner,
                 ttl: lock_core::Duration(w.ttl),
                 wait_deadline: lock_core::Instant(w.wait_deadline),
+                mode: lock_core::Mode::Exclusive,
+                metadata: String::new(),
             })
             .collect(),
+        permits: 0,
     }
 }
 
@@ -223,5 +264,7 @@ pub(super) fn stats(s: &Stats) -> lock_core::Stats {
         cancelled: s.cancelled,
         rejected: s.rejected,
         events_dropped: s.events_dropped,
+        // Not in the contract's stats yet.
+        stolen: 0,
     }
 }

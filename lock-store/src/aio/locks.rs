@@ -292,8 +292,8 @@ impl Locks {
         let Ok(Ok(Some(info))) = engine.inspect(key).await.map(|d| d.reply) else {
             return;
         };
-        if info.holder.owner == owner {
-            let fence = info.holder.fence;
+        let held = (info.holders.iter()).find(|h| h.owner == owner && h.ended.is_none());
+        if let Some(fence) = held.map(|h| h.fence) {
             let release = |now| Request::Release {
                 key,
                 owner,

@@ -4,7 +4,8 @@ use lock_core as core_;
 
 use super::exports::expiring::lock::types::{
     AcquireOutcome, DeadlineOverflowInfo, Event, EventKind, ExpiredEvent, Grant, GrantedEvent,
-    KeyInfo, LengthLimit, Limits, LockError, Stats, TtlLimit, VersionMismatch, WaiterInfo,
+    KeyInfo, LengthLimit, Limits, LockDelayLimit, LockError, MinHoldInfo, PermitsLimit, Stats,
+    TtlLimit, VersionMismatch, WaiterInfo,
 };
 
 /// WIT counts are u32; the core's are usize. Saturates (the core's limits keep them far below).
@@ -23,6 +24,8 @@ pub fn limits_in(l: &Limits) -> core_::Limits {
         expired_retention: core_::Duration(l.expired_retention),
         max_expired_records: l.max_expired_records as usize,
         max_pending_events: l.max_pending_events as usize,
+        // Not in the contract's limits yet: the core's defaults.
+        ..core_::Limits::default()
     }
 }
 
@@ -104,12 +107,37 @@ pub fn error(e: core_::LockError) -> LockError {
         E::SnapshotExceedsLimits { limit } => {
             LockError::SnapshotExceedsLimits(limit.as_str().into())
         }
+        E::MetadataTooLong { len, max } => LockError::MetadataTooLong(LengthLimit {
+            len: u32_of(len),
+            max: u32_of(max),
+        }),
+        E::MetadataInvalid => LockError::MetadataInvalid,
+        E::TooManyPermits { permits, max } => LockError::TooManyPermits(PermitsLimit {
+            permits,
+            max: u32_of(max),
+        }),
+        E::PermitsMismatch { permits } => LockError::PermitsMismatch(permits),
+        E::ModeMismatch => LockError::ModeMismatch,
+        E::MinHoldTooLong { min_hold, ttl } => LockError::MinHoldTooLong(MinHoldInfo {
+            min_hold: min_hold.0,
+            ttl: ttl.0,
+        }),
+        E::LockDelayTooLong { lock_delay, max } => LockError::LockDelayTooLong(LockDelayLimit {
+            lock_delay: lock_delay.0,
+            max: max.0,
+        }),
+        E::Stolen { at } => LockError::Stolen(at.0),
+        E::QueryLimit { max } => LockError::QueryLimit(u32_of(max)),
     }
 }
 
 pub fn event(e: core_::Event) -> Event {
     let kind = match e.kind {
-        core_::EventKind::Expired { owner, fence } => EventKind::Expired(ExpiredEvent {
+        core_::EventKind::Expired { owner, fence, .. } => EventKind::Expired(ExpiredEvent {
+            owner,
+            fence: fence.0,
+        }),
+        core_::EventKind::Stolen { owner, fence, .. } => EventKind::Stolen(ExpiredEvent {
             owner,
             fence: fence.0,
         }),
@@ -117,6 +145,7 @@ pub fn event(e: core_::Event) -> Event {
             owner,
             fence,
             deadline,
+            ..
         } => EventKind::Granted(GrantedEvent {
             owner,
             fence: fence.0,
@@ -131,11 +160,16 @@ pub fn event(e: core_::Event) -> Event {
     }
 }
 
+/// The contract's key-info carries the first lease (a key in use always has one).
 pub fn key_info(i: core_::KeyInfo) -> KeyInfo {
+    let first = i.holders.into_iter().next();
+    let (owner, fence, deadline) = first.map_or((String::new(), 0, 0), |h| {
+        (h.owner, h.fence.0, h.deadline.0)
+    });
     KeyInfo {
-        owner: i.holder.owner,
-        fence: i.holder.fence.0,
-        deadline: i.holder.deadline.0,
+        owner,
+        fence,
+        deadline,
         waiters: i
             .waiters
             .into_iter()

@@ -81,6 +81,7 @@ impl GuestLockTable for Table {
         self.0
             .borrow_mut()
             .release(&key, &owner, Fence(fence), Instant(now))
+            .map(|_| ())
             .map_err(convert::error)
     }
 

@@ -62,10 +62,19 @@ impl Answer {
                 self.out[1] = grant.deadline.0 as f64;
                 DONE
             }
-            Response::Done(Ok(())) | Response::Timeout | Response::Malformed => DONE,
-            Response::Acquire(Err(e)) | Response::Done(Err(e)) | Response::Extend(Err(e)) => {
-                self.fail(e)
+            Response::Release(Ok(outcome)) => {
+                // `out[0]`: when the lease really ends (a minimum hold), 0 if now.
+                self.out[0] = match outcome {
+                    lock_core::ReleaseOutcome::HeldUntil { until } => until.0 as f64,
+                    lock_core::ReleaseOutcome::Released => 0.0,
+                };
+                DONE
             }
+            Response::Done(Ok(())) | Response::Timeout | Response::Malformed => DONE,
+            Response::Acquire(Err(e))
+            | Response::Done(Err(e))
+            | Response::Extend(Err(e))
+            | Response::Release(Err(e)) => self.fail(e),
         }
     }
 

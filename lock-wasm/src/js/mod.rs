@@ -156,10 +156,12 @@ fn error_details(e: &LockError) -> String {
 fn info_json(info: Option<&lock_core::KeyInfo>) -> String {
     match info {
         None => String::from("null"),
+        // The first lease: the only one of a key held exclusively, the only kind this face
+        // grants yet (a key in use always has one).
         Some(i) => Obj::new()
-            .str("owner", &i.holder.owner)
-            .num("fence", i.holder.fence.0)
-            .num("deadline", i.holder.deadline.0)
+            .str("owner", i.holder().map_or("", |h| &h.owner))
+            .num("fence", i.holder().map_or(0, |h| h.fence.0))
+            .num("deadline", i.holder().map_or(0, |h| h.deadline.0))
             .raw(
                 "waiters",
                 &json::array(i.waiters.iter().map(|w| {
@@ -177,11 +179,14 @@ fn info_json(info: Option<&lock_core::KeyInfo>) -> String {
 fn event_json(e: &Event) -> String {
     let o = Obj::new().str("type", e.kind.name()).str("key", &e.key);
     match &e.kind {
-        EventKind::Expired { owner, fence } => o.str("owner", owner).num("fence", fence.0),
+        EventKind::Expired { owner, fence, .. } | EventKind::Stolen { owner, fence, .. } => {
+            o.str("owner", owner).num("fence", fence.0)
+        }
         EventKind::Granted {
             owner,
             fence,
             deadline,
+            ..
         } => o
             .str("owner", owner)
             .num("fence", fence.0)
@@ -324,7 +329,12 @@ impl RawTable {
     pub fn release(&mut self, key_len: usize, owner_len: usize, fence: f64, now: f64) -> u32 {
         let r = names(&self.input, key_len, owner_len)
             .and_then(|(k, o)| self.table.release(k, o, Fence(ms(fence)), at(now)));
-        self.finish(r.map(|()| DONE))
+        // `out[0]`: when the lease really ends (a minimum hold), 0 if now.
+        self.out[0] = match r {
+            Ok(lock_core::ReleaseOutcome::HeldUntil { until }) => until.0 as f64,
+            _ => 0.0,
+        };
+        self.finish(r.map(|_| DONE))
     }
 
     /// `extend`: status 0 (error) or 1; `out = [fence, deadline]`.

@@ -337,6 +337,7 @@ impl Playground {
                 key,
                 owner,
                 ttl: self.check_field(id, Field::Ttl)?,
+                options: Default::default(),
             },
             Action::Acquire => {
                 let ttl = self.check_field(id, Field::Ttl)?;
@@ -347,6 +348,7 @@ impl Playground {
                     owner,
                     ttl,
                     wait_deadline: now.saturating_add(wait),
+                    options: Default::default(),
                 }
             }
             Action::Release => Op::Release {

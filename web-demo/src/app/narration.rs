@@ -153,6 +153,20 @@ impl Playground {
                 }
                 self.note(LineKind::Release, format!("{owner} released \"{key}\""));
             }
+            Ok(Outcome::HeldUntil { until }) => {
+                if let Op::Release { fence, .. } = op {
+                    if let Some(s) = self.open_segment(key, *fence) {
+                        s.deadline = *until;
+                    }
+                }
+                self.note(
+                    LineKind::Release,
+                    format!(
+                        "{owner} released \"{key}\"; its minimum hold keeps it taken until {}",
+                        secs(*until)
+                    ),
+                );
+            }
             Ok(Outcome::Extended { fence, deadline }) => {
                 if let Some(s) = self.open_segment(key, *fence) {
                     s.deadline = *deadline;

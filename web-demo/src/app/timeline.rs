@@ -139,11 +139,31 @@ impl Playground {
 
     pub(super) fn apply_event(&mut self, e: &EventCase) {
         match e {
+            EventCase::Stolen {
+                key,
+                owner,
+                fence,
+                at,
+                ..
+            } => {
+                if let Some(s) = self.open_segment(key, *fence) {
+                    s.end = Some((*at, End::Expired));
+                }
+                self.log.push(LogLine {
+                    at: *at,
+                    kind: LineKind::Lost,
+                    text: format!(
+                        "{owner} lost \"{key}\": its lease (fence {fence}) was stolen at {}",
+                        secs(*at)
+                    ),
+                });
+            }
             EventCase::Expired {
                 key,
                 owner,
                 fence,
                 at,
+                ..
             } => {
                 if let Some(s) = self.open_segment(key, *fence) {
                     s.end = Some((*at, End::Expired));
@@ -165,6 +185,7 @@ impl Playground {
                 fence,
                 deadline,
                 at,
+                ..
             } => {
                 self.history.entry(key.clone()).or_default().push(Segment {
                     owner: owner.clone(),
@@ -221,14 +242,15 @@ impl Playground {
                 if !waits.is_empty() {
                     self.waits.insert(key.clone(), waits);
                 }
-                self.history.entry(key).or_default().push(Segment {
-                    owner: info.holder.owner,
-                    fence: info.holder.fence.0,
+                let segments = info.holders.iter().map(|h| Segment {
+                    owner: h.owner.clone(),
+                    fence: h.fence.0,
                     start: now.0,
-                    deadline: info.holder.deadline.0,
+                    deadline: h.deadline.0,
                     handoff: false,
                     end: None,
                 });
+                self.history.entry(key).or_default().extend(segments);
             }
         }
     }

@@ -259,7 +259,13 @@ fn run(o: &RunArgs) -> Result<ExitCode, Failed> {
                 .inspect(key)
                 .ok()
                 .flatten()
-                .map(|i| format!(" by {} (fence {})", i.holder.owner, i.holder.fence.0))
+                .map(|i| {
+                    format!(
+                        " by {} (fence {})",
+                        i.holder().unwrap().owner,
+                        i.holder().unwrap().fence.0
+                    )
+                })
                 .unwrap_or_default();
             eprintln!("lockstore: key \"{key}\" is held{holder}; not running the command");
             return Ok(ExitCode::from(HELD));

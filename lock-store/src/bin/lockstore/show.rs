@@ -62,13 +62,27 @@ pub fn key_text(key: &str, info: Option<&KeyInfo>) -> String {
     let Some(info) = info else {
         return format!("{key}: free");
     };
-    let h = &info.holder;
-    let mut text = format!(
-        "{key}: held by {} with fence {}, until {}",
-        h.owner,
-        h.fence.0,
-        until(h.deadline)
-    );
+    let mut text = format!("{key}:");
+    for (i, h) in info.holders.iter().enumerate() {
+        let how = match (h.ended, h.mode) {
+            (Some(end), _) => format!("kept after it was {} by", end.name()),
+            (None, lock_core::Mode::Shared) => "held shared by".into(),
+            (None, lock_core::Mode::Exclusive) => "held by".into(),
+        };
+        let sep = if i == 0 { " " } else { "\n  and " };
+        text.push_str(&format!(
+            "{sep}{how} {} with fence {}, until {}",
+            h.owner,
+            h.fence.0,
+            until(h.deadline)
+        ));
+        if !h.metadata.is_empty() {
+            text.push_str(&format!(" ({})", h.metadata));
+        }
+    }
+    if info.permits != 0 {
+        text.push_str(&format!("\n  {} permits", info.permits));
+    }
     for (i, w) in info.waiters.iter().enumerate() {
         // A waiter's wait deadline in the record is only how long its place is kept without a
         // renewal (see `WAIT_ALIVE`), not the wait it asked for, which only the waiter knows.
@@ -108,7 +122,20 @@ pub fn key_json(key: &str, info: Option<&KeyInfo>) -> String {
     let Some(info) = info else {
         return format!("{{\"key\":{},\"state\":\"free\"}}", json_string(key));
     };
-    let h = &info.holder;
+    let holders: Vec<String> = (info.holders.iter())
+        .map(|h| {
+            format!(
+                "{{\"owner\":{},\"fence\":{},\"deadline_ms\":{},\"deadline\":{},\"mode\":{},\"metadata\":{},\"ended\":{}}}",
+                json_string(&h.owner),
+                h.fence.0,
+                h.deadline.0,
+                json_string(&utc(h.deadline)),
+                json_string(h.mode.name()),
+                json_string(&h.metadata),
+                h.ended.map_or("null".into(), |e| json_string(e.name())),
+            )
+        })
+        .collect();
     let waiters: Vec<String> = info
         .waiters
         .iter()
@@ -122,13 +149,14 @@ pub fn key_json(key: &str, info: Option<&KeyInfo>) -> String {
             )
         })
         .collect();
+    // `holder` is the first lease (the only one of a key held exclusively), kept for scripts
+    // written before shared leases; `holders` lists every lease.
     format!(
-        "{{\"key\":{},\"state\":\"held\",\"holder\":{{\"owner\":{},\"fence\":{},\"deadline_ms\":{},\"deadline\":{}}},\"waiters\":[{}]}}",
+        "{{\"key\":{},\"state\":\"held\",\"holder\":{},\"holders\":[{}],\"permits\":{},\"waiters\":[{}]}}",
         json_string(key),
-        json_string(&h.owner),
-        h.fence.0,
-        h.deadline.0,
-        json_string(&utc(h.deadline)),
+        holders.first().map_or("null", String::as_str),
+        holders.join(","),
+        info.permits,
         waiters.join(",")
     )
 }
