@@ -73,6 +73,20 @@ for path in ["README.md"] + sorted(glob.glob("docs/*.md")):
 if quoted_counts == 0:
     failures.append("no count of vector scenarios found in README.md or docs/ (the pattern moved?)")
 
+kind_scenarios = kind_files = 0
+for path in sorted(glob.glob("tests/vectors/kinds/*.json")):
+    kind_files += 1
+    kind_scenarios += len(json.load(open(path, encoding="utf-8"))["scenarios"])
+kind_quotes = 0
+for path in ["README.md"] + sorted(glob.glob("docs/*.md")):
+    text = open(path, encoding="utf-8").read()
+    for m in re.finditer(r"(\d+) scenarios of the lock kinds in (\d+) files", text):
+        kind_quotes += 1
+        if (int(m.group(1)), int(m.group(2))) != (kind_scenarios, kind_files):
+            failures.append(f"{path}: \"{m.group(0)}\"; tests/vectors/kinds holds {kind_scenarios} in {kind_files}")
+if kind_quotes == 0:
+    failures.append("no count of the lock kinds' scenarios found in README.md or docs/")
+
 for path in ["README.md"] + sorted(glob.glob("docs/*.md")):
     base = os.path.dirname(path)
     text = open(path, encoding="utf-8").read()

@@ -104,13 +104,37 @@ impl Room {
     }
 }
 
-/// What a lease carries beyond its owner, fence and deadline; boxed, since plain leases carry
-/// none of it.
+/// What a lease carries beyond its owner, fence and deadline; boxed, since plain leases (live,
+/// exclusive, without options) carry none of it, and a plain lease stays small.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct LeaseTerms {
+    mode: Mode,
+    ended: Option<LeaseEnd>,
     metadata: Name,
     min_until: Option<Instant>,
     lock_delay: Duration,
+}
+
+impl Default for LeaseTerms {
+    fn default() -> Self {
+        LeaseTerms {
+            mode: Mode::Exclusive,
+            ended: None,
+            metadata: Name::new(""),
+            min_until: None,
+            lock_delay: Duration::ZERO,
+        }
+    }
+}
+
+impl LeaseTerms {
+    fn is_default(&self) -> bool {
+        self.mode == Mode::Exclusive
+            && self.ended.is_none()
+            && self.metadata.as_bytes().is_empty()
+            && self.min_until.is_none()
+            && self.lock_delay.is_zero()
+    }
 }
 
 /// A lease of one key: live, or ended for its holder but still taking its place (see
@@ -120,8 +144,6 @@ pub struct Lease {
     owner: Name,
     fence: Fence,
     deadline: Instant,
-    mode: Mode,
-    ended: Option<LeaseEnd>,
     terms: Option<Box<LeaseTerms>>,
 }
 
@@ -133,13 +155,11 @@ impl Lease {
             owner: Name::new(owner),
             fence,
             deadline,
-            mode: Mode::Exclusive,
-            ended: None,
             terms: None,
         }
     }
-    /// The same lease with these terms (empty metadata, no minimum hold and no lock-delay keep
-    /// it plain).
+    /// The same lease with these terms (exclusive, empty metadata, no minimum hold and no
+    /// lock-delay keep it plain).
     #[must_use]
     pub fn with_terms(
         mut self,
@@ -148,23 +168,27 @@ impl Lease {
         min_until: Option<Instant>,
         lock_delay: Duration,
     ) -> Self {
-        self.mode = mode;
-        self.terms =
-            (!metadata.is_empty() || min_until.is_some() || !lock_delay.is_zero()).then(|| {
-                Box::new(LeaseTerms {
-                    metadata: Name::new(metadata),
-                    min_until,
-                    lock_delay,
-                })
-            });
+        let ended = self.ended();
+        self.set_terms(LeaseTerms {
+            mode,
+            ended,
+            metadata: Name::new(metadata),
+            min_until,
+            lock_delay,
+        });
         self
     }
     /// The same lease, ended for its holder (`Some`) but still taking its place until its
     /// deadline.
     #[must_use]
     pub fn with_end(mut self, ended: Option<LeaseEnd>) -> Self {
-        self.ended = ended;
+        let mut terms = self.terms.take().map(|t| *t).unwrap_or_default();
+        terms.ended = ended;
+        self.set_terms(terms);
         self
+    }
+    fn set_terms(&mut self, terms: LeaseTerms) {
+        self.terms = (!terms.is_default()).then(|| Box::new(terms));
     }
     /// Its owner.
     #[must_use]
@@ -185,7 +209,7 @@ impl Lease {
     /// Exclusive or shared.
     #[must_use]
     pub fn mode(&self) -> Mode {
-        self.mode
+        self.terms.as_ref().map_or(Mode::Exclusive, |t| t.mode)
     }
     /// Its metadata ("" if none).
     #[must_use]
@@ -206,13 +230,14 @@ impl Lease {
     /// deadline).
     #[must_use]
     pub fn ended(&self) -> Option<LeaseEnd> {
-        self.ended
+        self.terms.as_ref().and_then(|t| t.ended)
     }
+    #[inline]
     fn is_live(&self) -> bool {
-        self.ended.is_none()
+        self.terms.as_ref().is_none_or(|t| t.ended.is_none())
     }
     fn is_plain(&self) -> bool {
-        self.mode == Mode::Exclusive && self.ended.is_none() && self.terms.is_none()
+        self.terms.is_none()
     }
     fn grant(&self) -> Grant {
         Grant {
@@ -225,20 +250,23 @@ impl Lease {
             owner: self.owner.as_str().into(),
             fence: self.fence,
             deadline: self.deadline,
-            mode: self.mode,
+            mode: self.mode(),
             metadata: self.metadata().into(),
             min_until: self.min_until(),
-            ended: self.ended,
+            ended: self.ended(),
         }
     }
     /// Ends it for its holder: it takes its place until `until`, or leaves now (`None`) if
     /// `until` is not after `at`. Returns whether it stays.
     fn end(&mut self, why: LeaseEnd, at: Instant, until: Instant) -> bool {
-        self.ended = Some(why);
+        self.terms.get_or_insert_with(Box::default).ended = Some(why);
         self.deadline = until;
         until > at
     }
 }
+
+// A plain lease: its owner inline, fence, deadline and one pointer.
+const _: () = assert!(core::mem::size_of::<Lease>() <= 56);
 
 /// What a waiter asked for beyond its TTL; boxed, since plain waiters ask for none of it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -413,7 +441,7 @@ impl KeyState {
             permits as usize
         };
         let exclusive_with_others =
-            live.len() > 1 && live.iter().any(|l| l.mode == Mode::Exclusive);
+            live.len() > 1 && live.iter().any(|l| l.mode() == Mode::Exclusive);
         if exclusive_with_others || live.len() > cap || leases.len() > cap + 1 {
             return Err(Corruption::HoldersConflict);
         }
@@ -515,14 +543,29 @@ impl KeyState {
     /// The earliest instant at which this key changes by time alone (a lease deadline or a wait
     /// deadline), or `None` if it is free.
     #[must_use]
+    #[inline]
     pub fn next_deadline(&self) -> Option<Instant> {
         let first = self.lease.as_ref()?.deadline;
-        let rest = self
-            .more
-            .iter()
-            .flat_map(|m| m.leases.iter().map(|l| l.deadline));
-        let waits = self.waiters().map(|w| w.wait_deadline);
-        Some(rest.chain(waits).fold(first, Instant::min))
+        let waits = self
+            .waiters()
+            .map(|w| w.wait_deadline)
+            .fold(first, Instant::min);
+        let Some(more) = &self.more else {
+            return Some(waits);
+        };
+        Some(
+            more.leases
+                .iter()
+                .map(|l| l.deadline)
+                .fold(waits, Instant::min),
+        )
+    }
+
+    /// Whether every lease is plain and alone (the usual key: one exclusive lease without
+    /// options), so that the fast paths need not look further.
+    #[inline]
+    fn one_plain_lease(&self) -> bool {
+        self.more.is_none() && self.lease.as_ref().is_some_and(Lease::is_plain)
     }
 
     /// Inspection: the leases, the queue and the permits, or `None` if the key is free.
@@ -577,7 +620,11 @@ impl KeyState {
     }
 
     /// Drops what a key no longer needs: an empty queue, and the rare parts of a free key.
+    #[inline]
     fn tidy(&mut self) {
+        if self.more.is_none() && self.queue.is_none() {
+            return;
+        }
         if self.queue.as_ref().is_some_and(|q| q.is_empty()) {
             self.queue = None;
         }
@@ -588,7 +635,11 @@ impl KeyState {
         }
     }
 
+    #[inline]
     fn live_lease_of(&self, owner: &str) -> Option<&Lease> {
+        if self.one_plain_lease() {
+            return self.lease.as_ref().filter(|l| l.owner.is(owner));
+        }
         self.leases().find(|l| l.is_live() && l.owner.is(owner))
     }
 
@@ -602,13 +653,16 @@ impl KeyState {
                     0 => room.max_holders_per_key,
                     n => n as usize,
                 };
-                self.leases().all(|l| l.mode == Mode::Shared) && self.lease_count() < cap
+                self.leases().all(|l| l.mode() == Mode::Shared) && self.lease_count() < cap
             }
         }
     }
 
     /// When the key next changes, as a retry-after hint: the earliest end of a lease.
     fn earliest_end(&self) -> Instant {
+        if let (Some(lease), None) = (&self.lease, &self.more) {
+            return lease.deadline;
+        }
         self.leases()
             .map(|l| l.deadline)
             .min()
@@ -797,6 +851,19 @@ impl KeyState {
         fences: &mut impl FenceSource,
     ) -> Result<AcquireOutcome, LockError> {
         if self.lease.is_none() {
+            if options.is_plain() && room.lock_delay.is_zero() {
+                // The usual grant: a plain lease on a free key, built in place.
+                let deadline = deadline_after(now, ttl)?;
+                let lease = Lease {
+                    owner: Name::new(owner),
+                    fence: fences.next_fence(),
+                    deadline,
+                    terms: None,
+                };
+                let grant = lease.grant();
+                self.lease = Some(lease);
+                return Ok(AcquireOutcome::Acquired(grant));
+            }
             // A free key: granted, with the request's permits.
             let lease = self.grant_now(owner, ttl, options, now, room, fences)?;
             return Ok(AcquireOutcome::Acquired(lease));
@@ -807,7 +874,7 @@ impl KeyState {
             });
         }
         if let Some(lease) = self.live_lease_of(owner) {
-            return match lease.mode == options.mode {
+            return match lease.mode() == options.mode {
                 true => Ok(AcquireOutcome::AlreadyHeld(lease.grant())),
                 false => Err(LockError::ModeMismatch),
             };
@@ -1025,6 +1092,17 @@ impl KeyState {
     ) -> Transition<ReleaseOutcome> {
         let mut events = Vec::new();
         self.advance_into(now, room, fences, &mut events);
+        let mine = |l: &Lease| l.fence == fence && l.owner.is(owner);
+        if self.one_plain_lease() && self.lease.as_ref().is_some_and(mine) {
+            // The usual release: the one plain lease, ended now.
+            self.lease = None;
+            if self.queue.is_some() {
+                self.hand_off(now, room, fences, &mut events);
+                self.tidy();
+            }
+            let outcome = Ok(ReleaseOutcome::Released);
+            return Transition { outcome, events };
+        }
         if let Some(until) = self.released_early(owner, fence) {
             let outcome = Ok(ReleaseOutcome::HeldUntil { until });
             return Transition { outcome, events };
@@ -1050,9 +1128,15 @@ impl KeyState {
     /// If `owner`'s lease with `fence` was released before its minimum hold and still keeps its
     /// place: until when (as of the last transition).
     #[must_use]
+    #[inline]
     pub fn released_early(&self, owner: &str, fence: Fence) -> Option<Instant> {
+        if self.one_plain_lease() {
+            return None;
+        }
         self.leases()
-            .find(|l| l.ended == Some(LeaseEnd::Released) && l.fence == fence && l.owner.is(owner))
+            .find(|l| {
+                l.ended() == Some(LeaseEnd::Released) && l.fence == fence && l.owner.is(owner)
+            })
             .map(|l| l.deadline)
     }
 
@@ -1186,8 +1270,6 @@ fn new_lease(
         owner: owner.clone(),
         fence,
         deadline,
-        mode: Mode::Exclusive,
-        ended: None,
         terms: None,
     };
     if options.mode == Mode::Exclusive

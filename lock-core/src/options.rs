@@ -86,8 +86,13 @@ impl AcquireOptions<'_> {
     /// Whether these are the plain options (no shared mode, permits, minimum hold, lock-delay or
     /// metadata).
     #[must_use]
+    #[inline]
     pub fn is_plain(&self) -> bool {
-        *self == AcquireOptions::EXCLUSIVE
+        self.mode == Mode::Exclusive
+            && self.permits == 0
+            && self.min_hold.is_zero()
+            && self.lock_delay.is_zero()
+            && self.metadata.is_empty()
     }
 
     /// Checks the options of a request with `ttl` against `limits`, in this order: metadata,

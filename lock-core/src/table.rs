@@ -150,6 +150,7 @@ impl LockTable {
     /// # Errors
     /// [`LockError::Held`] (with the holder's deadline) if another owner holds it, or a validation
     /// or limit error; none of them changes the table.
+    #[inline]
     pub fn try_acquire(
         &mut self,
         key: &str,
@@ -169,6 +170,7 @@ impl LockTable {
     /// # Errors
     /// [`LockError::Held`] when not waiting, [`LockError::QueueFull`],
     /// [`LockError::TooManyWaiters`], [`LockError::TableFull`], or a validation error.
+    #[inline]
     pub fn acquire(
         &mut self,
         key: &str,
@@ -204,7 +206,7 @@ impl LockTable {
         options: &AcquireOptions<'_>,
         now: Instant,
     ) -> Result<AcquireOutcome, LockError> {
-        let result = self.acquire_inner(key, owner, ttl, wait_deadline, options, now, false);
+        let result = self.acquire_inner(key, owner, ttl, wait_deadline, options, now);
         match &result {
             Ok(AcquireOutcome::Acquired(_)) => self.counters.acquired += 1,
             Ok(AcquireOutcome::Queued { .. }) => self.counters.queued += 1,
@@ -232,22 +234,36 @@ impl LockTable {
         options: &AcquireOptions<'_>,
         now: Instant,
     ) -> Result<AcquireOutcome, LockError> {
-        let result = self.acquire_inner(key, owner, ttl, Instant::ZERO, options, now, true);
+        let result = self.steal_inner(key, owner, ttl, options, now);
         self.count(&result, |c| c.acquired += 1);
         result
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn acquire_inner(
+    fn steal_inner(
         &mut self,
         key: &str,
         owner: &str,
         ttl: Duration,
-        wait_deadline: Instant,
         options: &AcquireOptions<'_>,
         now: Instant,
-        steal: bool,
     ) -> Result<AcquireOutcome, LockError> {
+        let (now, hash, existing) = self.admit(key, owner, ttl, options, now)?;
+        self.apply_to(existing, key, hash, |state, _, fences, room| {
+            state.steal(owner, ttl, options, now, room, fences)
+        })
+    }
+
+    /// The checks of an acquire or a steal, in order: the request, then time up to `now`, then
+    /// room for a new key. Answers the clamped `now`, the key's hash and its slot, if in use.
+    #[inline(always)]
+    fn admit(
+        &mut self,
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+        options: &AcquireOptions<'_>,
+        now: Instant,
+    ) -> Result<(Instant, u64, Option<u32>), LockError> {
         self.limits.check_key(key)?;
         self.limits.check_owner(owner)?;
         self.limits.check_ttl(ttl)?;
@@ -262,9 +278,21 @@ impl LockTable {
                 max_keys: self.limits.max_keys,
             });
         }
-        self.apply_to(existing, key, hash, |state, _, fences, room| match steal {
-            false => state.acquire(owner, ttl, wait_deadline, options, now, room, fences),
-            true => state.steal(owner, ttl, options, now, room, fences),
+        Ok((now, hash, existing))
+    }
+
+    fn acquire_inner(
+        &mut self,
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+        wait_deadline: Instant,
+        options: &AcquireOptions<'_>,
+        now: Instant,
+    ) -> Result<AcquireOutcome, LockError> {
+        let (now, hash, existing) = self.admit(key, owner, ttl, options, now)?;
+        self.apply_to(existing, key, hash, |state, _, fences, room| {
+            state.acquire(owner, ttl, wait_deadline, options, now, room, fences)
         })
     }
 

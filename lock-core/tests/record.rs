@@ -20,8 +20,14 @@ use proptest::prelude::*;
 const KEYS: [&str; 3] = ["k0", "k1", "k2"];
 const OWNERS: [&str; 3] = ["o0", "o1", "o2"];
 
+std::thread_local! {
+    /// The table's lock-delay for the running case (0 or a few ms: both paths are exercised).
+    static TABLE_DELAY: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 fn limits() -> Limits {
     Limits {
+        lock_delay: Duration(TABLE_DELAY.with(std::cell::Cell::get)),
         max_waiters_per_key: 2,
         max_holders_per_key: 3,
         expired_retention: Duration(300),
@@ -263,7 +269,9 @@ proptest! {
 
     #[test]
     fn records_answer_as_the_table(steps in prop::collection::vec(
-        (prop_oneof![6 => 0..120i64, 2 => Just(0i64), 1 => -80..0i64], op()), 1..60)) {
+        (prop_oneof![6 => 0..120i64, 2 => Just(0i64), 1 => -80..0i64], op()), 1..60),
+        delay in prop_oneof![Just(0u64), 1..40u64]) {
+        TABLE_DELAY.with(|d| d.set(delay));
         run(steps)?;
     }
 }

@@ -29,7 +29,16 @@ export type LockErrorCode =
   | 'snapshot-version'
   | 'snapshot-checksum'
   | 'snapshot-corrupt'
-  | 'snapshot-exceeds-limits';
+  | 'snapshot-exceeds-limits'
+  | 'metadata-too-long'
+  | 'metadata-invalid'
+  | 'too-many-permits'
+  | 'permits-mismatch'
+  | 'mode-mismatch'
+  | 'min-hold-too-long'
+  | 'lock-delay-too-long'
+  | 'stolen'
+  | 'query-limit';
 
 /** The code of the error that rejects `Locks.acquire` when its wait timed out. */
 export declare const WAIT_TIMED_OUT: 'wait-timed-out';
@@ -123,7 +132,8 @@ export type AcquireOutcome = Granted | Queued;
 export type LockEvent =
   | { type: 'expired'; key: string; owner: string; fence: number; at: Millis }
   | { type: 'granted'; key: string; owner: string; fence: number; deadline: Millis; at: Millis }
-  | { type: 'wait-timed-out'; key: string; owner: string; at: Millis };
+  | { type: 'wait-timed-out'; key: string; owner: string; at: Millis }
+  | { type: 'stolen'; key: string; owner: string; fence: number; at: Millis };
 
 /** A waiter of a key. */
 export interface WaiterInfo {
@@ -158,6 +168,8 @@ export interface Stats {
   cancelled: number;
   rejected: number;
   eventsDropped: number;
+  /** Leases ended by a steal. */
+  stolen: number;
 }
 
 /**
