@@ -37,6 +37,7 @@ fuzz_target!(|input: Input| {
             expired_retention: Duration(100),
             max_expired_records: 2,
             max_pending_events: 4,
+            ..Limits::default()
         }
     } else {
         Limits::default()
@@ -66,7 +67,9 @@ fuzz_target!(|input: Input| {
             }
             Op::Inspect { key } => {
                 if let Ok(Some(info)) = table.inspect(&key, request_now) {
-                    assert!(info.holder.deadline > table.clock());
+                    for holder in &info.holders {
+                        assert!(holder.deadline > table.clock());
+                    }
                 }
                 None
             }
