@@ -55,37 +55,39 @@ for line in readme.splitlines():
 if sized != len(ARTIFACTS):
     failures.append(f"README's figures table has {sized} of the {len(ARTIFACTS)} sizes it should quote")
 
-scenarios = groups = 0
-for path in sorted(glob.glob("tests/vectors/*.json")):
-    groups += 1
-    scenarios += len(json.load(open(path, encoding="utf-8"))["scenarios"])
-quoted_counts = 0
-for path in ["README.md"] + sorted(glob.glob("docs/*.md")):
-    text = open(path, encoding="utf-8").read()
-    for m in re.finditer(r"(\d+) (?:vector )?scenarios in (\d+) behaviour groups", text):
-        quoted_counts += 1
-        if (int(m.group(1)), int(m.group(2))) != (scenarios, groups):
-            failures.append(f"{path}: \"{m.group(0)}\"; the vectors hold {scenarios} in {groups}")
-    for m in re.finditer(r"the (\d+) vector scenarios", text):
-        quoted_counts += 1
-        if int(m.group(1)) != scenarios:
-            failures.append(f"{path}: \"{m.group(0)}\"; the vectors hold {scenarios}")
-if quoted_counts == 0:
-    failures.append("no count of vector scenarios found in README.md or docs/ (the pattern moved?)")
+DOCS = ["README.md"] + sorted(glob.glob("docs/*.md"))
 
-kind_scenarios = kind_files = 0
-for path in sorted(glob.glob("tests/vectors/kinds/*.json")):
-    kind_files += 1
-    kind_scenarios += len(json.load(open(path, encoding="utf-8"))["scenarios"])
-kind_quotes = 0
-for path in ["README.md"] + sorted(glob.glob("docs/*.md")):
-    text = open(path, encoding="utf-8").read()
-    for m in re.finditer(r"(\d+) scenarios of the lock kinds in (\d+) files", text):
-        kind_quotes += 1
-        if (int(m.group(1)), int(m.group(2))) != (kind_scenarios, kind_files):
-            failures.append(f"{path}: \"{m.group(0)}\"; tests/vectors/kinds holds {kind_scenarios} in {kind_files}")
-if kind_quotes == 0:
-    failures.append("no count of the lock kinds' scenarios found in README.md or docs/")
+
+def count_vectors(pattern):
+    """(scenarios, files) of the vector files matching `pattern`."""
+    files = sorted(glob.glob(pattern))
+    return sum(len(json.load(open(p, encoding="utf-8"))["scenarios"]) for p in files), len(files)
+
+
+def check_counts(checks, what):
+    """Every quote of a count in README.md and docs/ must match; at least one must exist.
+    `checks`: (regex, the numbers its groups must be, what holds them)."""
+    quoted = 0
+    for path in DOCS:
+        text = open(path, encoding="utf-8").read()
+        for regex, want, holder in checks:
+            for m in re.finditer(regex, text):
+                quoted += 1
+                if tuple(int(g) for g in m.groups()) != want:
+                    failures.append(f"{path}: \"{m.group(0)}\"; {holder} holds {' in '.join(map(str, want))}")
+    if quoted == 0:
+        failures.append(f"no count of {what} found in README.md or docs/ (the pattern moved?)")
+    return quoted
+
+
+scenarios, groups = count_vectors("tests/vectors/*.json")
+quoted_counts = check_counts([
+    (r"(\d+) (?:vector )?scenarios in (\d+) behaviour groups", (scenarios, groups), "tests/vectors"),
+    (r"the (\d+) vector scenarios", (scenarios,), "tests/vectors"),
+], "vector scenarios")
+quoted_counts += check_counts([
+    (r"(\d+) scenarios of the lock kinds in (\d+) files", count_vectors("tests/vectors/kinds/*.json"), "tests/vectors/kinds"),
+], "the lock kinds' scenarios")
 
 for path in ["README.md"] + sorted(glob.glob("docs/*.md")):
     base = os.path.dirname(path)
