@@ -225,7 +225,9 @@ impl Lease {
             )?;
             inner.forget(st, shared.fence);
             inner.drain_after_release(st, callbacks);
-            r.map_err(|e| inner.refused(st, shared, e, callbacks))
+            // A lease of this host has no minimum hold, so a release always ends it now.
+            r.map(|_| ())
+                .map_err(|e| inner.refused(st, shared, e, callbacks))
         });
         if matches!(result, Err(Error::Host(_) | Error::Persist(_))) {
             // The table was not reached: the lease is still held and may be released again.

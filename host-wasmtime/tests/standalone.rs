@@ -26,6 +26,9 @@ fn the_shipped_component_runs_in_a_plain_engine_from_the_wit_alone() {
         expired_retention: 600_000,
         max_expired_records: 10_000,
         max_pending_events: 100_000,
+        max_holders_per_key: 64,
+        max_metadata_bytes: 256,
+        lock_delay: 0,
     };
     let table = tables
         .call_create(&mut store, limits, 0)

@@ -121,6 +121,26 @@ impl Limits {
         }
     }
 
+    /// Checks a query's prefix, cursor and limit (see [`LockTable::query`](crate::LockTable::query)):
+    /// the limit from 1 to [`QUERY_MAX`](crate::QUERY_MAX); a prefix or cursor is checked as a
+    /// key would be, but may be empty.
+    ///
+    /// # Errors
+    /// [`LockError::QueryLimit`], or a key error for the prefix or the cursor.
+    pub fn check_query(&self, prefix: &str, after: &str, limit: usize) -> Result<(), LockError> {
+        if !(1..=crate::QUERY_MAX).contains(&limit) {
+            return Err(LockError::QueryLimit {
+                max: crate::QUERY_MAX,
+            });
+        }
+        for part in [prefix, after] {
+            if !part.is_empty() {
+                self.check_key(part)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Checks an owner: non-empty, at most `max_owner_bytes`, no control character.
     ///
     /// # Errors

@@ -211,6 +211,31 @@ pub struct QueryPage {
     pub next: Option<String>,
 }
 
+impl QueryPage {
+    /// Whether a query for `prefix` after the cursor `after` takes the key `name`: it starts
+    /// with the prefix and comes after the cursor in byte order.
+    #[must_use]
+    pub fn matches(prefix: &str, after: &str, name: &str) -> bool {
+        name.starts_with(prefix) && name.as_bytes() > after.as_bytes()
+    }
+
+    /// The page of a query with `limit` (checked by
+    /// [`Limits::check_query`](crate::Limits::check_query)) from the keys in use that
+    /// [`matches`](Self::matches) takes, in increasing byte order: the first `limit`, and the
+    /// cursor of the next page if another key follows. Reads at most `limit + 1` keys, so a
+    /// caller that inspects keys lazily (a store) stops there.
+    #[must_use]
+    pub fn from_ordered(keys: impl IntoIterator<Item = (String, KeyInfo)>, limit: usize) -> Self {
+        let mut keys = keys.into_iter();
+        let page: Vec<(String, KeyInfo)> = keys.by_ref().take(limit).collect();
+        let next = match keys.next() {
+            Some(_) => page.last().map(|(key, _)| key.clone()),
+            None => None,
+        };
+        QueryPage { keys: page, next }
+    }
+}
+
 /// Counters and gauges of a table, for observability.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Stats {

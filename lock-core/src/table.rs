@@ -14,7 +14,7 @@ use crate::stored_name::Name;
 use crate::timer_heap::{Timer, TimerHeap};
 use crate::{
     snapshot, AcquireOptions, AcquireOutcome, Duration, Event, EventKind, Fence, Grant, Instant,
-    KeyEvent, KeyInfo, Limits, LockError, QueryPage, ReleaseOutcome, Stats, QUERY_MAX,
+    KeyEvent, KeyInfo, Limits, LockError, QueryPage, ReleaseOutcome, Stats,
 };
 
 /// One held key: its name and its state.
@@ -548,7 +548,7 @@ impl LockTable {
     /// dashboards). Costs one pass over the keys in use, O(n log limit).
     ///
     /// # Errors
-    /// [`LockError::QueryLimit`] if `limit` is 0 or above [`QUERY_MAX`]; a prefix or cursor
+    /// [`LockError::QueryLimit`] if `limit` is 0 or above [`QUERY_MAX`](crate::QUERY_MAX); a prefix or cursor
     /// longer than `max_key_bytes` or holding a control character is refused as a key would be
     /// (an empty one is fine). None of them changes the table.
     pub fn query(
@@ -558,7 +558,7 @@ impl LockTable {
         limit: usize,
         now: Instant,
     ) -> Result<QueryPage, LockError> {
-        if let Err(e) = check_query(&self.limits, prefix, after, limit) {
+        if let Err(e) = self.limits.check_query(prefix, after, limit) {
             self.counters.rejected += 1;
             return Err(e);
         }
@@ -568,25 +568,19 @@ impl LockTable {
         let mut smallest: BinaryHeap<(&[u8], u32)> = BinaryHeap::with_capacity(limit + 2);
         for (slot, record) in self.slots.iter().enumerate() {
             let Some(record) = record else { continue };
-            let name = record.key.as_bytes();
-            if name.starts_with(prefix.as_bytes()) && name > after.as_bytes() {
-                smallest.push((name, slot as u32));
+            if QueryPage::matches(prefix, after, record.key.as_str()) {
+                smallest.push((record.key.as_bytes(), slot as u32));
                 if smallest.len() > limit + 1 {
                     smallest.pop();
                 }
             }
         }
-        let mut page = smallest.into_sorted_vec();
-        let more = page.len() > limit;
-        page.truncate(limit);
-        let keys: Vec<(String, KeyInfo)> = (page.iter())
-            .filter_map(|&(_, slot)| {
-                let record = self.record(slot)?;
-                Some((String::from(record.key.as_str()), record.state.info()?))
-            })
-            .collect();
-        let next = keys.last().filter(|_| more).map(|(key, _)| key.clone());
-        Ok(QueryPage { keys, next })
+        let page = smallest.into_sorted_vec();
+        let keys = page.iter().filter_map(|&(_, slot)| {
+            let record = self.record(slot)?;
+            Some((String::from(record.key.as_str()), record.state.info()?))
+        });
+        Ok(QueryPage::from_ordered(keys, limit))
     }
 
     /// Gauges and counters at `now`.
@@ -900,19 +894,6 @@ impl LockTable {
             }
         }
     }
-}
-
-/// Checks a query's prefix, cursor and limit.
-fn check_query(limits: &Limits, prefix: &str, after: &str, limit: usize) -> Result<(), LockError> {
-    if !(1..=QUERY_MAX).contains(&limit) {
-        return Err(LockError::QueryLimit { max: QUERY_MAX });
-    }
-    for part in [prefix, after] {
-        if !part.is_empty() {
-            limits.check_key(part)?;
-        }
-    }
-    Ok(())
 }
 
 /// The index's hash of a key: its bytes alone. foldhash's `write` already mixes in the length,

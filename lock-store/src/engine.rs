@@ -5,7 +5,9 @@ use std::time::Duration as StdDuration;
 
 use crate::local::LocalInstant;
 
-use lock_core::{Fence, Instant, KeyEvent, KeyInfo, Limits, LockError, Request, Response, Step};
+use lock_core::{
+    Event, Fence, Instant, KeyEvent, KeyInfo, Limits, LockError, QueryPage, Request, Response, Step,
+};
 
 use crate::clock::StoreClock;
 use crate::decider::{DecideError, Decider, Decision, Native};
@@ -205,6 +207,56 @@ impl<S: Store, D: Decider> Engine<S, D> {
             |decider, record, now| decider.inspect(record, key, now, &limits),
             Step::<Result<Option<KeyInfo>, LockError>>::settle,
         )
+    }
+
+    /// The keys in use whose name starts with `prefix` and comes after `after`, at most
+    /// `limit`, with the cursor of the next page (`lock_core::LockTable::query` over the
+    /// namespace). Each candidate key is inspected in byte order (applying time first, which
+    /// may write an expiry) until one more than a page is in use; the events those inspections
+    /// applied are returned beside the page, each with its key.
+    ///
+    /// # Errors
+    /// A [`StoreError`]; a refused query ([`LockError::QueryLimit`], a bad prefix or cursor)
+    /// is the inner `Err` and reads nothing.
+    pub fn query(
+        &mut self,
+        prefix: &str,
+        after: &str,
+        limit: usize,
+        at: Instant,
+    ) -> Result<(Result<QueryPage, LockError>, Vec<Event>), StoreError> {
+        if let Err(e) = self.limits.check_query(prefix, after, limit) {
+            return Ok((Err(e), Vec::new()));
+        }
+        let mut names = self.store.keys()?;
+        names.retain(|name| QueryPage::matches(prefix, after, name));
+        names.sort_unstable();
+        let mut in_use = Vec::new();
+        let mut events = Vec::new();
+        for key in names {
+            if in_use.len() > limit {
+                break;
+            }
+            let decided = self.inspect(&key, at)?;
+            events.extend(
+                decided
+                    .events
+                    .into_iter()
+                    .map(|KeyEvent { at, kind }| Event {
+                        key: key.clone(),
+                        at,
+                        kind,
+                    }),
+            );
+            // A key this client's limits refuse (written by a client with larger ones) is
+            // named in the error rather than left out of the page.
+            match decided.reply {
+                Ok(Some(info)) => in_use.push((key, info)),
+                Ok(None) => {}
+                Err(e) => return Ok((Err(e), events)),
+            }
+        }
+        Ok((Ok(QueryPage::from_ordered(in_use, limit)), events))
     }
 
     /// The key's record as stored now (a fresh read, not remembered), decoded by the native

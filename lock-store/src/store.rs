@@ -336,7 +336,9 @@ pub enum StoreError {
         /// The store and namespace.
         store: String,
     },
-    /// A stored record does not decode: it is reported, never reset.
+    /// A stored record does not decode: it is reported, never reset. A record of a newer
+    /// format than this client reads (a newer client wrote it, during a rolling upgrade) is
+    /// this error with [`LockError::SnapshotVersion`] naming both versions.
     Corrupt {
         /// The key.
         key: String,
@@ -433,6 +435,15 @@ impl fmt::Display for StoreError {
             StoreError::NoNamespace { store } => write!(
                 f,
                 "{store} does not exist (nothing was ever locked in it; the first lock creates it)"
+            ),
+            StoreError::Corrupt {
+                key,
+                error: LockError::SnapshotVersion { found, supported },
+            } => write!(
+                f,
+                "the record of key \"{key}\" is in format version {found}, newer than this \
+                 client reads (up to {supported}): a newer client wrote it; upgrade this one \
+                 (the record is left as it is)"
             ),
             StoreError::Corrupt { key, error } => {
                 write!(f, "the record of key \"{key}\" is corrupt: {error}")

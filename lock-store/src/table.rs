@@ -10,7 +10,9 @@
 //!
 //! Statistics are the table view's own: gauges from a scan of the namespace and the store's
 //! fence counter, counters of what this table's calls did. What a store cannot have is refused
-//! with [`TableFault::Unsupported`]: snapshots and restores of a whole table.
+//! with [`TableFault::Unsupported`]: snapshots and restores of a whole table, and the three
+//! recovery calls of a persisting host (bounded timeout handling, a fence floor, cancelling
+//! every wait), whose meaning is one process's table.
 
 use std::fmt;
 
@@ -30,7 +32,8 @@ use crate::store::{Store, StoreError};
 pub enum TableFault {
     /// The store failed.
     Store(StoreError),
-    /// A table-wide operation a store does not have (`snapshot`, `restore`).
+    /// A table-wide operation a store does not have (`snapshot`, `restore`, and a persisting
+    /// host's recovery calls).
     Unsupported(&'static str),
 }
 
@@ -90,27 +93,32 @@ impl<S: Store, D: Decider> StoreTable<S, D> {
         &mut self.engine
     }
 
-    /// Queues a call's events (bounded as a table bounds them) and counts them.
+    /// Queues a call's events and counts them.
     fn absorb<R>(&mut self, key: &str, decided: Decided<R>) -> R {
         for KeyEvent { at, kind } in decided.events {
-            let c = &mut self.counters;
-            match kind {
-                EventKind::Expired { .. } => c.expired += 1,
-                EventKind::Granted { .. } => c.handed_off += 1,
-                EventKind::WaitTimedOut { .. } => c.wait_timed_out += 1,
-                EventKind::Stolen { .. } => c.stolen += 1,
-            }
-            if self.events.len() >= self.engine.limits().max_pending_events {
-                self.events.pop_front();
-                self.counters.events_dropped += 1;
-            }
-            self.events.push_back(Event {
+            self.push_event(Event {
                 key: key.to_owned(),
                 at,
                 kind,
             });
         }
         decided.reply
+    }
+
+    /// Queues one event (bounded as a table bounds them) and counts it.
+    fn push_event(&mut self, event: Event) {
+        let c = &mut self.counters;
+        match event.kind {
+            EventKind::Expired { .. } => c.expired += 1,
+            EventKind::Granted { .. } => c.handed_off += 1,
+            EventKind::WaitTimedOut { .. } => c.wait_timed_out += 1,
+            EventKind::Stolen { .. } => c.stolen += 1,
+        }
+        if self.events.len() >= self.engine.limits().max_pending_events {
+            self.events.pop_front();
+            self.counters.events_dropped += 1;
+        }
+        self.events.push_back(event);
     }
 
     /// Counts an answer as a table counts it.
@@ -197,9 +205,19 @@ impl<S: Store, D: Decider> StoreTable<S, D> {
             self.advance(request.now())?;
         }
         let now = self.clock;
+        // Releasing again a lease that keeps its place (a minimum hold) ends nothing, so a
+        // table does not count it: the record before the call says whether it is a repeat.
+        let repeat = match request {
+            Request::Release { owner, fence, .. } => (self.engine.peek(key)?.state())
+                .released_early(owner, fence)
+                .is_some(),
+            _ => false,
+        };
         let decided = self.engine.request(key, now, |now| request.at(now))?;
         let response = self.absorb(key, decided);
-        self.count(&response);
+        if !repeat {
+            self.count(&response);
+        }
         if let (Request::CancelWait { .. }, Response::Done(Ok(()))) = (request, &response) {
             self.counters.cancelled += 1;
         }
@@ -229,7 +247,24 @@ impl<S: Store, D: Decider> LockBackend for StoreTable<S, D> {
             Call::Stats { now } => Ok(Reply::Stats(self.stats(now)?)),
             Call::Snapshot { .. } => Err(TableFault::Unsupported("snapshot")),
             Call::Restore { .. } => Err(TableFault::Unsupported("restore")),
-            Call::Query { .. } => Err(TableFault::Unsupported("query")),
+            Call::Query {
+                prefix,
+                after,
+                limit,
+                now,
+            } => {
+                let checked = self.engine.limits().check_query(prefix, after, limit);
+                if checked.is_ok() {
+                    self.advance(now)?;
+                } else {
+                    self.counters.rejected += 1;
+                }
+                let (page, events) = self.engine.query(prefix, after, limit, self.clock)?;
+                for event in events {
+                    self.push_event(event);
+                }
+                Ok(Reply::Query(page))
+            }
             Call::HandleTimeoutBounded { .. } => {
                 Err(TableFault::Unsupported("handle-timeout-bounded"))
             }

@@ -1,8 +1,9 @@
 // The shared conformance vectors against the WIT component (the same .wasm wasmtime runs),
-// transpiled by jco and run in Node. Every scenario runs, u64 values included (BigInt).
+// transpiled by jco and run in Node. Every scenario runs, the lock kinds' and u64 values
+// included (BigInt).
 import { before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { loadAllVectorFiles, runScenario } from './lib/vectors.js';
+import { loadAllVectorFiles, loadKindsVectorFiles, runScenario } from './lib/vectors.js';
 import { JcoDriver, loadComponent } from './lib/driver-jco.js';
 
 let module;
@@ -10,7 +11,7 @@ before(async () => {
   module = await loadComponent();
 });
 
-for (const { name, file } of loadAllVectorFiles()) {
+for (const { name, file } of [...loadAllVectorFiles(), ...loadKindsVectorFiles()]) {
   describe(`component via jco: ${name}`, () => {
     for (const scenario of file.scenarios) {
       it(scenario.name, () => {

@@ -5,8 +5,8 @@ use std::time::Duration as WallDuration;
 
 use lock_core::wire::Response;
 use lock_core::{
-    AcquireOutcome, Call, Duration, Event, Fence, Grant, Instant, KeyInfo, LockBackend, LockError,
-    Reply, Request, Stats,
+    AcquireOptions, AcquireOutcome, Call, Duration, Event, Fence, Grant, Instant, KeyInfo,
+    LockBackend, LockError, QueryPage, ReleaseOutcome, Reply, Request, Stats,
 };
 use wasmtime::component::ResourceAny;
 use wasmtime::Store;
@@ -122,8 +122,63 @@ impl ComponentTable {
         acquire => call_acquire(key: &str, owner: &str, ttl: Duration, wait_deadline: Instant, now: Instant) -> Result<AcquireOutcome, LockError>,
         |r| lock_result(r, |o| wit::outcome(&o)));
     forward!(/// [`LockTable::release`](lock_core::LockTable::release).
-        release => call_release(key: &str, owner: &str, fence: Fence, now: Instant) -> Result<(), LockError>,
-        |r| lock_result(r, |()| ()));
+        release => call_release(key: &str, owner: &str, fence: Fence, now: Instant) -> Result<ReleaseOutcome, LockError>,
+        |r| lock_result(r, |o| wit::release(&o)));
+    /// [`LockTable::acquire_with`](lock_core::LockTable::acquire_with).
+    ///
+    /// # Errors
+    /// [`HostError`] if the component traps or trapped before, or answers a value this build
+    /// does not know.
+    pub fn acquire_with(
+        &mut self,
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+        wait_deadline: Instant,
+        options: &AcquireOptions<'_>,
+        now: Instant,
+    ) -> Result<Result<AcquireOutcome, LockError>, HostError> {
+        self.enter()?;
+        let (table, options) = (self.table, wit::options(options));
+        let result = (self.bindings.expiring_lock_table().lock_table()).call_acquire_with(
+            &mut self.store,
+            table,
+            key,
+            owner,
+            ttl.0,
+            wait_deadline.0,
+            &options,
+            now.0,
+        );
+        lock_result(self.leave(result)?, |o| wit::outcome(&o))
+    }
+
+    /// [`LockTable::steal`](lock_core::LockTable::steal).
+    ///
+    /// # Errors
+    /// As [`acquire_with`](Self::acquire_with).
+    pub fn steal(
+        &mut self,
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+        options: &AcquireOptions<'_>,
+        now: Instant,
+    ) -> Result<Result<AcquireOutcome, LockError>, HostError> {
+        self.enter()?;
+        let (table, options) = (self.table, wit::options(options));
+        let result = (self.bindings.expiring_lock_table().lock_table()).call_steal(
+            &mut self.store,
+            table,
+            key,
+            owner,
+            ttl.0,
+            &options,
+            now.0,
+        );
+        lock_result(self.leave(result)?, |o| wit::outcome(&o))
+    }
+
     forward!(/// [`LockTable::extend`](lock_core::LockTable::extend).
         extend => call_extend(key: &str, owner: &str, fence: Fence, ttl: Duration, now: Instant) -> Result<Grant, LockError>,
         |r| lock_result(r, |g| wit::grant(&g)));
@@ -153,6 +208,10 @@ impl ComponentTable {
     forward!(/// [`LockTable::inspect`](lock_core::LockTable::inspect).
         inspect => call_inspect(key: &str, now: Instant) -> Result<Option<KeyInfo>, LockError>,
         |r| lock_result(r, |i: Option<_>| i.map(wit::key_info)));
+    forward!(/// [`LockTable::query`](lock_core::LockTable::query) (a limit past `u32::MAX` is
+        /// refused as any limit past [`QUERY_MAX`](lock_core::QUERY_MAX) is).
+        query => call_query(prefix: &str, after: &str, limit: u32, now: Instant) -> Result<QueryPage, LockError>,
+        |r| lock_result(r, wit::query_page));
     forward!(/// [`LockTable::stats`](lock_core::LockTable::stats).
         stats => call_stats(now: Instant) -> Stats, |s| Ok(wit::stats(&s)));
 
@@ -230,20 +289,34 @@ impl ComponentTable {
                 wait_deadline,
                 now,
             } => Response::Acquire(self.acquire(key, owner, ttl, wait_deadline, now)?),
-            // Not single calls of the contract (a release may answer `held-until`): one batch.
-            Request::Release { .. } | Request::AcquireWith { .. } | Request::Steal { .. } => {
-                let mut batch = super::Batch::new();
-                batch.push(&request);
-                let mut answers = self.batch(&batch)?.into_iter();
-                match (answers.next(), answers.next()) {
-                    (Some(answer), None) => answer,
-                    _ => {
-                        return Err(HostError::Mismatch(
-                            "the component answered a one-request batch with another count".into(),
-                        ))
-                    }
-                }
-            }
+            Request::AcquireWith {
+                key,
+                owner,
+                ttl,
+                wait_deadline,
+                options,
+                now,
+            } => Response::Acquire(self.acquire_with(
+                key,
+                owner,
+                ttl,
+                wait_deadline,
+                &options,
+                now,
+            )?),
+            Request::Steal {
+                key,
+                owner,
+                ttl,
+                options,
+                now,
+            } => Response::Acquire(self.steal(key, owner, ttl, &options, now)?),
+            Request::Release {
+                key,
+                owner,
+                fence,
+                now,
+            } => Response::Release(self.release(key, owner, fence, now)?),
             Request::Extend {
                 key,
                 owner,
@@ -287,10 +360,14 @@ impl LockBackend for ComponentTable {
                 Reply::Raised
             }
             Call::CancelAllWaits { now } => Reply::Cancelled(self.cancel_all_waits(now)? as usize),
-            Call::Query { .. } => {
-                return Err(HostError::Mismatch(
-                    "query is not in the component's contract yet".into(),
-                ))
+            Call::Query {
+                prefix,
+                after,
+                limit,
+                now,
+            } => {
+                let limit = u32::try_from(limit).unwrap_or(u32::MAX);
+                Reply::Query(self.query(prefix, after, limit, now)?)
             }
         })
     }

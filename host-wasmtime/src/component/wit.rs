@@ -9,7 +9,8 @@ wasmtime::component::bindgen!({
 });
 
 use exports::expiring::lock::types::{
-    self, AcquireOutcome, Event, EventKind, Grant, KeyInfo, LockError, Stats,
+    self, AcquireOutcome, Event, EventKind, Grant, KeyInfo, LeaseEnd, LockError, Mode, QueryPage,
+    ReleaseOutcome, Stats,
 };
 
 /// A core value as the plain number (or the same value) the WIT contract passes.
@@ -75,6 +76,46 @@ pub(super) fn limits(l: &lock_core::Limits) -> types::Limits {
         expired_retention: l.expired_retention.0,
         max_expired_records: n(l.max_expired_records),
         max_pending_events: n(l.max_pending_events),
+        max_holders_per_key: n(l.max_holders_per_key),
+        max_metadata_bytes: n(l.max_metadata_bytes),
+        lock_delay: l.lock_delay.0,
+    }
+}
+
+/// The contract's mode.
+fn mode_out(m: lock_core::Mode) -> Mode {
+    match m {
+        lock_core::Mode::Exclusive => Mode::Exclusive,
+        lock_core::Mode::Shared => Mode::Shared,
+    }
+}
+
+/// The core's mode.
+fn mode(m: Mode) -> lock_core::Mode {
+    match m {
+        Mode::Exclusive => lock_core::Mode::Exclusive,
+        Mode::Shared => lock_core::Mode::Shared,
+    }
+}
+
+/// The contract's acquire options.
+pub(super) fn options(o: &lock_core::AcquireOptions<'_>) -> types::AcquireOptions {
+    types::AcquireOptions {
+        mode: mode_out(o.mode),
+        permits: o.permits,
+        min_hold: o.min_hold.0,
+        lock_delay: o.lock_delay.0,
+        metadata: o.metadata.into(),
+    }
+}
+
+/// The core's release outcome.
+pub(super) fn release(r: &ReleaseOutcome) -> lock_core::ReleaseOutcome {
+    match r {
+        ReleaseOutcome::Released => lock_core::ReleaseOutcome::Released,
+        ReleaseOutcome::HeldUntil(until) => lock_core::ReleaseOutcome::HeldUntil {
+            until: lock_core::Instant(*until),
+        },
     }
 }
 
@@ -187,24 +228,22 @@ pub(super) fn outcome(o: &AcquireOutcome) -> lock_core::AcquireOutcome {
 /// The core's event.
 pub(super) fn event(e: Event) -> lock_core::Event {
     let kind = match e.kind {
-        // Mode and metadata are not in the contract's events yet: a component table grants
-        // only plain exclusive leases through its single calls.
         EventKind::Expired(x) => lock_core::EventKind::Expired {
             owner: x.owner,
             fence: lock_core::Fence(x.fence),
-            metadata: String::new(),
+            metadata: x.metadata,
         },
         EventKind::Stolen(x) => lock_core::EventKind::Stolen {
             owner: x.owner,
             fence: lock_core::Fence(x.fence),
-            metadata: String::new(),
+            metadata: x.metadata,
         },
         EventKind::Granted(x) => lock_core::EventKind::Granted {
             owner: x.owner,
             fence: lock_core::Fence(x.fence),
             deadline: lock_core::Instant(x.deadline),
-            mode: lock_core::Mode::Exclusive,
-            metadata: String::new(),
+            mode: mode(x.mode),
+            metadata: x.metadata,
         },
         EventKind::WaitTimedOut(owner) => lock_core::EventKind::WaitTimedOut { owner },
     };
@@ -215,31 +254,44 @@ pub(super) fn event(e: Event) -> lock_core::Event {
     }
 }
 
-/// The core's view of a held key.
+/// The core's view of a key in use.
 pub(super) fn key_info(i: KeyInfo) -> lock_core::KeyInfo {
-    // The contract's key-info carries the first lease only (see wit/types.wit).
     lock_core::KeyInfo {
-        holders: vec![lock_core::HolderInfo {
-            owner: i.owner,
-            fence: lock_core::Fence(i.fence),
-            deadline: lock_core::Instant(i.deadline),
-            mode: lock_core::Mode::Exclusive,
-            metadata: String::new(),
-            min_until: None,
-            ended: None,
-        }],
-        waiters: i
-            .waiters
-            .into_iter()
+        holders: (i.holders.into_iter())
+            .map(|h| lock_core::HolderInfo {
+                owner: h.owner,
+                fence: lock_core::Fence(h.fence),
+                deadline: lock_core::Instant(h.deadline),
+                mode: mode(h.mode),
+                metadata: h.metadata,
+                min_until: h.min_until.map(lock_core::Instant),
+                ended: h.ended.map(|e| match e {
+                    LeaseEnd::Released => lock_core::LeaseEnd::Released,
+                    LeaseEnd::Expired => lock_core::LeaseEnd::Expired,
+                    LeaseEnd::Stolen => lock_core::LeaseEnd::Stolen,
+                }),
+            })
+            .collect(),
+        waiters: (i.waiters.into_iter())
             .map(|w| lock_core::WaiterInfo {
                 owner: w.owner,
                 ttl: lock_core::Duration(w.ttl),
                 wait_deadline: lock_core::Instant(w.wait_deadline),
-                mode: lock_core::Mode::Exclusive,
-                metadata: String::new(),
+                mode: mode(w.mode),
+                metadata: w.metadata,
             })
             .collect(),
-        permits: 0,
+        permits: i.permits,
+    }
+}
+
+/// The core's query page.
+pub(super) fn query_page(p: QueryPage) -> lock_core::QueryPage {
+    lock_core::QueryPage {
+        keys: (p.keys.into_iter())
+            .map(|entry| (entry.key, key_info(entry.info)))
+            .collect(),
+        next: p.next,
     }
 }
 
@@ -264,7 +316,6 @@ pub(super) fn stats(s: &Stats) -> lock_core::Stats {
         cancelled: s.cancelled,
         rejected: s.rejected,
         events_dropped: s.events_dropped,
-        // Not in the contract's stats yet.
-        stolen: 0,
+        stolen: s.stolen,
     }
 }

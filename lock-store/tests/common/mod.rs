@@ -14,6 +14,7 @@ use lock_store::{store::Decider, store::Native, store::Store, store::StoreTable}
 pub fn vector_paths() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut files = vector_files(&root.join("tests/vectors")).unwrap();
+    files.extend(vector_files(&root.join("tests/vectors/kinds")).unwrap());
     files.push(root.join("web-demo/guides/guides.json"));
     files
 }
@@ -39,6 +40,22 @@ pub const TABLE_ONLY: &[(&str, &str, &str)] = &[
      "whole-table snapshots; corrupt records: faults::*_corrupt_record"),
     ("snapshot.json", "inconsistent contents behind a valid checksum are refused", "whole-table snapshots"),
     ("snapshot.json", "a snapshot over this table's limits is refused", "whole-table snapshots"),
+    ("shared.json", "shared leases survive a snapshot and restore exactly", "whole-table snapshots"),
+    ("min-hold.json", "a kept lease survives a snapshot and restore",
+     "whole-table snapshots; a kept lease in a record: kinds::kinds_survive_in_the_record"),
+    ("lock-delay.json", "an expired lease's kept place survives a snapshot and restore",
+     "whole-table snapshots; as above"),
+    ("metadata.json", "metadata survives a snapshot and restore", "whole-table snapshots; as above"),
+    ("recovery.json", "bounded timeout handling applies changes in slices, in order, and its clock stops at the last one",
+     "a persisting host's recovery: a store has no table timer to slice (each key changes when touched)"),
+    ("recovery.json", "a slice of zero changes nothing while changes are due", "as above"),
+    ("recovery.json", "bounded handling of hand-offs: each slice is one key's change", "as above"),
+    ("recovery.json", "a raised fence floor makes every later token greater, and never lowers it",
+     "a persisting host's recovery: a store's fence counter lives in the store and is never restored from an older copy"),
+    ("recovery.json", "a fence floor survives a snapshot", "as above, and whole-table snapshots"),
+    ("recovery.json", "cancelling every wait empties every queue, keeps the leases and hands off to nobody",
+     "a persisting host's recovery after a restart: a store's waiters are other live processes, each renewing its own wait"),
+    ("recovery.json", "cancelling every wait applies time first", "as above"),
     ("waiting.json", "the table-wide waiter limit refuses with too-many-waiters",
      "max_waiters counts one key's queue in a store; replaced by store_semantics::max_waiters_bounds_each_queue"),
 ];

@@ -3,9 +3,10 @@
 use lock_core as core_;
 
 use super::exports::expiring::lock::types::{
-    AcquireOutcome, DeadlineOverflowInfo, Event, EventKind, ExpiredEvent, Grant, GrantedEvent,
-    KeyInfo, LengthLimit, Limits, LockDelayLimit, LockError, MinHoldInfo, PermitsLimit, Stats,
-    TtlLimit, VersionMismatch, WaiterInfo,
+    AcquireOptions, AcquireOutcome, DeadlineOverflowInfo, Event, EventKind, ExpiredEvent, Grant,
+    GrantedEvent, HolderInfo, KeyEntry, KeyInfo, LeaseEnd, LengthLimit, Limits, LockDelayLimit,
+    LockError, MinHoldInfo, Mode, PermitsLimit, QueryPage, ReleaseOutcome, Stats, TtlLimit,
+    VersionMismatch, WaiterInfo,
 };
 
 /// WIT counts are u32; the core's are usize. Saturates (the core's limits keep them far below).
@@ -24,8 +25,9 @@ pub fn limits_in(l: &Limits) -> core_::Limits {
         expired_retention: core_::Duration(l.expired_retention),
         max_expired_records: l.max_expired_records as usize,
         max_pending_events: l.max_pending_events as usize,
-        // Not in the contract's limits yet: the core's defaults.
-        ..core_::Limits::default()
+        max_holders_per_key: l.max_holders_per_key as usize,
+        max_metadata_bytes: l.max_metadata_bytes as usize,
+        lock_delay: core_::Duration(l.lock_delay),
     }
 }
 
@@ -40,6 +42,40 @@ pub fn limits_out(l: &core_::Limits) -> Limits {
         expired_retention: l.expired_retention.0,
         max_expired_records: u32_of(l.max_expired_records),
         max_pending_events: u32_of(l.max_pending_events),
+        max_holders_per_key: u32_of(l.max_holders_per_key),
+        max_metadata_bytes: u32_of(l.max_metadata_bytes),
+        lock_delay: l.lock_delay.0,
+    }
+}
+
+pub fn mode_in(m: Mode) -> core_::Mode {
+    match m {
+        Mode::Exclusive => core_::Mode::Exclusive,
+        Mode::Shared => core_::Mode::Shared,
+    }
+}
+
+pub fn mode_out(m: core_::Mode) -> Mode {
+    match m {
+        core_::Mode::Exclusive => Mode::Exclusive,
+        core_::Mode::Shared => Mode::Shared,
+    }
+}
+
+pub fn options_in(o: &AcquireOptions) -> core_::AcquireOptions<'_> {
+    core_::AcquireOptions {
+        mode: mode_in(o.mode),
+        permits: o.permits,
+        min_hold: core_::Duration(o.min_hold),
+        lock_delay: core_::Duration(o.lock_delay),
+        metadata: &o.metadata,
+    }
+}
+
+pub fn release(r: core_::ReleaseOutcome) -> ReleaseOutcome {
+    match r {
+        core_::ReleaseOutcome::Released => ReleaseOutcome::Released,
+        core_::ReleaseOutcome::HeldUntil { until } => ReleaseOutcome::HeldUntil(until.0),
     }
 }
 
@@ -133,23 +169,36 @@ pub fn error(e: core_::LockError) -> LockError {
 
 pub fn event(e: core_::Event) -> Event {
     let kind = match e.kind {
-        core_::EventKind::Expired { owner, fence, .. } => EventKind::Expired(ExpiredEvent {
+        core_::EventKind::Expired {
+            owner,
+            fence,
+            metadata,
+        } => EventKind::Expired(ExpiredEvent {
             owner,
             fence: fence.0,
+            metadata,
         }),
-        core_::EventKind::Stolen { owner, fence, .. } => EventKind::Stolen(ExpiredEvent {
+        core_::EventKind::Stolen {
+            owner,
+            fence,
+            metadata,
+        } => EventKind::Stolen(ExpiredEvent {
             owner,
             fence: fence.0,
+            metadata,
         }),
         core_::EventKind::Granted {
             owner,
             fence,
             deadline,
-            ..
+            mode,
+            metadata,
         } => EventKind::Granted(GrantedEvent {
             owner,
             fence: fence.0,
             deadline: deadline.0,
+            mode: mode_out(mode),
+            metadata,
         }),
         core_::EventKind::WaitTimedOut { owner } => EventKind::WaitTimedOut(owner),
     };
@@ -160,25 +209,45 @@ pub fn event(e: core_::Event) -> Event {
     }
 }
 
-/// The contract's key-info carries the first lease (a key in use always has one).
 pub fn key_info(i: core_::KeyInfo) -> KeyInfo {
-    let first = i.holders.into_iter().next();
-    let (owner, fence, deadline) = first.map_or((String::new(), 0, 0), |h| {
-        (h.owner, h.fence.0, h.deadline.0)
-    });
     KeyInfo {
-        owner,
-        fence,
-        deadline,
-        waiters: i
-            .waiters
-            .into_iter()
+        holders: (i.holders.into_iter())
+            .map(|h| HolderInfo {
+                owner: h.owner,
+                fence: h.fence.0,
+                deadline: h.deadline.0,
+                mode: mode_out(h.mode),
+                metadata: h.metadata,
+                min_until: h.min_until.map(|m| m.0),
+                ended: h.ended.map(|e| match e {
+                    core_::LeaseEnd::Released => LeaseEnd::Released,
+                    core_::LeaseEnd::Expired => LeaseEnd::Expired,
+                    core_::LeaseEnd::Stolen => LeaseEnd::Stolen,
+                }),
+            })
+            .collect(),
+        waiters: (i.waiters.into_iter())
             .map(|w| WaiterInfo {
                 owner: w.owner,
                 ttl: w.ttl.0,
                 wait_deadline: w.wait_deadline.0,
+                mode: mode_out(w.mode),
+                metadata: w.metadata,
             })
             .collect(),
+        permits: i.permits,
+    }
+}
+
+pub fn query_page(p: core_::QueryPage) -> QueryPage {
+    QueryPage {
+        keys: (p.keys.into_iter())
+            .map(|(key, info)| KeyEntry {
+                key,
+                info: key_info(info),
+            })
+            .collect(),
+        next: p.next,
     }
 }
 
@@ -200,5 +269,6 @@ pub fn stats(s: &core_::Stats) -> Stats {
         cancelled: s.cancelled,
         rejected: s.rejected,
         events_dropped: s.events_dropped,
+        stolen: s.stolen,
     }
 }

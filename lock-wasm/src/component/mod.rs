@@ -13,7 +13,8 @@ use lock_core::{Duration, Fence, Instant};
 
 use exports::expiring::lock::table::{Guest, GuestLockTable, LockTable as LockTableHandle};
 use exports::expiring::lock::types::{
-    AcquireOutcome, Event, Grant, KeyInfo, Limits, LockError, Stats,
+    AcquireOptions, AcquireOutcome, Event, Grant, KeyInfo, Limits, LockError, QueryPage,
+    ReleaseOutcome, Stats,
 };
 
 wit_bindgen::generate!({
@@ -77,11 +78,59 @@ impl GuestLockTable for Table {
         .map_err(convert::error)
     }
 
-    fn release(&self, key: String, owner: String, fence: u64, now: u64) -> Result<(), LockError> {
+    fn acquire_with(
+        &self,
+        key: String,
+        owner: String,
+        ttl: u64,
+        wait_deadline: u64,
+        options: AcquireOptions,
+        now: u64,
+    ) -> Result<AcquireOutcome, LockError> {
+        let mut t = self.0.borrow_mut();
+        t.acquire_with(
+            &key,
+            &owner,
+            Duration(ttl),
+            Instant(wait_deadline),
+            &convert::options_in(&options),
+            Instant(now),
+        )
+        .map(convert::outcome)
+        .map_err(convert::error)
+    }
+
+    fn steal(
+        &self,
+        key: String,
+        owner: String,
+        ttl: u64,
+        options: AcquireOptions,
+        now: u64,
+    ) -> Result<AcquireOutcome, LockError> {
+        let mut t = self.0.borrow_mut();
+        t.steal(
+            &key,
+            &owner,
+            Duration(ttl),
+            &convert::options_in(&options),
+            Instant(now),
+        )
+        .map(convert::outcome)
+        .map_err(convert::error)
+    }
+
+    fn release(
+        &self,
+        key: String,
+        owner: String,
+        fence: u64,
+        now: u64,
+    ) -> Result<ReleaseOutcome, LockError> {
         self.0
             .borrow_mut()
             .release(&key, &owner, Fence(fence), Instant(now))
-            .map(|_| ())
+            .map(convert::release)
             .map_err(convert::error)
     }
 
@@ -155,6 +204,19 @@ impl GuestLockTable for Table {
         let mut t = self.0.borrow_mut();
         t.inspect(&key, Instant(now))
             .map(|i| i.map(convert::key_info))
+            .map_err(convert::error)
+    }
+
+    fn query(
+        &self,
+        prefix: String,
+        after: String,
+        limit: u32,
+        now: u64,
+    ) -> Result<QueryPage, LockError> {
+        let mut t = self.0.borrow_mut();
+        t.query(&prefix, &after, limit as usize, Instant(now))
+            .map(convert::query_page)
             .map_err(convert::error)
     }
 

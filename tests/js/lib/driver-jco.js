@@ -5,7 +5,7 @@
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync, existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { camel, snake, unhex } from './vectors.js';
+import { camel, hasOptions, snake, stepOptions, unhex } from './vectors.js';
 
 const root = new URL('../../../', import.meta.url);
 const component = fileURLToPath(new URL('target/lock.component.wasm', root));
@@ -34,6 +34,9 @@ const PAYLOAD_FIELD = {
   'invalid-limits': 'limit',
   'snapshot-corrupt': 'reason',
   'snapshot-exceeds-limits': 'limit',
+  'permits-mismatch': 'permits',
+  stolen: 'at',
+  'query-limit': 'max',
 };
 
 function errorTerm(error) {
@@ -52,6 +55,22 @@ function eventTerm(event) {
   const { tag, val } = event.kind;
   const fields = tag === 'wait-timed-out' ? { owner: val } : val;
   return { [tag]: { key: event.key, ...fields, at: event.at } };
+}
+
+/** A WIT key-info in the vectors' terms (`minUntil` and `ended` absent when unset). */
+function keyTerm(info) {
+  const holders = info.holders.map(({ minUntil, ended, ...h }) => ({
+    ...h,
+    ...(minUntil === undefined ? {} : { min_until: minUntil }),
+    ...(ended === undefined ? {} : { ended }),
+  }));
+  return { holders, waiters: info.waiters.map(snake), permits: info.permits };
+}
+
+/** A step's options as the WIT's acquire-options record. */
+function witOptions(step) {
+  const o = stepOptions(step);
+  return { mode: o.mode, permits: Number(o.permits), minHold: o.min_hold, lockDelay: o.lock_delay, metadata: o.metadata };
 }
 
 export class JcoDriver {
@@ -76,12 +95,17 @@ export class JcoDriver {
     try {
       switch (step.op) {
         case 'try-acquire':
+          if (hasOptions(step)) return { ok: outcomeTerm(t.acquireWith(key, owner, step.ttl, step.now, witOptions(step), step.now)) };
           return { ok: outcomeTerm(t.tryAcquire(key, owner, step.ttl, step.now)) };
         case 'acquire':
+          if (hasOptions(step)) return { ok: outcomeTerm(t.acquireWith(key, owner, step.ttl, step.wait_deadline, witOptions(step), step.now)) };
           return { ok: outcomeTerm(t.acquire(key, owner, step.ttl, step.wait_deadline, step.now)) };
-        case 'release':
-          t.release(key, owner, step.fence, step.now);
-          return { ok: 'released' };
+        case 'steal':
+          return { ok: outcomeTerm(t.steal(key, owner, step.ttl, witOptions(step), step.now)) };
+        case 'release': {
+          const outcome = t.release(key, owner, step.fence, step.now);
+          return { ok: outcome.tag === 'held-until' ? { 'held-until': { until: outcome.val } } : 'released' };
+        }
         case 'extend':
           return { ok: { extended: t.extend(key, owner, step.fence, step.ttl, step.now) } };
         case 'cancel-wait':
@@ -94,8 +118,19 @@ export class JcoDriver {
           return {};
         case 'inspect': {
           const info = t.inspect(key, step.now);
-          return { ok: info === undefined ? null : { ...info, waiters: info.waiters.map(snake) } };
+          return { ok: info === undefined ? null : keyTerm(info) };
         }
+        case 'query': {
+          const page = t.query(step.prefix ?? '', step.after ?? '', Number(step.limit), step.now);
+          return { ok: { keys: page.keys.map(({ key: k, info }) => ({ key: k, ...keyTerm(info) })), next: page.next ?? null } };
+        }
+        case 'handle-timeout-bounded':
+          return { ok: t.handleTimeoutBounded(step.now, Number(step.max_changes)) };
+        case 'raise-fence-floor':
+          t.raiseFenceFloor(step.floor);
+          return {};
+        case 'cancel-all-waits':
+          return { ok: t.cancelAllWaits(step.now) };
         case 'stats':
           return { stats: snake(t.stats(step.now)) };
         case 'next-wakeup':

@@ -1,0 +1,291 @@
+//! The lock kinds in the records of every store: what one client writes (shared leases, permits,
+//! metadata, a minimum hold kept after an early release, a lock-delay kept after an expiry, a
+//! steal) is what another client (another connection) reads and obeys; and a record of a newer
+//! format than this client reads is refused by name and never written over (a rolling upgrade).
+mod common;
+
+use lock_core::{
+    AcquireOptions, AcquireOutcome, Call, Duration, Fence, HolderInfo, Instant, KeyInfo, LeaseEnd,
+    Limits, LockBackend, LockError, Mode, ReleaseOutcome, Reply, Request, Response,
+};
+use lock_store::store::{Store, StoreError, StoreTable, TableFault, Write, Written};
+
+type Table = StoreTable<Box<dyn Store>>;
+
+fn table(store: Box<dyn Store>) -> Table {
+    StoreTable::new(store, Limits::default()).unwrap()
+}
+
+fn respond(t: &mut Table, request: Request<'_>) -> Response {
+    match t.call(Call::Request(request)).unwrap() {
+        Reply::Response(r) => r,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn take(t: &mut Table, key: &str, owner: &str, options: AcquireOptions<'_>, now: u64) -> Response {
+    respond(
+        t,
+        Request::AcquireWith {
+            key,
+            owner,
+            ttl: Duration(100),
+            wait_deadline: Instant(now),
+            options,
+            now: Instant(now),
+        },
+    )
+}
+
+fn fence_of(r: &Response) -> Fence {
+    match r {
+        Response::Acquire(Ok(AcquireOutcome::Acquired(g))) => g.fence,
+        other => panic!("not a grant: {other:?}"),
+    }
+}
+
+fn release(t: &mut Table, key: &str, owner: &str, fence: Fence, now: u64) -> Response {
+    respond(
+        t,
+        Request::Release {
+            key,
+            owner,
+            fence,
+            now: Instant(now),
+        },
+    )
+}
+
+fn inspect(t: &mut Table, key: &str, now: u64) -> Option<KeyInfo> {
+    match t.call(Call::Inspect {
+        key,
+        now: Instant(now),
+    }) {
+        Ok(Reply::Inspect(Ok(info))) => info,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn holder(owner: &str, fence: Fence, deadline: u64, mode: Mode, metadata: &str) -> HolderInfo {
+    HolderInfo {
+        owner: owner.into(),
+        fence,
+        deadline: Instant(deadline),
+        mode,
+        metadata: metadata.into(),
+        min_until: None,
+        ended: None,
+    }
+}
+
+/// Replaces the kinds' snapshot scenarios (a store has no whole-table snapshot): every kind is
+/// in the key's record, so a second client sees it exactly and obeys it.
+#[test]
+fn kinds_survive_in_the_record() {
+    common::each_store("kinds", |label, open| {
+        let mut first = table(open());
+        let reader = AcquireOptions {
+            mode: Mode::Shared,
+            permits: 2,
+            metadata: "reader on host-1",
+            ..AcquireOptions::default()
+        };
+        let a = fence_of(&take(&mut first, "pool", "a", reader, 0));
+        let held = AcquireOptions {
+            min_hold: Duration(60),
+            ..reader
+        };
+        let b = fence_of(&take(&mut first, "pool", "b", held, 1));
+        assert_eq!(
+            release(&mut first, "pool", "b", b, 10),
+            Response::Release(Ok(ReleaseOutcome::HeldUntil { until: Instant(61) })),
+            "{label}"
+        );
+        let delayed = AcquireOptions {
+            lock_delay: Duration(50),
+            metadata: "nightly",
+            ..AcquireOptions::default()
+        };
+        let j = fence_of(&take(&mut first, "job", "c", delayed, 10));
+        drop(first);
+
+        let mut second = table(open());
+        let pool = inspect(&mut second, "pool", 20).unwrap();
+        let mut kept = holder("b", b, 61, Mode::Shared, "reader on host-1");
+        kept.min_until = Some(Instant(61));
+        kept.ended = Some(LeaseEnd::Released);
+        let expected = KeyInfo {
+            holders: vec![holder("a", a, 100, Mode::Shared, "reader on host-1"), kept],
+            waiters: Vec::new(),
+            permits: 2,
+        };
+        assert_eq!(pool, expected, "{label}");
+        // The kept place still counts: both permits are taken until 61.
+        assert!(
+            matches!(
+                take(&mut second, "pool", "d", reader, 30),
+                Response::Acquire(Err(LockError::Held { .. }))
+            ),
+            "{label}"
+        );
+        assert_eq!(
+            take(
+                &mut second,
+                "pool",
+                "d",
+                AcquireOptions {
+                    permits: 3,
+                    ..reader
+                },
+                30
+            ),
+            Response::Acquire(Err(LockError::PermitsMismatch { permits: 2 })),
+            "{label}"
+        );
+        fence_of(&take(&mut second, "pool", "d", reader, 61));
+
+        // The lock-delay keeps the expired lease's place until 110 + 50.
+        let job = inspect(&mut second, "job", 120).unwrap();
+        let mut expired = holder("c", j, 160, Mode::Exclusive, "nightly");
+        expired.ended = Some(LeaseEnd::Expired);
+        assert_eq!(job.holders, vec![expired], "{label}");
+        assert_eq!(
+            take(&mut second, "job", "e", AcquireOptions::default(), 159),
+            Response::Acquire(Err(LockError::Held {
+                deadline: Instant(160)
+            })),
+            "{label}"
+        );
+        fence_of(&take(
+            &mut second,
+            "job",
+            "e",
+            AcquireOptions::default(),
+            160,
+        ));
+    });
+}
+
+/// A steal by one client is what the holder, on another, learns on its next call.
+#[test]
+fn a_steal_reaches_the_holder_through_the_store() {
+    common::each_store("kinds", |label, open| {
+        let mut holder_side = table(open());
+        let mut thief = table(open());
+        let f = fence_of(&take(
+            &mut holder_side,
+            "job",
+            "a",
+            AcquireOptions::default(),
+            0,
+        ));
+        let stolen = respond(
+            &mut thief,
+            Request::Steal {
+                key: "job",
+                owner: "b",
+                ttl: Duration(100),
+                options: AcquireOptions::default(),
+                now: Instant(10),
+            },
+        );
+        assert!(fence_of(&stolen) > f, "{label}");
+        assert_eq!(
+            release(&mut holder_side, "job", "a", f, 20),
+            Response::Release(Err(LockError::Stolen { at: Instant(10) })),
+            "{label}"
+        );
+    });
+}
+
+/// Rolling upgrades: a record written in a format newer than this client reads is refused with
+/// both versions named, by every call and by a query, and is never written over.
+#[test]
+fn a_record_of_a_newer_format_is_refused_by_name_and_kept() {
+    common::each_store("kinds", |label, open| {
+        let mut newer = table(open());
+        let shared = AcquireOptions {
+            mode: Mode::Shared,
+            ..AcquireOptions::default()
+        };
+        let f = fence_of(&take(&mut newer, "k", "a", shared, 0));
+        // What a later format version would write: the same record, version 3.
+        let mut raw = open();
+        let stored = raw.read("k").unwrap().record.unwrap();
+        let mut bytes = stored.bytes.clone();
+        bytes[8..10].copy_from_slice(&3u16.to_le_bytes());
+        let crc_at = bytes.len() - 4;
+        let crc = lock_core::crc32(&bytes[..crc_at]);
+        bytes[crc_at..].copy_from_slice(&crc.to_le_bytes());
+        let written = raw
+            .write(
+                "k",
+                &Write {
+                    expected: stored.version,
+                    replaces: &stored.bytes,
+                    version: stored.version.wrapping_add(1).max(1),
+                    bytes: Some(&bytes),
+                    fresh_fences: 0,
+                    not_before: None,
+                    forget_at: None,
+                },
+            )
+            .unwrap();
+        assert!(matches!(written, Written::Done { .. }), "{label}");
+
+        let mut older = table(open());
+        let refused = |answer: Result<Reply, TableFault>| match answer {
+            Err(TableFault::Store(StoreError::Corrupt { key, error })) => {
+                assert_eq!(key, "k", "{label}");
+                assert_eq!(
+                    error,
+                    LockError::SnapshotVersion {
+                        found: 3,
+                        supported: 2
+                    },
+                    "{label}"
+                );
+            }
+            other => panic!("{label}: {other:?}"),
+        };
+        refused(older.call(Call::Request(Request::TryAcquire {
+            key: "k",
+            owner: "b",
+            ttl: Duration(100),
+            now: Instant(200),
+        })));
+        refused(older.call(Call::Request(Request::Release {
+            key: "k",
+            owner: "a",
+            fence: f,
+            now: Instant(10),
+        })));
+        refused(older.call(Call::Inspect {
+            key: "k",
+            now: Instant(10),
+        }));
+        refused(older.call(Call::Query {
+            prefix: "",
+            after: "",
+            limit: 10,
+            now: Instant(10),
+        }));
+        let message = StoreError::Corrupt {
+            key: "k".into(),
+            error: LockError::SnapshotVersion {
+                found: 3,
+                supported: 2,
+            },
+        }
+        .to_string();
+        assert!(
+            message.contains("version 3") && message.contains("up to 2"),
+            "{message}"
+        );
+        let after = raw.read("k").unwrap().record.unwrap();
+        assert_eq!(
+            after.bytes, bytes,
+            "{label}: the older client wrote over it"
+        );
+    });
+}
