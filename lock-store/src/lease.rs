@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::local::LocalInstant;
 
-use lock_core::{Fence, Grant, Instant, LockError, Request, Response};
+use lock_core::{Fence, Grant, Instant, LockError, ReleaseOutcome, Request, Response};
 
 use crate::clock::{millis, StoreClock};
 use crate::engine::Decided;
@@ -23,7 +23,7 @@ pub struct LostLease {
     pub owner: String,
     /// The lost lease's fencing token.
     pub fence: Fence,
-    /// Why: the store's refusal (`expired`, `not-held`, `not-owner`), or `None` when this
+    /// Why: the store's refusal (`expired`, `stolen`, `not-held`, `not-owner`), or `None` when this
     /// holder's own clock reached the lease's end without a successful extension (the store
     /// could not be reached, or nobody extended it).
     pub refusal: Option<LockError>,
@@ -268,7 +268,9 @@ impl Lease {
         self.state.deadline()
     }
 
-    /// When [`release`](Self::release) took effect, in the store's time (for audit logs).
+    /// When [`release`](Self::release) took effect, in the store's time (for audit logs). For a
+    /// lease with a minimum hold released before it: the instant the lease stops holding its
+    /// place (the core's `held-until`), when waiters are handed the key.
     #[must_use]
     pub fn released_at(&self) -> Option<Instant> {
         self.state.released_at()
@@ -376,8 +378,13 @@ impl LeaseState {
         let done =
             crate::engine::release_took_effect(&decided.reply, unsure, decided.now, deadline);
         match decided.reply {
-            Response::Release(Ok(_)) => {
-                self.released_at.store(decided.now.0, Ordering::SeqCst);
+            Response::Release(Ok(outcome)) => {
+                // A lease with a minimum hold keeps its place until then: that is when it ends.
+                let at = match outcome {
+                    ReleaseOutcome::Released => decided.now,
+                    ReleaseOutcome::HeldUntil { until } => until,
+                };
+                self.released_at.store(at.0, Ordering::SeqCst);
                 self.released.store(true, Ordering::SeqCst);
                 self.changed();
                 Ok(())
@@ -419,7 +426,10 @@ impl LeaseState {
             Response::Extend(Err(e)) => {
                 if matches!(
                     e,
-                    LockError::Expired { .. } | LockError::NotHeld | LockError::NotOwner
+                    LockError::Expired { .. }
+                        | LockError::Stolen { .. }
+                        | LockError::NotHeld
+                        | LockError::NotOwner
                 ) {
                     self.lose(Some(e.clone()));
                 }

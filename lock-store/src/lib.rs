@@ -47,6 +47,7 @@ mod decider;
 pub mod driver;
 mod engine;
 mod exchange;
+mod kinds;
 mod lease;
 mod listen;
 mod local;
@@ -86,8 +87,12 @@ mod table;
 mod tls;
 mod url;
 
+pub use kinds::{AcquireOptions, Mode};
 pub use lease::{Lease, LostLease};
-pub use lock_core::{Fence, HolderInfo, Instant, KeyInfo, Limits, LockError, WaiterInfo};
+pub use lock_core::{
+    Fence, HolderInfo, Instant, KeyInfo, LeaseEnd, Limits, LockError, QueryPage, WaiterInfo,
+    QUERY_MAX,
+};
 pub use locks::{Error, Locks, WAIT_ALIVE};
 pub use options::Options;
 pub use store::StoreError;

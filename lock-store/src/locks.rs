@@ -10,11 +10,14 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use lock_core::{Fence, Grant, Instant, KeyInfo, Limits, LockError, Request, Response};
+use lock_core::{
+    AcquireOutcome, Fence, Grant, Instant, KeyInfo, Limits, LockError, QueryPage, Request, Response,
+};
 
-use crate::clock::StoreClock;
+use crate::clock::{millis, StoreClock};
 use crate::decider::{AnyDecider, Native};
 use crate::engine::{Decided, Engine, TimeSource};
+use crate::kinds::AcquireOptions;
 use crate::lease::{local_end, Lease, LeaseState};
 use crate::listen::{Hub, Subscription};
 use crate::queue::{Acquiring, Want};
@@ -212,7 +215,42 @@ impl Locks {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lease, Error> {
-        let mut acquiring = Acquiring::new(key, owner, ttl, wait, self.shared.poll);
+        self.acquire_with(key, owner, ttl, wait, &AcquireOptions::default())
+    }
+
+    /// [`acquire`](Self::acquire) with the lock kinds: a shared lease or one of N permits, a
+    /// minimum hold, a lock-delay, metadata (see [`AcquireOptions`]). A request is granted at
+    /// once only if it fits and nobody waits ahead of it; otherwise it queues FIFO, whatever
+    /// its mode (the Web Locks request queue).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use lock_store::{AcquireOptions, Locks};
+    ///
+    /// let locks = Locks::open("memory:", "docs")?;
+    /// let (ttl, wait) = (Duration::from_secs(30), Duration::ZERO);
+    /// let reader = AcquireOptions::shared().metadata("report on host-3");
+    /// let a = locks.acquire_with("doc-7", "reader-a", ttl, wait, &reader)?;
+    /// let b = locks.acquire_with("doc-7", "reader-b", ttl, wait, &reader)?; // beside a
+    /// assert!(locks.try_acquire("doc-7", "writer", ttl).is_err()); // waits for both
+    /// assert_eq!(locks.inspect("doc-7")?.unwrap().holders.len(), 2);
+    /// # let _ = (a, b);
+    /// # Ok::<(), lock_store::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// Those of [`acquire`](Self::acquire), and the options' refusals ([`Error::Lock`] with
+    /// `permits-mismatch`, `mode-mismatch`, `metadata-too-long`...).
+    pub fn acquire_with(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+        wait: Duration,
+        options: &AcquireOptions,
+    ) -> Result<Lease, Error> {
+        let mut acquiring =
+            Acquiring::with_options(key, owner, ttl, wait, self.shared.poll, options.clone());
         let mut watcher: Option<Subscription> = None;
         let mut watch_failed = false;
         let granted = loop {
@@ -278,6 +316,39 @@ impl Locks {
         Ok(self.lease(key, owner, ttl, granted.grant, granted.clock))
     }
 
+    /// Takes `key` now whatever its holders (Web Locks' `steal`, Redisson's `forceUnlock` and
+    /// acquire): every live lease ends with a `stolen` event, and its holder's next call
+    /// answers [`LockError::Stolen`] (its `on_lost` runs with that refusal); the stealer gets a
+    /// fresh fence; the queue is kept. Exclusive only. For an operator's forced take-over: the
+    /// old holder may still be working, so the resource must check fences.
+    ///
+    /// # Errors
+    /// [`Error::Lock`] (a validation error, or `mode-mismatch` for a shared steal),
+    /// [`Error::Store`].
+    pub fn steal(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+        options: &AcquireOptions,
+    ) -> Result<Lease, Error> {
+        let core = options.core();
+        let decided = self.request(key, |now| Request::Steal {
+            key,
+            owner,
+            ttl: millis(ttl),
+            options: core,
+            now,
+        })?;
+        match decided.reply {
+            Response::Acquire(Ok(AcquireOutcome::Acquired(grant))) => {
+                Ok(self.lease(key, owner, ttl, grant, decided.clock))
+            }
+            Response::Acquire(Err(e)) => Err(Error::Lock(e)),
+            other => Err(self.unexpected(&other)),
+        }
+    }
+
     fn lease(
         &self,
         key: &str,
@@ -316,6 +387,34 @@ impl Locks {
     pub fn inspect(&self, key: &str) -> Result<Option<KeyInfo>, Error> {
         let decided = self.engine().inspect(key, Instant::ZERO)?;
         decided.reply.map_err(Error::Lock)
+    }
+
+    /// The keys in use whose name starts with `prefix` and comes after `after` (`""` for the
+    /// first page), in byte order, with every lease and waiter: at most `limit` (1 to
+    /// [`QUERY_MAX`](crate::QUERY_MAX)), and the cursor of the next page if more match (Web
+    /// Locks' `query()`, for dashboards). Reads the namespace's key list, then each candidate
+    /// key in order until the page is full.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use lock_store::Locks;
+    ///
+    /// let locks = Locks::open("memory:", "query_doc")?;
+    /// let _a = locks.try_acquire("jobs/a", "replica-1", Duration::from_secs(30))?;
+    /// let _b = locks.try_acquire("jobs/b", "replica-2", Duration::from_secs(30))?;
+    /// let page = locks.query("jobs/", "", 1)?;
+    /// assert_eq!(page.keys[0].0, "jobs/a");
+    /// let rest = locks.query("jobs/", page.next.as_deref().unwrap(), 1)?;
+    /// assert_eq!((rest.keys[0].0.as_str(), rest.next), ("jobs/b", None));
+    /// # Ok::<(), lock_store::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Lock`] with `query-limit`, or for a bad prefix or cursor (checked as keys, but
+    /// may be empty); [`Error::Store`].
+    pub fn query(&self, prefix: &str, after: &str, limit: usize) -> Result<QueryPage, Error> {
+        let (page, _events) = self.engine().query(prefix, after, limit, Instant::ZERO)?;
+        page.map_err(Error::Lock)
     }
 
     /// The keys of the namespace that have a record (held, waited for, or remembering a recent

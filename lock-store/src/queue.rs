@@ -16,8 +16,10 @@
 //! - A hand-off that ended before it looked, or a place lost to a late renewal, queues it again
 //!   (at the back) while time remains.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use crate::kinds::AcquireOptions;
 use crate::local::LocalInstant;
 
 use lock_core::{AcquireOutcome, Grant, Instant, KeyInfo, LockError, Request, Response};
@@ -85,38 +87,80 @@ pub(crate) struct Granted {
 /// What a waiting caller asks next (an ask or a renewal of its place), apart from its key, its
 /// owner and the store's time, which it is decided at: an acquire queued with a short wait
 /// deadline, a try-acquire once no wait remains, or a renewal of its place.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Asking {
     ttl: lock_core::Duration,
     wait: lock_core::Duration,
     until: Option<Instant>,
     in_line: bool,
+    options: Arc<AcquireOptions>,
 }
 
 impl Asking {
     /// The request for `key` and `owner` at the store's `now`.
-    pub(crate) fn request<'a>(&self, key: &'a str, owner: &'a str, now: Instant) -> Request<'a> {
-        let ttl = self.ttl;
-        let until = self.until.unwrap_or_else(|| now.saturating_add(self.wait));
-        if self.in_line {
-            return renew_wait(key, owner, until, now);
-        }
-        if until <= now {
-            return Request::TryAcquire {
-                key,
-                owner,
-                ttl,
-                now,
-            };
-        }
-        // Queued with a short deadline, renewed while this caller lives.
-        Request::Acquire {
+    pub(crate) fn request<'a>(&'a self, key: &'a str, owner: &'a str, now: Instant) -> Request<'a> {
+        ask(
+            key,
+            owner,
+            self.ttl,
+            self.wait,
+            self.until,
+            self.in_line,
+            &self.options,
+            now,
+        )
+    }
+}
+
+/// The request of an ask or a renewal (see [`Asking`]). A plain exclusive acquire is sent as
+/// the plain requests, which every client version knows; any option makes it `acquire-with`.
+#[allow(clippy::too_many_arguments)] // the fields of `Asking`, borrowed from where they live
+fn ask<'a>(
+    key: &'a str,
+    owner: &'a str,
+    ttl: lock_core::Duration,
+    wait: lock_core::Duration,
+    until: Option<Instant>,
+    in_line: bool,
+    options: &'a AcquireOptions,
+    now: Instant,
+) -> Request<'a> {
+    let until = until.unwrap_or_else(|| now.saturating_add(wait));
+    if in_line {
+        return renew_wait(key, owner, until, now);
+    }
+    // Queued with a short deadline, renewed while this caller lives; `now` itself when no wait
+    // remains (a try-acquire).
+    let wait_deadline = if until <= now {
+        now
+    } else {
+        kept_alive(until, now)
+    };
+    let options = options.core();
+    if !options.is_plain() {
+        return Request::AcquireWith {
             key,
             owner,
             ttl,
-            wait_deadline: kept_alive(until, now),
+            wait_deadline,
+            options,
             now,
-        }
+        };
+    }
+    if until <= now {
+        return Request::TryAcquire {
+            key,
+            owner,
+            ttl,
+            now,
+        };
+    }
+    Request::Acquire {
+        key,
+        owner,
+        ttl,
+        wait_deadline,
+        now,
     }
 }
 
@@ -163,6 +207,8 @@ pub(crate) struct Acquiring {
     /// The driver hears this caller's hand-off notices.
     watched: bool,
     phase: Phase,
+    /// What it asks for beyond a plain exclusive lease.
+    options: Arc<AcquireOptions>,
 }
 
 impl Acquiring {
@@ -175,6 +221,18 @@ impl Acquiring {
         wait: Duration,
         poll: Duration,
     ) -> Self {
+        Acquiring::with_options(key, owner, ttl, wait, poll, AcquireOptions::default())
+    }
+
+    /// [`Acquiring::new`] with `options`.
+    pub(crate) fn with_options(
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+        wait: Duration,
+        poll: Duration,
+        options: AcquireOptions,
+    ) -> Self {
         Acquiring {
             key: key.to_owned(),
             owner: owner.to_owned(),
@@ -184,6 +242,7 @@ impl Acquiring {
             until: None,
             watched: false,
             phase: Phase::Ask,
+            options: Arc::new(options),
         }
     }
 
@@ -269,7 +328,17 @@ impl Acquiring {
 
     /// The request of [`Want::Ask`] or [`Want::Renew`] at the store's `now`.
     pub(crate) fn request(&self, now: Instant) -> Request<'_> {
-        self.asking().request(&self.key, &self.owner, now)
+        let in_line = !matches!(self.phase, Phase::Ask);
+        ask(
+            &self.key,
+            &self.owner,
+            self.ttl,
+            self.wait,
+            self.until,
+            in_line,
+            &self.options,
+            now,
+        )
     }
 
     /// What [`Acquiring::request`] asks, apart from the key, the owner and the store's time.
@@ -279,6 +348,7 @@ impl Acquiring {
             wait: self.wait,
             until: self.until,
             in_line: !matches!(self.phase, Phase::Ask),
+            options: Arc::clone(&self.options),
         }
     }
 

@@ -278,3 +278,101 @@ fn uninstall_asks_for_yes() {
         0
     );
 }
+
+/// The lock kinds from the command line: shared holders side by side with their metadata, an
+/// exclusive `run` refused meanwhile, `query` as text and JSON, `steal` stopping both holders'
+/// commands with a message that says why, and a minimum hold that outlives its command.
+#[test]
+fn shared_steal_query_and_min_hold_from_the_cli() {
+    let (_file, url) = fresh("clikinds");
+    let env = || {
+        let mut c = lockstore();
+        c.env("LOCKSTORE_URL", &url)
+            .env("LOCKSTORE_NAMESPACE", "kinds");
+        c
+    };
+    let reader = |name: &str| {
+        env()
+            .args(["run", "--key", "report", "--ttl", "3s", "--shared"])
+            .args(["--owner", name, "--metadata", &format!("{name} reads")])
+            .args(["--", "sleep", "30"])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let readers = [reader("reader-1"), reader("reader-2")];
+    let page = common::eventually("both readers in the query", || {
+        let (code, stdout, _) = out(env().args(["query", "--json", "--prefix", "rep"]));
+        let page: serde_json::Value = serde_json::from_str(&stdout).ok()?;
+        let holders = page["keys"][0]["holders"].as_array()?.len();
+        (code == 0 && holders == 2).then_some(page)
+    });
+    assert_eq!(page["next"], serde_json::Value::Null, "{page}");
+    let key = &page["keys"][0];
+    assert_eq!(key["key"], "report", "{page}");
+    for holder in key["holders"].as_array().unwrap() {
+        assert_eq!(holder["mode"], "shared", "{page}");
+        let owner = holder["owner"].as_str().unwrap();
+        assert_eq!(holder["metadata"], format!("{owner} reads"), "{page}");
+    }
+    let (code, text, _) = out(env().args(["query"]));
+    assert_eq!(code, 0);
+    assert!(text.contains("report: held shared by reader-"), "{text}");
+    assert!(text.contains("(reader-1 reads)"), "{text}");
+    // An exclusive run waits for both: without a wait it is refused as held.
+    let (code, _, stderr) =
+        out(env().args(["run", "--key", "report", "--ttl", "5s", "--", "true"]));
+    assert_eq!(code, 3, "{stderr}");
+    // A query's limit is checked: a usage error.
+    let (code, _, stderr) = out(env().args(["query", "--limit", "0"]));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("query-limit") || stderr.contains("1000"),
+        "{stderr}"
+    );
+
+    // The operator steals the key: both readers' commands are stopped, each told why.
+    let (code, _, stderr) = out(env()
+        .args([
+            "steal", "--key", "report", "--ttl", "5s", "--owner", "operator", "--",
+        ])
+        .args(["true"]));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("operator stole \"report\" with fence 3"),
+        "{stderr}"
+    );
+    for reader in readers {
+        let output = reader.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(4), "{stderr}");
+        assert!(stderr.contains("it was stolen at"), "{stderr}");
+    }
+    let (code, _, stderr) = out(env().args([
+        "steal", "--key", "report", "--ttl", "5s", "--wait", "1s", "--", "true",
+    ]));
+    assert_eq!(code, 2, "{stderr}");
+
+    // A minimum hold keeps the key after a command that ended at once.
+    let (code, _, stderr) = out(env()
+        .args([
+            "run",
+            "--key",
+            "nightly",
+            "--ttl",
+            "30s",
+            "--min-hold",
+            "20s",
+        ])
+        .args(["--", "true"]));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("stays held until"), "{stderr}");
+    let (code, _, stderr) =
+        out(env().args(["run", "--key", "nightly", "--ttl", "5s", "--", "true"]));
+    assert_eq!(code, 3, "{stderr}");
+    let (code, json, _) = out(env().args(["inspect", "--json", "nightly"]));
+    assert_eq!(code, 0);
+    let info: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(info["holders"][0]["ended"], "released", "{json}");
+    assert!(info["holders"][0]["min_until_ms"].is_u64(), "{json}");
+}

@@ -289,3 +289,104 @@ fn a_record_of_a_newer_format_is_refused_by_name_and_kept() {
         );
     });
 }
+
+/// The service faces carry the kinds on every store, and a blocking and an async client share
+/// them on one namespace: shared holders side by side, a query from both, an exclusive waiter
+/// handed the key when both shared leases end, a steal whose victim's `on_lost` is told
+/// `stolen`, and a minimum hold that keeps the key after its release.
+#[cfg(feature = "tokio")]
+#[test]
+fn blocking_and_async_clients_share_the_kinds() {
+    use lock_store::{aio, AcquireOptions, Error, Locks};
+    use std::sync::mpsc;
+    use std::time::Duration as Std;
+
+    let runtime = common::runtime(2);
+    for (label, url) in common::store_urls() {
+        let ns = common::unique_namespace("kinds_faces");
+        let _cleanup = common::Cleanup(|| {
+            if let Ok(mut s) = lock_store::store::open(&url, &ns, lock_store::store::DEFAULT_BOUND)
+            {
+                let _ = s.uninstall();
+            }
+        });
+        let blocking = Locks::open(&url, &ns).unwrap();
+        let asynch = runtime.block_on(aio::Locks::open(&url, &ns)).unwrap();
+        let ttl = Std::from_secs(30);
+        let reader = AcquireOptions::shared().metadata("report reader");
+        let a = blocking
+            .acquire_with("doc", "a", ttl, Std::ZERO, &reader)
+            .unwrap();
+        let b = runtime
+            .block_on(asynch.acquire_with("doc", "b", ttl, Std::ZERO, &reader))
+            .unwrap();
+        let page = blocking.query("", "", 10).unwrap();
+        assert_eq!(
+            page,
+            runtime.block_on(asynch.query("", "", 10)).unwrap(),
+            "{label}"
+        );
+        let (key, info) = &page.keys[0];
+        assert_eq!((key.as_str(), info.holders.len()), ("doc", 2), "{label}");
+        assert!(
+            (info.holders.iter()).all(|h| h.mode == Mode::Shared && h.metadata == "report reader"),
+            "{label}: {info:?}"
+        );
+        assert!(
+            matches!(
+                runtime.block_on(asynch.query("", "", 0)),
+                Err(Error::Lock(LockError::QueryLimit { max: 1000 }))
+            ),
+            "{label}"
+        );
+        // An exclusive writer waits (in another thread) until both shared leases end.
+        let writer = {
+            let blocking = blocking.clone();
+            std::thread::spawn(move || blocking.acquire("doc", "w", Std::from_secs(3), 10 * ttl))
+        };
+        common::eventually("the writer queued", || {
+            let info = blocking.inspect("doc").unwrap()?;
+            (info.waiters.len() == 1).then_some(())
+        });
+        a.release().unwrap();
+        runtime.block_on(b.release()).unwrap();
+        let w = writer.join().unwrap().unwrap();
+        assert!(w.fence() > a.fence() && w.fence() > b.fence(), "{label}");
+        // Stolen by the async client: the writer's keep-alive hears it, and `on_lost` says so.
+        let (lost_tx, lost) = mpsc::channel();
+        w.on_lost(move |l| {
+            let _ = lost_tx.send(l.refusal.clone());
+        });
+        w.keep_alive();
+        let thief = runtime
+            .block_on(asynch.steal("doc", "operator", ttl, &AcquireOptions::default()))
+            .unwrap();
+        assert!(thief.fence() > w.fence(), "{label}");
+        let refusal = lost.recv_timeout(Std::from_secs(10)).unwrap();
+        assert!(
+            matches!(refusal, Some(LockError::Stolen { .. })),
+            "{label}: {refusal:?}"
+        );
+        assert!(matches!(
+            w.release(),
+            Ok(()) | Err(Error::Lock(LockError::Stolen { .. }))
+        ));
+        runtime.block_on(thief.release()).unwrap();
+        // A minimum hold outlives an early release.
+        let held = AcquireOptions::default().min_hold(Std::from_secs(20));
+        let job = blocking
+            .acquire_with("nightly", "a", ttl, Std::ZERO, &held)
+            .unwrap();
+        job.release().unwrap();
+        let until = job.released_at().unwrap();
+        // Granted at one instant: the hold ends 20 s after it, the TTL 30 s after it.
+        assert_eq!(until.0, job.deadline().0 - 10_000, "{label}");
+        assert!(
+            matches!(
+                runtime.block_on(asynch.try_acquire("nightly", "b", ttl)),
+                Err(Error::Lock(LockError::Held { deadline })) if deadline == until
+            ),
+            "{label}"
+        );
+    }
+}

@@ -4,14 +4,16 @@ use crate::local::LocalInstant;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::{Fence, KeyInfo, Limits, Request, Response};
+use lock_core::{AcquireOutcome, Fence, KeyInfo, Limits, QueryPage, Request, Response};
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
 use crate::aio::engine::AsyncEngine;
 use crate::aio::lease::Lease;
 use crate::aio::store::AsyncStore;
+use crate::clock::millis;
 use crate::decider::AnyDecider;
+use crate::kinds::AcquireOptions;
 use crate::lease::{local_end, LeaseState};
 use crate::listen::{AsyncSubscription, Hub};
 use crate::locks::Error;
@@ -146,13 +148,30 @@ impl Locks {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lease, Error> {
+        self.acquire_with(key, owner, ttl, wait, &AcquireOptions::default())
+            .await
+    }
+
+    /// [`acquire`](Self::acquire) with the lock kinds (see [`crate::Locks::acquire_with`]).
+    ///
+    /// # Errors
+    /// As [`crate::Locks::acquire_with`].
+    pub async fn acquire_with(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+        wait: Duration,
+        options: &AcquireOptions,
+    ) -> Result<Lease, Error> {
         // Never sent: dropped with this future, which the task sees as its caller gone.
         let (caller, gone) = oneshot::channel::<()>();
         let (locks, key, owner) = (self.clone(), key.to_owned(), owner.to_owned());
+        let options = options.clone();
         let task = self
             .shared
             .runtime
-            .spawn(async move { locks.acquiring(&key, &owner, ttl, wait, gone).await });
+            .spawn(async move { (locks.acquiring(&key, &owner, ttl, wait, options, gone)).await });
         let answer = task.await;
         drop(caller);
         answer.unwrap_or_else(|e| {
@@ -171,10 +190,12 @@ impl Locks {
         owner: &str,
         ttl: Duration,
         wait: Duration,
+        options: AcquireOptions,
         gone: oneshot::Receiver<()>,
     ) -> Result<Lease, Error> {
         let engine = &self.shared.engine;
-        let mut acquiring = Acquiring::new(key, owner, ttl, wait, self.shared.poll);
+        let poll = self.shared.poll;
+        let mut acquiring = Acquiring::with_options(key, owner, ttl, wait, poll, options);
         let mut watcher: Option<AsyncSubscription> = None;
         let mut watch_failed = false;
         let mut gone = Caller(Some(gone));
@@ -268,6 +289,37 @@ impl Locks {
         Ok(lease)
     }
 
+    /// Takes `key` now whatever its holders (see [`crate::Locks::steal`]).
+    ///
+    /// # Errors
+    /// As [`crate::Locks::steal`].
+    pub async fn steal(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+        options: &AcquireOptions,
+    ) -> Result<Lease, Error> {
+        let core = options.core();
+        let steal = |now| Request::Steal {
+            key,
+            owner,
+            ttl: millis(ttl),
+            options: core,
+            now,
+        };
+        let decided = self.shared.engine.request(key, steal).await?;
+        match decided.reply {
+            Response::Acquire(Ok(AcquireOutcome::Acquired(grant))) => {
+                let end = local_end(decided.clock, grant.deadline);
+                let state = LeaseState::new(key, owner, grant, ttl, end);
+                Ok(Lease::new(self.clone(), state))
+            }
+            Response::Acquire(Err(e)) => Err(Error::Lock(e)),
+            other => Err(self.unexpected(&other)),
+        }
+    }
+
     /// Subscribes to the notice of `key`'s hand-off to `owner` (`None`: the store cannot
     /// notify, or listening failed: look by ourselves). Opening the listening connection
     /// blocks, so it runs on a blocking thread.
@@ -354,6 +406,28 @@ impl Locks {
     pub async fn inspect(&self, key: &str) -> Result<Option<KeyInfo>, Error> {
         let decided = self.shared.engine.inspect(key).await?;
         decided.reply.map_err(Error::Lock)
+    }
+
+    /// The keys in use with a prefix, a page at a time (see [`crate::Locks::query`]).
+    ///
+    /// # Errors
+    /// As [`crate::Locks::query`].
+    pub async fn query(&self, prefix: &str, after: &str, limit: usize) -> Result<QueryPage, Error> {
+        let engine = &self.shared.engine;
+        engine.limits().check_query(prefix, after, limit)?;
+        let mut names = engine.store().keys().await?;
+        names.retain(|name| QueryPage::matches(prefix, after, name));
+        names.sort_unstable();
+        let mut in_use = Vec::new();
+        for key in names {
+            if in_use.len() > limit {
+                break;
+            }
+            if let Some(info) = engine.inspect(&key).await?.reply? {
+                in_use.push((key, info));
+            }
+        }
+        Ok(QueryPage::from_ordered(in_use, limit))
     }
 
     /// The keys of the namespace that have a record, in byte order.

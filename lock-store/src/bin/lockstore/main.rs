@@ -2,9 +2,12 @@
 //! a demo of two processes contending for one key.
 //!
 //! ```text
-//! lockstore run --store URL --key KEY --ttl 30s [--wait 0s] [--grace 10s] [--namespace NS] [--owner NAME] -- CMD [ARGS...]
+//! lockstore run --store URL --key KEY --ttl 30s [--wait 0s] [--grace 10s] [--namespace NS] [--owner NAME]
+//!               [--shared] [--permits N] [--min-hold DUR] [--lock-delay DUR] [--metadata TEXT] -- CMD [ARGS...]
+//! lockstore steal (as run, without --wait) -- CMD [ARGS...]
 //! lockstore inspect --store URL [--namespace NS] [--json] KEY
 //! lockstore list --store URL [--namespace NS] [--json]
+//! lockstore query --store URL [--namespace NS] [--prefix P] [--after KEY] [--limit N] [--json]
 //! lockstore install --store URL [--namespace NS]
 //! lockstore uninstall --store URL [--namespace NS] --yes
 //! lockstore demo [--store URL]...
@@ -43,7 +46,7 @@ mod guard;
 mod show;
 mod tree;
 
-use lock_store::{Error, LockError, Locks, StoreError};
+use lock_store::{AcquireOptions, Error, LockError, Locks, Mode, StoreError};
 
 /// Exit status when the key is held by someone else (and `--wait` ran out).
 const HELD: u8 = 3;
@@ -96,6 +99,10 @@ enum Cmd {
     /// Run a command while holding a lock; stop it if the lock is lost.
     #[command(after_help = EXIT_CODES)]
     Run(RunArgs),
+    /// Take a key now whatever its holders (they lose it: their lockstore stops its command),
+    /// then run a command as `run` does. For an operator's forced take-over.
+    #[command(after_help = EXIT_CODES)]
+    Steal(RunArgs),
     /// Show a key's holder (owner, fence, deadline) and its waiters.
     Inspect {
         #[command(flatten)]
@@ -111,6 +118,24 @@ enum Cmd {
         #[command(flatten)]
         at: Target,
         /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the keys in use (held, kept, or waited for) with every lease and waiter, a page at
+    /// a time.
+    Query {
+        #[command(flatten)]
+        at: Target,
+        /// Only keys that start with this.
+        #[arg(long, default_value = "")]
+        prefix: String,
+        /// Only keys after this one (the `next` of the page before).
+        #[arg(long, value_name = "KEY", default_value = "")]
+        after: String,
+        /// At most this many keys (1 to 1000).
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+        /// Print one JSON object: `{"keys":[...],"next":KEY or null}`.
         #[arg(long)]
         json: bool,
     },
@@ -173,9 +198,50 @@ struct RunArgs {
     /// Who holds the lock (default: this host and lockstore's process id).
     #[arg(long, value_name = "NAME")]
     owner: Option<String>,
+    #[command(flatten)]
+    kinds: KindArgs,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<String>,
+}
+
+/// The lock kinds (see `docs/semantics.md`, "Lock kinds").
+#[derive(Args)]
+struct KindArgs {
+    /// Hold the key shared: beside other shared holders, never beside an exclusive one.
+    #[arg(long)]
+    shared: bool,
+    /// The key's permits: at most N holders at once (with --shared; fixed by the key's first
+    /// holder).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    permits: u32,
+    /// Keep the key at least this long after it was granted, even if the command ends sooner
+    /// (so a replica with a skewed schedule does not run the job again).
+    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "0s")]
+    min_hold: Duration,
+    /// If this lease is lost (expired or stolen, not released), nobody gets the key until this
+    /// long after its end: the command may still be running somewhere.
+    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "0s")]
+    lock_delay: Duration,
+    /// Who holds it and why, shown by inspect, list and query.
+    #[arg(long, value_name = "TEXT", default_value = "")]
+    metadata: String,
+}
+
+impl KindArgs {
+    fn options(&self) -> AcquireOptions {
+        AcquireOptions {
+            mode: if self.shared {
+                Mode::Shared
+            } else {
+                Mode::Exclusive
+            },
+            permits: self.permits,
+            min_hold: self.min_hold,
+            lock_delay: self.lock_delay,
+            metadata: self.metadata.clone(),
+        }
+    }
 }
 
 /// A failure of `lockstore` itself: its message and exit status.
@@ -206,7 +272,15 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
-        Cmd::Run(args) => run(&args),
+        Cmd::Run(args) => run(&args, false),
+        Cmd::Steal(args) => run(&args, true),
+        Cmd::Query {
+            at,
+            prefix,
+            after,
+            limit,
+            json,
+        } => query(&at, &prefix, &after, limit, json),
         Cmd::Inspect { at, json, key } => inspect(&at, &key, json),
         Cmd::List { at, json } => list(&at, json),
         Cmd::Install { at } => install(&at),
@@ -248,11 +322,24 @@ fn default_owner() -> String {
     format!("{host}:{}", std::process::id())
 }
 
-fn run(o: &RunArgs) -> Result<ExitCode, Failed> {
+/// `run`, or `steal` (take the key at once whatever its holders) then run.
+fn run(o: &RunArgs, steal: bool) -> Result<ExitCode, Failed> {
     let key = &o.key;
     let owner = o.owner.clone().unwrap_or_else(default_owner);
+    if steal && !o.wait.is_zero() {
+        return Err(Failed(
+            USAGE,
+            "steal takes the key at once: --wait does not apply".into(),
+        ));
+    }
     let locks = open(&o.at)?;
-    let lease = match locks.acquire(key, &owner, o.ttl, o.wait) {
+    let options = o.kinds.options();
+    let taken = if steal {
+        locks.steal(key, &owner, o.ttl, &options)
+    } else {
+        locks.acquire_with(key, &owner, o.ttl, o.wait, &options)
+    };
+    let lease = match taken {
         Ok(lease) => lease,
         Err(Error::Lock(LockError::Held { .. }) | Error::WaitTimedOut) => {
             let holder = locks
@@ -273,7 +360,8 @@ fn run(o: &RunArgs) -> Result<ExitCode, Failed> {
         Err(e) => return Err(e.into()),
     };
     eprintln!(
-        "lockstore: {owner} holds \"{key}\" with fence {} ({})",
+        "lockstore: {owner} {} \"{key}\" with fence {} ({})",
+        if steal { "stole" } else { "holds" },
         lease.fence().0,
         locks.describe()
     );
@@ -315,8 +403,16 @@ fn run(o: &RunArgs) -> Result<ExitCode, Failed> {
     if lost.load(Ordering::SeqCst) {
         return Ok(ExitCode::from(LOST));
     }
-    if let Err(e) = released {
-        eprintln!("lockstore: release: {e}");
+    match released {
+        Err(e) => eprintln!("lockstore: release: {e}"),
+        // A minimum hold keeps the key after a command that ended early.
+        Ok(()) => match lease.released_at() {
+            Some(at) if !o.kinds.min_hold.is_zero() && at.0 > show::now_ms() => eprintln!(
+                "lockstore: \"{key}\" stays held until {} (its minimum hold)",
+                show::until(at)
+            ),
+            _ => {}
+        },
     }
     Ok(ExitCode::from(exit_code(status)))
 }
@@ -448,6 +544,41 @@ fn list(at: &Target, json: bool) -> Result<ExitCode, Failed> {
         );
         for (key, info) in &states {
             println!("{}", show::key_text(key, info.as_ref()));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn query(
+    at: &Target,
+    prefix: &str,
+    after: &str,
+    limit: usize,
+    json: bool,
+) -> Result<ExitCode, Failed> {
+    let locks = open(at)?;
+    let page = match locks.query(prefix, after, limit) {
+        Err(Error::Lock(e)) => return Err(Failed(USAGE, e.to_string())),
+        other => other?,
+    };
+    if json {
+        let keys: Vec<String> = (page.keys.iter())
+            .map(|(k, i)| show::key_json(k, Some(i)))
+            .collect();
+        let next = page
+            .next
+            .as_deref()
+            .map_or("null".into(), show::json_string);
+        println!("{{\"keys\":[{}],\"next\":{next}}}", keys.join(","));
+    } else {
+        if page.keys.is_empty() {
+            println!("{}: no key in use matches", locks.describe());
+        }
+        for (key, info) in &page.keys {
+            println!("{}", show::key_text(key, Some(info)));
+        }
+        if let Some(next) = &page.next {
+            println!("(more: --after {next})");
         }
     }
     Ok(ExitCode::SUCCESS)

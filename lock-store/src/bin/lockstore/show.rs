@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use lock_store::{Instant, KeyInfo, LostLease};
 
 /// Milliseconds since the Unix epoch on this machine's clock.
-fn now_ms() -> u64 {
+pub fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
@@ -125,13 +125,14 @@ pub fn key_json(key: &str, info: Option<&KeyInfo>) -> String {
     let holders: Vec<String> = (info.holders.iter())
         .map(|h| {
             format!(
-                "{{\"owner\":{},\"fence\":{},\"deadline_ms\":{},\"deadline\":{},\"mode\":{},\"metadata\":{},\"ended\":{}}}",
+                "{{\"owner\":{},\"fence\":{},\"deadline_ms\":{},\"deadline\":{},\"mode\":{},\"metadata\":{},\"min_until_ms\":{},\"ended\":{}}}",
                 json_string(&h.owner),
                 h.fence.0,
                 h.deadline.0,
                 json_string(&utc(h.deadline)),
                 json_string(h.mode.name()),
                 json_string(&h.metadata),
+                h.min_until.map_or("null".into(), |m| m.0.to_string()),
                 h.ended.map_or("null".into(), |e| json_string(e.name())),
             )
         })
@@ -141,9 +142,11 @@ pub fn key_json(key: &str, info: Option<&KeyInfo>) -> String {
         .iter()
         .map(|w| {
             format!(
-                "{{\"owner\":{},\"ttl_ms\":{},\"renew_by_ms\":{},\"renew_by\":{}}}",
+                "{{\"owner\":{},\"ttl_ms\":{},\"mode\":{},\"metadata\":{},\"renew_by_ms\":{},\"renew_by\":{}}}",
                 json_string(&w.owner),
                 w.ttl.0,
+                json_string(w.mode.name()),
+                json_string(&w.metadata),
                 w.wait_deadline.0,
                 json_string(&utc(w.wait_deadline))
             )
@@ -168,7 +171,8 @@ pub fn lost_why(lost: &LostLease) -> String {
         None => "its deadline passed on this machine's clock without a successful extension (the store did not answer in time)".into(),
         Some(LockError::Expired { .. }) => "the store says it expired (no extension reached it in time)".into(),
         Some(LockError::NotHeld) => "its record is gone (the key is free: cleared, uninstalled, or lost by the store)".into(),
-        Some(LockError::NotOwner) => "another owner holds the key now (stolen, or handed on after it expired)".into(),
+        Some(LockError::NotOwner) => "another owner holds the key now (handed on after it expired)".into(),
+        Some(LockError::Stolen { at }) => format!("it was stolen at {} (another owner took the key by force)", utc(*at)),
         Some(other) => format!("the store refused its extension: {other}"),
     }
 }
