@@ -12,7 +12,7 @@ use crate::inner::{run_callbacks, span, Callbacks, Inner, State, WaitOutcome};
 use crate::lease::{Lease, LeaseShared};
 use crate::timer::Shutdown;
 use crate::{ComponentTable, Error, HostError};
-use lock_core::{AcquireOutcome, Fence, Grant, Instant, KeyInfo, Stats};
+use lock_core::{AcquireOptions, AcquireOutcome, Fence, Grant, Instant, KeyInfo, QueryPage, Stats};
 
 /// A thread-safe, cheap-to-clone handle over one lock table in one component instance.
 ///
@@ -132,11 +132,88 @@ impl LockHost {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lease, Error> {
+        self.acquire_with(key, owner, ttl, wait, &AcquireOptions::EXCLUSIVE)
+    }
+
+    /// [`acquire`](Self::acquire) with the lock kinds: a shared lease or one of N permits, a
+    /// minimum hold, a lock-delay, metadata (see [`AcquireOptions`]). A request is granted at
+    /// once only if it fits and nobody waits ahead of it; otherwise it queues FIFO, whatever
+    /// its mode (the Web Locks request queue).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use host_wasmtime::{AcquireOptions, LockHost};
+    ///
+    /// let locks = LockHost::new()?;
+    /// let (ttl, wait) = (Duration::from_secs(30), Duration::from_secs(5));
+    /// let reader = AcquireOptions::shared().metadata("plugin report-7");
+    /// let lease = locks.acquire_with("catalog", "plugin-a", ttl, wait, &reader)?;
+    /// # drop(lease);
+    /// # Ok::<(), host_wasmtime::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// Those of [`acquire`](Self::acquire), and the options' refusals ([`Error::Lock`] with
+    /// `permits-mismatch`, `mode-mismatch`, `metadata-too-long`...).
+    pub fn acquire_with(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+        wait: Duration,
+        options: &AcquireOptions<'_>,
+    ) -> Result<Lease, Error> {
         let ttl = span(ttl);
         let mut callbacks = Vec::new();
-        let result = self.acquire_locked(key, owner, ttl, wait, &mut callbacks);
+        let result = self.acquire_locked(key, owner, ttl, wait, options, &mut callbacks);
         run_callbacks(callbacks);
         result
+    }
+
+    /// Takes `key` now whatever its holders (Web Locks' `steal`): every live lease ends, its
+    /// `on_lost` runs with [`LostLease::stolen`](crate::LostLease::stolen) set, and its
+    /// holder's next call answers [`LockError::Stolen`](lock_core::LockError::Stolen); the
+    /// stealer gets a fresh fence; the queue is kept. Exclusive only.
+    ///
+    /// # Errors
+    /// [`Error::Lock`] (a validation error, or `mode-mismatch` for a shared steal), or
+    /// [`Error::Host`].
+    pub fn steal(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+        options: &AcquireOptions<'_>,
+    ) -> Result<Lease, Error> {
+        let ttl = span(ttl);
+        self.inner.request(|st, now, callbacks| {
+            let outcome = self
+                .inner
+                .call(st.table.steal(key, owner, ttl, options, now))??;
+            // The stolen leases' events (and their `on_lost`) are drained with this call.
+            self.inner.drain(st, callbacks);
+            match outcome {
+                AcquireOutcome::Acquired(g) | AcquireOutcome::AlreadyHeld(g) => {
+                    self.guard(st, key, owner, ttl, g, callbacks)
+                }
+                AcquireOutcome::Queued { .. } | AcquireOutcome::AlreadyWaiting { .. } => {
+                    Err(Error::AlreadyWaiting)
+                }
+            }
+        })
+    }
+
+    /// The keys in use whose name starts with `prefix` and comes after `after` (`""` for the
+    /// first page), with every lease and waiter: at most `limit` (1 to
+    /// [`QUERY_MAX`](lock_core::QUERY_MAX)), and the cursor of the next page.
+    ///
+    /// # Errors
+    /// [`Error::Lock`] with `query-limit`, or for a bad prefix or cursor; [`Error::Host`].
+    pub fn query(&self, prefix: &str, after: &str, limit: usize) -> Result<QueryPage, Error> {
+        let limit = u32::try_from(limit).unwrap_or(u32::MAX);
+        self.with_table(|t, now| {
+            (t.query(prefix, after, limit, now)).map(|r| r.map_err(Error::Lock))
+        })?
     }
 
     fn acquire_locked(
@@ -145,6 +222,7 @@ impl LockHost {
         owner: &str,
         ttl: lock_core::Duration,
         wait: Duration,
+        options: &AcquireOptions<'_>,
         callbacks: &mut Callbacks,
     ) -> Result<Lease, Error> {
         let inner = &self.inner;
@@ -153,7 +231,12 @@ impl LockHost {
         let wait_deadline = now.saturating_add(span(wait));
         let id = (key.to_owned(), owner.to_owned());
         loop {
-            let outcome = inner.call(st.table.acquire(key, owner, ttl, wait_deadline, now))?;
+            let outcome = if options.is_plain() {
+                inner.call(st.table.acquire(key, owner, ttl, wait_deadline, now))?
+            } else {
+                let table = &mut st.table;
+                inner.call(table.acquire_with(key, owner, ttl, wait_deadline, options, now))?
+            };
             match outcome? {
                 AcquireOutcome::Acquired(g) | AcquireOutcome::AlreadyHeld(g) => {
                     return self.guard(&mut st, key, owner, ttl, g, callbacks);

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crate::clock::Clock;
 use crate::host::Recovery;
-use crate::lease::{ended_by, LeaseShared, LostCallback, LostLease};
+use crate::lease::{ended_by, End, LeaseShared, LostCallback, LostLease};
 use crate::persist::{self, Reservation, CLOCK_BLOCK};
 use crate::{ComponentTable, Error, HostError};
 use lock_core::{Event, EventKind, Fence, Grant, Instant};
@@ -266,9 +266,9 @@ impl Inner {
         callbacks: &mut Callbacks,
     ) -> Error {
         let deadline = Instant(shared.deadline.load(std::sync::atomic::Ordering::SeqCst));
-        if let Some(at) = ended_by(&e, deadline) {
+        if let Some(end) = ended_by(&e, deadline) {
             self.forget(st, shared.fence);
-            shared.lose(at, callbacks);
+            shared.lose(end, callbacks);
         }
         Error::Lock(e)
     }
@@ -300,7 +300,8 @@ impl Inner {
                     EventKind::Expired { fence, .. } | EventKind::Stolen { fence, .. } => {
                         if let Some(shared) = st.watchers.get(&fence).cloned() {
                             self.forget(st, fence);
-                            shared.lose(at, callbacks);
+                            let stolen = matches!(kind, EventKind::Stolen { .. });
+                            shared.lose(End { at, stolen }, callbacks);
                         }
                     }
                     EventKind::Granted {

@@ -1,7 +1,7 @@
 //! [`Lease`]: the guard a caller holds, and what the host shares with it to report its loss.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::inner::{run_callbacks, schedule_keepalive, span, Callbacks};
@@ -17,8 +17,10 @@ pub struct LostLease {
     pub owner: String,
     /// The lost lease's fencing token.
     pub fence: Fence,
-    /// When it expired (table clock, ms).
+    /// When it ended (table clock, ms): its deadline, or the instant it was stolen.
     pub at: Instant,
+    /// It was stolen (another owner took the key by force), rather than expired.
+    pub stolen: bool,
 }
 
 /// A lost-lock callback.
@@ -35,6 +37,8 @@ pub(crate) struct LeaseShared {
     lost: AtomicBool,
     pub(crate) released: AtomicBool,
     on_lost: Mutex<Option<LostCallback>>,
+    /// How it ended, once lost.
+    end: Mutex<Option<End>>,
 }
 
 impl LeaseShared {
@@ -54,6 +58,7 @@ impl LeaseShared {
             lost: AtomicBool::new(false),
             released: AtomicBool::new(false),
             on_lost: Mutex::new(None),
+            end: Mutex::new(None),
         }
     }
 
@@ -61,22 +66,24 @@ impl LeaseShared {
     /// callback to run (outside the host's lock), so `on_lost` fires exactly once whichever
     /// path (expiry event, a refused release or extend) learns of the loss first. Called with
     /// the host's state locked, like [`Lease::on_lost`], so the two never miss each other.
-    pub(crate) fn lose(&self, at: Instant, callbacks: &mut Callbacks) {
+    pub(crate) fn lose(&self, end: End, callbacks: &mut Callbacks) {
         if self.lost.swap(true, Ordering::SeqCst) {
             return;
         }
+        *self.end.lock().unwrap_or_else(PoisonError::into_inner) = Some(end);
         let callback = self.on_lost.lock().ok().and_then(|mut c| c.take());
         if let Some(callback) = callback {
-            callbacks.push((callback, self.lost_lease(at)));
+            callbacks.push((callback, self.lost_lease(end)));
         }
     }
 
-    fn lost_lease(&self, at: Instant) -> LostLease {
+    fn lost_lease(&self, end: End) -> LostLease {
         LostLease {
             key: self.key.clone(),
             owner: self.owner.clone(),
             fence: self.fence,
-            at,
+            at: end.at,
+            stolen: end.stolen,
         }
     }
 
@@ -85,14 +92,25 @@ impl LeaseShared {
     }
 }
 
-/// If a release or extend was refused because the lease is over, when it ended (its deadline
-/// if the table no longer remembers it).
-pub(crate) fn ended_by(error: &LockError, deadline: Instant) -> Option<Instant> {
-    match error {
-        LockError::Expired { deadline: at } => Some(*at),
-        LockError::NotHeld | LockError::NotOwner => Some(deadline),
-        _ => None,
-    }
+/// How a lost lease ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct End {
+    /// When (table clock).
+    pub(crate) at: Instant,
+    /// Stolen rather than expired.
+    pub(crate) stolen: bool,
+}
+
+/// If a release or extend was refused because the lease is over, how it ended (at its
+/// deadline if the table no longer remembers it).
+pub(crate) fn ended_by(error: &LockError, deadline: Instant) -> Option<End> {
+    let (at, stolen) = match error {
+        LockError::Expired { deadline: at } => (*at, false),
+        LockError::Stolen { at } => (*at, true),
+        LockError::NotHeld | LockError::NotOwner => (deadline, false),
+        _ => return None,
+    };
+    Some(End { at, stolen })
 }
 
 /// A held lock. Released when dropped (or by [`release`](Lease::release), which is idempotent).
@@ -202,7 +220,15 @@ impl Lease {
             return;
         }
         drop(_st);
-        let info = self.shared.lost_lease(self.deadline());
+        let end = *self
+            .shared
+            .end
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let info = self.shared.lost_lease(end.unwrap_or(End {
+            at: self.deadline(),
+            stolen: false,
+        }));
         run_callbacks(vec![(Box::new(callback), info)]);
     }
 

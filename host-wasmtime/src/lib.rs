@@ -38,6 +38,7 @@ pub use component::{
 pub use error::Error;
 pub use host::{LockHost, Recovery};
 pub use lease::{Lease, LostLease};
+pub use lock_core::{AcquireOptions, Mode, QueryPage};
 pub use persist::{CLOCK_BLOCK, FENCE_BLOCK};
 
 /// The README's Rust examples (core, host, stores), compiled and run as doctests so they cannot

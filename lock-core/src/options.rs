@@ -73,7 +73,53 @@ pub struct AcquireOptions<'a> {
     pub metadata: &'a str,
 }
 
-impl AcquireOptions<'_> {
+impl<'a> AcquireOptions<'a> {
+    /// A shared lease, every other option at its default (see the builder methods below).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use lock_core::{AcquireOptions, Mode};
+    /// let slot = AcquireOptions::shared().permits(4).metadata("gpu job 7");
+    /// let job = AcquireOptions::default().min_hold(Duration::from_secs(60)); // ShedLock's lockAtLeastFor
+    /// let careful = AcquireOptions::default().lock_delay(Duration::from_secs(15)); // Consul's lock-delay
+    /// assert_eq!((slot.mode, slot.permits, job.min_hold.0, careful.lock_delay.0), (Mode::Shared, 4, 60_000, 15_000));
+    /// ```
+    #[must_use]
+    pub const fn shared() -> Self {
+        AcquireOptions {
+            mode: Mode::Shared,
+            ..AcquireOptions::EXCLUSIVE
+        }
+    }
+
+    /// With `permits` places for the key (see [`permits`](Self::permits)).
+    #[must_use]
+    pub const fn permits(mut self, permits: u32) -> Self {
+        self.permits = permits;
+        self
+    }
+
+    /// With a minimum hold (milliseconds, or a `std::time::Duration`).
+    #[must_use]
+    pub fn min_hold(mut self, min_hold: impl Into<Duration>) -> Self {
+        self.min_hold = min_hold.into();
+        self
+    }
+
+    /// With a lock-delay (milliseconds, or a `std::time::Duration`).
+    #[must_use]
+    pub fn lock_delay(mut self, lock_delay: impl Into<Duration>) -> Self {
+        self.lock_delay = lock_delay.into();
+        self
+    }
+
+    /// With metadata.
+    #[must_use]
+    pub const fn metadata(mut self, metadata: &'a str) -> Self {
+        self.metadata = metadata;
+        self
+    }
+
     /// The options of a plain exclusive lease (the same as `default()`, usable in `const`).
     pub const EXCLUSIVE: AcquireOptions<'static> = AcquireOptions {
         mode: Mode::Exclusive,

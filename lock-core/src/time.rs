@@ -161,6 +161,19 @@ impl fmt::Display for Instant {
     }
 }
 
+/// Whole milliseconds of a standard duration (saturating at `u64::MAX`; sub-millisecond parts
+/// are dropped), so options and limits can be written with `core::time::Duration` (the
+/// standard library's `std::time::Duration`).
+///
+/// ```
+/// assert_eq!(lock_core::Duration::from(core::time::Duration::from_secs(2)).0, 2000);
+/// ```
+impl From<core::time::Duration> for Duration {
+    fn from(d: core::time::Duration) -> Self {
+        Duration(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+}
+
 impl fmt::Display for Duration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.0.fmt(f)

@@ -87,11 +87,10 @@ mod table;
 mod tls;
 mod url;
 
-pub use kinds::{AcquireOptions, Mode};
 pub use lease::{Lease, LostLease};
 pub use lock_core::{
-    Fence, HolderInfo, Instant, KeyInfo, LeaseEnd, Limits, LockError, QueryPage, WaiterInfo,
-    QUERY_MAX,
+    AcquireOptions, Fence, HolderInfo, Instant, KeyInfo, LeaseEnd, Limits, LockError, Mode,
+    QueryPage, WaiterInfo, QUERY_MAX,
 };
 pub use locks::{Error, Locks, WAIT_ALIVE};
 pub use options::Options;

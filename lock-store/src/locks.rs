@@ -11,13 +11,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use lock_core::{
-    AcquireOutcome, Fence, Grant, Instant, KeyInfo, Limits, LockError, QueryPage, Request, Response,
+    AcquireOptions, AcquireOutcome, Fence, Grant, Instant, KeyInfo, Limits, LockError, QueryPage,
+    Request, Response,
 };
 
 use crate::clock::{millis, StoreClock};
 use crate::decider::{AnyDecider, Native};
 use crate::engine::{Decided, Engine, TimeSource};
-use crate::kinds::AcquireOptions;
+use crate::kinds::OwnedOptions;
 use crate::lease::{local_end, Lease, LeaseState};
 use crate::listen::{Hub, Subscription};
 use crate::queue::{Acquiring, Want};
@@ -215,7 +216,7 @@ impl Locks {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lease, Error> {
-        self.acquire_with(key, owner, ttl, wait, &AcquireOptions::default())
+        self.acquire_with(key, owner, ttl, wait, &AcquireOptions::EXCLUSIVE)
     }
 
     /// [`acquire`](Self::acquire) with the lock kinds: a shared lease or one of N permits, a
@@ -247,10 +248,16 @@ impl Locks {
         owner: &str,
         ttl: Duration,
         wait: Duration,
-        options: &AcquireOptions,
+        options: &AcquireOptions<'_>,
     ) -> Result<Lease, Error> {
-        let mut acquiring =
-            Acquiring::with_options(key, owner, ttl, wait, self.shared.poll, options.clone());
+        let mut acquiring = Acquiring::with_options(
+            key,
+            owner,
+            ttl,
+            wait,
+            self.shared.poll,
+            OwnedOptions::of(options),
+        );
         let mut watcher: Option<Subscription> = None;
         let mut watch_failed = false;
         let granted = loop {
@@ -330,9 +337,9 @@ impl Locks {
         key: &str,
         owner: &str,
         ttl: Duration,
-        options: &AcquireOptions,
+        options: &AcquireOptions<'_>,
     ) -> Result<Lease, Error> {
-        let core = options.core();
+        let core = *options;
         let decided = self.request(key, |now| Request::Steal {
             key,
             owner,

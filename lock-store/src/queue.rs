@@ -19,7 +19,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::kinds::AcquireOptions;
+use crate::kinds::OwnedOptions;
 use crate::local::LocalInstant;
 
 use lock_core::{AcquireOutcome, Grant, Instant, KeyInfo, LockError, Request, Response};
@@ -93,7 +93,7 @@ pub struct Asking {
     wait: lock_core::Duration,
     until: Option<Instant>,
     in_line: bool,
-    options: Arc<AcquireOptions>,
+    options: Arc<OwnedOptions>,
 }
 
 impl Asking {
@@ -122,7 +122,7 @@ fn ask<'a>(
     wait: lock_core::Duration,
     until: Option<Instant>,
     in_line: bool,
-    options: &'a AcquireOptions,
+    options: &'a OwnedOptions,
     now: Instant,
 ) -> Request<'a> {
     let until = until.unwrap_or_else(|| now.saturating_add(wait));
@@ -208,7 +208,7 @@ pub(crate) struct Acquiring {
     watched: bool,
     phase: Phase,
     /// What it asks for beyond a plain exclusive lease.
-    options: Arc<AcquireOptions>,
+    options: Arc<OwnedOptions>,
 }
 
 impl Acquiring {
@@ -221,7 +221,7 @@ impl Acquiring {
         wait: Duration,
         poll: Duration,
     ) -> Self {
-        Acquiring::with_options(key, owner, ttl, wait, poll, AcquireOptions::default())
+        Acquiring::with_options(key, owner, ttl, wait, poll, OwnedOptions::default())
     }
 
     /// [`Acquiring::new`] with `options`.
@@ -231,7 +231,7 @@ impl Acquiring {
         ttl: Duration,
         wait: Duration,
         poll: Duration,
-        options: AcquireOptions,
+        options: OwnedOptions,
     ) -> Self {
         Acquiring {
             key: key.to_owned(),

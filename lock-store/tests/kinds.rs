@@ -359,7 +359,7 @@ fn blocking_and_async_clients_share_the_kinds() {
         });
         w.keep_alive();
         let thief = runtime
-            .block_on(asynch.steal("doc", "operator", ttl, &AcquireOptions::default()))
+            .block_on(asynch.steal("doc", "operator", ttl, &AcquireOptions::EXCLUSIVE))
             .unwrap();
         assert!(thief.fence() > w.fence(), "{label}");
         let refusal = lost.recv_timeout(Std::from_secs(10)).unwrap();

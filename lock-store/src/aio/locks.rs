@@ -4,7 +4,9 @@ use crate::local::LocalInstant;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::{AcquireOutcome, Fence, KeyInfo, Limits, QueryPage, Request, Response};
+use lock_core::{
+    AcquireOptions, AcquireOutcome, Fence, KeyInfo, Limits, QueryPage, Request, Response,
+};
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
@@ -13,7 +15,7 @@ use crate::aio::lease::Lease;
 use crate::aio::store::AsyncStore;
 use crate::clock::millis;
 use crate::decider::AnyDecider;
-use crate::kinds::AcquireOptions;
+use crate::kinds::OwnedOptions;
 use crate::lease::{local_end, LeaseState};
 use crate::listen::{AsyncSubscription, Hub};
 use crate::locks::Error;
@@ -148,7 +150,7 @@ impl Locks {
         ttl: Duration,
         wait: Duration,
     ) -> Result<Lease, Error> {
-        self.acquire_with(key, owner, ttl, wait, &AcquireOptions::default())
+        self.acquire_with(key, owner, ttl, wait, &AcquireOptions::EXCLUSIVE)
             .await
     }
 
@@ -162,12 +164,12 @@ impl Locks {
         owner: &str,
         ttl: Duration,
         wait: Duration,
-        options: &AcquireOptions,
+        options: &AcquireOptions<'_>,
     ) -> Result<Lease, Error> {
         // Never sent: dropped with this future, which the task sees as its caller gone.
         let (caller, gone) = oneshot::channel::<()>();
         let (locks, key, owner) = (self.clone(), key.to_owned(), owner.to_owned());
-        let options = options.clone();
+        let options = OwnedOptions::of(options);
         let task = self
             .shared
             .runtime
@@ -190,7 +192,7 @@ impl Locks {
         owner: &str,
         ttl: Duration,
         wait: Duration,
-        options: AcquireOptions,
+        options: OwnedOptions,
         gone: oneshot::Receiver<()>,
     ) -> Result<Lease, Error> {
         let engine = &self.shared.engine;
@@ -298,9 +300,9 @@ impl Locks {
         key: &str,
         owner: &str,
         ttl: Duration,
-        options: &AcquireOptions,
+        options: &AcquireOptions<'_>,
     ) -> Result<Lease, Error> {
-        let core = options.core();
+        let core = *options;
         let steal = |now| Request::Steal {
             key,
             owner,

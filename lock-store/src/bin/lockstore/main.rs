@@ -229,7 +229,7 @@ struct KindArgs {
 }
 
 impl KindArgs {
-    fn options(&self) -> AcquireOptions {
+    fn options(&self) -> AcquireOptions<'_> {
         AcquireOptions {
             mode: if self.shared {
                 Mode::Shared
@@ -237,9 +237,9 @@ impl KindArgs {
                 Mode::Exclusive
             },
             permits: self.permits,
-            min_hold: self.min_hold,
-            lock_delay: self.lock_delay,
-            metadata: self.metadata.clone(),
+            min_hold: self.min_hold.into(),
+            lock_delay: self.lock_delay.into(),
+            metadata: &self.metadata,
         }
     }
 }
