@@ -64,8 +64,8 @@ cargo test --release -p host-wasmtime --test scale -- --ignored
 section "fuzzing lock-core (${FUZZ_SECONDS:-20} s per target; scripts/fuzz.sh 600 for longer)"
 scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
 section "conformance vectors through the CLIs: native, then the wasm component"
-cargo run -q -p lock-conformance --bin lock-vectors -- tests/vectors web-demo/guides
-cargo run -q -p lockhost -- vectors tests/vectors web-demo/guides
+cargo run -q -p lock-conformance --bin lock-vectors -- tests/vectors tests/vectors/kinds web-demo/guides
+cargo run -q -p lockhost -- vectors tests/vectors tests/vectors/kinds web-demo/guides
 section "lock-core builds without std (wasm32v1-none)"
 cargo build -p lock-core --target wasm32v1-none --release
 section "examples and smoke runs of the host demo (real clock) and the bench path"

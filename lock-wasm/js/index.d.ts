@@ -108,7 +108,36 @@ export interface Limits {
   maxExpiredRecords: number;
   /** Most undrained events kept (default 100 000). */
   maxPendingEvents: number;
+  /** Most leases of one key at once, shared or kept; also the most permits (default 64). */
+  maxHoldersPerKey: number;
+  /** Longest lease metadata, in UTF-8 bytes (default 256). */
+  maxMetadataBytes: number;
+  /** The table's lock-delay: after an expiry or a steal the place is kept this long (default 0 ms). */
+  lockDelay: Millis;
 }
+
+/** How a request takes a key. */
+export type LockMode = 'exclusive' | 'shared';
+
+/**
+ * The lock kinds a `LockTable` request may ask for (each field optional; the defaults are a plain
+ * exclusive lease). Every field is checked before anything changes.
+ */
+export interface RequestOptions {
+  /** `'exclusive'` (default) or `'shared'`: beside other shared leases, never beside an exclusive one. */
+  mode?: LockMode;
+  /** The key's permits: 0 (default) for a plain lock, else at most N leases (fixed by the key's first grant). */
+  permits?: number;
+  /** The lease keeps its place at least this long after its grant, even if released earlier (ms, at most the TTL). */
+  minHold?: Millis;
+  /** After the lease expires or is stolen, its place is kept this long past its end (ms). */
+  lockDelay?: Millis;
+  /** Who holds it and why, shown by inspection, query and events (checked like a key; may be empty). */
+  metadata?: string;
+}
+
+/** What `release` did: the lease ended now, or keeps its place until `until` (a minimum hold). */
+export type ReleaseOutcome = { type: 'released' } | { type: 'held-until'; until: Millis };
 
 /** A lease granted now (`acquired`) or the caller's existing lease (`already-held`). */
 export interface Granted {
@@ -130,24 +159,52 @@ export type AcquireOutcome = Granted | Queued;
 
 /** A time-driven or hand-off notification. `at` is when it happened. */
 export type LockEvent =
-  | { type: 'expired'; key: string; owner: string; fence: number; at: Millis }
-  | { type: 'granted'; key: string; owner: string; fence: number; deadline: Millis; at: Millis }
+  | { type: 'expired'; key: string; owner: string; fence: number; metadata: string; at: Millis }
+  | { type: 'granted'; key: string; owner: string; fence: number; deadline: Millis; mode: LockMode; metadata: string; at: Millis }
   | { type: 'wait-timed-out'; key: string; owner: string; at: Millis }
-  | { type: 'stolen'; key: string; owner: string; fence: number; at: Millis };
+  | { type: 'stolen'; key: string; owner: string; fence: number; metadata: string; at: Millis };
 
 /** A waiter of a key. */
 export interface WaiterInfo {
   owner: string;
   ttl: Millis;
   waitDeadline: Millis;
+  mode: LockMode;
+  metadata: string;
 }
 
-/** The holder and queue of a held key. */
+/** One lease of a key. */
+export interface HolderInfo {
+  owner: string;
+  fence: number;
+  /** Its deadline (for an ended lease: when it stops taking its place). */
+  deadline: Millis;
+  mode: LockMode;
+  metadata: string;
+  /** The end of its minimum hold, or `null`. */
+  minUntil: Millis | null;
+  /** Set when it ended for its holder but still takes its place until `deadline`. */
+  ended: 'released' | 'expired' | 'stolen' | null;
+}
+
+/** A key in use: its first lease's `owner`, `fence` and `deadline`, every lease, the queue. */
 export interface KeyInfo {
   owner: string;
   fence: number;
   deadline: Millis;
+  /** Every lease, in grant order (one for a key held exclusively). */
+  holders: HolderInfo[];
   waiters: WaiterInfo[];
+  /** The key's permits (0: a plain lock). */
+  permits: number;
+}
+
+/** One page of `LockTable.query`. */
+export interface QueryPage {
+  /** Keys in byte order. */
+  keys: Array<{ key: string; info: KeyInfo }>;
+  /** The cursor of the next page (pass it as `after`), or `null`. */
+  next: string | null;
 }
 
 /** Counters and gauges of a table. */
@@ -197,11 +254,19 @@ export declare class LockTable {
    * (with `details.deadline`) otherwise. Never queues: an owner already waiting for the key gets
    * `already-waiting` with its place.
    */
-  tryAcquire(key: string, owner: string, ttl: Millis, now: Millis): AcquireOutcome;
-  /** Takes `key`, or queues `owner` until the absolute instant `waitDeadline`. */
-  acquire(key: string, owner: string, ttl: Millis, waitDeadline: Millis, now: Millis): AcquireOutcome;
-  /** Ends the lease; the first waiter is handed the lock (a `granted` event). */
-  release(key: string, owner: string, fence: number, now: Millis): void;
+  tryAcquire(key: string, owner: string, ttl: Millis, now: Millis, options?: RequestOptions): AcquireOutcome;
+  /**
+   * Takes `key`, or queues `owner` until the absolute instant `waitDeadline`. A request is granted
+   * at once only if it fits and nobody waits ahead of it (FIFO, whatever the mode).
+   */
+  acquire(key: string, owner: string, ttl: Millis, waitDeadline: Millis, now: Millis, options?: RequestOptions): AcquireOutcome;
+  /**
+   * Takes `key` now whatever its holders: each live lease ends with a `stolen` event and its
+   * holder's next call throws `stolen`; the queue is kept. Exclusive only.
+   */
+  steal(key: string, owner: string, ttl: Millis, now: Millis, options?: RequestOptions): Granted;
+  /** Ends the lease; the first waiter is handed the lock (a `granted` event), now or at `until`. */
+  release(key: string, owner: string, fence: number, now: Millis): ReleaseOutcome;
   /** Pushes the deadline to `now + ttl`. */
   extend(key: string, owner: string, fence: number, ttl: Millis, now: Millis): { fence: number; deadline: Millis };
   /** Leaves the key's wait queue. */
@@ -218,6 +283,14 @@ export declare class LockTable {
   drainEvents(): LockEvent[];
   /** The holder and queue of `key`, or `null` if it is free. */
   inspect(key: string, now: Millis): KeyInfo | null;
+  /** Keys in use with `prefix` after `after` (byte order), at most `limit` (1 to 1000, default 100). */
+  query(now: Millis, options?: { prefix?: string; after?: string; limit?: number }): QueryPage;
+  /** Applies at most `maxChanges` due changes (a host's recovery); `true` if more are due. */
+  handleTimeoutBounded(now: Millis, maxChanges: number): boolean;
+  /** Every later fence is above `floor`. */
+  raiseFenceFloor(floor: number): void;
+  /** Takes every waiter out of every queue (no events); returns how many. */
+  cancelAllWaits(now: Millis): number;
   /** Counters and gauges at `now`. */
   stats(now: Millis): Stats;
   /** The table's state as bytes. */
@@ -276,7 +349,7 @@ export declare class KeyRecord {
    * The last operation's answer once written (`fresh`: the tokens the store allocated), shaped
    * as `LockTable`'s answer to the same call; throws its LockError.
    */
-  answer(fresh?: number[]): AcquireOutcome | { fence: number; deadline: Millis } | KeyInfo | null | undefined;
+  answer(fresh?: number[]): AcquireOutcome | ReleaseOutcome | { fence: number; deadline: Millis } | KeyInfo | null | undefined;
   /**
    * What the record holds at `now`, without changing it: its lease, its waiters' count, its
    * next change by time alone, the expired leases it still remembers at `now`.

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
-import { loadVectorFiles } from '../js/lib/vectors.js';
+import { loadKindsVectorFiles, loadVectorFiles } from '../js/lib/vectors.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const artifacts = join(root, 'target/browser-artifacts');
@@ -89,7 +89,7 @@ after(async () => {
 });
 
 describe('playground', () => {
-  it('runs the shared vectors inside the page against its wasm build', async () => {
+  it('runs the shared vectors and the lock kinds\' inside the page against its wasm build', async () => {
     const { page, problems } = await openPage('index.html');
     await page.waitForSelector('body[data-ready="true"]');
     await page.click('#run-vectors');
@@ -98,7 +98,7 @@ describe('playground', () => {
     const text = await page.textContent('#vector-results');
     assert.equal(failed, '0', text);
     const report = await page.evaluate(() => window.playground.runVectors());
-    const files = loadVectorFiles();
+    const files = [...loadVectorFiles(), ...loadKindsVectorFiles()];
     const scenarios = files.reduce((n, f) => n + f.file.scenarios.length, 0);
     const steps = files.reduce((n, f) => n + f.file.scenarios.reduce((m, s) => m + s.steps.length, 0), 0);
     assert.deepEqual(report.failures, []);

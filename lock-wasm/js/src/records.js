@@ -16,7 +16,7 @@ export class KeyRecord {
   /** @type {RawRecord | undefined} */
   #raw;
   #out;
-  /** The last operation, to shape its answer: 'acquire' | 'done' | 'extend' | 'inspect'. */
+  /** The last operation, to shape its answer: 'acquire' | 'done' | 'release' | 'extend' | 'inspect'. */
   #shape = null;
 
   /**
@@ -83,7 +83,7 @@ export class KeyRecord {
   release(key, owner, fence, now) {
     ms('fence', fence);
     ms('now', now);
-    return this.#run('done', key, owner, (raw) => raw.release(key, owner, fence, now));
+    return this.#run('release', key, owner, (raw) => raw.release(key, owner, fence, now));
   }
 
   /** `extend`; then `answer`. */
@@ -122,8 +122,9 @@ export class KeyRecord {
   /**
    * The answer of the last operation, once its new record was written (`fresh`: the tokens the
    * store allocated at that write, in order; none if it asked for none). Shaped as LockTable's
-   * answer to the same call: an acquire outcome, `{fence, deadline}` for `extend`, the holder
-   * and waiters (or `null`) for `inspect`, `undefined` otherwise; or throws its LockError. The
+   * answer to the same call: an acquire outcome, `{type: 'released'}` or `{type: 'held-until',
+   * until}` for `release`, `{fence, deadline}` for `extend`, the key's leases and waiters (or
+   * `null`) for `inspect`, `undefined` otherwise; or throws its LockError. The
    * key's events are in `events` either way.
    */
   answer(fresh = []) {
@@ -138,6 +139,10 @@ export class KeyRecord {
     if (shape === 'inspect') return JSON.parse(raw.info_json());
     if (shape === 'extend') return { fence: out[this.#out], deadline: out[this.#out + 1] };
     if (shape === 'done') return undefined;
+    if (shape === 'release') {
+      const until = out[this.#out];
+      return until === 0 ? { type: /** @type {const} */ ('released') } : { type: /** @type {const} */ ('held-until'), until };
+    }
     const type = names()[status - FIRST_OUTCOME];
     return status < FIRST_OUTCOME + 2
       ? { type, fence: out[this.#out], deadline: out[this.#out + 1] }

@@ -46,6 +46,40 @@ export function limitValues(limits) {
   return Float64Array.from(Object.keys(d), (name) => (limits[name] === undefined ? d[name] : ms(`limits.${name}`, limits[name])));
 }
 
+/** The modes a request may ask for. */
+const MODES = ['exclusive', 'shared'];
+const OPTION_NAMES = ['mode', 'permits', 'minHold', 'lockDelay', 'metadata'];
+
+/**
+ * Checked acquire options as the engine takes them: `[shared, permits, minHold, lockDelay,
+ * metadata]`. `undefined` is the defaults (a plain exclusive lease). @internal
+ */
+export function optionValues(options) {
+  if (options === undefined) return [false, 0, 0, 0, ''];
+  if (options === null || typeof options !== 'object') {
+    throw new TypeError(`options must be an object, got ${describe(options)}`);
+  }
+  for (const name of Object.keys(options)) {
+    if (!OPTION_NAMES.includes(name)) {
+      throw new TypeError(`unknown option ${JSON.stringify(name)}; known: ${OPTION_NAMES.join(', ')}`);
+    }
+  }
+  const mode = options.mode ?? 'exclusive';
+  if (!MODES.includes(mode)) throw new TypeError(`mode must be 'exclusive' or 'shared', got ${describe(mode)}`);
+  const permits = options.permits ?? 0;
+  if (!Number.isInteger(permits) || permits < 0 || permits > 0xffffffff) {
+    throw new TypeError(`permits must be an integer from 0 to 4294967295, got ${describe(permits)}`);
+  }
+  const metadata = options.metadata ?? '';
+  text('metadata', metadata);
+  return [mode === 'shared', permits, ms('minHold', options.minHold ?? 0), ms('lockDelay', options.lockDelay ?? 0), metadata];
+}
+
+/** Whether checked option values are the defaults (a plain exclusive lease). */
+function plain(values) {
+  return !values[0] && values[1] === 0 && values[2] === 0 && values[3] === 0 && values[4] === '';
+}
+
 // ----- LockTable ---------------------------------------------------------------------------------
 
 export const FAILED = 0;
@@ -188,12 +222,43 @@ export class LockTable {
    * throws a LockError (`held` with `details.deadline`, or a validation error).
    * @returns {import('../index.d.ts').AcquireOutcome}
    */
-  tryAcquire(key, owner, ttl, now) {
+  tryAcquire(key, owner, ttl, now, options) {
     ms('ttl', ttl);
     ms('now', now);
     deadlineOf(now, ttl);
+    if (options !== undefined) return this.#acquireWith(key, owner, ttl, now, now, options);
     const raw = this.#names(key, owner);
     return this.#acquireOutcome(raw.try_acquire(KEY_OWNER[0], KEY_OWNER[1], ttl, now));
+  }
+
+  /** An acquire with options (a try when `waitDeadline` is not after `now`). */
+  #acquireWith(key, owner, ttl, waitDeadline, now, options) {
+    const o = optionValues(options);
+    const raw = this.#names(key, owner);
+    if (plain(o)) {
+      return this.#acquireOutcome(
+        waitDeadline <= now ? raw.try_acquire(KEY_OWNER[0], KEY_OWNER[1], ttl, now) : raw.acquire(KEY_OWNER[0], KEY_OWNER[1], ttl, waitDeadline, now),
+      );
+    }
+    return this.#acquireOutcome(raw.acquire_with(KEY_OWNER[0], KEY_OWNER[1], ttl, waitDeadline, o[0], o[1], o[2], o[3], o[4], now));
+  }
+
+  /**
+   * Takes `key` now whatever its holders (Web Locks' `steal`): every live lease ends with a
+   * `stolen` event, and its holder's next call answers `stolen`; the stealer gets a fresh fence;
+   * the queue is kept. Exclusive only (a shared steal throws `mode-mismatch`). Returns
+   * `{type: 'acquired', fence, deadline}`.
+   * @returns {import('../index.d.ts').Granted}
+   */
+  steal(key, owner, ttl, now, options) {
+    ms('ttl', ttl);
+    ms('now', now);
+    deadlineOf(now, ttl);
+    const o = optionValues(options);
+    const raw = this.#names(key, owner);
+    const status = raw.steal(KEY_OWNER[0], KEY_OWNER[1], ttl, o[0], o[1], o[2], o[3], o[4], now);
+    // A steal always grants (the core never queues it).
+    return /** @type {import('../index.d.ts').Granted} */ (this.#acquireOutcome(status));
   }
 
   /** tryAcquire that answers `null` instead of throwing `held` (no Error to build). */
@@ -221,21 +286,29 @@ export class LockTable {
    * Takes `key`, or queues `owner` (FIFO) until the absolute instant `waitDeadline`. Returns
    * `{type: 'acquired' | 'already-held', fence, deadline}` or `{type: 'queued' | 'already-waiting', position}`.
    */
-  acquire(key, owner, ttl, waitDeadline, now) {
+  acquire(key, owner, ttl, waitDeadline, now, options) {
     ms('ttl', ttl);
     ms('waitDeadline', waitDeadline);
     ms('now', now);
     deadlineOf(now, ttl);
+    if (options !== undefined) return this.#acquireWith(key, owner, ttl, waitDeadline, now, options);
     const raw = this.#names(key, owner);
     return this.#acquireOutcome(raw.acquire(KEY_OWNER[0], KEY_OWNER[1], ttl, waitDeadline, now));
   }
 
-  /** Ends `owner`'s lease `fence` on `key`; the first waiter, if any, is handed the lock. */
+  /**
+   * Ends `owner`'s lease `fence` on `key`; the first waiter, if any, is handed the lock. Returns
+   * `{type: 'released'}`, or `{type: 'held-until', until}` for a lease with a minimum hold not
+   * yet passed: it keeps its place until `until`, when waiters are handed the key.
+   * @returns {import('../index.d.ts').ReleaseOutcome}
+   */
   release(key, owner, fence, now) {
     ms('fence', fence);
     ms('now', now);
     const raw = this.#names(key, owner);
     if (raw.release(KEY_OWNER[0], KEY_OWNER[1], fence, now) === FAILED) throw toError(raw);
+    const until = f64()[this.#out];
+    return until === 0 ? { type: /** @type {const} */ ('released') } : { type: /** @type {const} */ ('held-until'), until };
   }
 
   /** Pushes the lease's deadline to `now + ttl`; returns `{fence, deadline}`. */
@@ -298,6 +371,40 @@ export class LockTable {
     const json = raw.inspect_json(text('key', key), ms('now', now));
     if (json === undefined) throw toError(raw);
     return JSON.parse(json);
+  }
+
+  /**
+   * The keys in use that start with `prefix` and come after `after` (byte order), with every
+   * lease and waiter: at most `limit` (1 to 1000), and `next`, the cursor of the next page
+   * (`null` when none). Returns `{keys: [{key, info}], next}`.
+   */
+  query(now, { prefix = '', after = '', limit = 100 } = {}) {
+    ms('now', now);
+    text('prefix', prefix);
+    text('after', after);
+    const raw = this.#live();
+    const json = raw.query_json(prefix, after, ms('limit', limit), now);
+    if (json === undefined) throw toError(raw);
+    return JSON.parse(json);
+  }
+
+  /** Applies at most `maxChanges` due changes (a host's recovery); `true` if more are due. */
+  handleTimeoutBounded(now, maxChanges) {
+    ms('now', now);
+    if (!Number.isInteger(maxChanges) || maxChanges < 0 || maxChanges > 0xffffffff) {
+      throw new TypeError(`maxChanges must be an integer from 0 to 4294967295, got ${describe(maxChanges)}`);
+    }
+    return this.#live().handle_timeout_bounded(now, maxChanges);
+  }
+
+  /** Every later fence is above `floor` (a host restoring an older snapshot). */
+  raiseFenceFloor(floor) {
+    this.#live().raise_fence_floor(ms('floor', floor));
+  }
+
+  /** Takes every waiter out of every queue at `now` (no events); returns how many. */
+  cancelAllWaits(now) {
+    return this.#live().cancel_all_waits(ms('now', now));
   }
 
   /** Counters and gauges of the table at `now`. */

@@ -64,7 +64,7 @@ pub fn error_codes_json() -> String {
 }
 
 /// The fields of [`Limits`] in the order `RawTable::new` takes them, with their JS names.
-fn limits_fields(l: &Limits) -> [(&'static str, u64); 9] {
+fn limits_fields(l: &Limits) -> [(&'static str, u64); 12] {
     [
         ("maxKeyBytes", l.max_key_bytes as u64),
         ("maxOwnerBytes", l.max_owner_bytes as u64),
@@ -75,6 +75,9 @@ fn limits_fields(l: &Limits) -> [(&'static str, u64); 9] {
         ("expiredRetention", l.expired_retention.0),
         ("maxExpiredRecords", l.max_expired_records as u64),
         ("maxPendingEvents", l.max_pending_events as u64),
+        ("maxHoldersPerKey", l.max_holders_per_key as u64),
+        ("maxMetadataBytes", l.max_metadata_bytes as u64),
+        ("lockDelay", l.lock_delay.0),
     ]
 }
 
@@ -121,7 +124,32 @@ fn limits_from(values: &[f64]) -> Limits {
     l.expired_retention = span(get(6, d.expired_retention.0 as f64));
     l.max_expired_records = count(get(7, d.max_expired_records as f64));
     l.max_pending_events = count(get(8, d.max_pending_events as f64));
+    l.max_holders_per_key = count(get(9, d.max_holders_per_key as f64));
+    l.max_metadata_bytes = count(get(10, d.max_metadata_bytes as f64));
+    l.lock_delay = span(get(11, d.lock_delay.0 as f64));
     l
+}
+
+/// The options of an acquire from the wrapper's checked values (`shared`: the mode is shared).
+fn options(
+    shared: bool,
+    permits: f64,
+    min_hold: f64,
+    lock_delay: f64,
+    metadata: &str,
+) -> lock_core::AcquireOptions<'_> {
+    lock_core::AcquireOptions {
+        mode: if shared {
+            lock_core::Mode::Shared
+        } else {
+            lock_core::Mode::Exclusive
+        },
+        // The wrapper checks a u32; `as` saturates anyway.
+        permits: permits as u32,
+        min_hold: span(min_hold),
+        lock_delay: span(lock_delay),
+        metadata,
+    }
 }
 
 /// The default limits as a JSON object with camelCase field names, in `RawTable::new`'s order.
@@ -152,45 +180,100 @@ fn error_details(e: &LockError) -> String {
         .done()
 }
 
-/// A key's holder and waiters as JSON (`null` if free).
+/// A key's leases and waiters as JSON (`null` if free): `owner`, `fence` and `deadline` of its
+/// first lease (the only one of a key held exclusively; a key in use always has one), then
+/// `holders` (every lease), `waiters` and `permits`.
 fn info_json(info: Option<&lock_core::KeyInfo>) -> String {
     match info {
         None => String::from("null"),
-        // The first lease: the only one of a key held exclusively, the only kind this face
-        // grants yet (a key in use always has one).
-        Some(i) => Obj::new()
-            .str("owner", i.holder().map_or("", |h| &h.owner))
-            .num("fence", i.holder().map_or(0, |h| h.fence.0))
-            .num("deadline", i.holder().map_or(0, |h| h.deadline.0))
-            .raw(
-                "waiters",
-                &json::array(i.waiters.iter().map(|w| {
-                    Obj::new()
-                        .str("owner", &w.owner)
-                        .num("ttl", w.ttl.0)
-                        .num("waitDeadline", w.wait_deadline.0)
-                        .done()
-                })),
-            )
-            .done(),
+        Some(i) => key_obj(i).done(),
     }
+}
+
+/// The fields of [`info_json`], for a key object that gets more (a query's `key`).
+fn key_obj(i: &lock_core::KeyInfo) -> Obj {
+    let holder = |h: &lock_core::HolderInfo| {
+        Obj::new()
+            .str("owner", &h.owner)
+            .num("fence", h.fence.0)
+            .num("deadline", h.deadline.0)
+            .str("mode", h.mode.name())
+            .str("metadata", &h.metadata)
+            .raw(
+                "minUntil",
+                &h.min_until.map_or("null".into(), |m| m.0.to_string()),
+            )
+            .raw(
+                "ended",
+                &h.ended.map_or("null".into(), |e| json::string(e.name())),
+            )
+            .done()
+    };
+    Obj::new()
+        .str("owner", i.holder().map_or("", |h| &h.owner))
+        .num("fence", i.holder().map_or(0, |h| h.fence.0))
+        .num("deadline", i.holder().map_or(0, |h| h.deadline.0))
+        .raw("holders", &json::array(i.holders.iter().map(holder)))
+        .raw(
+            "waiters",
+            &json::array(i.waiters.iter().map(|w| {
+                Obj::new()
+                    .str("owner", &w.owner)
+                    .num("ttl", w.ttl.0)
+                    .num("waitDeadline", w.wait_deadline.0)
+                    .str("mode", w.mode.name())
+                    .str("metadata", &w.metadata)
+                    .done()
+            })),
+        )
+        .num("permits", u64::from(i.permits))
+}
+
+/// A query page as JSON: `{keys: [{key, ...the key's fields}], next: cursor or null}`.
+fn page_json(page: &lock_core::QueryPage) -> String {
+    let keys = json::array((page.keys.iter()).map(|(key, info)| {
+        Obj::new()
+            .str("key", key)
+            .raw("info", &key_obj(info).done())
+            .done()
+    }));
+    Obj::new()
+        .raw("keys", &keys)
+        .raw(
+            "next",
+            &page.next.as_deref().map_or("null".into(), json::string),
+        )
+        .done()
 }
 
 fn event_json(e: &Event) -> String {
     let o = Obj::new().str("type", e.kind.name()).str("key", &e.key);
     match &e.kind {
-        EventKind::Expired { owner, fence, .. } | EventKind::Stolen { owner, fence, .. } => {
-            o.str("owner", owner).num("fence", fence.0)
+        EventKind::Expired {
+            owner,
+            fence,
+            metadata,
         }
+        | EventKind::Stolen {
+            owner,
+            fence,
+            metadata,
+        } => o
+            .str("owner", owner)
+            .num("fence", fence.0)
+            .str("metadata", metadata),
         EventKind::Granted {
             owner,
             fence,
             deadline,
-            ..
+            mode,
+            metadata,
         } => o
             .str("owner", owner)
             .num("fence", fence.0)
-            .num("deadline", deadline.0),
+            .num("deadline", deadline.0)
+            .str("mode", mode.name())
+            .str("metadata", metadata),
         EventKind::WaitTimedOut { owner } => o.str("owner", owner),
     }
     .num("at", e.at.0)
@@ -323,6 +406,93 @@ impl RawTable {
         });
         let r = r.map(|o| self.outcome(o));
         self.finish(r)
+    }
+
+    /// `acquire_with` (`try_acquire` when `wait_deadline` is not after `now`): the options as
+    /// checked values; answers like `try_acquire`.
+    #[allow(clippy::too_many_arguments)] // flat numbers: no object crosses the boundary
+    pub fn acquire_with(
+        &mut self,
+        key_len: usize,
+        owner_len: usize,
+        ttl: f64,
+        wait_deadline: f64,
+        shared: bool,
+        permits: f64,
+        min_hold: f64,
+        lock_delay: f64,
+        metadata: &str,
+        now: f64,
+    ) -> u32 {
+        let options = options(shared, permits, min_hold, lock_delay, metadata);
+        let r = names(&self.input, key_len, owner_len).and_then(|(k, o)| {
+            (self.table).acquire_with(k, o, span(ttl), at(wait_deadline), &options, at(now))
+        });
+        let r = r.map(|o| self.outcome(o));
+        self.finish(r)
+    }
+
+    /// `steal`: answers like `try_acquire`.
+    #[allow(clippy::too_many_arguments)] // flat numbers: no object crosses the boundary
+    pub fn steal(
+        &mut self,
+        key_len: usize,
+        owner_len: usize,
+        ttl: f64,
+        shared: bool,
+        permits: f64,
+        min_hold: f64,
+        lock_delay: f64,
+        metadata: &str,
+        now: f64,
+    ) -> u32 {
+        let options = options(shared, permits, min_hold, lock_delay, metadata);
+        let r = names(&self.input, key_len, owner_len)
+            .and_then(|(k, o)| self.table.steal(k, o, span(ttl), &options, at(now)));
+        let r = r.map(|o| self.outcome(o));
+        self.finish(r)
+    }
+
+    /// `query`: the page as JSON (`page_json`); `None` on error.
+    pub fn query_json(
+        &mut self,
+        prefix: &str,
+        after: &str,
+        limit: f64,
+        now: f64,
+    ) -> Option<String> {
+        let r = self.table.query(prefix, after, count(limit), at(now));
+        let r = r.map(|page| page_json(&page));
+        match r {
+            Ok(text) => {
+                self.finish(Ok(DONE));
+                Some(text)
+            }
+            Err(e) => {
+                self.finish(Err(e));
+                None
+            }
+        }
+    }
+
+    /// `handle_timeout_bounded`: applies at most `max_changes` due changes; whether more are due.
+    pub fn handle_timeout_bounded(&mut self, now: f64, max_changes: u32) -> bool {
+        let more = self.table.handle_timeout_bounded(at(now), max_changes);
+        self.finish(Ok(DONE));
+        more
+    }
+
+    /// `raise_fence_floor`: every later fence is above `floor`.
+    pub fn raise_fence_floor(&mut self, floor: f64) {
+        self.table.raise_fence_floor(Fence(ms(floor)));
+        self.finish(Ok(DONE));
+    }
+
+    /// `cancel_all_waits`: drops every waiter; answers how many.
+    pub fn cancel_all_waits(&mut self, now: f64) -> f64 {
+        let cancelled = self.table.cancel_all_waits(at(now));
+        self.finish(Ok(DONE));
+        cancelled as f64
     }
 
     /// `release`: status 0 (error) or 1.

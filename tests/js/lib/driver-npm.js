@@ -4,9 +4,9 @@
 // RangeError at its boundary, so the vector runner can account for those steps.
 
 import { LockError, LockTable } from '../../../lock-wasm/js/src/node.js';
-import { Unrepresentable, camel, snake, unhex } from './vectors.js';
+import { Unrepresentable, camel, hasOptions, snake, stepOptions, unhex } from './vectors.js';
 
-const NUMERIC_INPUTS = ['now', 'ttl', 'wait_deadline', 'fence'];
+const NUMERIC_INPUTS = ['now', 'ttl', 'wait_deadline', 'fence', 'floor'];
 
 function num(value) {
   return typeof value === 'bigint' ? Number(value) : value;
@@ -27,6 +27,27 @@ function eventTerm(event) {
   return { [type]: fields };
 }
 
+/** The package's key object in the vectors' terms (unset `minUntil` and `ended` left out). */
+export function keyTerm(info) {
+  const holders = info.holders.map(({ minUntil, ended, ...h }) => ({
+    ...h,
+    ...(minUntil === null ? {} : { min_until: minUntil }),
+    ...(ended === null ? {} : { ended }),
+  }));
+  return { holders, waiters: info.waiters.map(snake), permits: info.permits };
+}
+
+/** A step's options as the package takes them (`undefined` when the step has none). */
+function npmOptions(step) {
+  if (!hasOptions(step)) return undefined;
+  const o = stepOptions(step);
+  return { mode: o.mode, permits: num(o.permits), minHold: num(o.min_hold), lockDelay: num(o.lock_delay), metadata: o.metadata };
+}
+
+function releaseTerm(outcome) {
+  return outcome.type === 'held-until' ? { 'held-until': { until: outcome.until } } : 'released';
+}
+
 export class NpmDriver {
   table = null;
 
@@ -44,12 +65,13 @@ export class NpmDriver {
     const call = () => {
       switch (step.op) {
         case 'try-acquire':
-          return { ok: outcomeTerm(t.tryAcquire(key, owner, v('ttl'), v('now'))) };
+          return { ok: outcomeTerm(t.tryAcquire(key, owner, v('ttl'), v('now'), npmOptions(step))) };
         case 'acquire':
-          return { ok: outcomeTerm(t.acquire(key, owner, v('ttl'), v('wait_deadline'), v('now'))) };
+          return { ok: outcomeTerm(t.acquire(key, owner, v('ttl'), v('wait_deadline'), v('now'), npmOptions(step))) };
+        case 'steal':
+          return { ok: outcomeTerm(t.steal(key, owner, v('ttl'), v('now'), npmOptions(step))) };
         case 'release':
-          t.release(key, owner, v('fence'), v('now'));
-          return { ok: 'released' };
+          return { ok: releaseTerm(t.release(key, owner, v('fence'), v('now'))) };
         case 'extend':
           return { ok: { extended: t.extend(key, owner, v('fence'), v('ttl'), v('now')) } };
         case 'cancel-wait':
@@ -62,8 +84,19 @@ export class NpmDriver {
           return {};
         case 'inspect': {
           const info = t.inspect(key, v('now'));
-          return { ok: info === null ? null : { ...info, waiters: info.waiters.map(snake) } };
+          return { ok: info === null ? null : keyTerm(info) };
         }
+        case 'query': {
+          const page = t.query(v('now'), { prefix: step.prefix ?? '', after: step.after ?? '', limit: v('limit') });
+          return { ok: { keys: page.keys.map(({ key: k, info }) => ({ key: k, ...keyTerm(info) })), next: page.next } };
+        }
+        case 'handle-timeout-bounded':
+          return { ok: t.handleTimeoutBounded(v('now'), v('max_changes')) };
+        case 'raise-fence-floor':
+          t.raiseFenceFloor(v('floor'));
+          return {};
+        case 'cancel-all-waits':
+          return { ok: t.cancelAllWaits(v('now')) };
         case 'stats':
           return { stats: snake(t.stats(v('now'))) };
         case 'next-wakeup':
