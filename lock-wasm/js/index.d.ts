@@ -366,8 +366,10 @@ export interface LostInfo {
   key: string;
   owner: string;
   fence: number;
-  /** The lease's deadline. */
+  /** When it ended: its deadline, or the instant it was stolen. */
   at: Millis;
+  /** Why: it ran out (`expired`), or another owner took the key by force (`stolen`). */
+  reason: 'expired' | 'stolen';
 }
 
 /** Options of a lease request. */
@@ -464,17 +466,25 @@ export declare class Locks {
    * Takes `key` now if it is free, or answers `null`; with `retryAt: true`, `{ retryAt }` (the
    * holder's deadline: the earliest instant a retry can succeed) instead of `null`.
    */
-  tryAcquire(key: string, options: LeaseOptions & { retryAt: true }): Lease | { retryAt: Millis };
-  tryAcquire(key: string, options: LeaseOptions & { retryAt?: false }): Lease | null;
+  tryAcquire(key: string, options: LeaseOptions & RequestOptions & { retryAt: true }): Lease | { retryAt: Millis };
+  tryAcquire(key: string, options: LeaseOptions & RequestOptions & { retryAt?: false }): Lease | null;
   /** Takes `key`, waiting in its FIFO queue until handed over (or timeout / abort). */
-  acquire(key: string, options: AcquireOptions): Promise<Lease>;
+  acquire(key: string, options: AcquireOptions & RequestOptions): Promise<Lease>;
+  /**
+   * Takes `key` now whatever its holders: each holder's lease is lost with `reason: 'stolen'`;
+   * the queue is kept. Exclusive only.
+   */
+  steal(key: string, options: LeaseOptions & RequestOptions): Lease;
+  /** The keys in use with `prefix` after `after`, at most `limit` (1 to 1000, default 100). */
+  query(options?: { prefix?: string; after?: string; limit?: number }): QueryPage;
   /**
    * Runs `callback` holding `key`; releases when it settles. Rejects with a LockError `expired`
-   * if the lease was lost before the callback settled (its value as `result`, its error as `cause`).
+   * (or `stolen`) if the lease was lost before the callback settled (its value as `result`, its
+   * error as `cause`).
    */
-  withLock<T>(key: string, options: WithLockOptions & { ifAvailable: true }, callback: (lease: Lease | null) => T | Promise<T>): Promise<T>;
-  withLock<T>(key: string, options: WithLockOptions, callback: (lease: Lease) => T | Promise<T>): Promise<T>;
-  /** The holder and queue of `key` now. */
+  withLock<T>(key: string, options: WithLockOptions & RequestOptions & { ifAvailable: true }, callback: (lease: Lease | null) => T | Promise<T>): Promise<T>;
+  withLock<T>(key: string, options: WithLockOptions & RequestOptions, callback: (lease: Lease) => T | Promise<T>): Promise<T>;
+  /** The leases and queue of `key` now. */
   inspect(key: string): KeyInfo | null;
   /** Counters and gauges now. */
   stats(): Stats;
@@ -540,4 +550,64 @@ export interface StoreLocks {
   /** Stops every lease's timers and closes the connections. */
   close(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** The lock a `LockManager.request` callback holds (Web Locks' `Lock`, with our additions). */
+export interface HeldLock {
+  /** The lock's name (the key). */
+  readonly name: string;
+  readonly mode: LockMode;
+  /** The lease's fencing token: pass it with every write to what the lock protects. */
+  readonly fence: number;
+  /** Who holds it (a fresh owner per request unless `owner` was given). */
+  readonly owner: string;
+  /** The lease's deadline now (it moves while the callback runs: the lease is kept alive). */
+  readonly deadline: Millis;
+  /** Aborts (reason: a LockError `stolen` or `expired`) if the lock is lost. */
+  readonly signal: AbortSignal;
+}
+
+/** Options of `LockManager.request`: the Web Locks ones, then ours. */
+export interface LockRequestOptions extends RequestOptions {
+  /** Do not wait: the callback gets `null` unless the lock is granted at once. */
+  ifAvailable?: boolean;
+  /** Take the lock now whatever its holders (they lose it); exclusive only. */
+  steal?: boolean;
+  /** Abort the wait (rejects with `signal.reason`). */
+  signal?: AbortSignal;
+  /** The lease's TTL, kept alive while the callback runs (default: the manager's, 30 s). */
+  ttl?: Millis;
+  /** Who holds it (default: a fresh owner per request). */
+  owner?: string;
+  /** Called once if the lock is lost before the callback settles. */
+  onLost?: (info: LostInfo) => void;
+}
+
+/** One entry of `LockManager.query()` (Web Locks' `LockInfo`, plus the fence and metadata). */
+export interface LockInfo {
+  name: string;
+  mode: LockMode;
+  /** The owner. */
+  clientId: string;
+  /** The lease's fencing token (held locks only). */
+  fence?: number;
+  metadata: string;
+}
+
+/**
+ * The Web Locks API's shape (`navigator.locks`) over a `Locks`: `request(name, [options,]
+ * callback)` holds the lock while the callback's promise is pending; `query()`. Rejects with a
+ * LockError `stolen` or `expired` if the lock was lost before the callback settled (Web Locks
+ * rejects a stolen holder's request with an `AbortError`); invalid combinations of options are a
+ * `NotSupportedError` DOMException, as in browsers.
+ */
+export declare class LockManager {
+  constructor(options?: { locks?: Locks; ttl?: Millis });
+  /** The `Locks` this manager requests from. */
+  readonly locks: Locks;
+  request<T>(name: string, callback: (lock: HeldLock) => T | Promise<T>): Promise<T>;
+  request<T>(name: string, options: LockRequestOptions & { ifAvailable: true }, callback: (lock: HeldLock | null) => T | Promise<T>): Promise<T>;
+  request<T>(name: string, options: LockRequestOptions, callback: (lock: HeldLock) => T | Promise<T>): Promise<T>;
+  /** What is held and what waits. */
+  query(): Promise<{ held: LockInfo[]; pending: LockInfo[] }>;
 }

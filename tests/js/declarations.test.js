@@ -72,8 +72,9 @@ function instances() {
   const error = new pkg.LockError('held', 'message', {});
   const record = new pkg.KeyRecord();
   const storeError = new pkg.StoreError('lost', 'message');
-  const result = { Locks: locks, Lease: lease, LockTable: table, LockError: error, KeyRecord: record, StoreError: storeError };
-  return [result, () => (lease.release(), locks.close(), table.free(), record.free())];
+  const manager = new pkg.LockManager();
+  const result = { Locks: locks, Lease: lease, LockTable: table, LockError: error, KeyRecord: record, StoreError: storeError, LockManager: manager };
+  return [result, () => (lease.release(), locks.close(), table.free(), record.free(), manager.locks.close())];
 }
 
 it('every exported value is declared, and every declared value is exported', () => {

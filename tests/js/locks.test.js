@@ -43,9 +43,9 @@ describe('acquire and hand-off', () => {
     await time.advance(1);
     const b = await waiting;
     assert.deepEqual([b.fence, b.deadline], [2, 150]);
-    assert.deepEqual(lost, [{ key: 'job', owner: 'a', fence: 1, at: 100 }]);
+    assert.deepEqual(lost, [{ key: 'job', owner: 'a', fence: 1, at: 100, reason: 'expired' }]);
     assert.equal(a.isLost, true);
-    assert.deepEqual(await a.lost, { key: 'job', owner: 'a', fence: 1, at: 100 });
+    assert.deepEqual(await a.lost, { key: 'job', owner: 'a', fence: 1, at: 100, reason: 'expired' });
     assert.equal(a.signal.aborted, true);
     assert.equal(a.signal.reason.code, 'expired');
     await time.advance(1000);
@@ -353,7 +353,7 @@ describe('issue 11: options and messages', () => {
     const { locks } = setup();
     assert.throws(() => locks.tryAcquire('k', { ttl: 10, steal: true }), (e) => e instanceof TypeError && /unknown option "steal" for tryAcquire; known: ttl, owner, keepAlive, onLost/.test(e.message));
     await assert.rejects(locks.acquire('k', { ttl: 10, timout: 10 }), (e) => e instanceof TypeError && /unknown option "timout" for acquire; known: .*timeout, signal/.test(e.message));
-    await assert.rejects(locks.withLock('k', { ttl: 10, mode: 'shared' }, () => 1), /unknown option "mode" for withLock/);
+    await assert.rejects(locks.withLock('k', { ttl: 10, mood: 'shared' }, () => 1), /unknown option "mood" for withLock/);
     await assert.rejects(locks.withLock('k', { ttl: 10, ifAvailable: true, timeout: 5 }, () => 1), /ifAvailable does not wait/);
     assert.throws(() => new Locks({ limit: {} }), /unknown option "limit" for new Locks\(\); known: limits, seed/);
     assert.equal(locks.inspect('k'), null, 'nothing was taken');

@@ -36,6 +36,7 @@ it('ships only the whitelisted files', () => {
     'src/engine.js',
     'src/errors.js',
     'src/internal.js',
+    'src/lock-manager.js',
     'src/locks.js',
     'src/loss.js',
     'src/node.js',

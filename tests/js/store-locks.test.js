@@ -199,7 +199,7 @@ for (const store of STORES) {
       // The holder stopped believing before any other client could be handed the key.
       const next = await b.tryAcquire('short', { ttl: 1000, owner: 'b' });
       if (next !== null) assert.ok(next.deadline - 1000 >= lost.at, 'the next holder began after the lost deadline');
-      assert.deepEqual(lost, { key: 'short', owner: 'a', fence: lease.fence, at: lease.deadline });
+      assert.deepEqual(lost, { key: 'short', owner: 'a', fence: lease.fence, at: lease.deadline, reason: 'expired' });
       assert.equal(lease.held, false);
       assert.equal(lease.isLost, true);
       assert.ok(signal.aborted && signal.reason.code === 'expired');

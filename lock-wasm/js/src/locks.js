@@ -13,11 +13,14 @@ const FOREVER = Number.MAX_SAFE_INTEGER;
 const MAX_TIMER_DELAY = 2 ** 31 - 1;
 
 /** The options each call knows; any other name is a TypeError (a typo must not be ignored). */
-const LEASE_OPTIONS = new Set(['ttl', 'owner', 'keepAlive', 'onLost']);
+/** The lock kinds' options, passed to the core as they are (see `RequestOptions`). */
+const REQUEST_OPTIONS = ['mode', 'permits', 'minHold', 'lockDelay', 'metadata'];
+const LEASE_OPTIONS = new Set(['ttl', 'owner', 'keepAlive', 'onLost', ...REQUEST_OPTIONS]);
 const TRY_OPTIONS = new Set([...LEASE_OPTIONS, 'retryAt']);
 const ACQUIRE_OPTIONS = new Set([...LEASE_OPTIONS, 'timeout', 'signal']);
 const WITH_LOCK_OPTIONS = new Set([...ACQUIRE_OPTIONS, 'ifAvailable']);
 const LOCKS_OPTIONS = new Set(['limits', 'seed', 'now', 'setTimeout', 'clearTimeout']);
+const QUERY_OPTIONS = new Set(['prefix', 'after', 'limit']);
 
 /** The error of a call on (or pending across) a closed Locks. */
 function closedError() {
@@ -123,38 +126,89 @@ export class Locks {
    * instant a retry can succeed (the core computed it; `null` skips reading it).
    * @overload
    * @param {string} key
-   * @param {import('../index.d.ts').LeaseOptions & {retryAt: true}} options
+   * @param {import('../index.d.ts').LeaseOptions & import('../index.d.ts').RequestOptions & {retryAt: true}} options
    * @returns {Lease | {retryAt: number}}
    */
   /**
    * @overload
    * @param {string} key
-   * @param {import('../index.d.ts').LeaseOptions & {retryAt?: false}} options
+   * @param {import('../index.d.ts').LeaseOptions & import('../index.d.ts').RequestOptions & {retryAt?: false}} options
    * @returns {Lease | null}
    */
   /**
    * @param {string} key
-   * @param {import('../index.d.ts').LeaseOptions & {retryAt?: boolean}} options
+   * @param {import('../index.d.ts').LeaseOptions & import('../index.d.ts').RequestOptions & {retryAt?: boolean}} options
    * @returns {Lease | {retryAt: number} | null}
    */
   tryAcquire(key, options) {
     this.#open();
-    const { ttl, owner, keepAlive, onLost } = leaseOptions('tryAcquire', options, TRY_OPTIONS);
+    const { ttl, owner, keepAlive, onLost, request } = leaseOptions('tryAcquire', options, TRY_OPTIONS);
     const retryAt = options.retryAt === true;
     const who = this.#owner(owner);
     let outcome;
     try {
-      outcome = this.#table[TRY_ACQUIRE_OR_NULL](key, who, ttl, this.now(), retryAt);
+      outcome =
+        request === undefined
+          ? this.#table[TRY_ACQUIRE_OR_NULL](key, who, ttl, this.now(), retryAt)
+          : this.#tryWith(key, who, ttl, request, retryAt);
     } finally {
       this.#afterCall();
     }
     if (outcome === null) return null;
     if (typeof outcome === 'number') return { retryAt: outcome };
-    if (this.#granted(outcome)) return this.#lease(key, who, ttl, outcome, keepAlive, onLost);
+    const answered = /** @type {import('../index.d.ts').AcquireOutcome} */ (outcome);
+    if (this.#granted(answered)) return this.#lease(key, who, ttl, answered, keepAlive, onLost);
     // Only `already-waiting`: try_acquire never queues, but this owner has an acquire pending.
     throw new LockError(ALREADY_WAITING, `owner ${JSON.stringify(who)} is already waiting for ${JSON.stringify(key)} in a pending acquire`, {
-      position: outcome.position,
+      position: answered.position,
     });
+  }
+
+  /** `tryAcquire` with request options: `null` (or the holder's deadline) when held. */
+  #tryWith(key, who, ttl, request, retryAt) {
+    try {
+      return this.#table.tryAcquire(key, who, ttl, this.now(), request);
+    } catch (error) {
+      if (!(error instanceof LockError) || error.code !== 'held') throw error;
+      return retryAt ? error.details.deadline : null;
+    }
+  }
+
+  /**
+   * Takes `key` now whatever its holders (Web Locks' `steal`): each holder's lease is lost (its
+   * `onLost`, `lost` and `signal` say `stolen`), the queue is kept, and this caller gets a fresh
+   * fence. Exclusive only (a shared steal throws `mode-mismatch`).
+   * @param {string} key
+   * @param {import('../index.d.ts').LeaseOptions & import('../index.d.ts').RequestOptions} options
+   * @returns {Lease}
+   */
+  steal(key, options) {
+    this.#open();
+    const { ttl, owner, keepAlive, onLost, request } = leaseOptions('steal', options, LEASE_OPTIONS);
+    const who = this.#owner(owner);
+    let outcome;
+    try {
+      outcome = this.#table.steal(key, who, ttl, this.now(), request);
+    } finally {
+      this.#afterCall();
+    }
+    return this.#lease(key, who, ttl, outcome, keepAlive, onLost);
+  }
+
+  /**
+   * The keys in use that start with `prefix` and come after `after`, with every lease and
+   * waiter: at most `limit` (1 to 1000, default 100), and `next`, the cursor of the next page.
+   * @param {{prefix?: string, after?: string, limit?: number}} [options]
+   */
+  query(options = {}) {
+    this.#open();
+    if (options === null || typeof options !== 'object') throw new TypeError('query(options): options must be an object');
+    knownOptions('query', options, QUERY_OPTIONS);
+    try {
+      return this.#table.query(this.now(), options);
+    } finally {
+      this.#afterCall();
+    }
   }
 
   /**
@@ -182,13 +236,13 @@ export class Locks {
    * `wait-timed-out` after `timeout` ms, with `signal.reason` when `signal` aborts, or with the
    * core's error.
    * @param {string} key
-   * @param {{ttl: number, owner?: string, timeout?: number, signal?: AbortSignal, keepAlive?: boolean, onLost?: Function}} options
+   * @param {import('../index.d.ts').AcquireOptions & import('../index.d.ts').RequestOptions} options
    * @returns {Promise<Lease>}
    */
   acquire(key, options) {
     try {
       this.#open();
-      const { ttl, owner, keepAlive, onLost } = leaseOptions('acquire', options, ACQUIRE_OPTIONS);
+      const { ttl, owner, keepAlive, onLost, request } = leaseOptions('acquire', options, ACQUIRE_OPTIONS);
       const { timeout, signal } = options;
       if (signal !== undefined && !(signal instanceof AbortSignal)) {
         throw new TypeError('signal must be an AbortSignal');
@@ -199,7 +253,7 @@ export class Locks {
       const waitDeadline = timeout === undefined ? FOREVER : Math.min(FOREVER, now + ms('timeout', timeout));
       let outcome;
       try {
-        outcome = this.#table.acquire(key, who, ttl, waitDeadline, now);
+        outcome = this.#table.acquire(key, who, ttl, waitDeadline, now, request);
       } finally {
         this.#afterCall();
       }
@@ -370,10 +424,12 @@ export class Locks {
    * report it from the error.
    */
   #notHolder(lease, error) {
-    if (!lease.held || !['expired', 'not-held', 'not-owner'].includes(error.code)) return;
+    if (!lease.held || !['expired', 'stolen', 'not-held', 'not-owner'].includes(error.code)) return;
     this.#forget(lease);
     if (error.code === 'expired') {
-      lease[LOSE]({ key: lease.key, owner: lease.owner, fence: lease.fence, at: error.details.deadline });
+      lease[LOSE]({ key: lease.key, owner: lease.owner, fence: lease.fence, at: error.details.deadline, reason: 'expired' });
+    } else if (error.code === 'stolen') {
+      lease[LOSE]({ key: lease.key, owner: lease.owner, fence: lease.fence, at: error.details.at, reason: 'stolen' });
     }
   }
 
@@ -442,11 +498,11 @@ export class Locks {
   }
 
   #dispatch(event) {
-    if (event.type === 'expired') {
+    if (event.type === 'expired' || event.type === 'stolen') {
       const lease = this.#leases.get(event.fence);
       if (lease !== undefined) {
         this.#forget(lease);
-        lease[LOSE](event);
+        lease[LOSE]({ ...event, reason: event.type });
       }
       return;
     }
@@ -524,7 +580,19 @@ function leaseOptions(call, options, known) {
   const { ttl, owner, keepAlive = false, onLost } = options;
   ms('ttl', ttl);
   if (onLost !== undefined && typeof onLost !== 'function') throw new TypeError('onLost must be a function');
-  return { ttl, owner, keepAlive: Boolean(keepAlive), onLost };
+  return { ttl, owner, keepAlive: Boolean(keepAlive), onLost, request: requestOptions(options) };
+}
+
+/** The lock kinds' options among `options`, or `undefined` when it has none (a plain lease). */
+function requestOptions(options) {
+  let request;
+  for (const name of REQUEST_OPTIONS) {
+    if (options[name] !== undefined) {
+      request ??= {};
+      request[name] = options[name];
+    }
+  }
+  return request;
 }
 
 /**
@@ -557,7 +625,10 @@ export class Lease {
     return this.#state === 'lost';
   }
 
-  /** Resolves with `{key, owner, fence, at}` when the lease expires; never if it is released. */
+  /**
+   * Resolves with `{key, owner, fence, at, reason}` when the lease is lost (`reason`: `expired`
+   * or `stolen`); never if it is released.
+   */
   get lost() {
     return this.#loss.promise;
   }

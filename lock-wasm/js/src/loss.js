@@ -1,6 +1,6 @@
 // The signals of a lease's loss, written once for both leases (the in-process `Lease` and the
 // store's `StoreLease`): the `lost` promise, the AbortSignal and the `onLost` callback, each
-// given the same frozen `{key, owner, fence, at}` once.
+// given the same frozen `{key, owner, fence, at, reason}` once.
 
 import { LockError } from './errors.js';
 
@@ -8,6 +8,11 @@ import { LockError } from './errors.js';
 
 /** The error a lost lease's signal aborts with (and its late calls throw). */
 export function lostError(info) {
+  if (info.reason === 'stolen') {
+    return new LockError('stolen', `the lease on ${JSON.stringify(info.key)} (fence ${info.fence}) was stolen at ${info.at} ms`, {
+      at: info.at,
+    });
+  }
   return new LockError('expired', `the lease on ${JSON.stringify(info.key)} (fence ${info.fence}) expired at ${info.at} ms`, {
     deadline: info.at,
   });
@@ -55,10 +60,10 @@ export class Loss {
     return this.#controller.signal;
   }
 
-  /** The lease was lost: every signal, once. */
-  fire({ key, owner, fence, at }) {
+  /** The lease was lost: every signal, once (`reason`: `expired` unless said otherwise). */
+  fire({ key, owner, fence, at, reason = 'expired' }) {
     if (this.#info !== null) return;
-    const info = Object.freeze({ key, owner, fence, at });
+    const info = Object.freeze(/** @type {LostInfo} */ ({ key, owner, fence, at, reason }));
     this.#info = info;
     this.#resolve?.(info);
     this.#controller?.abort(lostError(info));
