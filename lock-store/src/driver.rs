@@ -33,6 +33,7 @@ use std::time::Duration as StdDuration;
 
 use lock_core::{Fence, Instant, KeyRecord, Limits, LockError, Reply, Request, Response, Step};
 
+pub use crate::kinds::OwnedOptions;
 pub use crate::local::LocalInstant;
 pub use crate::queue::Asking;
 pub use lock_core::Duration;
@@ -63,6 +64,27 @@ pub enum Op {
         ttl: Duration,
         /// The end of the wait (store's time).
         wait_deadline: Instant,
+    },
+    /// `acquire-with`: an acquire with the lock kinds' options (a try when `wait_deadline` is not
+    /// after the store's now).
+    AcquireWith {
+        /// Who asks.
+        owner: String,
+        /// The lease's length.
+        ttl: Duration,
+        /// The end of the wait (store's time).
+        wait_deadline: Instant,
+        /// Shared mode and permits, minimum hold, lock-delay, metadata.
+        options: OwnedOptions,
+    },
+    /// `steal`: take the key now whatever its holders.
+    Steal {
+        /// Who takes it.
+        owner: String,
+        /// The lease's length.
+        ttl: Duration,
+        /// Its options (exclusive only).
+        options: OwnedOptions,
     },
     /// `release` of the lease with `fence`.
     Release {
@@ -124,6 +146,30 @@ impl Op {
                 owner,
                 ttl: *ttl,
                 wait_deadline: *wait_deadline,
+                now,
+            },
+            Op::AcquireWith {
+                owner,
+                ttl,
+                wait_deadline,
+                options,
+            } => Request::AcquireWith {
+                key,
+                owner,
+                ttl: *ttl,
+                wait_deadline: *wait_deadline,
+                options: options.core(),
+                now,
+            },
+            Op::Steal {
+                owner,
+                ttl,
+                options,
+            } => Request::Steal {
+                key,
+                owner,
+                ttl: *ttl,
+                options: options.core(),
                 now,
             },
             Op::Release { owner, fence } => Request::Release {
@@ -606,8 +652,29 @@ impl Waiting {
         wait: StdDuration,
         poll: StdDuration,
     ) -> Self {
+        Waiting::with_options(
+            key,
+            owner,
+            ttl,
+            wait,
+            poll,
+            &lock_core::AcquireOptions::EXCLUSIVE,
+        )
+    }
+
+    /// [`Waiting::new`] with the lock kinds' options.
+    #[must_use]
+    pub fn with_options(
+        key: &str,
+        owner: &str,
+        ttl: StdDuration,
+        wait: StdDuration,
+        poll: StdDuration,
+        options: &lock_core::AcquireOptions<'_>,
+    ) -> Self {
+        let options = OwnedOptions::of(options);
         Waiting {
-            acquiring: Acquiring::new(key, owner, ttl, wait, poll),
+            acquiring: Acquiring::with_options(key, owner, ttl, wait, poll, options),
             asked: None,
         }
     }

@@ -5,9 +5,10 @@
 
 use lock_core::{AcquireOptions, Duration, Mode};
 
-/// An owned copy of [`AcquireOptions`].
+/// An owned copy of [`AcquireOptions`] (for an operation kept while it waits, or handed to a
+/// [`driver`](crate::driver) call).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub(crate) struct OwnedOptions {
+pub struct OwnedOptions {
     mode: Mode,
     permits: u32,
     min_hold: Duration,
@@ -17,7 +18,8 @@ pub(crate) struct OwnedOptions {
 
 impl OwnedOptions {
     /// A copy of `options`.
-    pub(crate) fn of(options: &AcquireOptions<'_>) -> Self {
+    #[must_use]
+    pub fn of(options: &AcquireOptions<'_>) -> Self {
         OwnedOptions {
             mode: options.mode,
             permits: options.permits,
@@ -28,7 +30,8 @@ impl OwnedOptions {
     }
 
     /// The core's form, borrowing the metadata.
-    pub(crate) fn core(&self) -> AcquireOptions<'_> {
+    #[must_use]
+    pub fn core(&self) -> AcquireOptions<'_> {
         AcquireOptions {
             mode: self.mode,
             permits: self.permits,

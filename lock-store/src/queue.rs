@@ -214,6 +214,7 @@ pub(crate) struct Acquiring {
 impl Acquiring {
     /// An acquire of `key` for `owner` for `ttl`, waiting up to `wait`; `poll` is the longest
     /// nap without notices.
+    #[cfg(test)]
     pub(crate) fn new(
         key: &str,
         owner: &str,

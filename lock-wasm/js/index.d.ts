@@ -536,10 +536,14 @@ export interface StoreLease {
 export interface StoreLocks {
   /** The store's URL (without password) and the namespace. */
   readonly store: string;
-  tryAcquire(key: string, options: LeaseOptions): Promise<StoreLease | null>;
-  acquire(key: string, options: AcquireOptions): Promise<StoreLease>;
-  withLock<T>(key: string, options: WithLockOptions & { ifAvailable: true }, callback: (lease: StoreLease | null) => T | Promise<T>): Promise<T>;
-  withLock<T>(key: string, options: WithLockOptions, callback: (lease: StoreLease) => T | Promise<T>): Promise<T>;
+  tryAcquire(key: string, options: LeaseOptions & RequestOptions): Promise<StoreLease | null>;
+  acquire(key: string, options: AcquireOptions & RequestOptions): Promise<StoreLease>;
+  /** Takes `key` now whatever its holders, in every process (they lose it: `reason: 'stolen'`). */
+  steal(key: string, options: LeaseOptions & RequestOptions): Promise<StoreLease>;
+  /** The keys in use with `prefix` after `after`, at most `limit` (1 to 1000, default 100). */
+  query(options?: { prefix?: string; after?: string; limit?: number }): Promise<QueryPage>;
+  withLock<T>(key: string, options: WithLockOptions & RequestOptions & { ifAvailable: true }, callback: (lease: StoreLease | null) => T | Promise<T>): Promise<T>;
+  withLock<T>(key: string, options: WithLockOptions & RequestOptions, callback: (lease: StoreLease) => T | Promise<T>): Promise<T>;
   /**
    * The holder and waiters of `key` at the store's time (`null`: free). Creates nothing: in a
    * namespace that was never written it rejects with a `StoreError` `no-namespace`.

@@ -144,6 +144,36 @@ for (const store of STORES) {
       assert.equal(await a.inspect('job'), null);
     });
 
+    it('the lock kinds across processes: shared holders side by side, a query, a steal each holder learns, a minimum hold', async () => {
+      const a = await open();
+      const b = await open();
+      const reader = { ttl: 30_000, mode: 'shared', metadata: 'report reader' };
+      const ra = await a.tryAcquire('doc', { ...reader, owner: 'ra', keepAlive: true });
+      const rb = await b.tryAcquire('doc', { ...reader, owner: 'rb' });
+      assert.ok(ra !== null && rb !== null, 'both shared holders granted');
+      assert.equal(await b.tryAcquire('doc', { ttl: 5000, owner: 'writer' }), null, 'an exclusive request waits for both');
+      const page = await b.query({ prefix: 'do' });
+      assert.equal(page.next, null);
+      assert.deepEqual(
+        page.keys[0].info.holders.map((h) => [h.owner, h.mode, h.metadata]),
+        [['ra', 'shared', 'report reader'], ['rb', 'shared', 'report reader']],
+      );
+      await assert.rejects(a.query({ limit: 0 }), (e) => e instanceof LockError && e.code === 'query-limit');
+      const thief = await b.steal('doc', { ttl: 5000, owner: 'operator' });
+      assert.ok(thief.fence > rb.fence);
+      // Each holder hears it at its next call (the kept-alive one at its next renewal too).
+      await assert.rejects(rb.extend(), (e) => e instanceof LockError && e.code === 'stolen');
+      assert.equal(rb.isLost, true);
+      assert.equal((await rb.lost).reason, 'stolen');
+      await assert.rejects(ra.extend(), (e) => e.code === 'stolen');
+      assert.equal((await ra.lost).reason, 'stolen');
+      await thief.release();
+      const job = await a.tryAcquire('nightly', { ttl: 30_000, minHold: 20_000, owner: 'a' });
+      await job.release();
+      assert.equal(await b.tryAcquire('nightly', { ttl: 5000, owner: 'b' }), null, 'kept until its minimum hold');
+      assert.equal((await b.inspect('nightly')).holders[0].ended, 'released');
+    });
+
     it('serves waiters of several Locks in FIFO order, handed over at each release', async () => {
       const holder = await open();
       const lease = await holder.tryAcquire('fifo', { ttl: 10_000, owner: 'h' });

@@ -8,14 +8,16 @@
 //! float), turned into nanoseconds. Record versions cross as decimal strings (they are 64-bit).
 
 use lock_core::{AcquireOutcome, Fence, Instant, Reply, Response};
-use lock_store::driver::{Call, Client, LocalInstant, Next, Op, Outcome, Waiting, Wanted, Won};
+use lock_store::driver::{
+    Call, Client, LocalInstant, Next, Op, Outcome, OwnedOptions, Waiting, Wanted, Won,
+};
 use lock_store::store::{Read, Stored, TimeSource, Written};
 use lock_store::{Error, StoreError};
 use wasm_bindgen::prelude::*;
 
 use super::answer::Answer;
 use super::json::{self, Obj};
-use super::{at, code_of, details_of, limits_from, message_of, ms, span, FAILED};
+use super::{at, code_of, details_of, limits_from, message_of, ms, options, span, FAILED};
 
 /// Status of `poll`: the call stopped on a store error (read `store_error_*`).
 const STOPPED: u32 = 0;
@@ -30,12 +32,31 @@ const OVER: u32 = 4;
 /// Status of `finish`: the call failed on a store error (read `store_error_*`).
 const STORE_FAILED: u32 = 100;
 
-/// The operation named `op` with its arguments (`None`: no such operation).
-fn op_of(op: &str, owner: &str, fence: f64, ttl: f64, wait_deadline: f64) -> Option<Op> {
+/// The operation named `op` with its arguments (`None`: no such operation); `acquire-with` and
+/// `steal` take `options`.
+fn op_of(
+    op: &str,
+    owner: &str,
+    fence: f64,
+    ttl: f64,
+    wait_deadline: f64,
+    options: &OwnedOptions,
+) -> Option<Op> {
     let owner = owner.to_owned();
     let (fence, ttl, wait_deadline) = (Fence(ms(fence)), span(ttl), at(wait_deadline));
     Some(match op {
         "try-acquire" => Op::TryAcquire { owner, ttl },
+        "acquire-with" => Op::AcquireWith {
+            owner,
+            ttl,
+            wait_deadline,
+            options: options.clone(),
+        },
+        "steal" => Op::Steal {
+            owner,
+            ttl,
+            options: options.clone(),
+        },
         "acquire" => Op::Acquire {
             owner,
             ttl,
@@ -187,10 +208,23 @@ impl RawWaiting {
     /// An acquire of `key` for `owner` for `ttl` ms, waiting up to `wait` ms; `poll` ms is the
     /// longest nap without hand-off notices.
     #[wasm_bindgen(constructor)]
-    pub fn new(key: &str, owner: &str, ttl: f64, wait: f64, poll: f64) -> RawWaiting {
+    #[allow(clippy::too_many_arguments)] // flat numbers: no object crosses the boundary
+    pub fn new(
+        key: &str,
+        owner: &str,
+        ttl: f64,
+        wait: f64,
+        poll: f64,
+        shared: bool,
+        permits: f64,
+        min_hold: f64,
+        lock_delay: f64,
+        metadata: &str,
+    ) -> RawWaiting {
         let d = |v: f64| std::time::Duration::from_millis(ms(v));
+        let options = options(shared, permits, min_hold, lock_delay, metadata);
         RawWaiting {
-            waiting: Waiting::new(key, owner, d(ttl), d(wait), d(poll)),
+            waiting: Waiting::with_options(key, owner, d(ttl), d(wait), d(poll), &options),
             op: None,
             nap_ms: 0.0,
             won: None,
@@ -265,6 +299,8 @@ pub struct RawClient {
     outcome: String,
     /// Renewals gathered for the next `call_batch`.
     batch: Vec<Op>,
+    /// The options of the next `acquire-with` or `steal` (see `set_options`).
+    options: OwnedOptions,
     /// How the last batch ended: each renewal's outcome, or the store error of all.
     batched: Result<Vec<Outcome>, StoreError>,
 }
@@ -294,7 +330,21 @@ impl RawClient {
             outcome: String::from("{}"),
             batch: Vec::new(),
             batched: Ok(Vec::new()),
+            options: OwnedOptions::default(),
         }
+    }
+
+    /// The options of the next `acquire-with` or `steal` call (and `valid` check).
+    pub fn set_options(
+        &mut self,
+        shared: bool,
+        permits: f64,
+        min_hold: f64,
+        lock_delay: f64,
+        metadata: &str,
+    ) {
+        let options = options(shared, permits, min_hold, lock_delay, metadata);
+        self.options = OwnedOptions::of(&options);
     }
 
     /// Whether the constructor failed (see `error_code()`).
@@ -337,7 +387,7 @@ impl RawClient {
         at_ms: f64,
         t: f64,
     ) -> Option<RawCall> {
-        let op = op_of(op, owner, fence, ttl, wait_deadline)?;
+        let op = op_of(op, owner, fence, ttl, wait_deadline, &self.options)?;
         let call = self.client.as_mut()?.call(key, op, at(at_ms), local(t));
         Some(RawCall {
             call,
@@ -360,7 +410,10 @@ impl RawClient {
         wait_deadline: f64,
         at_ms: f64,
     ) -> bool {
-        match (op_of(op, owner, fence, ttl, wait_deadline), &self.client) {
+        match (
+            op_of(op, owner, fence, ttl, wait_deadline, &self.options),
+            &self.client,
+        ) {
             (Some(op), Some(client)) => client.is_valid(key, &op, at(at_ms)),
             _ => false,
         }

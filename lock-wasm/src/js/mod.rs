@@ -131,7 +131,7 @@ fn limits_from(values: &[f64]) -> Limits {
 }
 
 /// The options of an acquire from the wrapper's checked values (`shared`: the mode is shared).
-fn options(
+pub(super) fn options(
     shared: bool,
     permits: f64,
     min_hold: f64,

@@ -8,14 +8,21 @@
 
 import { KeyRecord, LockError, LockTable } from '../../../lock-wasm/js/src/node.js';
 import { StoreClient } from '../../../lock-wasm/js/src/stores/client.js';
-import { camel, snake } from './vectors.js';
+import { camel, hasOptions, snake, stepOptions } from './vectors.js';
+import { keyTerm } from './driver-npm.js';
 
 const num = (v) => (typeof v === 'bigint' ? Number(v) : v);
 
 const ZERO_COUNTERS = {
   acquired: 0, handedOff: 0, released: 0, extended: 0, expired: 0, queued: 0,
-  waitTimedOut: 0, cancelled: 0, rejected: 0, eventsDropped: 0,
+  waitTimedOut: 0, cancelled: 0, rejected: 0, eventsDropped: 0, stolen: 0,
 };
+
+/** A step's lock-kind options as the package takes them. */
+function requestOptions(step) {
+  const o = stepOptions(step);
+  return { mode: o.mode, permits: num(o.permits), minHold: num(o.min_hold), lockDelay: num(o.lock_delay), metadata: o.metadata };
+}
 
 function term(type, fields) {
   return { [type]: fields };
@@ -97,6 +104,7 @@ export class StoreTableDriver {
       const c = this.counters;
       if (event.type === 'expired') c.expired += 1;
       else if (event.type === 'granted') c.handedOff += 1;
+      else if (event.type === 'stolen') c.stolen += 1;
       else c.waitTimedOut += 1;
       if (this.events.length >= { ...LockTable.defaultLimits(), ...this.limits }.maxPendingEvents) {
         this.events.shift();
@@ -116,23 +124,35 @@ export class StoreTableDriver {
       at: num(step.now),
     };
     const c = this.counters;
+    // An acquire with options is `acquire-with` (a try: its wait ends now); a steal takes them too.
+    let op = step.op;
+    if ((op === 'try-acquire' || op === 'acquire') && hasOptions(step)) {
+      if (op === 'try-acquire') args.waitDeadline = args.at;
+      op = 'acquire-with';
+    }
+    if (op === 'acquire-with' || op === 'steal') args.options = requestOptions(step);
     switch (step.op) {
       case 'try-acquire':
       case 'acquire':
+      case 'steal':
       case 'renew-wait':
       case 'release':
       case 'extend':
       case 'cancel-wait': {
-        if (this.client.valid(step.op, step.key, args)) await this.#advance(args.at);
-        const reply = this.#absorb(await this.client.run(step.op, step.key, { ...args, at: this.clock }));
+        const valid = this.client.valid(op, step.key, args);
+        if (valid) await this.#advance(args.at);
+        // Releasing again a lease that keeps its place (a minimum hold) ends nothing: not counted.
+        const repeat = valid && step.op === 'release' && (await this.#keptAfterRelease(step.key, step.owner, args.fence));
+        if (op === 'acquire-with' && step.op === 'try-acquire') args.waitDeadline = this.clock;
+        const reply = this.#absorb(await this.client.run(op, step.key, { ...args, at: this.clock }));
         if (reply.error !== undefined) {
           if (!(reply.error instanceof LockError)) throw reply.error;
           c.rejected += 1;
           return { err: errorTerm(reply.error) };
         }
         if (step.op === 'release') {
-          c.released += 1;
-          return { ok: 'released' };
+          if (!repeat) c.released += 1;
+          return { ok: reply.type === 'held-until' ? { 'held-until': { until: reply.until } } : 'released' };
         }
         if (step.op === 'cancel-wait') {
           c.cancelled += 1;
@@ -156,8 +176,31 @@ export class StoreTableDriver {
         const reply = this.#absorb(await this.client.run('inspect', step.key, { at: this.clock }));
         if (reply.error !== undefined) return { err: errorTerm(reply.error) };
         const info = reply.info;
-        return { ok: info === null ? null : { ...info, waiters: info.waiters.map(snake) } };
+        return { ok: info === null ? null : keyTerm(info) };
       }
+      case 'query': {
+        const [prefix, after, limit] = [step.prefix ?? '', step.after ?? '', num(step.limit)];
+        try {
+          const probe = new LockTable(this.limits);
+          try {
+            probe.query(0, { prefix, after, limit });
+          } finally {
+            probe.free();
+          }
+        } catch (error) {
+          if (!(error instanceof LockError)) throw error;
+          c.rejected += 1;
+          return { err: errorTerm(error) };
+        }
+        await this.#advance(args.at);
+        const { page, events } = await this.client.query(prefix, after, limit, this.limits, this.clock);
+        this.#absorb({ events });
+        return { ok: { keys: page.keys.map(({ key, info }) => ({ key, ...keyTerm(info) })), next: page.next } };
+      }
+      case 'handle-timeout-bounded':
+      case 'raise-fence-floor':
+      case 'cancel-all-waits':
+        throw new Error(`a shared store has no table-wide ${step.op}`);
       case 'next-wakeup': {
         const due = await this.#wakeups();
         return { ok: due.length === 0 ? null : Math.min(...due.map((w) => w[0])) };
@@ -169,6 +212,18 @@ export class StoreTableDriver {
         throw new Error(`a shared store has no table-wide ${step.op}`);
       default:
         throw new Error(`unknown op ${step.op}`);
+    }
+  }
+
+  /** Whether `owner`'s lease `fence` on `key` was released early and keeps its place now. */
+  async #keptAfterRelease(key, owner, fence) {
+    const record = await this.#peek(key);
+    try {
+      record.inspect(key, this.clock);
+      const info = record.answer();
+      return info !== null && info.holders.some((h) => h.owner === owner && h.fence === fence && h.ended === 'released');
+    } finally {
+      record.free();
     }
   }
 

@@ -7,7 +7,7 @@
 
 import { performance } from 'node:perf_hooks';
 import { RawClient, RawWaiting } from '../../engine/lock_wasm.js';
-import { FAILED, FIRST_OUTCOME, f64, limitValues, names, toError } from '../table.js';
+import { FAILED, FIRST_OUTCOME, LockTable, f64, limitValues, names, optionValues, toError } from '../table.js';
 import { ALREADY_WAITING, LockError, StoreError, WAIT_TIMED_OUT } from '../errors.js';
 import { reasonOf } from './io.js';
 
@@ -32,8 +32,10 @@ const WAIT_TIMEOUT = 5;
 const SHAPES = {
   'try-acquire': 'acquire',
   acquire: 'acquire',
+  'acquire-with': 'acquire',
+  steal: 'acquire',
   'renew-wait': 'acquire',
-  release: 'done',
+  release: 'release',
   'cancel-wait': 'done',
   'handle-timeout': 'done',
   extend: 'extend',
@@ -108,11 +110,13 @@ export class StoreClient {
 
   /** Whether `op` on `key` with `args` is valid input (an invalid one changes nothing). */
   valid(op, key, args = {}) {
+    this.#options(op, args);
     return this.#raw.valid(op, key, args.owner ?? '', args.fence ?? 0, args.ttl ?? 0, args.waitDeadline ?? 0, args.at ?? 0);
   }
 
   /**
-   * Runs `op` on `key`: `{owner, fence, ttl, waitDeadline, at}` as the operation takes them;
+   * Runs `op` on `key`: `{owner, fence, ttl, waitDeadline, at, options}` as the operation takes
+   * them (`options`: the lock kinds' `RequestOptions`, for `acquire-with` and `steal`);
    * `lease: {deadline, unsure}` for the release of a lease (see RawCall.of_lease).
    * Answers `{reply, events, now, nextDeadline, ambiguous, localEnd}` where `reply` is shaped as
    * `KeyRecord.answer`'s (or `error`: the LockError of a refusal). Throws a StoreError.
@@ -158,6 +162,7 @@ export class StoreClient {
 
   async #attemptNow(op, key, args) {
     const raw = this.#raw;
+    this.#options(op, args);
     const call = raw.call(op, key, args.owner ?? '', args.fence ?? 0, args.ttl ?? 0, args.waitDeadline ?? 0, args.at ?? 0, performance.now());
     if (call === undefined) throw new TypeError(`unknown operation ${op}`);
     // A lease's release: a refusal that means it took effect is answered as done (the engine's rule).
@@ -210,11 +215,12 @@ export class StoreClient {
    * `{fence, deadline, localEnd}`; throws a LockError (`wait-timed-out`, `already-waiting`, the
    * core's) or a StoreError, or `signal.reason` when it aborts (its place in the queue is
    * cancelled first, if the store can be reached).
-   * @param {{poll?: number, signal?: AbortSignal, notices?: {subscribe: Function}}} [options]
+   * @param {{poll?: number, signal?: AbortSignal, notices?: {subscribe: Function}, request?: import('../../index.d.ts').RequestOptions}} [options]
    */
   async wait(key, owner, ttl, wait, options = {}) {
     const raw = this.#raw;
-    const waiting = new RawWaiting(key, owner, ttl, wait, options.poll ?? 50);
+    const o = optionValues(options.request);
+    const waiting = new RawWaiting(key, owner, ttl, wait, options.poll ?? 50, o[0], o[1], o[2], o[3], o[4]);
     const { signal, notices } = options;
     let heard = null;
     try {
@@ -394,12 +400,53 @@ export class StoreClient {
     else if (shape === 'inspect') reply = { info: JSON.parse(raw.info_json()) };
     else if (shape === 'extend') reply = { fence: f64()[this.#out], deadline: f64()[this.#out + 1] };
     else if (shape === 'done') reply = {};
+    else if (shape === 'release') {
+      const until = f64()[this.#out];
+      reply = until === 0 ? { type: 'released' } : { type: 'held-until', until };
+    }
     else {
       const type = names()[status - FIRST_OUTCOME];
       const out = f64();
       reply = status < FIRST_OUTCOME + 2 ? { type, fence: out[this.#out], deadline: out[this.#out + 1] } : { type, position: out[this.#out] };
     }
     return { reply, events, ...outcome };
+  }
+
+  /**
+   * A query over the namespace (see `LockTable.query`): the key list, then each candidate key
+   * inspected in byte order (applying time first, `at` with the caller's time) until one more
+   * than a page is in use. Answers `{page, events}` (the inspections' events) or throws; a bad
+   * limit, prefix or cursor is the core's LockError, checked before anything is read.
+   */
+  async query(prefix, after, limit, limits, at = 0) {
+    const check = new LockTable(limits);
+    try {
+      check.query(0, { prefix, after, limit });
+    } finally {
+      check.free();
+    }
+    const encoder = new TextEncoder();
+    const order = (a, b) => Buffer.compare(encoder.encode(a), encoder.encode(b));
+    const candidates = (await this.#driver.keys()).filter((name) => name.startsWith(prefix) && order(name, after) > 0).sort(order);
+    const keys = [];
+    const events = [];
+    for (const key of candidates) {
+      if (keys.length > limit) break;
+      const { reply, events: more } = await this.run('inspect', key, { at });
+      events.push(...more);
+      if (reply.error !== undefined) throw reply.error;
+      if (reply.info !== null) keys.push({ key, info: reply.info });
+    }
+    const next = keys.length > limit ? keys[limit - 1].key : null;
+    keys.length = Math.min(keys.length, limit);
+    return { page: { keys, next }, events };
+  }
+
+  /** Hands `args.options` (the lock kinds') to the engine for `acquire-with` and `steal`. */
+  #options(op, args) {
+    if (op !== 'acquire-with' && op !== 'steal') return;
+    const o = optionValues(args.options);
+    this.#raw.set_options(o[0], o[1], o[2], o[3], o[4]);
   }
 
   #freed = false;

@@ -20,7 +20,10 @@ const RETRY_FRACTION = 10;
 const MAX_TIMER_DELAY = 2 ** 31 - 1;
 const FOREVER = Number.MAX_SAFE_INTEGER;
 
-const LEASE_OPTIONS = new Set(['ttl', 'owner', 'keepAlive', 'onLost']);
+/** The lock kinds' options, passed to the core as they are (see `RequestOptions`). */
+const REQUEST_OPTIONS = ['mode', 'permits', 'minHold', 'lockDelay', 'metadata'];
+const LEASE_OPTIONS = new Set(['ttl', 'owner', 'keepAlive', 'onLost', ...REQUEST_OPTIONS]);
+const QUERY_OPTIONS = new Set(['prefix', 'after', 'limit']);
 const ACQUIRE_OPTIONS = new Set([...LEASE_OPTIONS, 'timeout', 'signal']);
 const WITH_LOCK_OPTIONS = new Set([...ACQUIRE_OPTIONS, 'ifAvailable']);
 const OPEN_OPTIONS = new Set(['bound', 'limits', 'poll']);
@@ -41,7 +44,14 @@ function leaseOptions(call, options, names) {
   ms('ttl', ttl);
   if (owner !== undefined) text('owner', owner);
   if (onLost !== undefined && typeof onLost !== 'function') throw new TypeError('onLost must be a function');
-  return { ttl, owner, keepAlive: Boolean(keepAlive), onLost };
+  let request;
+  for (const name of REQUEST_OPTIONS) {
+    if (options[name] !== undefined) {
+      request ??= {};
+      request[name] = options[name];
+    }
+  }
+  return { ttl, owner, keepAlive: Boolean(keepAlive), onLost, request };
 }
 
 let instances = 0;
@@ -56,6 +66,7 @@ export class StoreLocks {
   #driver;
   #notices;
   #poll;
+  #limits;
   #ownerPrefix;
   #ownerSeq = 0;
   #closed = false;
@@ -66,6 +77,7 @@ export class StoreLocks {
     this.#driver = driver;
     this.#client = client;
     this.#poll = options.poll ?? 50;
+    this.#limits = options.limits ?? {};
     this.#notices = typeof driver.listen === 'function' ? new Notices((onNotice, onFailure) => driver.listen(onNotice, onFailure)) : undefined;
     instances += 1;
     this.#ownerPrefix = `${hostname()}:${process.pid}:${instances}`;
@@ -117,10 +129,13 @@ export class StoreLocks {
    */
   async tryAcquire(key, options) {
     this.#open();
-    const { ttl, owner, keepAlive, onLost } = leaseOptions('tryAcquire', options, LEASE_OPTIONS);
+    const { ttl, owner, keepAlive, onLost, request } = leaseOptions('tryAcquire', options, LEASE_OPTIONS);
     text('key', key);
     const who = this.#owner(owner);
-    const answer = await this.#client.run('try-acquire', key, { owner: who, ttl });
+    const answer =
+      request === undefined
+        ? await this.#client.run('try-acquire', key, { owner: who, ttl })
+        : await this.#client.run('acquire-with', key, { owner: who, ttl, waitDeadline: 0, options: request });
     const { reply } = answer;
     if (reply.error !== undefined) {
       if (reply.error.code === 'held') return null;
@@ -140,14 +155,14 @@ export class StoreLocks {
    */
   async acquire(key, options) {
     this.#open();
-    const { ttl, owner, keepAlive, onLost } = leaseOptions('acquire', options, ACQUIRE_OPTIONS);
+    const { ttl, owner, keepAlive, onLost, request } = leaseOptions('acquire', options, ACQUIRE_OPTIONS);
     text('key', key);
     const { timeout, signal } = options;
     if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('signal must be an AbortSignal');
     if (signal?.aborted) throw signal.reason;
     const wait = timeout === undefined ? FOREVER : ms('timeout', timeout);
     const who = this.#owner(owner);
-    const won = await this.#client.wait(key, who, ttl, wait, { poll: this.#poll, signal, notices: this.#notices });
+    const won = await this.#client.wait(key, who, ttl, wait, { poll: this.#poll, signal, notices: this.#notices, request });
     return this.#lease(key, who, ttl, won.fence, won.deadline, won.localEnd, keepAlive, onLost);
   }
 
@@ -191,6 +206,40 @@ export class StoreLocks {
     const { reply } = await this.#client.run('inspect', key);
     if (reply.error !== undefined) throw reply.error;
     return reply.info;
+  }
+
+  /**
+   * Takes `key` now whatever its holders (in every process): each holder's next call answers
+   * `stolen` and its lease is lost with `reason: 'stolen'`; the queue is kept. Exclusive only.
+   * @returns {Promise<StoreLease>}
+   */
+  async steal(key, options) {
+    this.#open();
+    const { ttl, owner, keepAlive, onLost, request } = leaseOptions('steal', options, LEASE_OPTIONS);
+    text('key', key);
+    const who = this.#owner(owner);
+    const answer = await this.#client.run('steal', key, { owner: who, ttl, options: request });
+    const { reply } = answer;
+    if (reply.error !== undefined) throw reply.error;
+    return this.#lease(key, who, ttl, reply.fence, reply.deadline, answer.localEnd, keepAlive, onLost);
+  }
+
+  /**
+   * The keys in use that start with `prefix` and come after `after` (byte order), with every
+   * lease and waiter: at most `limit` (1 to 1000, default 100), and `next`, the cursor of the next
+   * page (`null` when none). Reads the key list, then each candidate key in order until one more
+   * than a page is in use.
+   * @returns {Promise<{keys: Array<{key: string, info: object}>, next: string | null}>}
+   */
+  async query(options = {}) {
+    this.#open();
+    known('query', options, QUERY_OPTIONS);
+    const { prefix = '', after = '', limit = 100 } = options;
+    text('prefix', prefix);
+    text('after', after);
+    ms('limit', limit);
+    const { page } = await this.#client.query(prefix, after, limit, this.#limits);
+    return page;
   }
 
   /** Every key of the namespace with a record, in byte order. */
@@ -405,17 +454,18 @@ export class StoreLease {
   /** The store says this owner does not hold the lease any more. */
   #notHolder(error) {
     if (this.#state !== 'held') return;
-    if (['expired', 'not-held', 'not-owner'].includes(error.code)) this.#lose(error.details.deadline ?? this.deadline);
+    if (error.code === 'stolen') this.#lose(error.details.at, 'stolen');
+    else if (['expired', 'not-held', 'not-owner'].includes(error.code)) this.#lose(error.details.deadline ?? this.deadline);
   }
 
-  #lose(at) {
+  #lose(at, reason = 'expired') {
     if (this.#state !== 'held') return;
     this.#state = 'lost';
     this[STOP]();
-    this.#loss.fire(this.#info(at));
+    this.#loss.fire(this.#info(at, reason));
   }
 
-  #info(at) {
-    return { key: this.key, owner: this.owner, fence: this.fence, at };
+  #info(at, reason = 'expired') {
+    return { key: this.key, owner: this.owner, fence: this.fence, at, reason };
   }
 }
