@@ -11,17 +11,16 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use lock_core::{
-    AcquireOptions, AcquireOutcome, Fence, Grant, Instant, KeyInfo, Limits, LockError, QueryPage,
-    Request, Response,
+    AcquireOptions, Fence, Grant, Instant, KeyInfo, Limits, LockError, QueryPage, Request, Response,
 };
 
-use crate::clock::{millis, StoreClock};
+use crate::clock::StoreClock;
 use crate::decider::{AnyDecider, Native};
 use crate::engine::{Decided, Engine, TimeSource};
 use crate::kinds::OwnedOptions;
 use crate::lease::{local_end, Lease, LeaseState};
 use crate::listen::{Hub, Subscription};
-use crate::queue::{Acquiring, Want};
+use crate::queue::{steal_request, stolen, Acquiring, Want};
 use crate::store::{Store, StoreError};
 
 /// Why a call failed.
@@ -339,21 +338,9 @@ impl Locks {
         ttl: Duration,
         options: &AcquireOptions<'_>,
     ) -> Result<Lease, Error> {
-        let core = *options;
-        let decided = self.request(key, |now| Request::Steal {
-            key,
-            owner,
-            ttl: millis(ttl),
-            options: core,
-            now,
-        })?;
-        match decided.reply {
-            Response::Acquire(Ok(AcquireOutcome::Acquired(grant))) => {
-                Ok(self.lease(key, owner, ttl, grant, decided.clock))
-            }
-            Response::Acquire(Err(e)) => Err(Error::Lock(e)),
-            other => Err(self.unexpected(&other)),
-        }
+        let decided = self.request(key, steal_request(key, owner, ttl, *options))?;
+        let granted = stolen(decided, |r| self.unexpected(r))?;
+        Ok(self.lease(key, owner, ttl, granted.grant, granted.clock))
     }
 
     fn lease(

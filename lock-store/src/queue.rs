@@ -84,6 +84,41 @@ pub(crate) struct Granted {
     pub(crate) clock: Option<StoreClock>,
 }
 
+/// The request of a steal of `key` for `owner` (see `Locks::steal`), at the store's `now`.
+pub(crate) fn steal_request<'a>(
+    key: &'a str,
+    owner: &'a str,
+    ttl: Duration,
+    options: lock_core::AcquireOptions<'a>,
+) -> impl Fn(Instant) -> Request<'a> + Send + Sync + 'a {
+    let ttl = millis(ttl);
+    move |now| Request::Steal {
+        key,
+        owner,
+        ttl,
+        options,
+        now,
+    }
+}
+
+/// What a steal's answer gives its caller: the grant (a steal never queues), or the refusal.
+///
+/// # Errors
+/// [`Error::Lock`], or the decider's unexpected answer.
+pub(crate) fn stolen(
+    decided: Decided<Response>,
+    unexpected: impl FnOnce(&Response) -> Error,
+) -> Result<Granted, Error> {
+    match decided.reply {
+        Response::Acquire(Ok(AcquireOutcome::Acquired(grant))) => Ok(Granted {
+            grant,
+            clock: decided.clock,
+        }),
+        Response::Acquire(Err(e)) => Err(Error::Lock(e)),
+        other => Err(unexpected(&other)),
+    }
+}
+
 /// What a waiting caller asks next (an ask or a renewal of its place), apart from its key, its
 /// owner and the store's time, which it is decided at: an acquire queued with a short wait
 /// deadline, a try-acquire once no wait remains, or a renewal of its place.

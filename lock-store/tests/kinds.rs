@@ -371,6 +371,10 @@ fn blocking_and_async_clients_share_the_kinds() {
             w.release(),
             Ok(()) | Err(Error::Lock(LockError::Stolen { .. }))
         ));
+        assert!(
+            lost.recv_timeout(Std::from_millis(200)).is_err(),
+            "{label}: on_lost ran twice"
+        );
         runtime.block_on(thief.release()).unwrap();
         // A minimum hold outlives an early release.
         let held = AcquireOptions::default().min_hold(Std::from_secs(20));

@@ -4,22 +4,19 @@ use crate::local::LocalInstant;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::{
-    AcquireOptions, AcquireOutcome, Fence, KeyInfo, Limits, QueryPage, Request, Response,
-};
+use lock_core::{AcquireOptions, Fence, KeyInfo, Limits, QueryPage, Request, Response};
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
 use crate::aio::engine::AsyncEngine;
 use crate::aio::lease::Lease;
 use crate::aio::store::AsyncStore;
-use crate::clock::millis;
 use crate::decider::AnyDecider;
 use crate::kinds::OwnedOptions;
 use crate::lease::{local_end, LeaseState};
 use crate::listen::{AsyncSubscription, Hub};
 use crate::locks::Error;
-use crate::queue::{Acquiring, Granted, Want};
+use crate::queue::{steal_request, stolen, Acquiring, Granted, Want};
 use crate::store::StoreError;
 
 struct Shared {
@@ -302,24 +299,12 @@ impl Locks {
         ttl: Duration,
         options: &AcquireOptions<'_>,
     ) -> Result<Lease, Error> {
-        let core = *options;
-        let steal = |now| Request::Steal {
-            key,
-            owner,
-            ttl: millis(ttl),
-            options: core,
-            now,
-        };
+        let steal = steal_request(key, owner, ttl, *options);
         let decided = self.shared.engine.request(key, steal).await?;
-        match decided.reply {
-            Response::Acquire(Ok(AcquireOutcome::Acquired(grant))) => {
-                let end = local_end(decided.clock, grant.deadline);
-                let state = LeaseState::new(key, owner, grant, ttl, end);
-                Ok(Lease::new(self.clone(), state))
-            }
-            Response::Acquire(Err(e)) => Err(Error::Lock(e)),
-            other => Err(self.unexpected(&other)),
-        }
+        let granted = stolen(decided, |r| self.unexpected(r))?;
+        let end = local_end(granted.clock, granted.grant.deadline);
+        let state = LeaseState::new(key, owner, granted.grant, ttl, end);
+        Ok(Lease::new(self.clone(), state))
     }
 
     /// Subscribes to the notice of `key`'s hand-off to `owner` (`None`: the store cannot
