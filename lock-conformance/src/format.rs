@@ -315,6 +315,19 @@ pub enum EventCase {
     },
 }
 
+impl EventCase {
+    /// The key it happened to.
+    #[must_use]
+    pub fn key(&self) -> &str {
+        match self {
+            EventCase::Expired { key, .. }
+            | EventCase::Granted { key, .. }
+            | EventCase::WaitTimedOut { key, .. }
+            | EventCase::Stolen { key, .. } => key,
+        }
+    }
+}
+
 /// A key in use, as inspection and query report it: its leases, its waiters and its permits.
 ///
 /// In a file, a key with one plain exclusive lease may be written as that lease's `owner`,
@@ -684,6 +697,17 @@ impl Op {
             | Op::HandleTimeoutBounded { now, .. }
             | Op::CancelAllWaits { now } => Some(*now),
             Op::NextWakeup | Op::Restore { .. } | Op::RaiseFenceFloor { .. } => None,
+        }
+    }
+
+    /// The options of an acquire or a steal (`None` for every other operation).
+    #[must_use]
+    pub fn options(&self) -> Option<&OptionsSpec> {
+        match self {
+            Op::TryAcquire { options, .. }
+            | Op::Acquire { options, .. }
+            | Op::Steal { options, .. } => Some(options),
+            _ => None,
         }
     }
 

@@ -322,7 +322,11 @@ describe('playground', () => {
     assert.equal(await page.isVisible('#tour'), false, 'and stays dismissed');
     // The guided scenario of the frozen holder, step by step, each step explained.
     const names = await page.$$eval('#guide-select option', (options) => options.map((o) => o.textContent));
-    assert.deepEqual(names.slice(1), ['contention and FIFO hand-off', 'a frozen holder loses its lock', 'keep-alive', 'a waiter gives up']);
+    assert.deepEqual(names.slice(1), [
+      'contention and FIFO hand-off', 'a frozen holder loses its lock', 'keep-alive', 'a waiter gives up',
+      'readers share, a writer waits its turn', 'a semaphore: three permits', 'steal: take it now',
+      'minimum hold: a job that finishes early', 'lock-delay after a crash', 'who holds it, and why: metadata and query',
+    ]);
     await page.selectOption('#guide-select', '1');
     await page.waitForFunction(() => document.querySelector('#replay').dataset.state === 'loaded');
     assert.match(await page.textContent('#log-body'), /alice stops \(a long GC pause, a stopped VM\) past her deadline/);
@@ -331,6 +335,63 @@ describe('playground', () => {
     await page.click('#replay-next');
     assert.equal(await page.getAttribute('#replay', 'data-state'), 'finished');
     assert.equal(await page.getAttribute('#replay', 'data-failed'), '0');
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+
+  it('shows the lock kinds: shared holders side by side, a steal, a kept place, the query view, a guide per kind (issue 30)', async () => {
+    const { page, problems } = await openPage('index.html');
+    await page.waitForSelector('body[data-ready="true"]');
+    // Two readers: the mode is a select in the card's "Lock kind".
+    const openKinds = () => page.$$eval('details.kind', (all) => all.forEach((d) => { d.open = true; }));
+    await page.click('article[data-client-card="1"] details.kind summary'); // folded until used
+    await openKinds();
+    for (const id of ['1', '2']) {
+      await page.selectOption(`select[data-client="${id}"][data-field="mode"]`, 'shared');
+      await page.fill(`input[data-client="${id}"][data-field="metadata"]`, `reader ${id}`);
+      await page.click(`button[data-client="${id}"][data-action="try-acquire"]`);
+    }
+    assert.equal(await page.textContent('#kind-1'), 'shared, \u201creader 1\u201d', 'the summary follows the fields');
+    await page.waitForFunction(() => document.querySelectorAll('#timeline-body .seg.live.shared').length === 2);
+    const tops = await page.$$eval('#timeline-body .seg.live.shared', (segs) => segs.map((s) => s.getBoundingClientRect().top));
+    assert.notEqual(tops[0], tops[1], 'side by side, in two lanes');
+    assert.match(await page.textContent('#timeline-body'), /client-1 holds it shared, fence 1.*client-2 holds it shared, fence 2/);
+    // The query view lists both leases with their metadata.
+    await page.waitForFunction(() => document.querySelectorAll('#query-body table.held tbody tr').length === 2);
+    assert.match(await page.textContent('#query-body'), /client-2shared2.*reader 2/);
+    await page.fill('#query-prefix', 'db:');
+    await page.waitForFunction(() => /No key in use matches/.test(document.querySelector('#query-body').textContent));
+    await page.fill('#query-prefix', '');
+    // A bad field is refused beside it, and nothing reaches the table.
+    await page.fill('input[data-client="1"][data-field="permits"]', 'many');
+    assert.equal(await page.textContent('#error-1-permits'), 'permits must be a whole number (0: a plain lock)');
+    await page.fill('input[data-client="1"][data-field="permits"]', '0');
+    // A third client steals the key: both readers lose it, told stolen.
+    await page.click('button[data-action="add-client"]');
+    await page.click('button[data-client="3"][data-action="steal"]');
+    await page.waitForFunction(() => document.querySelectorAll('#timeline-body .seg.stolen').length === 2);
+    assert.match(await page.textContent('#log-body'), /client-3 stole "job:nightly-report": fence 3/);
+    assert.match(await page.textContent('#log-body'), /client-1 lost "job:nightly-report": its lease \(fence 1\) was stolen/);
+    // A minimum hold: released early, the place stays taken (hatched) until the minimum.
+    await page.click('button[data-client="3"][data-action="release"]');
+    await openKinds();
+    await page.selectOption('select[data-client="1"][data-field="mode"]', 'exclusive');
+    await page.fill('input[data-client="1"][data-field="min-hold"]', '2000');
+    await page.click('button[data-client="1"][data-action="try-acquire"]');
+    await page.click('button[data-client="1"][data-action="release"]');
+    await page.waitForSelector('#timeline-body .seg.kept');
+    assert.match(await page.textContent('#timeline-body'), /client-1's place is kept until 2\.000 s \(minimum hold\)/);
+    // The session, kinds and all, exports as a vector file the page's own runner accepts.
+    const exported = await page.evaluate(() => document.querySelector('#export-count').textContent);
+    assert.match(exported, /^\d+ steps recorded$/);
+    // Every kind's guided scenario replays to the end with every step as expected.
+    for (const index of ['4', '5', '6', '7', '8', '9']) {
+      await page.selectOption('#guide-select', index);
+      await page.waitForFunction(() => document.querySelector('#replay').dataset.state === 'loaded');
+      while ((await page.getAttribute('#replay', 'data-state')) !== 'finished') await page.click('#replay-next');
+      assert.equal(await page.getAttribute('#replay', 'data-failed'), '0', `guide ${index}`);
+    }
+    await page.screenshot({ path: join(artifacts, 'playground-kinds.png'), fullPage: true });
     assert.deepEqual(problems, []);
     await page.close();
   });

@@ -20,6 +20,8 @@ const FRAME_MS: u32 = 50;
 const REPLAY_EVERY_MS: f64 = 700.0;
 /// Log lines shown.
 const LOG_LINES: usize = 300;
+/// Keys the query view lists at most (one page).
+const QUERY_KEYS: usize = 50;
 
 struct Page {
     model: Playground,
@@ -33,6 +35,10 @@ struct Page {
     rendered_storage: Option<usize>,
     /// The timeline HTML last written (a paused clock renders the same HTML every frame).
     rendered_timeline: String,
+    /// The query view's HTML last written.
+    rendered_query: String,
+    /// The query view's prefix (as typed).
+    query_prefix: String,
     replay_playing: bool,
     last_replay: f64,
 }
@@ -130,6 +136,8 @@ pub fn start() -> Result<(), JsValue> {
         rendered_log: None,
         rendered_storage: None,
         rendered_timeline: String::new(),
+        rendered_query: String::new(),
+        query_prefix: String::new(),
         replay_playing: false,
         last_replay: 0.0,
     }));
@@ -223,6 +231,11 @@ impl Page {
     }
 
     fn on_field(&mut self, input: &HtmlInputElement) {
+        if input.id() == "query-prefix" {
+            self.query_prefix = input.value();
+            self.render();
+            return;
+        }
         let (Some(id), Some(field)) = (
             Self::client_id(input),
             input
@@ -247,9 +260,14 @@ impl Page {
     }
 
     fn show_field_error(&self, id: u32, field: Field, message: &str) {
+        if let Some(c) = self.model.client(id) {
+            if let Some(e) = by_id(&self.doc, &format!("kind-{id}")) {
+                e.set_inner_html(&view::kind_summary(c));
+            }
+        }
         set_text(&self.doc, &format!("error-{id}-{}", field.name()), message);
         if let Ok(Some(input)) = self.doc.query_selector(&format!(
-            "input[data-client=\"{id}\"][data-field=\"{}\"]",
+            "[data-client=\"{id}\"][data-field=\"{}\"]",
             field.name()
         )) {
             let _ = input.set_attribute(
@@ -268,6 +286,18 @@ impl Page {
 
     fn on_select(&mut self, select: &HtmlSelectElement) {
         let value = select.value();
+        if let (Some(id), Some(field)) = (
+            Self::client_id(select),
+            (select.get_attribute("data-field").as_deref()).and_then(Field::from_name),
+        ) {
+            let message = match self.model.set_field(id, field, Some(&value)) {
+                Ok(()) => String::new(),
+                Err(e) => e.message,
+            };
+            self.show_field_error(id, field, &message);
+            self.render();
+            return;
+        }
         match select.id().as_str() {
             "clock-mode" => {
                 let mode = if value == "real" {
@@ -389,6 +419,11 @@ impl Page {
         if self.rendered_storage != writes {
             set_html(&doc, "storage-body", &view::storage(&self.model, LOG_LINES));
             self.rendered_storage = writes;
+        }
+        let query = view::query(&mut self.model, &self.query_prefix, QUERY_KEYS);
+        if query != self.rendered_query {
+            set_html(&doc, "query-body", &query);
+            self.rendered_query = query;
         }
         set_text(
             &doc,

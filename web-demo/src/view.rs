@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use lock_core::KeyInfo;
+use lock_core::{KeyInfo, LeaseEnd, Mode};
 
-use crate::app::{secs, Client, End, Playground, WaitEnd, WaitSegment};
+use crate::app::{secs, Client, End, KindFields, Playground, Segment, WaitEnd, WaitSegment};
 
 /// Text safe to put in HTML content or a quoted attribute.
 #[must_use]
@@ -87,13 +87,16 @@ fn client_card(html: &mut String, c: &Client) {
         &c.wait,
         "inputmode=\"numeric\" autocomplete=\"off\"",
     );
-    html.push_str("</div><div class=\"actions\">");
+    html.push_str("</div>");
+    kind_fields(html, c);
+    html.push_str("<div class=\"actions\">");
     for (action, label) in [
         ("try-acquire", "Try acquire"),
         ("acquire", "Acquire (wait)"),
         ("release", "Release"),
         ("extend", "Extend"),
         ("cancel-wait", "Cancel wait"),
+        ("steal", "Steal"),
         ("write", "Write to storage"),
     ] {
         let _ = write!(
@@ -102,6 +105,155 @@ fn client_card(html: &mut String, c: &Client) {
         );
     }
     html.push_str("</div></article>");
+}
+
+/// The lock-kind fields of a client's card, folded under "Lock kind" (open when one is set).
+fn kind_fields(html: &mut String, c: &Client) {
+    let id = c.id;
+    let k = &c.kind;
+    let open = if *k == KindFields::default() {
+        ""
+    } else {
+        " open"
+    };
+    let summary = kind_summary(c);
+    let _ = write!(
+        html,
+        "<details class=\"kind\"{open}><summary>Lock kind: <span id=\"kind-{id}\">{summary}</span></summary>\
+         <div class=\"fields\"><label class=\"field\"><span>Mode</span>\
+         <select data-field=\"mode\" data-client=\"{id}\" aria-describedby=\"error-{id}-mode\">"
+    );
+    for mode in ["exclusive", "shared"] {
+        let selected = if k.mode == mode { " selected" } else { "" };
+        let _ = write!(html, "<option value=\"{mode}\"{selected}>{mode}</option>");
+    }
+    html.push_str("</select>");
+    let _ = write!(
+        html,
+        "<small class=\"field-error\" id=\"error-{id}-mode\" role=\"alert\"></small></label>"
+    );
+    for (field, label, value, title) in [
+        (
+            "permits",
+            "Permits",
+            &k.permits,
+            "How many leases the key allows at once (a semaphore); 0: a plain lock",
+        ),
+        (
+            "min-hold",
+            "Min hold (ms)",
+            &k.min_hold,
+            "A release before this keeps the key taken until then (ShedLock's lockAtLeastFor)",
+        ),
+        (
+            "lock-delay",
+            "Lock-delay (ms)",
+            &k.lock_delay,
+            "After an expiry or a steal, nobody gets the key for this long (Consul's lock-delay)",
+        ),
+        (
+            "metadata",
+            "Metadata",
+            &k.metadata,
+            "Who holds it and why: shown by inspection, query and events",
+        ),
+    ] {
+        let _ = write!(
+            html,
+            "<label class=\"field\" title=\"{title}\"><span>{label}</span><input data-field=\"{field}\" \
+             data-client=\"{id}\" value=\"{}\" autocomplete=\"off\" aria-describedby=\"error-{id}-{field}\">\
+             <small class=\"field-error\" id=\"error-{id}-{field}\" role=\"alert\"></small></label>",
+            esc(value)
+        );
+    }
+    html.push_str("</div></details>");
+}
+
+/// A client's lock kind in a few words (HTML-escaped): "plain exclusive lock", or its mode and
+/// every option it sets.
+#[must_use]
+pub fn kind_summary(c: &Client) -> String {
+    let k = &c.kind;
+    if *k == KindFields::default() {
+        return "plain exclusive lock".to_owned();
+    }
+    let mut parts = vec![k.mode.clone()];
+    let set = |v: &str| !v.trim().is_empty() && v.trim() != "0";
+    if set(&k.permits) {
+        parts.push(format!("{} permits", k.permits.trim()));
+    }
+    if set(&k.min_hold) {
+        parts.push(format!("min hold {} ms", k.min_hold.trim()));
+    }
+    if set(&k.lock_delay) {
+        parts.push(format!("lock-delay {} ms", k.lock_delay.trim()));
+    }
+    if !k.metadata.is_empty() {
+        parts.push(format!("\u{201c}{}\u{201d}", k.metadata));
+    }
+    esc(&parts.join(", "))
+}
+
+/// The query view: every key in use whose name starts with `prefix`, its leases (held) and its
+/// waiters (pending), as Web Locks' `navigator.locks.query()` lists them, with our fences,
+/// deadlines and metadata.
+#[must_use]
+pub fn query(p: &mut Playground, prefix: &str, limit: usize) -> String {
+    let page = match p.query(prefix, limit) {
+        Ok(page) => page,
+        Err(why) => return format!("<p class=\"error visible\">{}</p>", esc(&why)),
+    };
+    if page.keys.is_empty() {
+        return "<p class=\"muted\">No key in use matches.</p>".into();
+    }
+    let now = p.clock.now();
+    let mut held = String::new();
+    let mut pending = String::new();
+    for (key, info) in &page.keys {
+        for h in &info.holders {
+            let state = match h.ended {
+                None => format!("{} left", secs(h.deadline.0.saturating_sub(now))),
+                Some(why) => format!("{}, place kept until {}", why.name(), secs(h.deadline.0)),
+            };
+            let _ = write!(
+                held,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{state}</td><td>{}</td></tr>",
+                esc(key),
+                esc(&h.owner),
+                h.mode.name(),
+                h.fence,
+                esc(&h.metadata)
+            );
+        }
+        for w in &info.waiters {
+            let _ = write!(
+                pending,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>until {}</td><td>{}</td></tr>",
+                esc(key),
+                esc(&w.owner),
+                w.mode.name(),
+                secs(w.wait_deadline.0),
+                esc(&w.metadata)
+            );
+        }
+    }
+    let more = if page.next.is_some() {
+        format!("<p class=\"muted\">More keys match: the first {limit} are shown.</p>")
+    } else {
+        String::new()
+    };
+    let pending = if pending.is_empty() {
+        "<p class=\"muted\">Nobody waits.</p>".to_owned()
+    } else {
+        format!(
+            "<table class=\"query pending\"><caption>pending</caption><thead><tr><th>key</th><th>owner</th>\
+             <th>mode</th><th>waits</th><th>metadata</th></tr></thead><tbody>{pending}</tbody></table>"
+        )
+    };
+    format!(
+        "<table class=\"query held\"><caption>held</caption><thead><tr><th>key</th><th>owner</th><th>mode</th>\
+         <th>fence</th><th>state</th><th>metadata</th></tr></thead><tbody>{held}</tbody></table>{pending}{more}"
+    )
 }
 
 /// The `<option>`s of the key list.
@@ -118,11 +270,16 @@ pub fn key_options(p: &Playground) -> String {
 pub fn client_status(c: &Client, infos: &BTreeMap<String, KeyInfo>, now: u64) -> String {
     let mut parts = Vec::new();
     for (key, info) in infos {
-        if info.holder().unwrap().owner == c.name {
+        for h in (info.holders.iter()).filter(|h| h.owner == c.name && h.ended.is_none()) {
+            let mode = if h.mode == Mode::Shared {
+                " shared"
+            } else {
+                ""
+            };
             parts.push(format!(
-                "holds \"{key}\" (fence {}, {} left)",
-                info.holder().unwrap().fence,
-                secs(info.holder().unwrap().deadline.0.saturating_sub(now))
+                "holds \"{key}\"{mode} (fence {}, {} left)",
+                h.fence,
+                secs(h.deadline.0.saturating_sub(now))
             ));
         }
         if let Some(place) = info.waiters.iter().position(|w| w.owner == c.name) {
@@ -161,59 +318,17 @@ pub fn timeline(p: &Playground, infos: &BTreeMap<String, KeyInfo>) -> String {
     }
     let now_pct = pct(now, from, span);
     for key in keys {
+        let segments = p.history.get(key).map(Vec::as_slice).unwrap_or_default();
+        let lanes = segments.iter().map(|s| s.lane + 1).max().unwrap_or(1);
         let _ = write!(
             html,
             "<div class=\"key-row\" data-key=\"{k}\"><div class=\"key-name\" title=\"{k}\">{k}</div>\
-             <div class=\"track\">",
-            k = esc(key)
+             <div class=\"track\" style=\"height:{h}px\">",
+            k = esc(key),
+            h = 8 + LANE_PX * lanes
         );
-        for s in p.history.get(key).map(Vec::as_slice).unwrap_or_default() {
-            let end = s.end.map_or(s.deadline, |(at, _)| at);
-            if end < from || s.start > to {
-                continue;
-            }
-            let left = pct(s.start, from, span);
-            let width = (pct(end, from, span) - left).max(0.4);
-            let state = match s.end {
-                None => "live",
-                Some((_, End::Released)) => "released",
-                Some((_, End::Expired)) => "expired",
-            };
-            let handoff = if s.handoff { " handoff" } else { "" };
-            let _ = write!(
-                html,
-                "<div class=\"seg {state}{handoff}\" style=\"left:{left:.3}%;width:{width:.3}%\" \
-                 data-fence=\"{f}\" title=\"{o}: fence {f}, {from_t} to {to_t}{how}\">\
-                 <span>{o} #{f}</span></div>",
-                o = esc(&s.owner),
-                f = s.fence,
-                from_t = secs(s.start),
-                to_t = secs(end),
-                how = match s.end {
-                    None => ", live",
-                    Some((_, End::Released)) => ", released",
-                    Some((_, End::Expired)) => ", expired",
-                },
-            );
-            if s.handoff && s.start >= from && s.start <= to {
-                let _ = write!(
-                    html,
-                    "<div class=\"mark handoff-mark\" style=\"left:{left:.3}%\" \
-                     title=\"hand-off to {} at {}\">&#9654;</div>",
-                    esc(&s.owner),
-                    secs(s.start)
-                );
-            }
-            if let Some((at, End::Expired)) = s.end.filter(|(at, _)| (from..=to).contains(at)) {
-                let _ = write!(
-                    html,
-                    "<div class=\"mark expiry-mark\" style=\"left:{:.3}%\" \
-                     title=\"{} lost the lock at {}\">&#10005;</div>",
-                    pct(at, from, span),
-                    esc(&s.owner),
-                    secs(at)
-                );
-            }
+        for s in segments {
+            segment(&mut html, s, from, span);
         }
         if (from..=to).contains(&now) {
             let _ = write!(
@@ -225,33 +340,171 @@ pub fn timeline(p: &Playground, infos: &BTreeMap<String, KeyInfo>) -> String {
         html.push_str(&wait_track(p, key, from, span, now));
         html.push_str("<div class=\"key-state\">");
         match infos.get(key) {
-            Some(info) => {
-                let _ = write!(
-                    html,
-                    "<span class=\"holder\">{} holds it, fence {}, {} left</span>",
-                    esc(&info.holder().unwrap().owner),
-                    info.holder().unwrap().fence,
-                    secs(info.holder().unwrap().deadline.0.saturating_sub(now))
-                );
-                if !info.waiters.is_empty() {
-                    html.push_str("<ol class=\"queue\" aria-label=\"wait queue\">");
-                    for w in &info.waiters {
-                        let _ = write!(
-                            html,
-                            "<li title=\"waits until {}; will hold it for {}\">{}</li>",
-                            secs(w.wait_deadline.0),
-                            secs(w.ttl.0),
-                            esc(&w.owner)
-                        );
-                    }
-                    html.push_str("</ol>");
-                }
-            }
+            Some(info) => key_state(&mut html, info, now),
             None => html.push_str("<span class=\"free\">free</span>"),
         }
         html.push_str("</div></div>");
     }
     html
+}
+
+/// The height of one lane of a key's track, in px.
+const LANE_PX: usize = 26;
+
+/// One lease's bar in its lane, its marks (hand-off, loss, minimum hold) and the place it kept
+/// after it ended (hatched), if any of it falls in the window.
+fn segment(html: &mut String, s: &Segment, from: u64, span: u64) {
+    let to = from + span;
+    let end = s.end.map_or(s.deadline, |(at, _)| at);
+    let kept = s.kept_until.filter(|k| *k > end);
+    if kept.unwrap_or(end) < from || s.start > to {
+        return;
+    }
+    let top = 4 + LANE_PX * s.lane;
+    let left = pct(s.start, from, span);
+    let width = (pct(end, from, span) - left).max(0.4);
+    let (state, how) = match s.end {
+        None => ("live", "live"),
+        Some((_, End::Released)) => ("released", "released"),
+        Some((_, End::Expired)) => ("expired", "expired"),
+        Some((_, End::Stolen)) => ("stolen", "stolen"),
+    };
+    let handoff = if s.handoff { " handoff" } else { "" };
+    let shared = if s.shared { " shared" } else { "" };
+    let mode = if s.shared { " (shared)" } else { "" };
+    let meta = if s.metadata.is_empty() {
+        String::new()
+    } else {
+        format!(", \u{201c}{}\u{201d}", esc(&s.metadata))
+    };
+    let _ = write!(
+        html,
+        "<div class=\"seg {state}{handoff}{shared}\" style=\"left:{left:.3}%;width:{width:.3}%;top:{top}px\" \
+         data-fence=\"{f}\" title=\"{o}{mode}: fence {f}, {from_t} to {to_t}, {how}{meta}\">\
+         <span>{o} #{f}</span></div>",
+        o = esc(&s.owner),
+        f = s.fence,
+        from_t = secs(s.start),
+        to_t = secs(end),
+    );
+    if let Some(kept) = kept {
+        let why = match s.end {
+            Some((_, End::Released)) => "released before its minimum hold",
+            Some((_, End::Stolen)) => "lock-delay after the steal",
+            _ => "lock-delay after the expiry",
+        };
+        let k_left = pct(end, from, span);
+        let k_width = (pct(kept, from, span) - k_left).max(0.4);
+        let _ = write!(
+            html,
+            "<div class=\"seg kept\" style=\"left:{k_left:.3}%;width:{k_width:.3}%;top:{top}px\" \
+             title=\"{o}'s place kept until {t} ({why}): nobody is granted it before\"></div>",
+            o = esc(&s.owner),
+            t = secs(kept),
+        );
+    }
+    if let Some(min) = s
+        .min_until
+        .filter(|m| s.end.is_none() && (from..=to).contains(m))
+    {
+        let _ = write!(
+            html,
+            "<div class=\"mark min-hold-mark\" style=\"left:{:.3}%;top:{top}px\" \
+             title=\"{}'s minimum hold: a release before {} keeps the key taken until then\">|</div>",
+            pct(min, from, span),
+            esc(&s.owner),
+            secs(min)
+        );
+    }
+    if s.handoff && s.start >= from && s.start <= to {
+        let _ = write!(
+            html,
+            "<div class=\"mark handoff-mark\" style=\"left:{left:.3}%\" \
+             title=\"hand-off to {} at {}\">&#9654;</div>",
+            esc(&s.owner),
+            secs(s.start)
+        );
+    }
+    if let Some((at, why)) = s
+        .end
+        .filter(|(at, e)| *e != End::Released && (from..=to).contains(at))
+    {
+        let verb = if why == End::Stolen {
+            "had the lock stolen"
+        } else {
+            "lost the lock"
+        };
+        let _ = write!(
+            html,
+            "<div class=\"mark expiry-mark\" style=\"left:{:.3}%\" \
+             title=\"{} {verb} at {}\">&#10005;</div>",
+            pct(at, from, span),
+            esc(&s.owner),
+            secs(at)
+        );
+    }
+}
+
+/// A key's leases (live and kept), permits and queue, in words.
+fn key_state(html: &mut String, info: &KeyInfo, now: u64) {
+    for h in &info.holders {
+        let mode = if h.mode == Mode::Shared {
+            " shared"
+        } else {
+            ""
+        };
+        let meta = if h.metadata.is_empty() {
+            String::new()
+        } else {
+            format!(" (\u{201c}{}\u{201d})", esc(&h.metadata))
+        };
+        let _ = match h.ended {
+            None => write!(
+                html,
+                "<span class=\"holder\">{} holds it{mode}, fence {}, {} left{meta}</span>",
+                esc(&h.owner),
+                h.fence,
+                secs(h.deadline.0.saturating_sub(now))
+            ),
+            Some(why) => write!(
+                html,
+                "<span class=\"kept-place\">{}'s place is kept until {} ({}){meta}</span>",
+                esc(&h.owner),
+                secs(h.deadline.0),
+                match why {
+                    LeaseEnd::Released => "minimum hold",
+                    LeaseEnd::Expired => "lock-delay after expiry",
+                    LeaseEnd::Stolen => "lock-delay after steal",
+                }
+            ),
+        };
+    }
+    if info.permits != 0 {
+        let _ = write!(
+            html,
+            "<span class=\"permits\">{} of {} permits in use</span>",
+            info.holders.len(),
+            info.permits
+        );
+    }
+    if !info.waiters.is_empty() {
+        html.push_str("<ol class=\"queue\" aria-label=\"wait queue\">");
+        for w in &info.waiters {
+            let mode = if w.mode == Mode::Shared {
+                " (shared)"
+            } else {
+                ""
+            };
+            let _ = write!(
+                html,
+                "<li title=\"waits until {}; will hold it for {}\">{}{mode}</li>",
+                secs(w.wait_deadline.0),
+                secs(w.ttl.0),
+                esc(&w.owner)
+            );
+        }
+        html.push_str("</ol>");
+    }
 }
 
 /// The waits on `key` that overlap the window, as thin bars in their own lane under the key's

@@ -10,15 +10,17 @@
 
 use std::collections::BTreeMap;
 
-use lock_conformance::format::LimitsSpec;
+use lock_conformance::format::{LimitsSpec, ModeName, OptionsSpec};
 use lock_conformance::native::run_on;
 use lock_conformance::{record, Answer, ErrorCase, EventCase, Op, Outcome};
-use lock_core::{KeyInfo, LockTable};
+use lock_core::{KeyInfo, LockTable, QueryPage};
 use serde_json::Value;
 
 use crate::clock::Clock;
 
 mod guides;
+#[cfg(test)]
+mod kinds_tests;
 mod narration;
 mod replay;
 mod share;
@@ -48,11 +50,60 @@ pub struct Client {
     pub ttl: String,
     /// The wait field (how long acquire waits), in ms.
     pub wait: String,
+    /// The lock kind it asks for: its mode, permits, minimum hold, lock-delay and metadata.
+    pub kind: KindFields,
     /// The fence of each lease it holds (or last held), by key.
     pub fences: BTreeMap<String, u64>,
     /// Fields whose text has a lone surrogate: refused, never converted lossily (two different
     /// keys would otherwise become the same key).
     pub unencodable: Vec<Field>,
+}
+
+/// The lock-kind fields of a client (as typed), sent with its acquires and steals.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KindFields {
+    /// `exclusive` or `shared`.
+    pub mode: String,
+    /// How many leases the key allows at once (0: a plain lock).
+    pub permits: String,
+    /// The minimum hold, in ms (0: none).
+    pub min_hold: String,
+    /// The lock-delay after an expiry or a steal, in ms (0: none).
+    pub lock_delay: String,
+    /// Who holds it and why, shown by inspection and query.
+    pub metadata: String,
+}
+
+impl KindFields {
+    /// The fields that ask for these options.
+    #[must_use]
+    pub fn of(o: &OptionsSpec) -> Self {
+        KindFields {
+            mode: (if o.mode == ModeName::Shared {
+                "shared"
+            } else {
+                "exclusive"
+            })
+            .into(),
+            permits: o.permits.to_string(),
+            min_hold: o.min_hold.to_string(),
+            lock_delay: o.lock_delay.to_string(),
+            metadata: o.metadata.clone(),
+        }
+    }
+}
+
+impl Default for KindFields {
+    /// A plain exclusive lock.
+    fn default() -> Self {
+        KindFields {
+            mode: "exclusive".into(),
+            permits: "0".into(),
+            min_hold: "0".into(),
+            lock_delay: "0".into(),
+            metadata: String::new(),
+        }
+    }
 }
 
 /// The refusal of a field whose text cannot be UTF-8 (the npm package's words).
@@ -67,18 +118,36 @@ pub enum Field {
     Ttl,
     /// How long to wait.
     Wait,
+    /// Exclusive or shared.
+    Mode,
+    /// The key's permits.
+    Permits,
+    /// The minimum hold.
+    MinHold,
+    /// The lock-delay.
+    LockDelay,
+    /// The lease's metadata.
+    Metadata,
 }
 
 impl Field {
-    /// The field named `name` in the page (`key`, `ttl`, `wait`).
+    /// Every field, in the card's order.
+    pub const ALL: [Field; 8] = [
+        Field::Key,
+        Field::Ttl,
+        Field::Wait,
+        Field::Mode,
+        Field::Permits,
+        Field::MinHold,
+        Field::LockDelay,
+        Field::Metadata,
+    ];
+
+    /// The field named `name` in the page (`key`, `ttl`, `wait`, `mode`, `permits`,
+    /// `min-hold`, `lock-delay`, `metadata`).
     #[must_use]
     pub fn from_name(name: &str) -> Option<Field> {
-        match name {
-            "key" => Some(Field::Key),
-            "ttl" => Some(Field::Ttl),
-            "wait" => Some(Field::Wait),
-            _ => None,
-        }
+        Field::ALL.into_iter().find(|f| f.name() == name)
     }
 
     /// Its name in the page.
@@ -88,6 +157,25 @@ impl Field {
             Field::Key => "key",
             Field::Ttl => "ttl",
             Field::Wait => "wait",
+            Field::Mode => "mode",
+            Field::Permits => "permits",
+            Field::MinHold => "min-hold",
+            Field::LockDelay => "lock-delay",
+            Field::Metadata => "metadata",
+        }
+    }
+
+    /// Its text in a client.
+    fn of(self, c: &mut Client) -> &mut String {
+        match self {
+            Field::Key => &mut c.key,
+            Field::Ttl => &mut c.ttl,
+            Field::Wait => &mut c.wait,
+            Field::Mode => &mut c.kind.mode,
+            Field::Permits => &mut c.kind.permits,
+            Field::MinHold => &mut c.kind.min_hold,
+            Field::LockDelay => &mut c.kind.lock_delay,
+            Field::Metadata => &mut c.kind.metadata,
         }
     }
 }
@@ -105,6 +193,8 @@ pub enum Action {
     Extend,
     /// Leave the key's wait queue.
     CancelWait,
+    /// Take the key now, whatever its holders (they lose it, told `stolen`).
+    Steal,
     /// Write to the protected storage with its fence for the key (not a lock operation).
     Write,
 }
@@ -119,6 +209,7 @@ impl Action {
             "release" => Some(Action::Release),
             "extend" => Some(Action::Extend),
             "cancel-wait" => Some(Action::CancelWait),
+            "steal" => Some(Action::Steal),
             "write" => Some(Action::Write),
             _ => None,
         }
@@ -214,6 +305,7 @@ impl Playground {
             key: PRESET_KEYS[0].to_owned(),
             ttl: "3000".into(),
             wait: "5000".into(),
+            kind: KindFields::default(),
             fences: BTreeMap::new(),
             unencodable: Vec::new(),
         });
@@ -274,15 +366,12 @@ impl Playground {
             c.unencodable.push(field);
             return self.check_field(id, field).map(|_| ());
         };
-        match field {
-            Field::Key => c.key = value.to_owned(),
-            Field::Ttl => c.ttl = value.to_owned(),
-            Field::Wait => c.wait = value.to_owned(),
-        }
+        value.clone_into(field.of(c));
         self.check_field(id, field).map(|_| ())
     }
 
-    /// Checks one field of a client: `Ok` carries the parsed number for TTL and wait.
+    /// Checks one field of a client: `Ok` carries the parsed number of a numeric field (1 for a
+    /// shared mode, else 0).
     ///
     /// # Errors
     /// Why the field is refused.
@@ -312,7 +401,45 @@ impl Playground {
                     .map_err(|e| refuse(e.to_string()))
             }
             Field::Wait => whole_ms(&c.wait, "wait").map_err(refuse),
+            Field::Mode => match c.kind.mode.as_str() {
+                "exclusive" => Ok(0),
+                "shared" => Ok(1),
+                _ => Err(refuse("the mode is exclusive or shared".into())),
+            },
+            Field::Permits => (c.kind.permits.trim().parse::<u32>())
+                .map(u64::from)
+                .map_err(|_| refuse("permits must be a whole number (0: a plain lock)".into())),
+            Field::MinHold => whole_ms(&c.kind.min_hold, "the minimum hold").map_err(refuse),
+            Field::LockDelay => whole_ms(&c.kind.lock_delay, "the lock-delay").map_err(refuse),
+            Field::Metadata => limits
+                .check_metadata(&c.kind.metadata)
+                .map(|()| 0)
+                .map_err(|e| refuse(e.to_string())),
         }
+    }
+
+    /// The options a client's kind fields ask for.
+    ///
+    /// # Errors
+    /// The first refused kind field.
+    pub fn options(&self, id: u32) -> Result<OptionsSpec, FieldError> {
+        let mode = if self.check_field(id, Field::Mode)? == 1 {
+            ModeName::Shared
+        } else {
+            ModeName::Exclusive
+        };
+        let permits = u32::try_from(self.check_field(id, Field::Permits)?).unwrap_or(u32::MAX);
+        let min_hold = self.check_field(id, Field::MinHold)?;
+        let lock_delay = self.check_field(id, Field::LockDelay)?;
+        self.check_field(id, Field::Metadata)?;
+        let metadata = self.client(id).map(|c| c.kind.metadata.clone());
+        Ok(OptionsSpec {
+            mode,
+            permits,
+            min_hold,
+            lock_delay,
+            metadata: metadata.unwrap_or_default(),
+        })
     }
 
     /// Runs a client's action at the clock's `now`.
@@ -337,7 +464,7 @@ impl Playground {
                 key,
                 owner,
                 ttl: self.check_field(id, Field::Ttl)?,
-                options: Default::default(),
+                options: self.options(id)?,
             },
             Action::Acquire => {
                 let ttl = self.check_field(id, Field::Ttl)?;
@@ -348,9 +475,16 @@ impl Playground {
                     owner,
                     ttl,
                     wait_deadline: now.saturating_add(wait),
-                    options: Default::default(),
+                    options: self.options(id)?,
                 }
             }
+            Action::Steal => Op::Steal {
+                now,
+                key,
+                owner,
+                ttl: self.check_field(id, Field::Ttl)?,
+                options: self.options(id)?,
+            },
             Action::Release => Op::Release {
                 now,
                 key,
@@ -416,6 +550,20 @@ impl Playground {
         self.table.inspect(key, at).ok().flatten()
     }
 
+    /// The keys in use whose names start with `prefix`, with every lease and waiter (Web Locks'
+    /// `query()`): at most `limit` keys, without moving the table's clock.
+    ///
+    /// # Errors
+    /// The core's refusal of the prefix, in its words (the table is not asked then).
+    pub fn query(&mut self, prefix: &str, limit: usize) -> Result<QueryPage, String> {
+        let limit = limit.clamp(1, lock_core::QUERY_MAX);
+        (self.table.limits().check_query(prefix, "", limit)).map_err(|e| e.to_string())?;
+        let at = self.table.clock();
+        self.table
+            .query(prefix, "", limit, at)
+            .map_err(|e| e.to_string())
+    }
+
     /// When the table next needs waking.
     #[must_use]
     pub fn next_wakeup(&self) -> Option<u64> {
@@ -436,6 +584,13 @@ impl Playground {
         for e in &events {
             self.apply_event(e);
         }
+        let mut touched: Vec<String> = events.iter().map(|e| e.key().to_owned()).collect();
+        touched.extend(op.key().map(str::to_owned));
+        touched.sort();
+        touched.dedup();
+        for key in touched {
+            self.sync_kept(&key);
+        }
         (answer, events)
     }
 
@@ -447,9 +602,12 @@ impl Playground {
             let (key, owner) = (key.to_owned(), owner.to_owned());
             let learned = match answer {
                 Answer::Result(Ok(Outcome::Acquired { fence, .. })) => Some(Some(*fence)),
-                Answer::Result(Ok(Outcome::Released)) => Some(None),
+                Answer::Result(Ok(Outcome::Released | Outcome::HeldUntil { .. })) => Some(None),
                 Answer::Result(Err(
-                    ErrorCase::Expired { .. } | ErrorCase::NotHeld | ErrorCase::NotOwner,
+                    ErrorCase::Expired { .. }
+                    | ErrorCase::NotHeld
+                    | ErrorCase::NotOwner
+                    | ErrorCase::Stolen { .. },
                 )) if matches!(op, Op::Release { .. } | Op::Extend { .. }) => Some(None),
                 _ => None,
             };

@@ -4,7 +4,33 @@
 use lock_conformance::native::core_error;
 use lock_conformance::{Answer, ErrorCase, Op, Outcome};
 
-use super::{secs, End, Playground, Segment};
+use lock_conformance::format::{ModeName, OptionsSpec};
+
+use super::{secs, End, Playground};
+
+/// What a grant's options add to its log line: `; at least until ..., lock-delay ...` etc.
+fn terms(o: &OptionsSpec) -> String {
+    let mut text = String::new();
+    if o.permits != 0 {
+        text.push_str(&format!("; one of {} permits", o.permits));
+    }
+    if o.min_hold != 0 {
+        text.push_str(&format!(
+            "; kept at least {} even if released",
+            secs(o.min_hold)
+        ));
+    }
+    if o.lock_delay != 0 {
+        text.push_str(&format!(
+            "; if it expires or is stolen, nobody gets the key for {} more",
+            secs(o.lock_delay)
+        ));
+    }
+    if !o.metadata.is_empty() {
+        text.push_str(&format!("; \"{}\"", o.metadata));
+    }
+    text
+}
 
 /// What kind of thing a log line reports (the page colours them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,22 +118,22 @@ impl Playground {
         };
         match result {
             Ok(Outcome::Acquired { fence, deadline }) => {
-                self.history
-                    .entry(key.to_owned())
-                    .or_default()
-                    .push(Segment {
-                        owner: owner.to_owned(),
-                        fence: *fence,
-                        start: now,
-                        deadline: *deadline,
-                        handoff: false,
-                        end: None,
-                    });
+                let options = op.options().cloned().unwrap_or_default();
+                let shared = options.mode == ModeName::Shared;
+                let span = (now, *deadline);
+                let meta = &options.metadata;
+                self.open_lease(key, owner, *fence, span, false, shared, meta);
+                let (what, how) = match (op, shared) {
+                    (Op::Steal { .. }, _) => ("stole", ""),
+                    (_, true) => ("acquired", " shared"),
+                    (_, false) => ("acquired", ""),
+                };
                 self.note(
                     LineKind::Grant,
                     format!(
-                        "{owner} acquired \"{key}\": fence {fence}, until {}",
-                        secs(*deadline)
+                        "{owner} {what} \"{key}\"{how}: fence {fence}, until {}{}",
+                        secs(*deadline),
+                        terms(&options)
                     ),
                 );
             }
@@ -156,7 +182,8 @@ impl Playground {
             Ok(Outcome::HeldUntil { until }) => {
                 if let Op::Release { fence, .. } = op {
                     if let Some(s) = self.open_segment(key, *fence) {
-                        s.deadline = *until;
+                        s.end = Some((now, End::Released));
+                        s.kept_until = Some(*until);
                     }
                 }
                 self.note(

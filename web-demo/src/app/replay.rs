@@ -161,9 +161,11 @@ impl Playground {
                 self.next_client += 1;
                 self.push_client(id, owner.to_owned());
             }
-            // The card shows what the replayed step used: its key, TTL and wait.
+            // The card shows what the replayed step used: its key, TTL, wait and lock kind.
             let (ttl, wait) = match &op {
-                Op::TryAcquire { ttl, .. } | Op::Extend { ttl, .. } => (Some(*ttl), None),
+                Op::TryAcquire { ttl, .. } | Op::Extend { ttl, .. } | Op::Steal { ttl, .. } => {
+                    (Some(*ttl), None)
+                }
                 Op::Acquire {
                     ttl,
                     wait_deadline,
@@ -182,6 +184,9 @@ impl Playground {
                 }
                 if let Some(wait) = wait {
                     c.wait = wait.to_string();
+                }
+                if let Some(o) = op.options() {
+                    c.kind = super::KindFields::of(o);
                 }
                 c.unencodable.clear();
             }

@@ -1,7 +1,11 @@
 //! The per-key history behind the timeline: one segment per lease, opened at its grant and
-//! closed at its release or expiry.
+//! closed at its release, expiry or steal, in a lane of its key's track (leases held together,
+//! shared or under permits, side by side), with the place it kept afterwards (a minimum hold, a
+//! lock-delay) as the core reports it.
 
+use lock_conformance::format::ModeName;
 use lock_conformance::EventCase;
+use lock_core::LeaseEnd;
 
 use super::{secs, LineKind, LogLine, Playground};
 
@@ -12,6 +16,8 @@ pub enum End {
     Released,
     /// It ran out its TTL.
     Expired,
+    /// Another client stole the key.
+    Stolen,
 }
 
 /// One lease in a key's history (a bar of the timeline).
@@ -29,6 +35,27 @@ pub struct Segment {
     pub handoff: bool,
     /// When and how it ended, once it has.
     pub end: Option<(u64, End)>,
+    /// Whether it is a shared lease.
+    pub shared: bool,
+    /// Its metadata ("" if none).
+    pub metadata: String,
+    /// Its lane in the key's track (0 at the top): leases held at once get distinct lanes.
+    pub lane: usize,
+    /// Until when a release still keeps it (its minimum hold), as the core reports it.
+    pub min_until: Option<u64>,
+    /// After it ended: until when its place stayed taken (minimum hold, lock-delay), as the
+    /// core reports it.
+    pub kept_until: Option<u64>,
+}
+
+impl Segment {
+    /// Until when it takes a place on its track: open-ended while live.
+    fn busy_until(&self) -> u64 {
+        match self.end {
+            None => u64::MAX,
+            Some((at, _)) => at.max(self.kept_until.unwrap_or(0)),
+        }
+    }
 }
 
 /// How a wait ended.
@@ -129,6 +156,62 @@ impl Playground {
         }
     }
 
+    /// Opens the segment of a lease granted at `start`, in the lowest lane free then.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn open_lease(
+        &mut self,
+        key: &str,
+        owner: &str,
+        fence: u64,
+        (start, deadline): (u64, u64),
+        handoff: bool,
+        shared: bool,
+        metadata: &str,
+    ) {
+        let history = self.history.entry(key.to_owned()).or_default();
+        let busy: Vec<usize> = (history.iter())
+            .filter(|s| s.busy_until() > start)
+            .map(|s| s.lane)
+            .collect();
+        let lane = (0..).find(|l| !busy.contains(l)).unwrap_or(0);
+        history.push(Segment {
+            owner: owner.to_owned(),
+            fence,
+            start,
+            deadline,
+            handoff,
+            end: None,
+            shared,
+            metadata: metadata.to_owned(),
+            lane,
+            min_until: None,
+            kept_until: None,
+        });
+    }
+
+    /// Copies what the core says of `key`'s leases onto their segments: each one's minimum
+    /// hold, and until when an ended one keeps its place.
+    pub(super) fn sync_kept(&mut self, key: &str) {
+        let Some(info) = self.inspect(key) else {
+            return;
+        };
+        let Some(history) = self.history.get_mut(key) else {
+            return;
+        };
+        for h in &info.holders {
+            if let Some(s) = history.iter_mut().rev().find(|s| s.fence == h.fence.0) {
+                s.min_until = h.min_until.map(|t| t.0);
+                if let Some(why) = h.ended {
+                    s.kept_until = Some(h.deadline.0);
+                    if s.end.is_none() {
+                        let at = s.deadline.min(h.deadline.0);
+                        s.end = Some((at, end_of(why)));
+                    }
+                }
+            }
+        }
+    }
+
     pub(super) fn open_segment(&mut self, key: &str, fence: u64) -> Option<&mut Segment> {
         self.history
             .get_mut(key)?
@@ -147,7 +230,7 @@ impl Playground {
                 ..
             } => {
                 if let Some(s) = self.open_segment(key, *fence) {
-                    s.end = Some((*at, End::Expired));
+                    s.end = Some((*at, End::Stolen));
                 }
                 self.log.push(LogLine {
                     at: *at,
@@ -185,22 +268,18 @@ impl Playground {
                 fence,
                 deadline,
                 at,
-                ..
+                mode,
+                metadata,
             } => {
-                self.history.entry(key.clone()).or_default().push(Segment {
-                    owner: owner.clone(),
-                    fence: *fence,
-                    start: *at,
-                    deadline: *deadline,
-                    handoff: true,
-                    end: None,
-                });
+                let shared = *mode == ModeName::Shared;
+                self.open_lease(key, owner, *fence, (*at, *deadline), true, shared, metadata);
                 self.end_wait(key, owner, *at, WaitEnd::Granted);
+                let how = if shared { " (shared)" } else { "" };
                 self.log.push(LogLine {
                     at: *at,
                     kind: LineKind::Handoff,
                     text: format!(
-                        "{owner} was handed \"{key}\" from the queue: fence {fence}, until {}",
+                        "{owner} was handed \"{key}\"{how} from the queue: fence {fence}, until {}",
                         secs(*deadline)
                     ),
                 });
@@ -242,17 +321,23 @@ impl Playground {
                 if !waits.is_empty() {
                     self.waits.insert(key.clone(), waits);
                 }
-                let segments = info.holders.iter().map(|h| Segment {
-                    owner: h.owner.clone(),
-                    fence: h.fence.0,
-                    start: now.0,
-                    deadline: h.deadline.0,
-                    handoff: false,
-                    end: None,
-                });
-                self.history.entry(key).or_default().extend(segments);
+                for h in info.holders.iter().filter(|h| h.ended.is_none()) {
+                    let shared = h.mode == lock_core::Mode::Shared;
+                    let span = (now.0, h.deadline.0);
+                    self.open_lease(&key, &h.owner, h.fence.0, span, false, shared, &h.metadata);
+                }
+                self.sync_kept(&key);
             }
         }
+    }
+}
+
+/// The segment end of a lease that ended without its holder's release being seen.
+fn end_of(why: LeaseEnd) -> End {
+    match why {
+        LeaseEnd::Released => End::Released,
+        LeaseEnd::Expired => End::Expired,
+        LeaseEnd::Stolen => End::Stolen,
     }
 }
 
