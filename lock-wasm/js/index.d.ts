@@ -599,16 +599,17 @@ export interface LockInfo {
 }
 
 /**
- * The Web Locks API's shape (`navigator.locks`) over a `Locks`: `request(name, [options,]
- * callback)` holds the lock while the callback's promise is pending; `query()`. Rejects with a
+ * The Web Locks API's shape (`navigator.locks`) over a `Locks` (one process) or a `StoreLocks`
+ * (`await Locks.open(url, namespace)` in Node: replicas sharing a store): `request(name,
+ * [options,] callback)` holds the lock while the callback's promise is pending; `query()`. Rejects with a
  * LockError `stolen` or `expired` if the lock was lost before the callback settled (Web Locks
  * rejects a stolen holder's request with an `AbortError`); invalid combinations of options are a
  * `NotSupportedError` DOMException, as in browsers.
  */
 export declare class LockManager {
-  constructor(options?: { locks?: Locks; ttl?: Millis });
-  /** The `Locks` this manager requests from. */
-  readonly locks: Locks;
+  constructor(options?: { locks?: Locks | StoreLocks; ttl?: Millis });
+  /** The `Locks` or `StoreLocks` this manager requests from. */
+  readonly locks: Locks | StoreLocks;
   request<T>(name: string, callback: (lock: HeldLock) => T | Promise<T>): Promise<T>;
   request<T>(name: string, options: LockRequestOptions & { ifAvailable: true }, callback: (lock: HeldLock | null) => T | Promise<T>): Promise<T>;
   request<T>(name: string, options: LockRequestOptions, callback: (lock: HeldLock) => T | Promise<T>): Promise<T>;

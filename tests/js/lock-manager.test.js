@@ -133,6 +133,10 @@ describe('LockManager: the callback (web-locks held, resource-names, lock-attrib
     // Any other name is fine, the empty one excepted: a key is never empty (a LockError).
     assert.equal(await manager.request('\u{1F512} ünïcode', () => 'ok'), 'ok');
     await assert.rejects(manager.request('', () => 1), (e) => e instanceof LockError && e.code === 'key-empty');
+    // Its locks are a Locks or a store's StoreLocks (tested over every store in store-locks.test.js).
+    for (const locks of [{}, { tryAcquire() {}, acquire() {}, steal() {}, query() {} }, null]) {
+      assert.throws(() => new LockManager({ locks }), /locks must be a Locks or a StoreLocks/);
+    }
   });
 });
 

@@ -3,7 +3,7 @@
 
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { Locks, LockError, StoreError } from '../../lock-wasm/js/src/node.js';
+import { LockManager, Locks, LockError, StoreError } from '../../lock-wasm/js/src/node.js';
 import { readFileSync } from 'node:fs';
 import ts from 'typescript';
 import { requirePeer } from '../../lock-wasm/js/src/stores/io.js';
@@ -173,6 +173,72 @@ for (const store of STORES) {
       assert.equal(await b.tryAcquire('nightly', { ttl: 5000, owner: 'b' }), null, 'kept until its minimum hold');
       assert.equal((await b.inspect('nightly')).holders[0].ended, 'released');
     });
+
+    it('LockManager over the store: two replicas\' managers share one lock, in the Web Locks shape', async () => {
+      // (A store's waits and leases never hold the process: this test does, while it runs.)
+      const alive = setInterval(() => {}, 1000);
+      try {
+        await managerOverStore();
+      } finally {
+        clearInterval(alive);
+      }
+    });
+
+    const managerOverStore = async () => {
+      const a = new LockManager({ locks: await open(), ttl: 5000 });
+      const b = new LockManager({ locks: await open(), ttl: 5000 });
+      // Exclusive across the two: b's request waits for a's callback, then runs with a higher fence.
+      const order = [];
+      let releaseA;
+      const held = new Promise((resolve) => {
+        releaseA = resolve;
+      });
+      let fenceA = 0;
+      const first = a.request('mgr', { owner: 'a', metadata: 'replica a' }, async (lock) => {
+        fenceA = lock.fence;
+        order.push('a');
+        await held;
+        order.push('a done');
+      });
+      for (let i = 0; i < 200 && fenceA === 0; i += 1) await sleep(10);
+      assert.equal(await b.request('mgr', { ifAvailable: true, owner: 'b' }, (lock) => lock), null, 'ifAvailable: not granted, null');
+      const second = b.request('mgr', { owner: 'b' }, async (lock) => {
+        order.push('b');
+        assert.ok(lock.fence > fenceA, 'a higher fence');
+        assert.equal(lock.mode, 'exclusive');
+      });
+      for (let i = 0; i < 200 && (await b.query()).pending.length === 0; i += 1) await sleep(10);
+      const seen = await b.query();
+      assert.deepEqual(seen.held.map((l) => [l.name, l.mode, l.clientId, l.metadata]), [['mgr', 'exclusive', 'a', 'replica a']]);
+      assert.deepEqual(seen.pending.map((l) => [l.name, l.clientId]), [['mgr', 'b']]);
+      releaseA();
+      await Promise.all([first, second]);
+      assert.deepEqual(order, ['a', 'a done', 'b']);
+      // Shared requests of both replicas hold the lock together.
+      let together = 0;
+      let most = 0;
+      const reader = (m, owner) =>
+        m.request('doc', { mode: 'shared', owner }, async () => {
+          together += 1;
+          most = Math.max(most, together);
+          for (let i = 0; i < 200 && most < 2; i += 1) await sleep(10);
+          together -= 1;
+        });
+      await Promise.all([reader(a, 'ra'), reader(b, 'rb')]);
+      assert.equal(most, 2, 'both readers at once');
+      // A steal from the other replica: the victim's request rejects with stolen, its signal aborts.
+      let signal;
+      const victim = a.request('job', { owner: 'victim' }, async (lock) => {
+        signal = lock.signal;
+        await new Promise((resolve) => signal.addEventListener('abort', resolve));
+        return 'finished';
+      });
+      for (let i = 0; i < 200 && signal === undefined; i += 1) await sleep(10);
+      assert.equal(await b.request('job', { steal: true, owner: 'thief' }, (lock) => lock.fence > 0), true);
+      await assert.rejects(victim, (e) => e instanceof LockError && e.code === 'stolen' && e.result === 'finished');
+      assert.equal(signal.aborted, true);
+      assert.deepEqual((await a.query()).held, [], 'nothing left held');
+    };
 
     it('serves waiters of several Locks in FIFO order, handed over at each release', async () => {
       const holder = await open();

@@ -1,5 +1,5 @@
-// LockManager: the Web Locks API's shape (`navigator.locks`) over a `Locks`, so Node code can use
-// the browser's idiom: `request(name, [options,] callback)` holds the lock while the callback's
+// LockManager: the Web Locks API's shape (`navigator.locks`) over a `Locks` (one process) or a
+// `StoreLocks` (replicas sharing a store), so Node code can use the browser's idiom: `request(name, [options,] callback)` holds the lock while the callback's
 // promise is pending; `mode`, `ifAvailable`, `steal`, `signal`; `query()`. Our additions: a TTL
 // (kept alive while the callback runs, so a stalled process loses the lock instead of holding it
 // for ever), the lock's fencing token, a `signal` that aborts if the lock is lost, and the lock
@@ -50,32 +50,47 @@ class HeldLock {
   }
 }
 
+/** The calls a LockManager makes of its locks: those of `Locks` and of `StoreLocks`. */
+const LOCKS_CALLS = ['tryAcquire', 'acquire', 'steal', 'query'];
+
 /**
- * The Web Locks API over a `Locks` (one in-process table by default).
+ * Whether `locks` is a store's (`Locks.open` in Node): it has every call of a `Locks`, answered
+ * asynchronously. Recognised by shape, so the browser entry never loads the store clients.
+ */
+function isStoreLocks(locks) {
+  return locks !== null && typeof locks === 'object' && !(locks instanceof Locks) && LOCKS_CALLS.every((call) => typeof locks[call] === 'function') && typeof locks.store === 'string';
+}
+
+/**
+ * The Web Locks API over a `Locks` (one in-process table by default) or over a store's
+ * `StoreLocks` (`await Locks.open(url, namespace)` in Node), whose locks every replica shares.
  *
  * @example
  * const locks = new LockManager();
  * await locks.request('cache', async (lock) => { await refresh(lock.fence); });
  * await locks.request('cache', { mode: 'shared' }, async () => read());
+ * // Across replicas: the same calls over a shared store.
+ * const shared = new LockManager({ locks: await Locks.open('redis://127.0.0.1:6379', 'jobs') });
  */
 export class LockManager {
   #locks;
   #ttl;
 
   /**
-   * @param {{locks?: Locks, ttl?: number}} [options] the table (default: a new `Locks`) and the
-   *   default TTL of a request's lease (30 s, kept alive while its callback runs)
+   * @param {{locks?: Locks | import('./stores/locks.js').StoreLocks, ttl?: number}} [options] the
+   *   locks (default: a new in-process `Locks`; or a store's `StoreLocks`) and the default TTL of
+   *   a request's lease (30 s, kept alive while its callback runs)
    */
   constructor(options = {}) {
     if (options === null || typeof options !== 'object') throw new TypeError('new LockManager(options): options must be an object');
     const unknown = Object.keys(options).filter((name) => !MANAGER_OPTIONS.has(name));
     if (unknown.length > 0) throw new TypeError(`unknown option ${JSON.stringify(unknown[0])} for new LockManager(); known: ${[...MANAGER_OPTIONS].join(', ')}`);
-    if (options.locks !== undefined && !(options.locks instanceof Locks)) throw new TypeError('locks must be a Locks');
+    if (options.locks !== undefined && !(options.locks instanceof Locks) && !isStoreLocks(options.locks)) throw new TypeError('locks must be a Locks or a StoreLocks (Locks.open)');
     this.#locks = options.locks ?? new Locks();
     this.#ttl = options.ttl ?? DEFAULT_TTL;
   }
 
-  /** The `Locks` this manager requests from. */
+  /** The `Locks` or `StoreLocks` this manager requests from. */
   get locks() {
     return this.#locks;
   }
@@ -112,8 +127,10 @@ export class LockManager {
     const lease = { ttl, owner, onLost, keepAlive: true, mode, ...kinds };
     /** @type {import('./locks.js').Lease | null} */
     let held;
-    if (steal) held = this.#locks.steal(name, lease);
-    else if (ifAvailable) held = /** @type {import('./locks.js').Lease | null} */ (this.#locks.tryAcquire(name, { ...lease, retryAt: false }));
+    // A store's calls answer promises; `await` takes the in-process answers as they are.
+    const inProcess = this.#locks instanceof Locks;
+    if (steal) held = await this.#locks.steal(name, lease);
+    else if (ifAvailable) held = /** @type {import('./locks.js').Lease | null} */ (await this.#locks.tryAcquire(name, inProcess ? { ...lease, retryAt: false } : lease));
     else held = await this.#locks.acquire(name, { ...lease, signal });
     if (held === null) return callback(null);
     /** @type {{cause?: unknown, result?: T}} */
@@ -123,7 +140,9 @@ export class LockManager {
     } catch (error) {
       settled = { cause: error };
     }
-    held.release();
+    // Over a store, an unreachable store rejects here (the lease then ends at its TTL), as
+    // withLock does: the callback's outcome is not reported as a clean release.
+    await held.release();
     if (held.isLost) {
       const info = await held.lost;
       const code = info.reason === 'stolen' ? 'stolen' : 'expired';
@@ -146,7 +165,7 @@ export class LockManager {
     const pending = [];
     let after = '';
     for (;;) {
-      const page = this.#locks.query({ after, limit: 1000 });
+      const page = await this.#locks.query({ after, limit: 1000 });
       for (const { key, info } of page.keys) {
         for (const h of info.holders) {
           if (h.ended === null) held.push({ name: key, mode: h.mode, clientId: h.owner, fence: h.fence, metadata: h.metadata });
