@@ -284,6 +284,19 @@ impl Outcome {
     }
 }
 
+/// The keys a query over a store inspects, in the order it inspects them: of the namespace's
+/// `names`, those the page rule takes ([`QueryPage::matches`](lock_core::QueryPage::matches)),
+/// in increasing byte order. The caller inspects them in turn until one more than a page is in
+/// use, and cuts the page with [`QueryPage::from_ordered`](lock_core::QueryPage::from_ordered),
+/// as `Locks::query` does. (The Node client does the same in JS, so that the npm engine carries
+/// no sort of strings: `tests/js/store-vectors.test.js` runs the query vectors through it.)
+#[must_use]
+pub(crate) fn query_order(prefix: &str, after: &str, mut names: Vec<String>) -> Vec<String> {
+    names.retain(|name| lock_core::QueryPage::matches(prefix, after, name));
+    names.sort_unstable();
+    names
+}
+
 /// A driver's view of one namespace: the limits, where time comes from, and the records it
 /// last saw (one per key: an uncontended call starts from it and is one compare-and-set).
 pub struct Client {

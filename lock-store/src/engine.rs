@@ -228,9 +228,7 @@ impl<S: Store, D: Decider> Engine<S, D> {
         if let Err(e) = self.limits.check_query(prefix, after, limit) {
             return Ok((Err(e), Vec::new()));
         }
-        let mut names = self.store.keys()?;
-        names.retain(|name| QueryPage::matches(prefix, after, name));
-        names.sort_unstable();
+        let names = crate::driver::query_order(prefix, after, self.store.keys()?);
         let mut in_use = Vec::new();
         let mut events = Vec::new();
         for key in names {

@@ -17,7 +17,9 @@ use wasm_bindgen::prelude::*;
 
 use super::answer::Answer;
 use super::json::{self, Obj};
-use super::{at, code_of, details_of, limits_from, message_of, ms, options, span, FAILED};
+use super::{
+    at, code_of, count, details_of, limits_from, message_of, ms, options, span, DONE, FAILED,
+};
 
 /// Status of `poll`: the call stopped on a store error (read `store_error_*`).
 const STOPPED: u32 = 0;
@@ -761,6 +763,18 @@ impl RawClient {
     /// The key's events of the last answer, oldest first, as a JSON array.
     pub fn events_json(&self) -> String {
         self.answer.events.clone()
+    }
+
+    /// Checks a query's arguments against the client's limits (`Limits::check_query`): `DONE`,
+    /// or `FAILED` with the error, before the store is read.
+    pub fn check_query(&mut self, prefix: &str, after: &str, limit: f64) -> u32 {
+        let Some(client) = &self.client else {
+            return FAILED;
+        };
+        match client.limits().check_query(prefix, after, count(limit)) {
+            Ok(()) => DONE,
+            Err(e) => self.answer.fail(e),
+        }
     }
 
     /// The kebab-case code of the last lock error (`""` if none).

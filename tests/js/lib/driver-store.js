@@ -181,19 +181,14 @@ export class StoreTableDriver {
       case 'query': {
         const [prefix, after, limit] = [step.prefix ?? '', step.after ?? '', num(step.limit)];
         try {
-          const probe = new LockTable(this.limits);
-          try {
-            probe.query(0, { prefix, after, limit });
-          } finally {
-            probe.free();
-          }
+          this.client.checkQuery(prefix, after, limit);
         } catch (error) {
           if (!(error instanceof LockError)) throw error;
           c.rejected += 1;
           return { err: errorTerm(error) };
         }
         await this.#advance(args.at);
-        const { page, events } = await this.client.query(prefix, after, limit, this.limits, this.clock);
+        const { page, events } = await this.client.query(prefix, after, limit, this.clock);
         this.#absorb({ events });
         return { ok: { keys: page.keys.map(({ key, info }) => ({ key, ...keyTerm(info) })), next: page.next } };
       }

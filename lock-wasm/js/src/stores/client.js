@@ -7,7 +7,7 @@
 
 import { performance } from 'node:perf_hooks';
 import { RawClient, RawWaiting } from '../../engine/lock_wasm.js';
-import { FAILED, FIRST_OUTCOME, LockTable, f64, limitValues, names, optionValues, toError } from '../table.js';
+import { FAILED, FIRST_OUTCOME, f64, limitValues, names, optionValues, toError } from '../table.js';
 import { ALREADY_WAITING, LockError, StoreError, WAIT_TIMED_OUT } from '../errors.js';
 import { reasonOf } from './io.js';
 
@@ -418,15 +418,14 @@ export class StoreClient {
    * than a page is in use. Answers `{page, events}` (the inspections' events) or throws; a bad
    * limit, prefix or cursor is the core's LockError, checked before anything is read.
    */
-  async query(prefix, after, limit, limits, at = 0) {
-    const check = new LockTable(limits);
-    try {
-      check.query(0, { prefix, after, limit });
-    } finally {
-      check.free();
-    }
+  async query(prefix, after, limit, at = 0) {
+    this.checkQuery(prefix, after, limit);
     const encoder = new TextEncoder();
-    const order = (a, b) => Buffer.compare(encoder.encode(a), encoder.encode(b));
+    // `lock_store::driver::query_order`: the names `QueryPage::matches` takes (the prefix, then
+    // after the cursor), in byte order. (Written here rather than called in the engine, whose
+    // build would grow a string sort.)
+    const bytes = (name) => encoder.encode(name);
+    const order = (a, b) => Buffer.compare(bytes(a), bytes(b));
     const candidates = (await this.#driver.keys()).filter((name) => name.startsWith(prefix) && order(name, after) > 0).sort(order);
     const keys = [];
     const events = [];
@@ -437,9 +436,19 @@ export class StoreClient {
       if (reply.error !== undefined) throw reply.error;
       if (reply.info !== null) keys.push({ key, info: reply.info });
     }
+    // The page rule of `QueryPage::from_ordered`: the first `limit` keys in use, and the last of
+    // them as the cursor when one more is.
     const next = keys.length > limit ? keys[limit - 1].key : null;
     keys.length = Math.min(keys.length, limit);
     return { page: { keys, next }, events };
+  }
+
+  /**
+   * Throws the LockError (`query-limit`, or a prefix or cursor refused as a key would be) if the
+   * client's limits refuse a query's arguments; the store is not read.
+   */
+  checkQuery(prefix, after, limit) {
+    if (this.#raw.check_query(prefix, after, limit) === FAILED) throw toError(this.#raw);
   }
 
   /** Hands `args.options` (the lock kinds') to the engine for `acquire-with` and `steal`. */

@@ -66,7 +66,6 @@ export class StoreLocks {
   #driver;
   #notices;
   #poll;
-  #limits;
   #ownerPrefix;
   #ownerSeq = 0;
   #closed = false;
@@ -77,7 +76,6 @@ export class StoreLocks {
     this.#driver = driver;
     this.#client = client;
     this.#poll = options.poll ?? 50;
-    this.#limits = options.limits ?? {};
     this.#notices = typeof driver.listen === 'function' ? new Notices((onNotice, onFailure) => driver.listen(onNotice, onFailure)) : undefined;
     instances += 1;
     this.#ownerPrefix = `${hostname()}:${process.pid}:${instances}`;
@@ -238,7 +236,7 @@ export class StoreLocks {
     text('prefix', prefix);
     text('after', after);
     ms('limit', limit);
-    const { page } = await this.#client.query(prefix, after, limit, this.#limits);
+    const { page } = await this.#client.query(prefix, after, limit);
     return page;
   }
 
