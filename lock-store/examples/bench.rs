@@ -40,11 +40,12 @@
 #[path = "shared/cell.rs"]
 mod cell;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use lock_core::{Duration as Ms, Fence, Instant as At, KeyRecord, Limits, Request};
-use lock_store::Locks;
+use lock_store::{AcquireOptions, Locks};
 use mysql::prelude::Queryable;
 
 use cell::Cell;
@@ -75,18 +76,126 @@ struct Ours {
 
 impl Pair for Ours {
     fn take(&mut self, key: &str) -> bool {
-        match self.locks.try_acquire(key, &self.owner, TTL) {
-            Ok(lease) => {
-                self.held = Some(lease);
-                true
+        take_into(
+            &mut self.held,
+            self.locks.try_acquire(key, &self.owner, TTL),
+        )
+    }
+    fn give(&mut self, _: &str) {
+        if let Some(lease) = self.held.take() {
+            lease.release().unwrap();
+        }
+    }
+}
+
+/// A lease taken or refused: kept in `held` if taken.
+fn take_into(
+    held: &mut Option<lock_store::Lease>,
+    taken: Result<lock_store::Lease, lock_store::Error>,
+) -> bool {
+    match taken {
+        Ok(lease) => {
+            *held = Some(lease);
+            true
+        }
+        Err(lock_store::Error::Lock(_)) => false,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// lock-store with a lock kind: every take asks with `options`, on the key plus `suffix` (so
+/// that kinds measured in turns never share a key).
+struct OursKind {
+    locks: Locks,
+    owner: String,
+    options: AcquireOptions<'static>,
+    suffix: &'static str,
+    held: Option<lock_store::Lease>,
+    /// Takes that gave up on a record other writers kept changing (`StoreError::Contention`):
+    /// counted as failed attempts, not hidden.
+    contended: Arc<AtomicU64>,
+}
+
+impl Pair for OursKind {
+    fn take(&mut self, key: &str) -> bool {
+        let key = format!("{key}{}", self.suffix);
+        let taken =
+            (self.locks).acquire_with(&key, &self.owner, TTL, Duration::ZERO, &self.options);
+        match taken {
+            Err(lock_store::Error::Store(e)) if e.code() == "contention" => {
+                self.contended.fetch_add(1, Ordering::Relaxed);
+                false
             }
-            Err(lock_store::Error::Lock(_)) => false,
-            Err(e) => panic!("{e}"),
+            taken => take_into(&mut self.held, taken),
         }
     }
     fn give(&mut self, _: &str) {
         if let Some(lease) = self.held.take() {
             lease.release().unwrap();
+        }
+    }
+}
+
+/// The lock kinds on one store: one key taken by `n` connections exclusive (today's lock),
+/// shared (every taker granted beside the others), and as one of 4 permits, measured in turns
+/// against each other. Ops/s counts attempts (a refused exclusive take is one; so is a take
+/// that gave up on contention, counted in its row: every shared take and release writes the one
+/// record of the key, where most exclusive attempts only read it).
+fn kinds_table(store: &str, url: &str, ns: &str, plan: &Plan) {
+    let counters: [Arc<AtomicU64>; 3] = Default::default();
+    let kind =
+        |options: AcquireOptions<'static>, suffix: &'static str, contended: &Arc<AtomicU64>| {
+            let contended = Arc::clone(contended);
+            move |i: usize| -> Box<dyn Pair> {
+                Box::new(OursKind {
+                    locks: Locks::open(url, ns).unwrap(),
+                    owner: format!("o{i}"),
+                    options,
+                    suffix,
+                    held: None,
+                    contended: Arc::clone(&contended),
+                })
+            }
+        };
+    let exclusive = kind(AcquireOptions::default(), "x", &counters[0]);
+    let shared = kind(AcquireOptions::shared(), "s", &counters[1]);
+    let permits = kind(AcquireOptions::shared().permits(4), "p", &counters[2]);
+    let makers: [&MakePair<'_>; 3] = [&exclusive, &shared, &permits];
+    let names = [
+        "one key, exclusive",
+        "one key, shared",
+        "one key, 4 permits (shared)",
+    ];
+    for n in [1, 16] {
+        let tag = if store == "mariadb" {
+            "mykinds"
+        } else {
+            "kinds"
+        };
+        let cells = measure_in_turns(&makers, n, true, plan.seconds, plan.turns, tag);
+        let base = &cells[0].all;
+        for ((name, cell), contended) in names.iter().zip(&cells).zip(&counters) {
+            let all = &cell.all;
+            let gave_up = contended.swap(0, Ordering::Relaxed);
+            let gave_up = if gave_up == 0 {
+                String::new()
+            } else {
+                format!("; {gave_up} takes gave up on contention")
+            };
+            let vs = if std::ptr::eq(cell, &cells[0]) {
+                gave_up
+            } else {
+                let ops = Spread::of(&cell.turns, &cells[0].turns, |c| c.ops_per_s);
+                format!(
+                    "vs exclusive on one key: {:.2}x ops/s, {:.2}x p50 (turn by turn: {ops}){gave_up}",
+                    all.ops_per_s / base.ops_per_s,
+                    all.p50_us / base.p50_us
+                )
+            };
+            println!(
+                "| {store} | {name} | {n} | {:.0} | {:.0} | {:.0} | {vs} |",
+                all.ops_per_s, all.p50_us, all.p99_us
+            );
         }
     }
 }
@@ -745,6 +854,9 @@ fn main() {
             decide,
             &mut ratios,
         );
+        if !plan.aims {
+            kinds_table("redis", &redis_url, &ns, &plan);
+        }
     }
 
     // PostgreSQL.
@@ -824,6 +936,9 @@ fn main() {
             decide,
             &mut ratios,
         );
+        if !plan.aims {
+            kinds_table("postgres", &pg_url, &ns, &plan);
+        }
         admin
             .batch_execute(&format!(
                 "DROP TABLE {shed}; DROP TABLE {floor_table}; DROP SEQUENCE {floor_table}_fences; \
@@ -916,6 +1031,9 @@ fn main() {
             decide,
             &mut ratios,
         );
+        if !plan.aims {
+            kinds_table("mariadb", &my_url, &ns, &plan);
+        }
         admin.query_drop(format!("DROP TABLE {shed}")).unwrap();
         admin
             .query_drop(format!("DROP TABLE `{floor_table}`"))

@@ -14,7 +14,8 @@ use host_wasmtime::{
     SandboxLimits, LOCK_COMPONENT,
 };
 use lock_core::{
-    AcquireOutcome, Call, Duration, Fence, Instant, LockBackend, Reply, Request, Response,
+    AcquireOptions, AcquireOutcome, Call, Duration, Fence, Instant, LockBackend, Reply, Request,
+    Response,
 };
 
 /// A component exporting `probe(key: string, owner: string, ttl: u64, now: u64) -> u64` that does
@@ -213,6 +214,71 @@ where
     )
 }
 
+/// `pairs` acquire + release pairs over 1024 keys that another owner already holds with the
+/// same `options` (shared, or one of N permits): each acquire is granted beside that lease,
+/// the lock kinds' grant path (`acquire-with`, no wait).
+fn kind_pair_workload<'a, B: LockBackend + 'a>(
+    runtime: &str,
+    kind: &str,
+    mut table: B,
+    keys: &'a [String],
+    options: AcquireOptions<'static>,
+    pairs: u64,
+) -> Workload<'a>
+where
+    B::Fault: std::fmt::Debug,
+{
+    let (ttl, now) = (Duration(TTL), Instant(1));
+    for key in keys {
+        let holder = Request::AcquireWith {
+            key,
+            owner: "someone",
+            ttl,
+            wait_deadline: Instant(0),
+            options,
+            now: Instant(0),
+        };
+        let reply = call(&mut table, Call::Request(holder));
+        assert!(
+            matches!(reply, Reply::Response(Response::Acquire(Ok(_)))),
+            "{reply:?}"
+        );
+    }
+    Workload::new(
+        format!("{runtime}: {kind} acquire + release pair, beside a holder"),
+        pairs,
+        move || {
+            for i in 0..pairs as usize {
+                let key = &keys[i & 1023];
+                let acquire = Request::AcquireWith {
+                    key,
+                    owner: OWNER,
+                    ttl,
+                    wait_deadline: now,
+                    options,
+                    now,
+                };
+                let reply = call(&mut table, Call::Request(acquire));
+                let Reply::Response(Response::Acquire(Ok(AcquireOutcome::Acquired(g)))) = reply
+                else {
+                    panic!("unexpected {reply:?}")
+                };
+                let release = Request::Release {
+                    key,
+                    owner: OWNER,
+                    fence: g.fence,
+                    now,
+                };
+                let reply = call(&mut table, Call::Request(release));
+                assert_eq!(
+                    reply,
+                    Reply::Response(Response::Release(Ok(lock_core::ReleaseOutcome::Released)))
+                );
+            }
+        },
+    )
+}
+
 /// `pairs` try-acquires of a key someone else holds.
 fn contended_workload<'a, B: LockBackend + 'a>(
     runtime: &str,
@@ -272,6 +338,28 @@ pub fn run(pairs: u64) -> Vec<Measurement> {
         component_table(Some("held")),
         pairs,
     ));
+
+    // The lock kinds' grant path, native and through the component, same calls: a shared
+    // lease beside another, one of 4 permits beside another.
+    let kinds = [
+        ("shared", AcquireOptions::shared()),
+        ("4-permit", AcquireOptions::shared().permits(4)),
+    ];
+    for (kind, options) in kinds {
+        let table = lock_core::LockTable::default();
+        workloads.push(kind_pair_workload(
+            "native", kind, table, fresh, options, pairs,
+        ));
+        let table = component_table(None);
+        workloads.push(kind_pair_workload(
+            "component",
+            kind,
+            table,
+            fresh,
+            options,
+            pairs,
+        ));
+    }
 
     // The batch call: 32 pairs (64 requests) per crossing. Fences are predictable: a fresh
     // table issues 1, 2, 3, ... to the acquires in order.
@@ -394,6 +482,18 @@ pub fn report(results: &[Measurement]) {
     let pair = get("component: try-acquire");
     let resource_floor = get("floor: empty resource");
     println!();
+    for kind in ["shared", "4-permit"] {
+        for runtime in ["native", "component"] {
+            println!(
+                "{:<38}{:6.2}x",
+                format!("{runtime} {kind} pair / {runtime} plain pair:"),
+                ratio(
+                    get(&format!("{runtime}: {kind}")),
+                    get(&format!("{runtime}: try-acquire"))
+                )
+            );
+        }
+    }
     println!(
         "component pair / native pair:        {:6.1}x",
         ratio(pair, get("native: try-acquire"))
