@@ -2,12 +2,13 @@
 //! in one run on the same servers.
 //!
 //! ```text
-//! cargo run --release -p lock-store --features all-stores --example bench -- [SECONDS_PER_CELL] [redis|postgres|mariadb]... [turns=N] [aims]
+//! cargo run --release -p lock-store --features all-stores --example bench -- [SECONDS_PER_CELL] [redis|postgres|mariadb]... [turns=N] [aims|kinds]
 //! ```
 //!
 //! `turns=N` splits each contender's time in a cell into N turns (default 4); `aims` measures
 //! only the cells the performance aims speak of (distinct keys, 1 and 16 connections), which
-//! with many turns is how to tell whether an aim is met on a machine whose speed drifts.
+//! with many turns is how to tell whether an aim is met on a machine whose speed drifts;
+//! `kinds` measures only the lock kinds' rows (below).
 //!
 //! For each store and each of 1, 16 and 64 connections (one thread each), two workloads:
 //! *distinct* (each connection takes and releases its own key: the uncontended pair) and *hot*
@@ -28,6 +29,10 @@
 //!   design's floor (on distinct keys): lock-store's common write (one `UPDATE` comparing the
 //!   version and the clock, the acquire's token from a `NOCACHE` sequence), bare, through the
 //!   same blocking client as the ShedLock-style table.
+//!
+//! The lock kinds, lock-store alone (no alternative offers them all): one key taken by 1 and 16
+//! connections exclusive, shared, and as one of 4 permits, in turns against each other (not
+//! with `aims`).
 //!
 //! It also times the decision alone (decode, transition, encode of a record) per pair, native
 //! and (built with `--features all-stores,component`) through the lock component, and reports
@@ -131,7 +136,16 @@ impl Pair for OursKind {
     }
     fn give(&mut self, _: &str) {
         if let Some(lease) = self.held.take() {
-            lease.release().unwrap();
+            // A release that gives up on contention is sent again (as a caller would: the
+            // lease would otherwise hold its place until its TTL); each is counted.
+            loop {
+                match lease.release() {
+                    Err(lock_store::Error::Store(e)) if e.code() == "contention" => {
+                        self.contended.fetch_add(1, Ordering::Relaxed);
+                    }
+                    done => break done.unwrap(),
+                }
+            }
         }
     }
 }
@@ -180,7 +194,7 @@ fn kinds_table(store: &str, url: &str, ns: &str, plan: &Plan) {
             let gave_up = if gave_up == 0 {
                 String::new()
             } else {
-                format!("; {gave_up} takes gave up on contention")
+                format!("; {gave_up} takes or releases gave up on contention")
             };
             let vs = if std::ptr::eq(cell, &cells[0]) {
                 gave_up
@@ -771,7 +785,7 @@ fn main() {
     let (plan, only) = match Plan::from_args(std::env::args().skip(1)) {
         Ok(parsed) => parsed,
         Err(word) => {
-            eprintln!("bench: cannot use {word:?}\nusage: bench [SECONDS_PER_CELL] [redis|postgres|mariadb]... [turns=N] [aims]");
+            eprintln!("bench: cannot use {word:?}\nusage: bench [SECONDS_PER_CELL] [redis|postgres|mariadb]... [turns=N] [aims|kinds]");
             std::process::exit(2);
         }
     };
@@ -1074,6 +1088,8 @@ struct Plan {
     seconds: f64,
     turns: usize,
     aims: bool,
+    /// Only the lock kinds' rows.
+    kinds: bool,
 }
 
 /// The stores a run can measure.
@@ -1088,6 +1104,7 @@ impl Plan {
             seconds: 2.0,
             turns: TURNS,
             aims: false,
+            kinds: false,
         };
         let mut stores = Vec::new();
         for (i, word) in args.enumerate() {
@@ -1095,6 +1112,8 @@ impl Plan {
                 plan.seconds = seconds;
             } else if word == "aims" {
                 plan.aims = true;
+            } else if word == "kinds" {
+                plan.kinds = true;
             } else if let Some(n) = word.strip_prefix("turns=") {
                 plan.turns = n.parse().ok().filter(|&t| t > 0).ok_or(word.clone())?;
             } else if STORES.contains(&word.as_str()) {
@@ -1118,6 +1137,9 @@ fn table(
     ratios: &mut Vec<String>,
 ) {
     for hot in [false, true] {
+        if plan.kinds {
+            break;
+        }
         let workload = if hot { "hot key" } else { "distinct keys" };
         for n in CONNECTIONS {
             if plan.aims && !aim_cell(hot, n) {
@@ -1158,7 +1180,7 @@ fn table(
                     ));
                 }
             }
-            if !hot && n == 1 {
+            if !hot && n == 1 && !plan.kinds {
                 ratios.push(format!(
                     "{store}: the decision is {:.1} % of a pair ({decide_us:.2} of {:.0} us)",
                     100.0 * decide_us / mine.p50_us,

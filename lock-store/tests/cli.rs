@@ -117,6 +117,8 @@ fn reads_of_a_missing_namespace_create_nothing_and_exit_6() {
     for args in [
         &["inspect", "--store", &url, "job"][..],
         &["list", "--store", &url],
+        &["query", "--store", &url],
+        &["query", "--store", &url, "--json", "--prefix", "job"],
     ] {
         let (code, stdout, stderr) = out(lockstore().args(args));
         assert_eq!(code, 6, "{args:?}: {stdout} {stderr}");
