@@ -170,6 +170,37 @@ where
     table.call(call).expect("the backend answers")
 }
 
+/// Sends `acquire` (granted at once), then the release of what it was granted.
+fn acquire_release<B: LockBackend>(table: &mut B, acquire: Request<'_>)
+where
+    B::Fault: std::fmt::Debug,
+{
+    let (key, owner, now) = match acquire {
+        Request::TryAcquire {
+            key, owner, now, ..
+        }
+        | Request::AcquireWith {
+            key, owner, now, ..
+        } => (key, owner, now),
+        other => panic!("not an acquire: {other:?}"),
+    };
+    let reply = call(table, Call::Request(acquire));
+    let Reply::Response(Response::Acquire(Ok(AcquireOutcome::Acquired(g)))) = reply else {
+        panic!("unexpected {reply:?}")
+    };
+    let release = Request::Release {
+        key,
+        owner,
+        fence: g.fence,
+        now,
+    };
+    let reply = call(table, Call::Request(release));
+    assert_eq!(
+        reply,
+        Reply::Response(Response::Release(Ok(lock_core::ReleaseOutcome::Released)))
+    );
+}
+
 /// `pairs` try-acquire + release pairs over 1024 keys on `table`.
 fn pair_workload<'a, B: LockBackend + 'a>(
     runtime: &str,
@@ -193,22 +224,7 @@ where
                     ttl: Duration(TTL),
                     now,
                 };
-                let reply = call(&mut table, Call::Request(acquire));
-                let Reply::Response(Response::Acquire(Ok(AcquireOutcome::Acquired(g)))) = reply
-                else {
-                    panic!("unexpected {reply:?}")
-                };
-                let release = Request::Release {
-                    key,
-                    owner,
-                    fence: g.fence,
-                    now,
-                };
-                let reply = call(&mut table, Call::Request(release));
-                assert_eq!(
-                    reply,
-                    Reply::Response(Response::Release(Ok(lock_core::ReleaseOutcome::Released)))
-                );
+                acquire_release(&mut table, acquire);
             }
         },
     )
@@ -258,22 +274,7 @@ where
                     options,
                     now,
                 };
-                let reply = call(&mut table, Call::Request(acquire));
-                let Reply::Response(Response::Acquire(Ok(AcquireOutcome::Acquired(g)))) = reply
-                else {
-                    panic!("unexpected {reply:?}")
-                };
-                let release = Request::Release {
-                    key,
-                    owner: OWNER,
-                    fence: g.fence,
-                    now,
-                };
-                let reply = call(&mut table, Call::Request(release));
-                assert_eq!(
-                    reply,
-                    Reply::Response(Response::Release(Ok(lock_core::ReleaseOutcome::Released)))
-                );
+                acquire_release(&mut table, acquire);
             }
         },
     )

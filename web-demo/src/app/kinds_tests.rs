@@ -1,8 +1,7 @@
 //! The lock kinds in the playground: what the cards send, what the timeline, the key state, the
 //! query view and the log show, and that a session using them exports as a passing vector file.
 
-use lock_conformance::{parse_file, run_loaded, NativeDriver};
-
+use super::tests::exported_session_passes;
 use super::*;
 use crate::view;
 
@@ -17,14 +16,6 @@ fn kind(p: &mut Playground, id: u32, fields: &[(Field, &str)]) {
 fn timeline(p: &mut Playground) -> String {
     let infos = view::key_infos(p);
     view::timeline(p, &infos)
-}
-
-fn exported_session_passes(p: &Playground) {
-    let text = p.export();
-    let loaded = parse_file("export.json", &text).expect("strictly valid");
-    let report = run_loaded(&mut NativeDriver::default(), &loaded);
-    assert!(report.failures.is_empty(), "{report}\n{text}");
-    assert_eq!(report.steps, p.recorded_steps());
 }
 
 #[test]

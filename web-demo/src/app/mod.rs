@@ -759,14 +759,19 @@ mod tests {
         assert!(h[1].handoff && h[1].end.is_none() && h[1].deadline == 4000);
     }
 
-    #[test]
-    fn the_export_is_a_vector_file_that_passes_unchanged() {
-        let p = acquire_handoff_expire();
+    /// The session exports as a vector file that the native runner passes unchanged, step for
+    /// step.
+    pub(super) fn exported_session_passes(p: &Playground) {
         let text = p.export();
         let loaded = parse_file("export.json", &text).expect("strictly valid");
         let report = run_loaded(&mut NativeDriver::default(), &loaded);
         assert!(report.failures.is_empty(), "{report}\n{text}");
         assert_eq!(report.steps, p.recorded_steps());
+    }
+
+    #[test]
+    fn the_export_is_a_vector_file_that_passes_unchanged() {
+        exported_session_passes(&acquire_handoff_expire());
     }
 
     #[test]
