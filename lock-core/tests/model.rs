@@ -1,16 +1,19 @@
 //! Property tests: random operation sequences with random (sometimes backwards) time steps, run
 //! against the table and against a deliberately naive reference model written here, which walks
-//! time one millisecond at a time. After every step the outcome, the drained events, the gauges
-//! and the next wake-up must agree, and the invariants are checked on what the table reported:
-//! fences strictly increase, every expiry happens exactly at its lease's deadline and no later
-//! than the first call at or after it, hand-offs follow the queue order, and a snapshot restores
-//! to a table whose own snapshot is byte-identical.
+//! time one millisecond at a time. Requests are exclusive or shared, on plain keys or keys of 2
+//! permits (the lock kinds' one model: a shared lease takes a place, an exclusive one the key).
+//! After every step the outcome, the drained events, the gauges, every key's leases and queue and
+//! the next wake-up must agree, and the invariants are checked on what the table reported: fences
+//! strictly increase, never an exclusive lease beside another, never more shared leases than the
+//! key's places, every expiry happens exactly at its lease's deadline and no later than the first
+//! call at or after it, hand-offs follow the queue order, and a snapshot restores to a table whose
+//! own snapshot is byte-identical.
 
 use std::collections::{BTreeMap, VecDeque};
 
 use lock_core::{
-    AcquireOutcome, Duration, Event, EventKind, Fence, Grant, Instant, Limits, LockError,
-    LockTable, ReleaseOutcome,
+    AcquireOptions, AcquireOutcome, Duration, Event, EventKind, Fence, Grant, Instant, Limits,
+    LockError, LockTable, Mode, ReleaseOutcome,
 };
 use proptest::prelude::*;
 
@@ -22,6 +25,7 @@ fn limits() -> Limits {
         max_keys: 3,
         max_waiters_per_key: 2,
         max_waiters: 4,
+        max_holders_per_key: 3,
         expired_retention: Duration(400),
         max_expired_records: 3,
         ..Limits::default()
@@ -34,12 +38,14 @@ enum Op {
         key: usize,
         owner: usize,
         ttl: u64,
+        kind: Kind,
     },
     Acquire {
         key: usize,
         owner: usize,
         ttl: u64,
         wait: u64,
+        kind: Kind,
     },
     Release {
         key: usize,
@@ -65,36 +71,64 @@ enum Op {
     RoundTrip,
 }
 
-fn op() -> impl Strategy<Value = Op> {
-    let key = 0..KEYS.len();
+/// A request's kind: shared or exclusive, on a plain key or one of 2 permits.
+#[derive(Clone, Copy, Debug)]
+struct Kind {
+    shared: bool,
+    permits: u32,
+}
+
+impl Kind {
+    fn options(self) -> AcquireOptions<'static> {
+        let options = if self.shared {
+            AcquireOptions::shared()
+        } else {
+            AcquireOptions::default()
+        };
+        options.permits(self.permits)
+    }
+}
+
+fn kind() -> impl Strategy<Value = Kind> {
+    // Mostly plain keys (so that the exclusive path stays exercised as before), shared often.
+    (prop_oneof![3 => Just(0u32), 1 => Just(2u32)], any::<bool>())
+        .prop_map(|(permits, shared)| Kind { shared, permits })
+}
+
+/// An operation on one of the first `keys` keys.
+fn op(keys: usize) -> impl Strategy<Value = Op> {
+    let key = 0..keys;
     let owner = 0..OWNERS.len();
     prop_oneof![
-        3 => (key.clone(), owner.clone(), 1..200u64).prop_map(|(key, owner, ttl)| Op::Try { key, owner, ttl }),
-        3 => (key.clone(), owner.clone(), 1..200u64, 0..400u64)
-            .prop_map(|(key, owner, ttl, wait)| Op::Acquire { key, owner, ttl, wait }),
+        3 => (key.clone(), owner.clone(), 1..200u64, kind())
+            .prop_map(|(key, owner, ttl, kind)| Op::Try { key, owner, ttl, kind }),
+        3 => (key.clone(), owner.clone(), 1..200u64, 0..400u64, kind())
+            .prop_map(|(key, owner, ttl, wait, kind)| Op::Acquire { key, owner, ttl, wait, kind }),
         3 => (key.clone(), owner.clone(), 0..4u64)
             .prop_map(|(key, owner, fence_back)| Op::Release { key, owner, fence_back }),
         2 => (key.clone(), owner.clone(), 0..4u64, 1..200u64)
             .prop_map(|(key, owner, fence_back, ttl)| Op::Extend { key, owner, fence_back, ttl }),
-        1 => (key.clone(), owner.clone()).prop_map(|(key, owner)| Op::Cancel { key, owner }),
+        2 => (key.clone(), owner.clone()).prop_map(|(key, owner)| Op::Cancel { key, owner }),
         2 => (key, owner, 0..300u64).prop_map(|(key, owner, wait)| Op::Renew { key, owner, wait }),
         2 => Just(Op::Timeout),
         1 => Just(Op::RoundTrip),
     ]
 }
 
-/// Time steps: mostly forward, sometimes standing still, sometimes backwards.
-fn step() -> impl Strategy<Value = (i64, Op)> {
+/// Time steps: mostly forward, sometimes standing still, sometimes backwards; operations on
+/// the first `keys` keys.
+fn step(keys: usize) -> impl Strategy<Value = (i64, Op)> {
     (
         prop_oneof![6 => 0..150i64, 2 => Just(0i64), 1 => -100..0i64],
-        op(),
+        op(keys),
     )
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Ev {
     Expired(String, String, u64, u64),
-    Granted(String, String, u64, u64, u64),
+    /// key, owner, fence, deadline, at, shared
+    Granted(String, String, u64, u64, u64, bool),
     TimedOut(String, String, u64),
 }
 
@@ -105,17 +139,64 @@ fn ev(e: Event) -> Ev {
             owner,
             fence,
             deadline,
+            mode,
             ..
-        } => Ev::Granted(e.key, owner, fence.0, deadline.0, e.at.0),
+        } => Ev::Granted(
+            e.key,
+            owner,
+            fence.0,
+            deadline.0,
+            e.at.0,
+            mode == Mode::Shared,
+        ),
         EventKind::WaitTimedOut { owner } => Ev::TimedOut(e.key, owner, e.at.0),
         EventKind::Stolen { .. } => unreachable!("this model never steals"),
     }
 }
 
+/// A lease: owner, fence, deadline, shared.
+#[derive(Clone, Debug)]
+struct MLease {
+    owner: String,
+    fence: u64,
+    deadline: u64,
+    shared: bool,
+}
+
+/// A waiter: owner, TTL, wait deadline, shared.
+#[derive(Clone, Debug)]
+struct MWaiter {
+    owner: String,
+    ttl: u64,
+    wait: u64,
+    shared: bool,
+}
+
 #[derive(Clone, Debug)]
 struct MKey {
-    holder: (String, u64, u64),     // owner, fence, deadline
-    queue: Vec<(String, u64, u64)>, // owner, ttl, wait deadline
+    /// In grant order (never empty while the key is in the model).
+    holders: Vec<MLease>,
+    queue: Vec<MWaiter>,
+    /// 0: a plain key; N: N places (fixed at its first grant).
+    permits: u32,
+}
+
+impl MKey {
+    fn places(&self) -> usize {
+        match self.permits {
+            0 => limits().max_holders_per_key,
+            n => n as usize,
+        }
+    }
+
+    /// Web Locks' "grantable": exclusive on an empty key, shared beside shared leases only
+    /// while a place is free.
+    fn grantable(&self, shared: bool) -> bool {
+        match shared {
+            false => self.holders.is_empty(),
+            true => self.holders.iter().all(|h| h.shared) && self.holders.len() < self.places(),
+        }
+    }
 }
 
 /// The reference model: plain maps and a millisecond-by-millisecond clock.
@@ -128,57 +209,86 @@ struct Model {
     events: Vec<Ev>,
 }
 
+fn grant(l: &MLease) -> Grant {
+    Grant {
+        fence: Fence(l.fence),
+        deadline: Instant(l.deadline),
+    }
+}
+
 impl Model {
     fn fence(&mut self) -> u64 {
         self.last_fence += 1;
         self.last_fence
     }
 
-    /// Gives the key to the head of its queue at `t`, or frees it.
+    /// Grants the head of the key's queue at `t` while it is grantable (one exclusive waiter,
+    /// or shared waiters up to the first exclusive one or the last place); frees the key if
+    /// nothing is left.
     fn hand_off(&mut self, key: &str, t: u64) {
-        let k = self.keys.get_mut(key).unwrap();
-        if k.queue.is_empty() {
-            self.keys.remove(key);
-            return;
+        loop {
+            let k = self.keys.get(key).unwrap();
+            let Some(head) = k.queue.first() else { break };
+            if !k.grantable(head.shared) {
+                break;
+            }
+            let w = self.keys.get_mut(key).unwrap().queue.remove(0);
+            let fence = self.fence();
+            let lease = MLease {
+                owner: w.owner.clone(),
+                fence,
+                deadline: t + w.ttl,
+                shared: w.shared,
+            };
+            self.events.push(Ev::Granted(
+                key.into(),
+                w.owner,
+                fence,
+                t + w.ttl,
+                t,
+                w.shared,
+            ));
+            self.keys.get_mut(key).unwrap().holders.push(lease);
         }
-        let (owner, ttl, _) = k.queue.remove(0);
-        self.last_fence += 1;
-        let fence = self.last_fence;
-        let k = self.keys.get_mut(key).unwrap();
-        k.holder = (owner.clone(), fence, t + ttl);
-        self.events
-            .push(Ev::Granted(key.into(), owner, fence, t + ttl, t));
+        let k = &self.keys[key];
+        if k.holders.is_empty() && k.queue.is_empty() {
+            self.keys.remove(key);
+        }
     }
 
     fn advance(&mut self, now: u64) -> u64 {
         let now = now.max(self.clock);
         for t in self.clock + 1..=now {
+            // Keys with something due, in order of their first lease's fence.
             let mut due: Vec<(u64, String)> = self
                 .keys
                 .iter()
-                .filter(|(_, k)| k.holder.2 == t || k.queue.iter().any(|w| w.2 == t))
-                .map(|(name, k)| (k.holder.1, name.clone()))
+                .filter(|(_, k)| {
+                    k.holders.iter().any(|h| h.deadline == t) || k.queue.iter().any(|w| w.wait == t)
+                })
+                .map(|(name, k)| (k.holders[0].fence, name.clone()))
                 .collect();
             due.sort();
             for (_, name) in due {
                 let k = self.keys.get_mut(&name).unwrap();
-                let (gone, kept): (Vec<_>, Vec<_>) = k.queue.drain(..).partition(|w| w.2 == t);
+                let (gone, kept): (Vec<_>, Vec<_>) = k.queue.drain(..).partition(|w| w.wait == t);
                 k.queue = kept;
-                let holder = k.holder.clone();
                 for w in gone {
-                    self.events.push(Ev::TimedOut(name.clone(), w.0, t));
+                    self.events.push(Ev::TimedOut(name.clone(), w.owner, t));
                 }
-                if holder.2 == t {
+                let k = self.keys.get_mut(&name).unwrap();
+                let (ended, live): (Vec<_>, Vec<_>) =
+                    k.holders.drain(..).partition(|h| h.deadline == t);
+                k.holders = live;
+                for h in ended {
                     self.events
-                        .push(Ev::Expired(name.clone(), holder.0.clone(), holder.1, t));
-                    let l = limits();
-                    self.expired
-                        .push_back((holder.1, name.clone(), holder.0, t));
-                    while self.expired.len() > l.max_expired_records {
+                        .push(Ev::Expired(name.clone(), h.owner.clone(), h.fence, t));
+                    self.expired.push_back((h.fence, name.clone(), h.owner, t));
+                    while self.expired.len() > limits().max_expired_records {
                         self.expired.pop_front();
                     }
-                    self.hand_off(&name, t);
                 }
+                self.hand_off(&name, t);
             }
         }
         while self
@@ -199,7 +309,9 @@ impl Model {
     fn next_wakeup(&self) -> Option<u64> {
         self.keys
             .values()
-            .flat_map(|k| std::iter::once(k.holder.2).chain(k.queue.iter().map(|w| w.2)))
+            .flat_map(|k| {
+                (k.holders.iter().map(|h| h.deadline)).chain(k.queue.iter().map(|w| w.wait))
+            })
             .min()
     }
 
@@ -209,11 +321,18 @@ impl Model {
         owner: &str,
         ttl: u64,
         wait: u64,
+        kind: Kind,
         now: u64,
     ) -> Result<AcquireOutcome, LockError> {
         let now = self.advance(now);
         let l = limits();
         let total_waiters = self.waiters();
+        let lease = |fence| MLease {
+            owner: owner.into(),
+            fence,
+            deadline: now + ttl,
+            shared: kind.shared,
+        };
         let Some(k) = self.keys.get(key) else {
             if self.keys.len() >= l.max_keys {
                 return Err(LockError::TableFull {
@@ -221,30 +340,44 @@ impl Model {
                 });
             }
             let fence = self.fence();
+            let new = lease(fence);
+            let granted = grant(&new);
             self.keys.insert(
                 key.into(),
                 MKey {
-                    holder: (owner.into(), fence, now + ttl),
+                    holders: vec![new],
                     queue: vec![],
+                    permits: kind.permits,
                 },
             );
-            return Ok(AcquireOutcome::Acquired(Grant {
-                fence: Fence(fence),
-                deadline: Instant(now + ttl),
-            }));
+            return Ok(AcquireOutcome::Acquired(granted));
         };
-        if k.holder.0 == owner {
-            return Ok(AcquireOutcome::AlreadyHeld(Grant {
-                fence: Fence(k.holder.1),
-                deadline: Instant(k.holder.2),
-            }));
+        if k.permits != kind.permits {
+            return Err(LockError::PermitsMismatch { permits: k.permits });
         }
-        if let Some(i) = k.queue.iter().position(|w| w.0 == owner) {
-            return Ok(AcquireOutcome::AlreadyWaiting { position: i + 1 });
+        if let Some(h) = k.holders.iter().find(|h| h.owner == owner) {
+            return match h.shared == kind.shared {
+                true => Ok(AcquireOutcome::AlreadyHeld(grant(h))),
+                false => Err(LockError::ModeMismatch),
+            };
+        }
+        if let Some(i) = k.queue.iter().position(|w| w.owner == owner) {
+            return match k.queue[i].shared == kind.shared {
+                true => Ok(AcquireOutcome::AlreadyWaiting { position: i + 1 }),
+                false => Err(LockError::ModeMismatch),
+            };
+        }
+        if k.queue.is_empty() && k.grantable(kind.shared) {
+            let fence = self.fence();
+            let new = lease(fence);
+            let granted = grant(&new);
+            self.keys.get_mut(key).unwrap().holders.push(new);
+            return Ok(AcquireOutcome::Acquired(granted));
         }
         if wait <= now {
+            let earliest = k.holders.iter().map(|h| h.deadline).min().unwrap();
             return Err(LockError::Held {
-                deadline: Instant(k.holder.2),
+                deadline: Instant(earliest),
             });
         }
         if k.queue.len() >= l.max_waiters_per_key {
@@ -258,40 +391,50 @@ impl Model {
             });
         }
         let k = self.keys.get_mut(key).unwrap();
-        k.queue.push((owner.into(), ttl, wait));
+        k.queue.push(MWaiter {
+            owner: owner.into(),
+            ttl,
+            wait,
+            shared: kind.shared,
+        });
         Ok(AcquireOutcome::Queued {
             position: k.queue.len(),
         })
     }
 
-    /// Why `owner` has no live lease with `fence` on `key`.
+    /// Why `owner` has no live lease with `fence` on `key`: lost in this call, remembered as
+    /// expired, held by others only, or not held.
     fn refusal(&self, key: &str, owner: &str, fence: u64) -> LockError {
-        if let Some(e) = self
-            .expired
-            .iter()
-            .find(|e| e.0 == fence && e.1 == key && e.2 == owner)
-        {
+        let lost_now = self.events.iter().find_map(|e| match e {
+            Ev::Expired(k, o, f, at) if k == key && o == owner && *f == fence => Some(*at),
+            _ => None,
+        });
+        let remembered = || {
+            (self.expired.iter())
+                .find(|e| e.0 == fence && e.1 == key && e.2 == owner)
+                .map(|e| e.3)
+        };
+        if let Some(at) = lost_now.or_else(remembered) {
             return LockError::Expired {
-                deadline: Instant(e.3),
+                deadline: Instant(at),
             };
         }
         match self.keys.get(key) {
-            Some(k) if k.holder.0 != owner => LockError::NotOwner,
+            Some(k) if !k.holders.iter().any(|h| h.owner == owner) => LockError::NotOwner,
             _ => LockError::NotHeld,
         }
     }
 
-    fn holds(&self, key: &str, owner: &str, fence: u64) -> bool {
-        self.keys
-            .get(key)
-            .is_some_and(|k| k.holder.0 == owner && k.holder.1 == fence)
+    fn held(&self, key: &str, owner: &str, fence: u64) -> Option<usize> {
+        (self.keys.get(key)?.holders.iter()).position(|h| h.owner == owner && h.fence == fence)
     }
 
     fn release(&mut self, key: &str, owner: &str, fence: u64, now: u64) -> Result<(), LockError> {
         let now = self.advance(now);
-        if !self.holds(key, owner, fence) {
+        let Some(i) = self.held(key, owner, fence) else {
             return Err(self.refusal(key, owner, fence));
-        }
+        };
+        self.keys.get_mut(key).unwrap().holders.remove(i);
         self.hand_off(key, now);
         Ok(())
     }
@@ -305,15 +448,12 @@ impl Model {
         now: u64,
     ) -> Result<Grant, LockError> {
         let now = self.advance(now);
-        if !self.holds(key, owner, fence) {
+        let Some(i) = self.held(key, owner, fence) else {
             return Err(self.refusal(key, owner, fence));
-        }
-        let k = self.keys.get_mut(key).unwrap();
-        k.holder.2 = now + ttl;
-        Ok(Grant {
-            fence: Fence(fence),
-            deadline: Instant(now + ttl),
-        })
+        };
+        let h = &mut self.keys.get_mut(key).unwrap().holders[i];
+        h.deadline = now + ttl;
+        Ok(grant(h))
     }
 
     fn renew(
@@ -327,28 +467,27 @@ impl Model {
         let Some(k) = self.keys.get_mut(key) else {
             return Err(LockError::NotWaiting);
         };
-        if k.holder.0 == owner {
-            return Ok(AcquireOutcome::AlreadyHeld(Grant {
-                fence: Fence(k.holder.1),
-                deadline: Instant(k.holder.2),
-            }));
+        if let Some(h) = k.holders.iter().find(|h| h.owner == owner) {
+            return Ok(AcquireOutcome::AlreadyHeld(grant(h)));
         }
-        let Some(i) = k.queue.iter().position(|w| w.0 == owner) else {
+        let Some(i) = k.queue.iter().position(|w| w.owner == owner) else {
             return Err(LockError::NotWaiting);
         };
-        k.queue[i].2 = k.queue[i].2.max(wait_deadline);
+        k.queue[i].wait = k.queue[i].wait.max(wait_deadline);
         Ok(AcquireOutcome::AlreadyWaiting { position: i + 1 })
     }
 
     fn cancel(&mut self, key: &str, owner: &str, now: u64) -> Result<(), LockError> {
-        self.advance(now);
+        let now = self.advance(now);
         let Some(k) = self.keys.get_mut(key) else {
             return Err(LockError::NotWaiting);
         };
-        let Some(i) = k.queue.iter().position(|w| w.0 == owner) else {
+        let Some(i) = k.queue.iter().position(|w| w.owner == owner) else {
             return Err(LockError::NotWaiting);
         };
         k.queue.remove(i);
+        // A waiter leaving can make the next ones grantable (shared ones behind an exclusive).
+        self.hand_off(key, now);
         Ok(())
     }
 }
@@ -357,8 +496,8 @@ impl Model {
 #[derive(Default)]
 struct Observer {
     max_fence: u64,
-    /// Live leases as reported: key -> (fence, deadline).
-    live: BTreeMap<String, (u64, u64)>,
+    /// Live leases as reported: key -> (fence, deadline, shared), in grant order.
+    live: BTreeMap<String, Vec<(u64, u64, bool)>>,
 }
 
 impl Observer {
@@ -373,45 +512,69 @@ impl Observer {
         Ok(())
     }
 
+    /// A new lease on `key`: never exclusive beside another, never beside an exclusive one, at
+    /// most `max_holders_per_key` in all.
+    fn add(&mut self, key: &str, lease: (u64, u64, bool)) -> Result<(), TestCaseError> {
+        self.fence(lease.0)?;
+        let live = self.live.entry(key.into()).or_default();
+        prop_assert!(
+            live.is_empty() || (lease.2 && live.iter().all(|l| l.2)),
+            "an exclusive lease beside another on {}: {:?} + {:?}",
+            key,
+            live,
+            lease
+        );
+        prop_assert!(
+            live.len() < limits().max_holders_per_key,
+            "too many leases on {}",
+            key
+        );
+        live.push(lease);
+        Ok(())
+    }
+
+    fn remove(&mut self, key: &str, fence: u64) -> Option<(u64, u64, bool)> {
+        let live = self.live.get_mut(key)?;
+        let i = live.iter().position(|l| l.0 == fence)?;
+        let lease = live.remove(i);
+        if live.is_empty() {
+            self.live.remove(key);
+        }
+        Some(lease)
+    }
+
     fn event(&mut self, e: &Ev, clock: u64) -> Result<(), TestCaseError> {
         match e {
             Ev::Expired(key, _, fence, at) => {
-                let lease = self.live.remove(key);
+                let lease = self.remove(key, *fence);
                 prop_assert_eq!(
-                    lease,
+                    lease.map(|l| (l.0, l.1)),
                     Some((*fence, *at)),
                     "expiry of {} not at its deadline",
                     key
                 );
                 prop_assert!(*at <= clock, "expiry reported before it happened");
             }
-            Ev::Granted(key, _, fence, deadline, _) => {
-                self.fence(*fence)?;
-                prop_assert!(!self.live.contains_key(key), "two live leases on {}", key);
-                self.live.insert(key.clone(), (*fence, *deadline));
+            Ev::Granted(key, _, fence, deadline, _, shared) => {
+                self.add(key, (*fence, *deadline, *shared))?;
             }
             Ev::TimedOut(_, _, at) => prop_assert!(*at <= clock),
         }
         Ok(())
     }
 
-    fn granted(&mut self, key: &str, g: Grant) -> Result<(), TestCaseError> {
-        self.fence(g.fence.0)?;
-        prop_assert!(!self.live.contains_key(key), "two live leases on {}", key);
-        self.live.insert(key.into(), (g.fence.0, g.deadline.0));
-        Ok(())
-    }
-
     /// Nothing the table still reports as live is past its deadline.
     fn settled(&self, clock: u64) -> Result<(), TestCaseError> {
-        for (key, (_, deadline)) in &self.live {
-            prop_assert!(
-                *deadline > clock,
-                "lease on {} outlived its deadline {} at {}",
-                key,
-                deadline,
-                clock
-            );
+        for (key, leases) in &self.live {
+            for (_, deadline, _) in leases {
+                prop_assert!(
+                    *deadline > clock,
+                    "lease on {} outlived its deadline {} at {}",
+                    key,
+                    deadline,
+                    clock
+                );
+            }
         }
         Ok(())
     }
@@ -433,33 +596,43 @@ fn run(steps: Vec<(i64, Op)>) -> Result<(), TestCaseError> {
                 .saturating_sub(back)
                 .max(1)
         };
-        // Granted events of a release happen after its outcome; the others before.
-        let mut released: Option<String> = None;
+        // The lease a release ended: its hand-offs' grants come after its outcome.
+        let mut released: Option<(String, u64)> = None;
         match &op {
-            Op::Try { key, owner, ttl }
+            Op::Try {
+                key,
+                owner,
+                ttl,
+                kind,
+            }
             | Op::Acquire {
-                key, owner, ttl, ..
+                key,
+                owner,
+                ttl,
+                kind,
+                ..
             } => {
                 let wait = if let Op::Acquire { wait, .. } = op {
                     now + wait
                 } else {
                     0
                 };
-                let got = table.acquire(
+                let got = table.acquire_with(
                     KEYS[*key],
                     OWNERS[*owner],
                     Duration(*ttl),
                     Instant(wait),
+                    &kind.options(),
                     Instant(now),
                 );
-                let want = model.acquire(KEYS[*key], OWNERS[*owner], *ttl, wait, now);
+                let want = model.acquire(KEYS[*key], OWNERS[*owner], *ttl, wait, *kind, now);
                 prop_assert_eq!(&got, &want);
                 let events: Vec<Ev> = table.drain_events().map(ev).collect();
                 for e in &events {
                     obs.event(e, model.clock)?;
                 }
                 if let Ok(AcquireOutcome::Acquired(g)) = got {
-                    obs.granted(KEYS[*key], g)?;
+                    obs.add(KEYS[*key], (g.fence.0, g.deadline.0, kind.shared))?;
                     fences_by_key.insert(*key, g.fence.0);
                 }
                 prop_assert_eq!(events, std::mem::take(&mut model.events));
@@ -475,7 +648,7 @@ fn run(steps: Vec<(i64, Op)>) -> Result<(), TestCaseError> {
                     .map(|o| assert_eq!(o, ReleaseOutcome::Released));
                 prop_assert_eq!(&got, &model.release(KEYS[*key], OWNERS[*owner], fence, now));
                 if got.is_ok() {
-                    released = Some(KEYS[*key].into());
+                    released = Some((KEYS[*key].into(), fence));
                 }
             }
             Op::Extend {
@@ -502,8 +675,14 @@ fn run(steps: Vec<(i64, Op)>) -> Result<(), TestCaseError> {
                         obs.event(e, model.clock)?;
                     }
                     prop_assert_eq!(events, std::mem::take(&mut model.events));
-                    obs.live
-                        .insert(KEYS[*key].into(), (g.fence.0, g.deadline.0));
+                    let lease = obs
+                        .live
+                        .get_mut(KEYS[*key])
+                        .and_then(|live| live.iter_mut().find(|l| l.0 == g.fence.0));
+                    prop_assert!(lease.is_some(), "extended a lease the table never reported");
+                    if let Some(lease) = lease {
+                        lease.1 = g.deadline.0;
+                    }
                 }
             }
             Op::Cancel { key, owner } => {
@@ -547,19 +726,17 @@ fn run(steps: Vec<(i64, Op)>) -> Result<(), TestCaseError> {
             }
         }
         let events: Vec<Ev> = table.drain_events().map(ev).collect();
+        let mut ended = released;
         for e in &events {
-            if released.is_some() && matches!(e, Ev::Granted(..)) {
-                obs.live.remove(released.as_deref().unwrap_or_default());
+            // A release's time-driven events come before it; its hand-offs after it.
+            if let (Some((key, fence)), Ev::Granted(..)) = (&ended, e) {
+                obs.remove(key, *fence);
+                ended = None;
             }
             obs.event(e, model.clock)?;
         }
-        if let Some(key) = released {
-            if !events
-                .iter()
-                .any(|e| matches!(e, Ev::Granted(k, ..) if *k == key))
-            {
-                obs.live.remove(&key);
-            }
+        if let Some((key, fence)) = ended {
+            obs.remove(&key, fence);
         }
         prop_assert_eq!(events, std::mem::take(&mut model.events));
         obs.settled(model.clock)?;
@@ -573,18 +750,27 @@ fn run(steps: Vec<(i64, Op)>) -> Result<(), TestCaseError> {
         for key in KEYS {
             let info = table.inspect(key, Instant(now)).unwrap();
             let want = model.keys.get(key);
+            let leases: Vec<(u64, u64, bool)> = (info.iter())
+                .flat_map(|i| &i.holders)
+                .map(|h| (h.fence.0, h.deadline.0, h.mode == Mode::Shared))
+                .collect();
+            let want_leases: Vec<(u64, u64, bool)> = (want.iter())
+                .flat_map(|k| &k.holders)
+                .map(|h| (h.fence, h.deadline, h.shared))
+                .collect();
+            prop_assert_eq!(leases, want_leases);
             prop_assert_eq!(
-                info.as_ref()
-                    .and_then(|i| i.holder())
-                    .map(|h| (h.fence.0, h.deadline.0)),
-                want.map(|k| (k.holder.1, k.holder.2))
+                info.as_ref().map_or(0, |i| i.permits),
+                want.map_or(0, |k| k.permits)
             );
-            let queue: Vec<String> = info
-                .map(|i| i.waiters.into_iter().map(|w| w.owner).collect())
-                .unwrap_or_default();
-            let want_queue: Vec<String> = want
-                .map(|k| k.queue.iter().map(|w| w.0.clone()).collect())
-                .unwrap_or_default();
+            let queue: Vec<(String, bool)> = (info.iter())
+                .flat_map(|i| &i.waiters)
+                .map(|w| (w.owner.clone(), w.mode == Mode::Shared))
+                .collect();
+            let want_queue: Vec<(String, bool)> = (want.iter())
+                .flat_map(|k| &k.queue)
+                .map(|w| (w.owner.clone(), w.shared))
+                .collect();
             prop_assert_eq!(queue, want_queue);
         }
     }
@@ -598,7 +784,14 @@ proptest! {
     })]
 
     #[test]
-    fn table_matches_the_reference_model(steps in prop::collection::vec(step(), 1..80)) {
+    fn table_matches_the_reference_model(steps in prop::collection::vec(step(KEYS.len()), 1..80)) {
+        run(steps)?;
+    }
+
+    /// One key, so that its leases and queue grow: shared holders with an exclusive waiter at
+    /// the head and shared ones behind it, a head that leaves, permits filling up.
+    #[test]
+    fn one_busy_key_matches_the_reference_model(steps in prop::collection::vec(step(1), 1..60)) {
         run(steps)?;
     }
 }
