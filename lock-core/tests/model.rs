@@ -1,7 +1,8 @@
 //! Property tests: random operation sequences with random (sometimes backwards) time steps, run
 //! against the table and against a deliberately naive reference model written here, which walks
 //! time one millisecond at a time. Requests are exclusive or shared, on plain keys or keys of 2
-//! permits (the lock kinds' one model: a shared lease takes a place, an exclusive one the key).
+//! permits (the lock kinds' one model: a shared lease takes a place, an exclusive one the key),
+//! and a steal takes a key from all its holders.
 //! After every step the outcome, the drained events, the gauges, every key's leases and queue and
 //! the next wake-up must agree, and the invariants are checked on what the table reported: fences
 //! strictly increase, never an exclusive lease beside another, never more shared leases than the
@@ -62,6 +63,12 @@ enum Op {
         key: usize,
         owner: usize,
     },
+    Steal {
+        key: usize,
+        owner: usize,
+        ttl: u64,
+        kind: Kind,
+    },
     Renew {
         key: usize,
         owner: usize,
@@ -109,6 +116,8 @@ fn op(keys: usize) -> impl Strategy<Value = Op> {
         2 => (key.clone(), owner.clone(), 0..4u64, 1..200u64)
             .prop_map(|(key, owner, fence_back, ttl)| Op::Extend { key, owner, fence_back, ttl }),
         2 => (key.clone(), owner.clone()).prop_map(|(key, owner)| Op::Cancel { key, owner }),
+        1 => (key.clone(), owner.clone(), 1..200u64, kind())
+            .prop_map(|(key, owner, ttl, kind)| Op::Steal { key, owner, ttl, kind }),
         2 => (key, owner, 0..300u64).prop_map(|(key, owner, wait)| Op::Renew { key, owner, wait }),
         2 => Just(Op::Timeout),
         1 => Just(Op::RoundTrip),
@@ -130,6 +139,8 @@ enum Ev {
     /// key, owner, fence, deadline, at, shared
     Granted(String, String, u64, u64, u64, bool),
     TimedOut(String, String, u64),
+    /// key, owner, fence, at
+    Stolen(String, String, u64, u64),
 }
 
 fn ev(e: Event) -> Ev {
@@ -150,7 +161,7 @@ fn ev(e: Event) -> Ev {
             mode == Mode::Shared,
         ),
         EventKind::WaitTimedOut { owner } => Ev::TimedOut(e.key, owner, e.at.0),
-        EventKind::Stolen { .. } => unreachable!("this model never steals"),
+        EventKind::Stolen { owner, fence, .. } => Ev::Stolen(e.key, owner, fence.0, e.at.0),
     }
 }
 
@@ -205,7 +216,8 @@ struct Model {
     clock: u64,
     last_fence: u64,
     keys: BTreeMap<String, MKey>,
-    expired: VecDeque<(u64, String, String, u64)>, // fence, key, owner, deadline
+    /// Leases lost (expired or stolen), within the limits: fence, key, owner, when, stolen.
+    expired: VecDeque<(u64, String, String, u64, bool)>,
     events: Vec<Ev>,
 }
 
@@ -283,10 +295,7 @@ impl Model {
                 for h in ended {
                     self.events
                         .push(Ev::Expired(name.clone(), h.owner.clone(), h.fence, t));
-                    self.expired.push_back((h.fence, name.clone(), h.owner, t));
-                    while self.expired.len() > limits().max_expired_records {
-                        self.expired.pop_front();
-                    }
+                    self.remember((h.fence, name.clone(), h.owner, t, false));
                 }
                 self.hand_off(&name, t);
             }
@@ -300,6 +309,61 @@ impl Model {
         }
         self.clock = now;
         now
+    }
+
+    fn remember(&mut self, lost: (u64, String, String, u64, bool)) {
+        self.expired.push_back(lost);
+        while self.expired.len() > limits().max_expired_records {
+            self.expired.pop_front();
+        }
+    }
+
+    /// Takes the key now: every lease ends with a `stolen` event, the stealer leaves the queue
+    /// and holds the key alone; the queue is kept. Exclusive only.
+    fn steal(
+        &mut self,
+        key: &str,
+        owner: &str,
+        ttl: u64,
+        kind: Kind,
+        now: u64,
+    ) -> Result<AcquireOutcome, LockError> {
+        let now = self.advance(now);
+        let l = limits();
+        if !self.keys.contains_key(key) && self.keys.len() >= l.max_keys {
+            return Err(LockError::TableFull {
+                max_keys: l.max_keys,
+            });
+        }
+        if kind.shared {
+            return Err(LockError::ModeMismatch);
+        }
+        if let Some(k) = self.keys.get(key) {
+            if k.permits != kind.permits {
+                return Err(LockError::PermitsMismatch { permits: k.permits });
+            }
+        }
+        let fence = self.fence();
+        let lease = MLease {
+            owner: owner.into(),
+            fence,
+            deadline: now + ttl,
+            shared: false,
+        };
+        let granted = grant(&lease);
+        let k = self.keys.entry(key.into()).or_insert(MKey {
+            holders: vec![],
+            queue: vec![],
+            permits: kind.permits,
+        });
+        let victims = std::mem::replace(&mut k.holders, vec![lease]);
+        k.queue.retain(|w| w.owner != owner);
+        for h in victims {
+            self.events
+                .push(Ev::Stolen(key.into(), h.owner.clone(), h.fence, now));
+            self.remember((h.fence, key.into(), h.owner, now, true));
+        }
+        Ok(AcquireOutcome::Acquired(granted))
     }
 
     fn waiters(&self) -> usize {
@@ -402,22 +466,22 @@ impl Model {
         })
     }
 
-    /// Why `owner` has no live lease with `fence` on `key`: lost in this call, remembered as
-    /// expired, held by others only, or not held.
+    /// Why `owner` has no live lease with `fence` on `key`: remembered as expired or stolen,
+    /// held by others only, or not held.
     fn refusal(&self, key: &str, owner: &str, fence: u64) -> LockError {
-        let lost_now = self.events.iter().find_map(|e| match e {
-            Ev::Expired(k, o, f, at) if k == key && o == owner && *f == fence => Some(*at),
-            _ => None,
-        });
-        let remembered = || {
-            (self.expired.iter())
-                .find(|e| e.0 == fence && e.1 == key && e.2 == owner)
-                .map(|e| e.3)
-        };
-        if let Some(at) = lost_now.or_else(remembered) {
-            return LockError::Expired {
-                deadline: Instant(at),
-            };
+        // The table remembers lost leases within its limits only (its own clock applied
+        // first, then the key's call), so a lease trimmed from the memory is `not-held`.
+        let remembered = (self.expired.iter())
+            .find(|e| e.0 == fence && e.1 == key && e.2 == owner)
+            .map(|e| (e.3, e.4));
+        match remembered {
+            Some((at, false)) => {
+                return LockError::Expired {
+                    deadline: Instant(at),
+                }
+            }
+            Some((at, true)) => return LockError::Stolen { at: Instant(at) },
+            None => {}
         }
         match self.keys.get(key) {
             Some(k) if !k.holders.iter().any(|h| h.owner == owner) => LockError::NotOwner,
@@ -559,6 +623,13 @@ impl Observer {
                 self.add(key, (*fence, *deadline, *shared))?;
             }
             Ev::TimedOut(_, _, at) => prop_assert!(*at <= clock),
+            Ev::Stolen(key, _, fence, at) => {
+                prop_assert!(
+                    self.remove(key, *fence).is_some(),
+                    "stole a lease never granted"
+                );
+                prop_assert!(*at <= clock);
+            }
         }
         Ok(())
     }
@@ -684,6 +755,31 @@ fn run(steps: Vec<(i64, Op)>) -> Result<(), TestCaseError> {
                         lease.1 = g.deadline.0;
                     }
                 }
+            }
+            Op::Steal {
+                key,
+                owner,
+                ttl,
+                kind,
+            } => {
+                let got = table.steal(
+                    KEYS[*key],
+                    OWNERS[*owner],
+                    Duration(*ttl),
+                    &kind.options(),
+                    Instant(now),
+                );
+                let want = model.steal(KEYS[*key], OWNERS[*owner], *ttl, *kind, now);
+                prop_assert_eq!(&got, &want);
+                let events: Vec<Ev> = table.drain_events().map(ev).collect();
+                for e in &events {
+                    obs.event(e, model.clock)?;
+                }
+                if let Ok(AcquireOutcome::Acquired(g)) = got {
+                    obs.add(KEYS[*key], (g.fence.0, g.deadline.0, false))?;
+                    fences_by_key.insert(*key, g.fence.0);
+                }
+                prop_assert_eq!(events, std::mem::take(&mut model.events));
             }
             Op::Cancel { key, owner } => {
                 let got = table.cancel_wait(KEYS[*key], OWNERS[*owner], Instant(now));
