@@ -30,7 +30,7 @@ function domError(name, message) {
 class HeldLock {
   #lease;
 
-  /** @param {import('./locks.js').Lease} lease @param {'exclusive' | 'shared'} mode */
+  /** @param {import('./locks.js').Lease | import('./stores/locks.js').StoreLease} lease @param {'exclusive' | 'shared'} mode */
   constructor(lease, mode) {
     this.name = lease.key;
     this.mode = mode;
@@ -125,12 +125,12 @@ export class LockManager {
     if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('signal must be an AbortSignal');
     if (signal?.aborted) throw signal.reason;
     const lease = { ttl, owner, onLost, keepAlive: true, mode, ...kinds };
-    /** @type {import('./locks.js').Lease | null} */
+    /** @type {import('./locks.js').Lease | import('./stores/locks.js').StoreLease | null} */
     let held;
     // A store's calls answer promises; `await` takes the in-process answers as they are.
     const inProcess = this.#locks instanceof Locks;
     if (steal) held = await this.#locks.steal(name, lease);
-    else if (ifAvailable) held = /** @type {import('./locks.js').Lease | null} */ (await this.#locks.tryAcquire(name, inProcess ? { ...lease, retryAt: false } : lease));
+    else if (ifAvailable) held = /** @type {import('./locks.js').Lease | import('./stores/locks.js').StoreLease | null} */ (await this.#locks.tryAcquire(name, inProcess ? { ...lease, retryAt: false } : lease));
     else held = await this.#locks.acquire(name, { ...lease, signal });
     if (held === null) return callback(null);
     /** @type {{cause?: unknown, result?: T}} */
