@@ -80,6 +80,8 @@ export class MysqlDriver {
   #conn = null;
   /** @type {Promise<any> | null} */
   #connecting = null;
+  /** Closed: no call connects again, and a connect that was under way is ended. */
+  #closed = false;
   #bound = 5000;
   #installed = false;
   #writes = 0;
@@ -168,11 +170,17 @@ export class MysqlDriver {
 
   /** Connects; the calls that find no connection meanwhile share this one. */
   #connection() {
+    if (this.#closed) return Promise.reject(storeError('lost', this.describe, 'this store client was closed'));
     if (this.#conn !== null) return Promise.resolve(this.#conn);
     this.#connecting ??= (async () => {
       try {
-        this.#conn = await this.#newConnection();
-        return this.#conn;
+        const conn = await this.#newConnection();
+        if (this.#closed) {
+          conn.destroy();
+          throw storeError('lost', this.describe, 'this store client was closed');
+        }
+        this.#conn = conn;
+        return conn;
       } finally {
         this.#connecting = null;
       }
@@ -376,10 +384,13 @@ export class MysqlDriver {
   }
 
   async close() {
+    this.#closed = true;
     const conn = this.#conn;
     this.#conn = null;
     // A silent path never answers the goodbye: at most a second, then the socket goes.
     if (conn !== null) await endWithin(conn.end(), () => conn.destroy());
+    // A connect under way when it closed ends its connection itself (see #connection).
+    await this.#connecting?.catch(() => {});
   }
 
   /** What a failed statement means (as `failed` in mysql.rs). */

@@ -122,12 +122,18 @@ export class PostgresDriver {
 
   /** @type {Promise<any> | null} */
   #connecting = null;
+  /** Closed: no call connects again, and a connect that was under way is ended. */
+  #closed = false;
 
   /** Connects; the calls that find no connection meanwhile share this one (no second client). */
   #connect() {
     this.#connecting ??= (async () => {
       try {
         const client = await this.#newClient();
+        if (this.#closed) {
+          await end(client);
+          throw storeError('lost', this.describe, 'this store client was closed');
+        }
         // Generic plans from the first execution, as the Rust clients ask (step plan-cache).
         await client.query(step(file(), 'plan-cache', {})).catch(() => {});
         this.#client = client;
@@ -142,6 +148,7 @@ export class PostgresDriver {
 
   /** The connection, connected again if a call dropped it. */
   async #conn() {
+    if (this.#closed) throw storeError('lost', this.describe, 'this store client was closed');
     if (this.#dropped || this.#client === null) return this.#connect();
     return this.#client;
   }
@@ -293,9 +300,12 @@ export class PostgresDriver {
   }
 
   async close() {
+    this.#closed = true;
     const client = this.#client;
     this.#client = null;
     if (client) await end(client);
+    // A connect under way when it closed ends its connection itself (see #connect).
+    await this.#connecting?.catch(() => {});
   }
 
   /** What a failed statement means (as `classify` in postgres/mod.rs). */
