@@ -149,6 +149,8 @@ pub struct RawStep {
     #[serde(default)]
     pub metadata: Option<String>,
     #[serde(default)]
+    pub wait_alive: Option<u64>,
+    #[serde(default)]
     pub prefix: Option<String>,
     #[serde(default)]
     pub after: Option<String>,
@@ -252,7 +254,8 @@ fn is_default<T: Default + PartialEq>(v: &T) -> bool {
 }
 
 /// The options of an acquire or a steal, as the step's fields (all optional; absent is the
-/// default: exclusive, no permits, no minimum hold, no lock-delay, no metadata).
+/// default: exclusive, no permits, no minimum hold, no lock-delay, no metadata, the place kept
+/// for the whole wait).
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[allow(missing_docs)]
 pub struct OptionsSpec {
@@ -266,6 +269,8 @@ pub struct OptionsSpec {
     pub lock_delay: u64,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub metadata: String,
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub wait_alive: u64,
 }
 
 impl OptionsSpec {
@@ -449,6 +454,10 @@ pub struct WaiterView {
     pub owner: String,
     pub ttl: u64,
     pub wait_deadline: u64,
+    /// The end of the wait it asked for, given only where it is after `wait_deadline` (a
+    /// waiter that keeps its place by renewals).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_end: Option<u64>,
     #[serde(default, skip_serializing_if = "ModeName::is_default")]
     pub mode: ModeName,
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -811,13 +820,21 @@ impl RawStep {
             };
         }
         let mut options = || {
-            used.extend(["mode", "permits", "min_hold", "lock_delay", "metadata"]);
+            used.extend([
+                "mode",
+                "permits",
+                "min_hold",
+                "lock_delay",
+                "metadata",
+                "wait_alive",
+            ]);
             OptionsSpec {
                 mode: self.mode.unwrap_or_default(),
                 permits: self.permits.unwrap_or_default(),
                 min_hold: self.min_hold.unwrap_or_default(),
                 lock_delay: self.lock_delay.unwrap_or_default(),
                 metadata: self.metadata.clone().unwrap_or_default(),
+                wait_alive: self.wait_alive.unwrap_or_default(),
             }
         };
         let options = matches!(
@@ -989,6 +1006,7 @@ impl RawStep {
             ("min_hold", self.min_hold.is_some()),
             ("lock_delay", self.lock_delay.is_some()),
             ("metadata", self.metadata.is_some()),
+            ("wait_alive", self.wait_alive.is_some()),
             ("prefix", self.prefix.is_some()),
             ("after", self.after.is_some()),
             ("limit", self.limit.is_some()),

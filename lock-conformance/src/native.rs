@@ -282,6 +282,7 @@ pub fn core_options(o: &OptionsSpec) -> AcquireOptions<'_> {
         min_hold: Duration(o.min_hold),
         lock_delay: Duration(o.lock_delay),
         metadata: &o.metadata,
+        wait_alive: Duration(o.wait_alive),
     }
 }
 
@@ -590,6 +591,7 @@ pub fn waiter_view(w: WaiterInfo) -> WaiterView {
         owner: w.owner,
         ttl: w.ttl.0,
         wait_deadline: w.wait_deadline.0,
+        wait_end: (w.wait_end != w.wait_deadline).then_some(w.wait_end.0),
         mode: mode_name(w.mode),
         metadata: w.metadata,
     }

@@ -12,7 +12,9 @@
 //!     ended u8 (0 live, 1 released, 2 expired, 3 stolen), metadata str,
 //!     has_min_until u8 (0 or 1), [min_until u64], lock_delay u64
 //!   waiter_count u32, per waiter first in line first:
-//!     owner str, ttl u64, wait_deadline u64, mode u8, metadata str, min_hold u64, lock_delay u64
+//!     owner str, ttl u64, wait_deadline u64, mode u8, metadata str, min_hold u64, lock_delay u64,
+//!     wait_alive u64, [wait_end u64 if wait_alive > 0] (the end of the wait it asked for, at
+//!     or after wait_deadline)
 //! ```
 
 use alloc::vec::Vec;
@@ -25,7 +27,7 @@ use crate::{
 
 /// Smallest encoded lease and waiter of version 2, to bound counts before allocating.
 const MIN_LEASE_V2: usize = 4 + 1 + 8 + 8 + 1 + 1 + 4 + 1 + 8;
-const MIN_WAITER_V2: usize = 4 + 1 + 8 + 8 + 1 + 4 + 8 + 8;
+const MIN_WAITER_V2: usize = 4 + 1 + 8 + 8 + 1 + 4 + 8 + 8 + 8;
 
 fn mode_byte(mode: Mode) -> u8 {
     match mode {
@@ -111,6 +113,10 @@ pub(crate) fn write_v2(w: &mut Writer, state: &KeyState) {
         w.str(options.metadata);
         w.u64(options.min_hold.as_millis());
         w.u64(options.lock_delay.as_millis());
+        w.u64(options.wait_alive.as_millis());
+        if !options.wait_alive.is_zero() {
+            w.u64(waiter.wait_end().as_millis());
+        }
     }
 }
 
@@ -185,6 +191,14 @@ fn read_waiters_v2(
         let metadata = read_metadata(r, limits)?;
         let min_hold = r.duration()?;
         let lock_delay = r.duration()?;
+        let wait_alive = r.duration()?;
+        let wait_end = match wait_alive.is_zero() {
+            true => wait_deadline,
+            false => r.instant()?,
+        };
+        if wait_end < wait_deadline {
+            return Err(corrupt(Corruption::WaitKeptPastItsEnd));
+        }
         if min_hold > ttl {
             return Err(corrupt(Corruption::MinHoldPastDeadline));
         }
@@ -199,8 +213,10 @@ fn read_waiters_v2(
             min_hold,
             lock_delay,
             metadata,
+            wait_alive,
         };
-        waiters.push(Waiter::new(owner, ttl, wait_deadline).with_options(&options));
+        let waiter = Waiter::new(owner, ttl, wait_end).with_options(&options);
+        waiters.push(waiter.kept_alive(wait_deadline));
     }
     Ok(waiters)
 }

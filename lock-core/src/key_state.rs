@@ -274,6 +274,11 @@ struct WaiterTerms {
     metadata: Name,
     min_hold: Duration,
     lock_delay: Duration,
+    /// Its place is kept only while it renews it within this long (0: for the whole wait).
+    wait_alive: Duration,
+    /// The end of the wait it asked for; its `wait_deadline` is earlier while it keeps its
+    /// place by renewals, never later.
+    wait_end: Instant,
 }
 
 /// A caller waiting for a key.
@@ -298,20 +303,33 @@ impl Waiter {
             terms: None,
         }
     }
-    /// The same waiter, asking for these options (its permits are the key's).
+    /// The same waiter, asking for these options (its permits are the key's). With a
+    /// [`wait_alive`](AcquireOptions::wait_alive), its wait still ends at the wait deadline it
+    /// was made with, but its place is kept only to [`kept_alive`](Self::kept_alive).
     #[must_use]
     pub fn with_options(mut self, options: &AcquireOptions<'_>) -> Self {
         self.mode = options.mode;
         self.terms = (!options.metadata.is_empty()
             || !options.min_hold.is_zero()
-            || !options.lock_delay.is_zero())
+            || !options.lock_delay.is_zero()
+            || !options.wait_alive.is_zero())
         .then(|| {
             Box::new(WaiterTerms {
                 metadata: Name::new(options.metadata),
                 min_hold: options.min_hold,
                 lock_delay: options.lock_delay,
+                wait_alive: options.wait_alive,
+                wait_end: self.wait_deadline,
             })
         });
+        self
+    }
+    /// The same waiter with its place kept only to `alive` (never past the end of its wait), as
+    /// a queued or renewed waiter with a [`wait_alive`](AcquireOptions::wait_alive) is, or as it
+    /// was stored.
+    #[must_use]
+    pub fn kept_alive(mut self, alive: Instant) -> Self {
+        self.wait_deadline = self.wait_deadline.min(alive);
         self
     }
     /// Who waits.
@@ -324,10 +342,19 @@ impl Waiter {
     pub fn ttl(&self) -> Duration {
         self.ttl
     }
-    /// It waits while `now < wait_deadline`.
+    /// It keeps its place while `now < wait_deadline` (see [`wait_end`](Self::wait_end)).
     #[must_use]
     pub fn wait_deadline(&self) -> Instant {
         self.wait_deadline
+    }
+    /// The end of the wait it asked for: its [`wait_deadline`](Self::wait_deadline), or later
+    /// for a waiter that keeps its place by renewals.
+    #[must_use]
+    pub fn wait_end(&self) -> Instant {
+        self.terms
+            .as_ref()
+            .filter(|t| !t.wait_alive.is_zero())
+            .map_or(self.wait_deadline, |t| t.wait_end)
     }
     /// The options it asked for (permits 0: a waiter takes the key's).
     #[must_use]
@@ -339,13 +366,28 @@ impl Waiter {
             min_hold: terms.map_or(Duration::ZERO, |t| t.min_hold),
             lock_delay: terms.map_or(Duration::ZERO, |t| t.lock_delay),
             metadata: terms.map_or("", |t| t.metadata.as_str()),
+            wait_alive: terms.map_or(Duration::ZERO, |t| t.wait_alive),
         }
+    }
+    /// A renewal at `now` that asks to wait until `wait_end`: the end of the wait moves there
+    /// if that is later, and the place is kept to that end, or for `wait_alive` from `now` if
+    /// the waiter has one (never earlier than it was).
+    fn renew(&mut self, wait_end: Instant, now: Instant) {
+        let kept = match self.terms.as_deref_mut() {
+            Some(t) if !t.wait_alive.is_zero() => {
+                t.wait_end = t.wait_end.max(wait_end);
+                t.wait_end.min(now.saturating_add(t.wait_alive))
+            }
+            _ => wait_end,
+        };
+        self.wait_deadline = self.wait_deadline.max(kept);
     }
     fn info(&self) -> WaiterInfo {
         WaiterInfo {
             owner: self.owner.as_str().into(),
             ttl: self.ttl,
             wait_deadline: self.wait_deadline,
+            wait_end: self.wait_end(),
             mode: self.mode,
             metadata: self.options().metadata.into(),
         }
@@ -910,7 +952,12 @@ impl KeyState {
             });
         }
         let queue = self.queue.get_or_insert_with(Box::default);
-        queue.push_back(Waiter::new(owner, ttl, wait_deadline).with_options(options));
+        let waiter = Waiter::new(owner, ttl, wait_deadline).with_options(options);
+        let alive = now.saturating_add(options.wait_alive);
+        queue.push_back(match options.wait_alive.is_zero() {
+            true => waiter,
+            false => waiter.kept_alive(alive),
+        });
         Ok(AcquireOutcome::Queued {
             position: queue.len(),
         })
@@ -1183,6 +1230,11 @@ impl KeyState {
     /// short while ahead, stays in line as long as it lives; if it dies, its wait times out soon
     /// after its last renewal and the queue moves on without handing the key to a dead waiter.
     ///
+    /// A waiter queued with a [`wait_alive`](AcquireOptions::wait_alive) says the end of its
+    /// whole wait instead: that end moves to `wait_deadline` if later, and its place is kept to
+    /// `now + wait_alive`, never past that end (never earlier than it was), so inspection shows
+    /// the wait it asked for while the table still drops it soon after it stops renewing.
+    ///
     /// Answers [`AcquireOutcome::AlreadyWaiting`] with its place, or
     /// [`AcquireOutcome::AlreadyHeld`] if the key was handed to `owner` meanwhile (so the waiter
     /// learns of its grant from the renewal).
@@ -1204,7 +1256,7 @@ impl KeyState {
             (Some(lease), _) => Ok(AcquireOutcome::AlreadyHeld(lease.grant())),
             (None, Some(index)) => {
                 if let Some(waiter) = self.queue.as_mut().and_then(|q| q.get_mut(index)) {
-                    waiter.wait_deadline = waiter.wait_deadline.max(wait_deadline);
+                    waiter.renew(wait_deadline, now);
                 }
                 Ok(AcquireOutcome::AlreadyWaiting {
                     position: index + 1,

@@ -121,6 +121,8 @@ named! {
         GrantableWaiter = "a waiter could be granted",
         /// A minimum hold ends after its lease's deadline.
         MinHoldPastDeadline = "minimum hold past the deadline",
+        /// A waiter's place is kept past the end of the wait it asked for.
+        WaitKeptPastItsEnd = "a wait kept past its end",
     }
 }
 

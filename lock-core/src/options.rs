@@ -1,5 +1,5 @@
 //! What an acquire may ask for beyond a TTL: shared mode and permits, a minimum hold, a
-//! lock-delay and metadata ([`AcquireOptions`]).
+//! lock-delay, metadata and a wait kept alive by renewals ([`AcquireOptions`]).
 
 use crate::{Duration, Limits, LockError};
 
@@ -71,6 +71,13 @@ pub struct AcquireOptions<'a> {
     /// Who holds the lease and why, shown by inspection, query and events; at most
     /// [`Limits::max_metadata_bytes`], no control character, empty (the default) for none.
     pub metadata: &'a str,
+    /// For a waiter that lives apart from the table (a store's client, another process): its
+    /// place in the queue is kept only while it renews it (`renew_wait`) within this long, so a
+    /// waiter that dies leaves the queue soon, while inspection still shows the end of the wait
+    /// it asked for ([`WaiterInfo::wait_end`](crate::WaiterInfo::wait_end)). 0 (the default):
+    /// the place is kept for the whole wait. A call that waits in the table's own process (a
+    /// plugin host's or the npm table's blocking `acquire`) does not renew, so it leaves this at 0.
+    pub wait_alive: Duration,
 }
 
 impl<'a> AcquireOptions<'a> {
@@ -120,6 +127,14 @@ impl<'a> AcquireOptions<'a> {
         self
     }
 
+    /// With a waiter's place kept only while it renews it within `wait_alive` (milliseconds, or
+    /// a `std::time::Duration`; see [`wait_alive`](Self::wait_alive)).
+    #[must_use]
+    pub fn wait_alive(mut self, wait_alive: impl Into<Duration>) -> Self {
+        self.wait_alive = wait_alive.into();
+        self
+    }
+
     /// The options of a plain exclusive lease (the same as `default()`, usable in `const`).
     pub const EXCLUSIVE: AcquireOptions<'static> = AcquireOptions {
         mode: Mode::Exclusive,
@@ -127,10 +142,11 @@ impl<'a> AcquireOptions<'a> {
         min_hold: Duration::ZERO,
         lock_delay: Duration::ZERO,
         metadata: "",
+        wait_alive: Duration::ZERO,
     };
 
-    /// Whether these are the plain options (no shared mode, permits, minimum hold, lock-delay or
-    /// metadata).
+    /// Whether these are the plain options (no shared mode, permits, minimum hold, lock-delay,
+    /// metadata or kept-alive wait).
     #[must_use]
     #[inline]
     pub fn is_plain(&self) -> bool {
@@ -139,6 +155,7 @@ impl<'a> AcquireOptions<'a> {
             && self.min_hold.is_zero()
             && self.lock_delay.is_zero()
             && self.metadata.is_empty()
+            && self.wait_alive.is_zero()
     }
 
     /// Checks the options of a request with `ttl` against `limits`, in this order: metadata,

@@ -171,8 +171,11 @@ pub struct WaiterInfo {
     pub owner: String,
     /// TTL its lease will get when it is handed the lock.
     pub ttl: Duration,
-    /// It waits while `now < wait_deadline`.
+    /// It keeps its place while `now < wait_deadline`.
     pub wait_deadline: Instant,
+    /// The end of the wait it asked for: `wait_deadline`, or later for a waiter that keeps its
+    /// place by renewing it (see [`AcquireOptions::wait_alive`](crate::AcquireOptions::wait_alive)).
+    pub wait_end: Instant,
     /// The mode it asked for.
     pub mode: Mode,
     /// The metadata its lease will carry ("" if none).

@@ -361,14 +361,19 @@ impl KeyRecord {
                 wait_deadline,
                 ..
             } => {
-                // Only a later wait deadline for a waiting owner changes the record (time was
-                // applied above, so the renewal itself moves nothing else).
-                let before = (self.state.waiters())
-                    .find(|w| w.owner() == owner)
-                    .map(|w| w.wait_deadline());
+                // Only a waiter's instants moved later change the record (time was applied
+                // above, so the renewal itself moves nothing else): its place's end, or the end
+                // of its wait (a waiter kept alive moves its place even when the end it names
+                // is not later).
+                let instants = |state: &KeyState| {
+                    (state.waiters())
+                        .find(|w| w.owner() == owner)
+                        .map(|w| (w.wait_deadline(), w.wait_end()))
+                };
+                let before = instants(&self.state);
                 let t = (self.state).renew_wait(owner, wait_deadline, now, &room, &mut fences);
                 changed |= matches!(t.outcome, Ok(AcquireOutcome::AlreadyWaiting { .. }))
-                    && before.is_some_and(|old| wait_deadline > old);
+                    && before != instants(&self.state);
                 (Response::Acquire(t.outcome), t.events)
             }
             Request::HandleTimeout { .. } => (Response::Timeout, Vec::new()),

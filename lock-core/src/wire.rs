@@ -24,8 +24,8 @@
 //! | 8 | steal | key, owner, ttl, options |
 //!
 //! `options` are: mode `u8` (0 exclusive, 1 shared), permits `u32`, min_hold `u64`,
-//! lock_delay `u64`, then the metadata as a third name (its length here, its text in `names`
-//! after the request's owner).
+//! lock_delay `u64`, the metadata as a third name (its length here, its text in `names`
+//! after the request's owner), wait_alive `u64`.
 //!
 //! A response is a tag byte, then:
 //!
@@ -170,6 +170,7 @@ fn put_options(out: &mut Vec<u8>, names: &mut String, options: &AcquireOptions<'
     put_u64(out, options.min_hold.as_millis());
     put_u64(out, options.lock_delay.as_millis());
     put_name(out, names, options.metadata);
+    put_u64(out, options.wait_alive.as_millis());
 }
 
 /// Reads an acquire's options written by [`put_options`].
@@ -185,6 +186,7 @@ fn options<'a>(r: &mut Reader<'_>, names: &mut Names<'a>) -> Option<AcquireOptio
         min_hold: Duration::from_millis(r.u64()?),
         lock_delay: Duration::from_millis(r.u64()?),
         metadata: names.next(r)?,
+        wait_alive: Duration::from_millis(r.u64()?),
     })
 }
 

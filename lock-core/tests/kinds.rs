@@ -36,8 +36,8 @@ fn limits() -> Limits {
 #[derive(Clone, Debug)]
 enum Op {
     /// key, owner, ttl, wait (0: try), shared, permits, min hold (per mille of ttl), lock-delay,
-    /// metadata.
-    Acquire(usize, usize, u64, u64, bool, u32, u64, u64, bool),
+    /// metadata, wait kept alive for (0: the whole wait).
+    Acquire(usize, usize, u64, u64, bool, u32, u64, u64, bool, u64),
     Steal(usize, usize, u64, u64),
     Release(usize, usize, u64),
     Extend(usize, usize, u64, u64),
@@ -53,8 +53,8 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         8 => (k.clone(), o.clone(), 1..200u64, prop_oneof![Just(0u64), 1..400u64], any::<bool>(),
               prop_oneof![3 => Just(0u32), 1 => Just(2u32)], prop_oneof![Just(0u64), 1..1000u64],
-              prop_oneof![2 => Just(0u64), 1 => 1..80u64], any::<bool>())
-            .prop_map(|(k, o, t, w, s, p, m, d, md)| Op::Acquire(k, o, t, w, s, p, m, d, md)),
+              prop_oneof![2 => Just(0u64), 1 => 1..80u64], any::<bool>(), prop_oneof![2 => Just(0u64), 1 => 1..60u64])
+            .prop_map(|(k, o, t, w, s, p, m, d, md, a)| Op::Acquire(k, o, t, w, s, p, m, d, md, a)),
         1 => (k.clone(), o.clone(), 1..200u64, prop_oneof![Just(0u64), 1..80u64])
             .prop_map(|(k, o, t, d)| Op::Steal(k, o, t, d)),
         4 => (k.clone(), o.clone(), 0..3u64).prop_map(|(k, o, b)| Op::Release(k, o, b)),
@@ -85,24 +85,27 @@ fn request(op: &Op, now: u64, last: u64) -> Option<Request<'static>> {
     let fence = |back: u64| Fence(last.saturating_sub(back).max(1));
     let t = Instant(now);
     Some(match *op {
-        Op::Acquire(k, o, ttl, wait, shared, permits, min, delay, md) => Request::AcquireWith {
-            key: KEYS[k],
-            owner: OWNERS[o],
-            ttl: Duration(ttl),
-            wait_deadline: Instant(if wait == 0 { 0 } else { now + wait }),
-            options: AcquireOptions {
-                mode: if shared {
-                    Mode::Shared
-                } else {
-                    Mode::Exclusive
+        Op::Acquire(k, o, ttl, wait, shared, permits, min, delay, md, alive) => {
+            Request::AcquireWith {
+                key: KEYS[k],
+                owner: OWNERS[o],
+                ttl: Duration(ttl),
+                wait_deadline: Instant(if wait == 0 { 0 } else { now + wait }),
+                options: AcquireOptions {
+                    mode: if shared {
+                        Mode::Shared
+                    } else {
+                        Mode::Exclusive
+                    },
+                    permits,
+                    min_hold: Duration(ttl * min / 1000),
+                    lock_delay: Duration(delay),
+                    metadata: METADATA[usize::from(md)],
+                    wait_alive: Duration(alive),
                 },
-                permits,
-                min_hold: Duration(ttl * min / 1000),
-                lock_delay: Duration(delay),
-                metadata: METADATA[usize::from(md)],
-            },
-            now: t,
-        },
+                now: t,
+            }
+        }
         Op::Steal(k, o, ttl, delay) => Request::Steal {
             key: KEYS[k],
             owner: OWNERS[o],
@@ -176,6 +179,10 @@ fn check_keys(table: &mut LockTable, now: u64) -> Result<(), TestCaseError> {
             prop_assert!(
                 !owners.contains(w.owner.as_str()),
                 "{key}: a holder also waits"
+            );
+            prop_assert!(
+                clock < w.wait_deadline && w.wait_deadline <= w.wait_end,
+                "{key}: a place kept past its wait's end, or after it timed out: {info:?}"
             );
         }
         let fences: Vec<u64> = info.holders.iter().map(|h| h.fence.0).collect();

@@ -129,8 +129,8 @@ enum Op {
     Timeout,
     Inspect(usize),
     /// An acquire with options: key, owner, ttl, wait, shared, permits, min hold (per mille of
-    /// the ttl), lock-delay, metadata.
-    With(usize, usize, u64, u64, bool, u32, u64, u64, bool),
+    /// the ttl), lock-delay, metadata, wait kept alive for (0: the whole wait).
+    With(usize, usize, u64, u64, bool, u32, u64, u64, bool, u64),
     /// A steal: key, owner, ttl, lock-delay.
     Steal(usize, usize, u64, u64),
 }
@@ -151,8 +151,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => k.clone().prop_map(Op::Inspect),
         4 => (k.clone(), 0..OWNERS.len(), 1..200u64, 0..400u64, any::<bool>(),
               prop_oneof![3 => Just(0u32), 1 => Just(2u32)], 0..1000u64,
-              prop_oneof![2 => Just(0u64), 1 => 1..100u64], any::<bool>())
-            .prop_map(|(k, o, t, w, s, p, m, d, md)| Op::With(k, o, t, w, s, p, m, d, md)),
+              prop_oneof![2 => Just(0u64), 1 => 1..100u64], any::<bool>(), prop_oneof![2 => Just(0u64), 1 => 1..60u64])
+            .prop_map(|(k, o, t, w, s, p, m, d, md, a)| Op::With(k, o, t, w, s, p, m, d, md, a)),
         1 => (k, 0..OWNERS.len(), 1..200u64, prop_oneof![Just(0u64), 1..100u64])
             .prop_map(|(k, o, t, d)| Op::Steal(k, o, t, d)),
     ]
@@ -206,24 +206,27 @@ fn run(steps: Vec<(i64, Op)>) -> Result<(), TestCaseError> {
                 now: t,
             },
             Op::Timeout => Request::HandleTimeout { now: t },
-            Op::With(k, o, ttl, wait, shared, permits, min, delay, md) => Request::AcquireWith {
-                key: KEYS[k],
-                owner: OWNERS[o],
-                ttl: Duration(ttl),
-                wait_deadline: Instant(now as u64 + wait),
-                options: AcquireOptions {
-                    mode: if shared {
-                        Mode::Shared
-                    } else {
-                        Mode::Exclusive
+            Op::With(k, o, ttl, wait, shared, permits, min, delay, md, alive) => {
+                Request::AcquireWith {
+                    key: KEYS[k],
+                    owner: OWNERS[o],
+                    ttl: Duration(ttl),
+                    wait_deadline: Instant(now as u64 + wait),
+                    options: AcquireOptions {
+                        mode: if shared {
+                            Mode::Shared
+                        } else {
+                            Mode::Exclusive
+                        },
+                        permits,
+                        min_hold: Duration(ttl * min / 1000),
+                        lock_delay: Duration(delay),
+                        metadata: METADATA[usize::from(md)],
+                        wait_alive: Duration(alive),
                     },
-                    permits,
-                    min_hold: Duration(ttl * min / 1000),
-                    lock_delay: Duration(delay),
-                    metadata: METADATA[usize::from(md)],
-                },
-                now: t,
-            },
+                    now: t,
+                }
+            }
             Op::Steal(k, o, ttl, delay) => Request::Steal {
                 key: KEYS[k],
                 owner: OWNERS[o],
@@ -310,4 +313,96 @@ fn provisional_fences_are_settled_by_decode_and_refused_without_them() {
         );
     }
     assert!(KeyRecord::decode(&bytes[..bytes.len() - 1], &[Fence(41)], &limits).is_err());
+}
+
+/// A waiter whose place is kept alive by renewals keeps both its instants through a record and
+/// a snapshot (the place's end and the end of the wait it asked for), and a record whose place
+/// outlasts its wait is refused as corrupt, never read.
+#[test]
+fn a_kept_alive_wait_survives_records_and_snapshots_and_a_bad_one_is_refused() {
+    let limits = Limits::default();
+    let kept = AcquireOptions::default().wait_alive(Duration(2_000));
+    let waiter = |info: &lock_core::KeyInfo| {
+        let w = &info.waiters[0];
+        (w.owner.clone(), w.wait_deadline, w.wait_end)
+    };
+    let want = ("b".to_owned(), Instant(2_010), Instant(60_000));
+
+    let mut record = KeyRecord::new();
+    let take = Request::TryAcquire {
+        key: "job",
+        owner: "a",
+        ttl: Duration(30_000),
+        now: Instant(0),
+    };
+    let mut step = record.handle(take, &limits);
+    step.settle(&[Fence(1)]);
+    record.settle(&[Fence(1)]);
+    let wait = Request::AcquireWith {
+        key: "job",
+        owner: "b",
+        ttl: Duration(500),
+        wait_deadline: Instant(60_000),
+        options: kept,
+        now: Instant(10),
+    };
+    let step = record.handle(wait, &limits);
+    assert!(step.changed);
+    let bytes = record.encode();
+    assert_eq!(
+        &bytes[8..10],
+        &2u16.to_le_bytes(),
+        "a kept-alive wait needs version 2"
+    );
+    let read = KeyRecord::decode(&bytes, &[], &limits).unwrap();
+    assert_eq!(waiter(&read.state().info().unwrap()), want);
+    assert_eq!(read, record);
+
+    let mut table = LockTable::new(limits.clone()).unwrap();
+    let _ = table
+        .try_acquire("job", "a", Duration(30_000), Instant(0))
+        .unwrap();
+    let queued = table.acquire_with(
+        "job",
+        "b",
+        Duration(500),
+        Instant(60_000),
+        &kept,
+        Instant(10),
+    );
+    assert!(queued.is_ok());
+    let snapshot = table.snapshot(Instant(10));
+    let mut restored = LockTable::from_snapshot(limits.clone(), 7, &snapshot).unwrap();
+    assert_eq!(
+        waiter(&restored.inspect("job", Instant(10)).unwrap().unwrap()),
+        want
+    );
+
+    // The waiter's wait_end is the last 8 bytes before the expired count (0) and the checksum:
+    // put it before the place's end.
+    let mut bad = bytes.clone();
+    let at = bad.len() - 4 - 4 - 8;
+    assert_eq!(bad[at..at + 8], 60_000u64.to_le_bytes());
+    bad[at..at + 8].copy_from_slice(&2_000u64.to_le_bytes());
+    let body_end = bad.len() - 4;
+    let crc = crc32(&bad[..body_end]);
+    bad[body_end..].copy_from_slice(&crc.to_le_bytes());
+    assert_eq!(
+        KeyRecord::decode(&bad, &[], &limits),
+        Err(lock_core::LockError::SnapshotCorrupt {
+            reason: lock_core::Corruption::WaitKeptPastItsEnd
+        })
+    );
+}
+
+/// CRC-32 (IEEE), as the record's frame uses.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = (crc >> 1) ^ (0xEDB8_8320 & 0u32.wrapping_sub(crc & 1));
+        }
+    }
+    !crc
 }

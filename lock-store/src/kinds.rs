@@ -14,6 +14,7 @@ pub struct OwnedOptions {
     min_hold: Duration,
     lock_delay: Duration,
     metadata: String,
+    wait_alive: Duration,
 }
 
 impl OwnedOptions {
@@ -26,6 +27,7 @@ impl OwnedOptions {
             min_hold: options.min_hold,
             lock_delay: options.lock_delay,
             metadata: options.metadata.to_owned(),
+            wait_alive: options.wait_alive,
         }
     }
 
@@ -38,6 +40,7 @@ impl OwnedOptions {
             min_hold: self.min_hold,
             lock_delay: self.lock_delay,
             metadata: &self.metadata,
+            wait_alive: self.wait_alive,
         }
     }
 }

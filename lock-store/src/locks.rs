@@ -221,7 +221,9 @@ impl Locks {
     /// [`acquire`](Self::acquire) with the lock kinds: a shared lease or one of N permits, a
     /// minimum hold, a lock-delay, metadata (see [`AcquireOptions`]). A request is granted at
     /// once only if it fits and nobody waits ahead of it; otherwise it queues FIFO, whatever
-    /// its mode (the Web Locks request queue).
+    /// its mode (the Web Locks request queue). The options'
+    /// [`wait_alive`](AcquireOptions::wait_alive) is not read: a waiter keeps its place by
+    /// renewing it every [`WAIT_ALIVE`] or less.
     ///
     /// ```
     /// use std::time::Duration;

@@ -6,9 +6,11 @@
 //! through the engines).
 //!
 //! The rules it keeps (see `Locks::acquire`):
-//! - A waiter queues with a wait deadline at most [`WAIT_ALIVE`] ahead and renews it
-//!   (`renew-wait`) when less than two thirds of that remain, so a waiter that dies leaves the
-//!   queue within [`WAIT_ALIVE`].
+//! - A waiter whose wait is longer than [`WAIT_ALIVE`] queues with the end of its whole wait and
+//!   [`AcquireOptions::wait_alive`](lock_core::AcquireOptions::wait_alive) set to
+//!   [`WAIT_ALIVE`]: the core keeps its place only [`WAIT_ALIVE`] past its last renewal
+//!   (`renew-wait`), and inspection shows the wait it asked for. It renews when less than two
+//!   thirds of that remain, so a waiter that dies leaves the queue within [`WAIT_ALIVE`].
 //! - It looks at its key at the key's next deadline, at least every [`WATCHED_POLL`] when the
 //!   store tells it of hand-offs, and every `poll` when it cannot.
 //! - A store that fails while it waits does not end the wait: it tries again every `poll` until
@@ -36,15 +38,28 @@ pub(crate) const WATCHED_POLL: Duration = Duration::from_secs(1);
 /// A waiter renews when less than this remains of its kept-alive wait.
 const RENEW_WHEN_LEFT: u64 = WAIT_ALIVE.as_millis() as u64 * 2 / 3;
 
-/// Where a queued wait is kept alive to when renewed at the store's `now`: [`WAIT_ALIVE`]
-/// ahead, never past `until` (the end of the whole wait).
+/// Where the core keeps a queued wait alive to when it was queued or renewed at the store's
+/// `now`: [`WAIT_ALIVE`] ahead, never past `until` (the end of the whole wait). The core decides
+/// it (see [`wait_alive`]); the waiter computes it only to know when to renew.
 fn kept_alive(until: Instant, now: Instant) -> Instant {
     until.min(now.saturating_add(millis(WAIT_ALIVE)))
 }
 
+/// The [`AcquireOptions::wait_alive`](lock_core::AcquireOptions::wait_alive) of a wait that ends
+/// at `until`, queued at the store's `now`: [`WAIT_ALIVE`] when the wait is longer (the place is
+/// then kept by renewals), else none (the place is kept for the whole wait, and a plain request
+/// stays plain).
+fn wait_alive(until: Instant, now: Instant) -> lock_core::Duration {
+    match until.0.saturating_sub(now.0) > millis(WAIT_ALIVE).0 {
+        true => millis(WAIT_ALIVE),
+        false => lock_core::Duration::ZERO,
+    }
+}
+
 /// The `renew-wait` of [`Want::Renew`] for `owner`, whose whole wait ends at `until` (see
-/// [`Acquiring::until`]), at the store's `now`. A driver may send it as it is, or with the
-/// renewals of other callers on the same key (one write for all).
+/// [`Acquiring::until`]), at the store's `now`: it names the end of the whole wait, and the core
+/// keeps the place [`WAIT_ALIVE`] ahead (the waiter's `wait_alive`). A driver may send it as it
+/// is, or with the renewals of other callers on the same key (one write for all).
 pub(crate) fn renew_wait<'a>(
     key: &'a str,
     owner: &'a str,
@@ -54,7 +69,7 @@ pub(crate) fn renew_wait<'a>(
     Request::RenewWait {
         key,
         owner,
-        wait_deadline: kept_alive(until, now),
+        wait_deadline: until,
         now,
     }
 }
@@ -164,14 +179,13 @@ fn ask<'a>(
     if in_line {
         return renew_wait(key, owner, until, now);
     }
-    // Queued with a short deadline, renewed while this caller lives; `now` itself when no wait
-    // remains (a try-acquire).
-    let wait_deadline = if until <= now {
-        now
-    } else {
-        kept_alive(until, now)
+    // Queued with the whole wait, its place kept alive by renewals while this caller lives
+    // (`wait_alive`); `now` itself when no wait remains (a try-acquire).
+    let wait_deadline = until.max(now);
+    let options = lock_core::AcquireOptions {
+        wait_alive: wait_alive(until, now),
+        ..options.core()
     };
-    let options = options.core();
     if !options.is_plain() {
         return Request::AcquireWith {
             key,
@@ -608,6 +622,7 @@ mod tests {
                 .map(|w| WaiterInfo {
                     owner: (*w).into(),
                     wait_deadline: Instant(12_000),
+                    wait_end: Instant(20_000),
                     ttl: lock_core::Duration(5_000),
                     mode: lock_core::Mode::Exclusive,
                     metadata: String::new(),
@@ -621,8 +636,34 @@ mod tests {
     fn a_queued_caller_naps_to_the_next_deadline_looks_and_is_handed_the_key() {
         let mut a = acquiring();
         assert_eq!(a.want(), Want::Ask);
+        // It asks for its whole wait (10 s), its place kept alive by renewals every WAIT_ALIVE.
+        let Request::AcquireWith {
+            wait_deadline,
+            options,
+            ..
+        } = a.request(Instant(10_000))
+        else {
+            panic!("an acquire-with");
+        };
+        assert_eq!(wait_deadline, Instant(20_000));
+        assert_eq!(options.wait_alive, millis(WAIT_ALIVE));
+        assert_eq!(
+            lock_core::AcquireOptions {
+                wait_alive: lock_core::Duration::ZERO,
+                ..options
+            },
+            lock_core::AcquireOptions::default()
+        );
+        // A wait within WAIT_ALIVE is kept whole: a plain acquire, which version 1 records hold.
+        let short = Acquiring::new(
+            KEY,
+            ME,
+            Duration::from_secs(5),
+            WAIT_ALIVE,
+            Duration::from_millis(50),
+        );
         assert!(matches!(
-            a.request(Instant(10_000)),
+            short.request(Instant(10_000)),
             Request::Acquire {
                 wait_deadline: Instant(12_000),
                 ..
@@ -667,10 +708,11 @@ mod tests {
         .unwrap();
         // 1 300 ms of the kept-alive 2 s remain: renew.
         assert_eq!(a.want(), Want::Renew);
+        // It names the end of its whole wait; the core keeps its place WAIT_ALIVE ahead.
         assert!(matches!(
             a.request(Instant(10_700)),
             Request::RenewWait {
-                wait_deadline: Instant(12_700),
+                wait_deadline: Instant(20_000),
                 ..
             }
         ));
@@ -728,8 +770,8 @@ mod tests {
         // The wait deadline is kept from the first answer, not restarted.
         assert!(matches!(
             a.request(Instant(10_050)),
-            Request::Acquire {
-                wait_deadline: Instant(12_050),
+            Request::AcquireWith {
+                wait_deadline: Instant(20_000),
                 ..
             }
         ));

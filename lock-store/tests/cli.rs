@@ -146,7 +146,9 @@ fn reads_of_a_missing_namespace_create_nothing_and_exit_6() {
 
 #[test]
 fn store_from_the_environment_json_and_readable_times() {
-    let (_file, url) = fresh("clienv");
+    let (file, url) = fresh("clienv");
+    // The holder's command runs until the test lets it go (this file appears).
+    let go = file.with_file_name("go");
     let env = || {
         let mut c = lockstore();
         c.env("LOCKSTORE_URL", &url)
@@ -163,8 +165,9 @@ fn store_from_the_environment_json_and_readable_times() {
             "--owner",
             "replica-1",
             "--",
-            "sleep",
-            "3",
+            "sh",
+            "-c",
+            &format!("while [ ! -e '{}' ]; do sleep 0.05; done", go.display()),
         ])
         .spawn()
         .unwrap();
@@ -177,7 +180,7 @@ fn store_from_the_environment_json_and_readable_times() {
         listed.contains("report: held by replica-1 with fence 1, until 20"),
         "{listed}"
     );
-    // What remains of the 30 s lease (kept alive; the holder has run for at most its 3 s).
+    // What remains of the 30 s lease (kept alive).
     let left: f64 = listed
         .split("Z (in ")
         .nth(1)
@@ -194,10 +197,64 @@ fn store_from_the_environment_json_and_readable_times() {
         out(env().args(["run", "--key", "report", "--ttl", "5s", "--", "true"]));
     assert_eq!(code, 3, "{stderr}");
     assert!(stderr.contains("held by replica-1 (fence 1)"), "{stderr}");
+    // A waiter shows the wait it asked for (40 s), not the renewal horizon (WAIT_ALIVE, 2 s),
+    // in text and in JSON.
+    let mut waiter = env()
+        .args(["run", "--key", "report", "--ttl", "5s", "--wait", "40s"])
+        .args(["--owner", "replica-2", "--", "true"])
+        .spawn()
+        .unwrap();
+    let shown = common::eventually("the waiter shown", || {
+        let (code, stdout, _) = out(env().args(["inspect", "report"]));
+        (code == 0 && stdout.contains("replica-2")).then_some(stdout)
+    });
+    let line = shown.lines().find(|l| l.contains("replica-2")).unwrap();
+    assert!(line.contains("1. replica-2 waits until 20"), "{shown}");
+    assert!(
+        line.contains(
+            "for a 5.0s lease (keeps its place while it renews it; next renewal due by 20"
+        ),
+        "{shown}"
+    );
+    let left: f64 = line
+        .split("Z (in ")
+        .nth(1)
+        .and_then(|rest| rest.split("s)").next())
+        .and_then(|secs| secs.parse().ok())
+        .unwrap_or_else(|| panic!("no remaining wait in {shown}"));
+    assert!(
+        (30.0..=40.0).contains(&left),
+        "{left} s of the wait left in {shown}"
+    );
+    let (code, json, _) = out(env().args(["inspect", "--json", "report"]));
+    assert_eq!(code, 0);
+    let field = |name: &str| -> u64 {
+        let at = json
+            .find(&format!("\"{name}\":"))
+            .unwrap_or_else(|| panic!("{name} in {json}"));
+        let digits: String = json[at + name.len() + 3..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().unwrap()
+    };
+    let (until, renew_by) = (field("wait_until_ms"), field("renew_by_ms"));
+    let now = now_ms();
+    assert!(until > now + 30_000 && until <= now + 40_000, "{json}");
+    // Kept alive at most WAIT_ALIVE ahead (a loaded machine may have let it fall behind).
+    assert!(renew_by <= now + 2_000 && renew_by < until, "{json}");
+    std::fs::write(&go, b"").unwrap();
     assert!(holder.wait().unwrap().success());
+    assert!(waiter.wait().unwrap().success());
     let (code, json, _) = out(env().args(["list", "--json"]));
     assert_eq!(code, 0);
-    assert!(json.contains("\"last_fence\":1,\"keys\":[]"), "{json}");
+    assert!(json.contains("\"last_fence\":2,\"keys\":[]"), "{json}");
+}
+
+/// Milliseconds since the Unix epoch.
+fn now_ms() -> u64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    u64::try_from(since.unwrap().as_millis()).unwrap()
 }
 
 #[test]

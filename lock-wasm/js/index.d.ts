@@ -136,6 +136,19 @@ export interface RequestOptions {
   metadata?: string;
 }
 
+/**
+ * The options of a `LockTable` acquire: the lock kinds, and for a waiter that lives apart from
+ * the table, how long its place is kept without a `renewWait`.
+ */
+export interface TableRequestOptions extends RequestOptions {
+  /**
+   * Its place in the queue is kept only while it renews it (`renewWait`) within this long (ms),
+   * while its wait still ends at the wait deadline it asked for (`WaiterInfo.waitEnd`); 0
+   * (default): the place is kept for the whole wait.
+   */
+  waitAlive?: Millis;
+}
+
 /** What `release` did: the lease ended now, or keeps its place until `until` (a minimum hold). */
 export type ReleaseOutcome = { type: 'released' } | { type: 'held-until'; until: Millis };
 
@@ -168,7 +181,10 @@ export type LockEvent =
 export interface WaiterInfo {
   owner: string;
   ttl: Millis;
+  /** It keeps its place while `now < waitDeadline`. */
   waitDeadline: Millis;
+  /** The end of the wait it asked for: `waitDeadline`, or later for a waiter that keeps its place by renewals (`waitAlive`). */
+  waitEnd: Millis;
   mode: LockMode;
   metadata: string;
 }
@@ -254,12 +270,12 @@ export declare class LockTable {
    * (with `details.deadline`) otherwise. Never queues: an owner already waiting for the key gets
    * `already-waiting` with its place.
    */
-  tryAcquire(key: string, owner: string, ttl: Millis, now: Millis, options?: RequestOptions): AcquireOutcome;
+  tryAcquire(key: string, owner: string, ttl: Millis, now: Millis, options?: TableRequestOptions): AcquireOutcome;
   /**
    * Takes `key`, or queues `owner` until the absolute instant `waitDeadline`. A request is granted
    * at once only if it fits and nobody waits ahead of it (FIFO, whatever the mode).
    */
-  acquire(key: string, owner: string, ttl: Millis, waitDeadline: Millis, now: Millis, options?: RequestOptions): AcquireOutcome;
+  acquire(key: string, owner: string, ttl: Millis, waitDeadline: Millis, now: Millis, options?: TableRequestOptions): AcquireOutcome;
   /**
    * Takes `key` now whatever its holders: each live lease ends with a `stolen` event and its
    * holder's next call throws `stolen`; the queue is kept. Exclusive only.

@@ -24,7 +24,7 @@ describe('acquire and hand-off', () => {
     assert.deepEqual([a.fence, a.deadline, a.held], [1, 100, true]);
     const waiting = locks.acquire('job', { owner: 'b', ttl: 50, timeout: 1000 });
     assert.equal(await state(waiting), 'pending');
-    assert.deepEqual(locks.inspect('job').waiters, [{ owner: 'b', ttl: 50, waitDeadline: 1000, mode: 'exclusive', metadata: '' }]);
+    assert.deepEqual(locks.inspect('job').waiters, [{ owner: 'b', ttl: 50, waitDeadline: 1000, waitEnd: 1000, mode: 'exclusive', metadata: '' }]);
     await time.advance(30);
     assert.equal(a.release(), true);
     const b = await waiting;

@@ -106,6 +106,7 @@ pub(super) fn options(o: &lock_core::AcquireOptions<'_>) -> types::AcquireOption
         min_hold: o.min_hold.0,
         lock_delay: o.lock_delay.0,
         metadata: o.metadata.into(),
+        wait_alive: o.wait_alive.0,
     }
 }
 
@@ -277,6 +278,7 @@ pub(super) fn key_info(i: KeyInfo) -> lock_core::KeyInfo {
                 owner: w.owner,
                 ttl: lock_core::Duration(w.ttl),
                 wait_deadline: lock_core::Instant(w.wait_deadline),
+                wait_end: lock_core::Instant(w.wait_end),
                 mode: mode(w.mode),
                 metadata: w.metadata,
             })

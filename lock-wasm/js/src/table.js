@@ -48,14 +48,14 @@ export function limitValues(limits) {
 
 /** The modes a request may ask for. */
 const MODES = ['exclusive', 'shared'];
-const OPTION_NAMES = ['mode', 'permits', 'minHold', 'lockDelay', 'metadata'];
+const OPTION_NAMES = ['mode', 'permits', 'minHold', 'lockDelay', 'metadata', 'waitAlive'];
 
 /**
  * Checked acquire options as the engine takes them: `[shared, permits, minHold, lockDelay,
- * metadata]`. `undefined` is the defaults (a plain exclusive lease). @internal
+ * metadata, waitAlive]`. `undefined` is the defaults (a plain exclusive lease). @internal
  */
 export function optionValues(options) {
-  if (options === undefined) return [false, 0, 0, 0, ''];
+  if (options === undefined) return [false, 0, 0, 0, '', 0];
   if (options === null || typeof options !== 'object') {
     throw new TypeError(`options must be an object, got ${describe(options)}`);
   }
@@ -72,12 +72,12 @@ export function optionValues(options) {
   }
   const metadata = options.metadata ?? '';
   text('metadata', metadata);
-  return [mode === 'shared', permits, ms('minHold', options.minHold ?? 0), ms('lockDelay', options.lockDelay ?? 0), metadata];
+  return [mode === 'shared', permits, ms('minHold', options.minHold ?? 0), ms('lockDelay', options.lockDelay ?? 0), metadata, ms('waitAlive', options.waitAlive ?? 0)];
 }
 
 /** Whether checked option values are the defaults (a plain exclusive lease). */
 function plain(values) {
-  return !values[0] && values[1] === 0 && values[2] === 0 && values[3] === 0 && values[4] === '';
+  return !values[0] && values[1] === 0 && values[2] === 0 && values[3] === 0 && values[4] === '' && values[5] === 0;
 }
 
 // ----- LockTable ---------------------------------------------------------------------------------
@@ -240,7 +240,7 @@ export class LockTable {
         waitDeadline <= now ? raw.try_acquire(KEY_OWNER[0], KEY_OWNER[1], ttl, now) : raw.acquire(KEY_OWNER[0], KEY_OWNER[1], ttl, waitDeadline, now),
       );
     }
-    return this.#acquireOutcome(raw.acquire_with(KEY_OWNER[0], KEY_OWNER[1], ttl, waitDeadline, o[0], o[1], o[2], o[3], o[4], now));
+    return this.#acquireOutcome(raw.acquire_with(KEY_OWNER[0], KEY_OWNER[1], ttl, waitDeadline, o[0], o[1], o[2], o[3], o[4], o[5], now));
   }
 
   /**

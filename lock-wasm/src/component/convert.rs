@@ -69,6 +69,7 @@ pub fn options_in(o: &AcquireOptions) -> core_::AcquireOptions<'_> {
         min_hold: core_::Duration(o.min_hold),
         lock_delay: core_::Duration(o.lock_delay),
         metadata: &o.metadata,
+        wait_alive: core_::Duration(o.wait_alive),
     }
 }
 
@@ -231,6 +232,7 @@ pub fn key_info(i: core_::KeyInfo) -> KeyInfo {
                 owner: w.owner,
                 ttl: w.ttl.0,
                 wait_deadline: w.wait_deadline.0,
+                wait_end: w.wait_end.0,
                 mode: mode_out(w.mode),
                 metadata: w.metadata,
             })

@@ -224,7 +224,8 @@ impl RawWaiting {
         metadata: &str,
     ) -> RawWaiting {
         let d = |v: f64| std::time::Duration::from_millis(ms(v));
-        let options = options(shared, permits, min_hold, lock_delay, metadata);
+        // A waiting call keeps its place by the loop's own renewals (`WAIT_ALIVE`).
+        let options = options(shared, permits, min_hold, lock_delay, metadata, 0.0);
         RawWaiting {
             waiting: Waiting::with_options(key, owner, d(ttl), d(wait), d(poll), &options),
             op: None,
@@ -344,8 +345,9 @@ impl RawClient {
         min_hold: f64,
         lock_delay: f64,
         metadata: &str,
+        wait_alive: f64,
     ) {
-        let options = options(shared, permits, min_hold, lock_delay, metadata);
+        let options = options(shared, permits, min_hold, lock_delay, metadata, wait_alive);
         self.options = OwnedOptions::of(&options);
     }
 

@@ -137,6 +137,7 @@ pub(super) fn options(
     min_hold: f64,
     lock_delay: f64,
     metadata: &str,
+    wait_alive: f64,
 ) -> lock_core::AcquireOptions<'_> {
     lock_core::AcquireOptions {
         mode: if shared {
@@ -149,6 +150,7 @@ pub(super) fn options(
         min_hold: span(min_hold),
         lock_delay: span(lock_delay),
         metadata,
+        wait_alive: span(wait_alive),
     }
 }
 
@@ -221,6 +223,7 @@ fn key_obj(i: &lock_core::KeyInfo) -> Obj {
                     .str("owner", &w.owner)
                     .num("ttl", w.ttl.0)
                     .num("waitDeadline", w.wait_deadline.0)
+                    .num("waitEnd", w.wait_end.0)
                     .str("mode", w.mode.name())
                     .str("metadata", &w.metadata)
                     .done()
@@ -422,9 +425,10 @@ impl RawTable {
         min_hold: f64,
         lock_delay: f64,
         metadata: &str,
+        wait_alive: f64,
         now: f64,
     ) -> u32 {
-        let options = options(shared, permits, min_hold, lock_delay, metadata);
+        let options = options(shared, permits, min_hold, lock_delay, metadata, wait_alive);
         let r = names(&self.input, key_len, owner_len).and_then(|(k, o)| {
             (self.table).acquire_with(k, o, span(ttl), at(wait_deadline), &options, at(now))
         });
@@ -446,7 +450,8 @@ impl RawTable {
         metadata: &str,
         now: f64,
     ) -> u32 {
-        let options = options(shared, permits, min_hold, lock_delay, metadata);
+        // A steal never waits: no `wait_alive`.
+        let options = options(shared, permits, min_hold, lock_delay, metadata, 0.0);
         let r = names(&self.input, key_len, owner_len)
             .and_then(|(k, o)| self.table.steal(k, o, span(ttl), &options, at(now)));
         let r = r.map(|o| self.outcome(o));

@@ -70,7 +70,7 @@ function keyTerm(info) {
 /** A step's options as the WIT's acquire-options record. */
 function witOptions(step) {
   const o = stepOptions(step);
-  return { mode: o.mode, permits: Number(o.permits), minHold: o.min_hold, lockDelay: o.lock_delay, metadata: o.metadata };
+  return { mode: o.mode, permits: Number(o.permits), minHold: o.min_hold, lockDelay: o.lock_delay, metadata: o.metadata, waitAlive: o.wait_alive };
 }
 
 export class JcoDriver {

@@ -41,7 +41,7 @@ export function keyTerm(info) {
 function npmOptions(step) {
   if (!hasOptions(step)) return undefined;
   const o = stepOptions(step);
-  return { mode: o.mode, permits: num(o.permits), minHold: num(o.min_hold), lockDelay: num(o.lock_delay), metadata: o.metadata };
+  return { mode: o.mode, permits: num(o.permits), minHold: num(o.min_hold), lockDelay: num(o.lock_delay), metadata: o.metadata, waitAlive: num(o.wait_alive) };
 }
 
 function releaseTerm(outcome) {

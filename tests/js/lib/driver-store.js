@@ -21,7 +21,7 @@ const ZERO_COUNTERS = {
 /** A step's lock-kind options as the package takes them. */
 function requestOptions(step) {
   const o = stepOptions(step);
-  return { mode: o.mode, permits: num(o.permits), minHold: num(o.min_hold), lockDelay: num(o.lock_delay), metadata: o.metadata };
+  return { mode: o.mode, permits: num(o.permits), minHold: num(o.min_hold), lockDelay: num(o.lock_delay), metadata: o.metadata, waitAlive: num(o.wait_alive) };
 }
 
 function term(type, fields) {

@@ -66,12 +66,13 @@ export function stepOptions(step) {
     min_hold: step.min_hold ?? 0n,
     lock_delay: step.lock_delay ?? 0n,
     metadata: step.metadata ?? '',
+    wait_alive: step.wait_alive ?? 0n,
   };
 }
 
 /** Whether a step asks for anything but a plain exclusive lease (then it is `acquire-with`). */
 export function hasOptions(step) {
-  return ['mode', 'permits', 'min_hold', 'lock_delay', 'metadata'].some((field) => step[field] !== undefined);
+  return ['mode', 'permits', 'min_hold', 'lock_delay', 'metadata', 'wait_alive'].some((field) => step[field] !== undefined);
 }
 
 /**
@@ -96,6 +97,7 @@ export function canonicalKey(view) {
       owner: w.owner,
       ttl: exact(w.ttl),
       wait_deadline: exact(w.wait_deadline),
+      wait_end: exact(w.wait_end ?? w.wait_deadline),
       mode: w.mode ?? 'exclusive',
       metadata: w.metadata ?? '',
     })),

@@ -439,6 +439,8 @@ impl Playground {
             min_hold,
             lock_delay,
             metadata: metadata.unwrap_or_default(),
+            // The page's clients live beside the table: their places are kept for the whole wait.
+            wait_alive: 0,
         })
     }
 

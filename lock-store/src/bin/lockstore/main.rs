@@ -240,6 +240,7 @@ impl KindArgs {
             min_hold: self.min_hold.into(),
             lock_delay: self.lock_delay.into(),
             metadata: &self.metadata,
+            wait_alive: lock_core::Duration::ZERO,
         }
     }
 }

@@ -84,15 +84,21 @@ pub fn key_text(key: &str, info: Option<&KeyInfo>) -> String {
         text.push_str(&format!("\n  {} permits", info.permits));
     }
     for (i, w) in info.waiters.iter().enumerate() {
-        // A waiter's wait deadline in the record is only how long its place is kept without a
-        // renewal (see `WAIT_ALIVE`), not the wait it asked for, which only the waiter knows.
+        // The wait it asked for; a waiter that keeps its place by renewals (see `WAIT_ALIVE`)
+        // also shows when its next renewal is due.
         text.push_str(&format!(
-            "\n  {}. {} waits for a {} lease (keeps its place while it renews it; next renewal due by {})",
+            "\n  {}. {} waits until {} for a {} lease",
             i + 1,
             w.owner,
+            until(w.wait_end),
             duration(Duration::from_millis(w.ttl.0)),
-            utc(w.wait_deadline)
         ));
+        if w.wait_end != w.wait_deadline {
+            text.push_str(&format!(
+                " (keeps its place while it renews it; next renewal due by {})",
+                utc(w.wait_deadline)
+            ));
+        }
     }
     text
 }
@@ -142,11 +148,13 @@ pub fn key_json(key: &str, info: Option<&KeyInfo>) -> String {
         .iter()
         .map(|w| {
             format!(
-                "{{\"owner\":{},\"ttl_ms\":{},\"mode\":{},\"metadata\":{},\"renew_by_ms\":{},\"renew_by\":{}}}",
+                "{{\"owner\":{},\"ttl_ms\":{},\"mode\":{},\"metadata\":{},\"wait_until_ms\":{},\"wait_until\":{},\"renew_by_ms\":{},\"renew_by\":{}}}",
                 json_string(&w.owner),
                 w.ttl.0,
                 json_string(w.mode.name()),
                 json_string(&w.metadata),
+                w.wait_end.0,
+                json_string(&utc(w.wait_end)),
                 w.wait_deadline.0,
                 json_string(&utc(w.wait_deadline))
             )

@@ -455,7 +455,7 @@ export class StoreClient {
   #options(op, args) {
     if (op !== 'acquire-with' && op !== 'steal') return;
     const o = optionValues(args.options);
-    this.#raw.set_options(o[0], o[1], o[2], o[3], o[4]);
+    this.#raw.set_options(o[0], o[1], o[2], o[3], o[4], o[5]);
   }
 
   #freed = false;
