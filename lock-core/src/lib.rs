@@ -51,6 +51,7 @@
 extern crate alloc;
 
 mod call;
+pub mod election;
 mod error;
 mod event;
 mod expired_log;
