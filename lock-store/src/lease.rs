@@ -299,6 +299,23 @@ impl Lease {
         self.start_guard(true);
     }
 
+    /// The lease's end on this holder's clock at the latest: when the request that granted or
+    /// last extended it left this machine, plus the time that remained.
+    pub(crate) fn local_end(&self) -> LocalInstant {
+        self.state.local_end()
+    }
+
+    /// An extension by `ttl` to run on another thread (a store call can hang up to its bound,
+    /// and the caller must keep its own time meanwhile); it answers the lease's end on this
+    /// holder's clock after it.
+    pub(crate) fn extension(
+        &self,
+        ttl: Duration,
+    ) -> impl FnOnce() -> Result<LocalInstant, Error> + Send + 'static {
+        let (locks, state) = (self.locks.clone(), Arc::clone(&self.state));
+        move || extend(&locks, &state, ttl).map(|()| state.local_end())
+    }
+
     /// Runs `callback` once if the lease is lost (an extension refused, or its end reached on
     /// this holder's clock without a successful extension), in the thread that found out. Not
     /// after a release. Set at once if already lost.

@@ -45,6 +45,7 @@ mod clock;
 mod collect;
 mod decider;
 pub mod driver;
+pub mod election;
 mod engine;
 mod exchange;
 mod kinds;

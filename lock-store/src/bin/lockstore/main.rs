@@ -42,6 +42,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
 
+mod elect;
 mod guard;
 mod show;
 mod tree;
@@ -103,6 +104,27 @@ enum Cmd {
     /// then run a command as `run` does. For an operator's forced take-over.
     #[command(after_help = EXIT_CODES)]
     Steal(RunArgs),
+    /// Campaign in an election: run the command only while this process leads (SIGTERM when
+    /// its term stops, SIGKILL after --grace), then campaign again; exit 0 on SIGTERM, SIGINT
+    /// or SIGHUP once the current term has stopped; SIGUSR1 resigns the term.
+    #[command(after_help = EXIT_CODES)]
+    Elect(ElectArgs),
+    /// Show the leader of an election (its candidate, term fence, lease deadline, metadata).
+    Leader {
+        #[command(flatten)]
+        at: Target,
+        /// Print one JSON object per line.
+        #[arg(long)]
+        json: bool,
+        /// Keep watching: print the leader again each time it changes.
+        #[arg(long)]
+        watch: bool,
+        /// How often --watch looks.
+        #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "200ms")]
+        every: Duration,
+        /// The election's name.
+        name: String,
+    },
     /// Show a key's holder (owner, fence, deadline) and its waiters.
     Inspect {
         #[command(flatten)]
@@ -205,6 +227,38 @@ struct RunArgs {
     command: Vec<String>,
 }
 
+/// `lockstore elect`'s arguments (see `docs/election.md`).
+#[derive(Args)]
+struct ElectArgs {
+    #[command(flatten)]
+    at: Target,
+    /// The term's lease: extended every third of it while this process leads.
+    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "15s")]
+    ttl: Duration,
+    /// The command gets SIGTERM at the latest this long before the lease's end on this
+    /// machine's clock when the lease could not be extended (default: a fifth of --ttl).
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    margin: Option<Duration>,
+    /// How long the command may take to stop after SIGTERM (then SIGKILL; default: the
+    /// margin, so that it never outlives the lease).
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    grace: Option<Duration>,
+    /// This candidate's id (default: this host and lockstore's process id).
+    #[arg(long, value_name = "ID")]
+    candidate: Option<String>,
+    /// Shown to every reader of the leader (an address, say).
+    #[arg(long, value_name = "TEXT", default_value = "")]
+    metadata: String,
+    /// Lead one term, then exit with 0 (default: campaign again after each term).
+    #[arg(long)]
+    once: bool,
+    /// The election's name (the key it is held under).
+    name: String,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
 /// The lock kinds (see `docs/semantics.md`, "Lock kinds").
 #[derive(Args)]
 struct KindArgs {
@@ -282,6 +336,14 @@ fn main() -> ExitCode {
             limit,
             json,
         } => query(&at, &prefix, &after, limit, json),
+        Cmd::Elect(args) => elect_cmd(args),
+        Cmd::Leader {
+            at,
+            json,
+            watch,
+            every,
+            name,
+        } => leader_cmd(&at, &name, json, watch.then_some(every)),
         Cmd::Inspect { at, json, key } => inspect(&at, &key, json),
         Cmd::List { at, json } => list(&at, json),
         Cmd::Install { at } => install(&at),
@@ -504,6 +566,42 @@ fn exit_code(status: std::process::ExitStatus) -> u8 {
         (None, Some(signal)) => u8::try_from(128 + signal).unwrap_or(1),
         _ => 1,
     }
+}
+
+fn elect_cmd(a: ElectArgs) -> Result<ExitCode, Failed> {
+    let locks = open(&a.at)?;
+    let candidate = a.candidate.clone().unwrap_or_else(default_owner);
+    let mut options = lock_store::election::CampaignOptions::new(a.ttl.into());
+    if let Some(margin) = a.margin {
+        options.margin = margin.into();
+        options.grace = margin.into();
+    }
+    if let Some(grace) = a.grace {
+        options.grace = grace.into();
+    }
+    options.once = a.once;
+    let args = elect::ElectArgs {
+        locks: &locks,
+        name: &a.name,
+        candidate: &candidate,
+        options,
+        metadata: &a.metadata,
+    };
+    match elect::elect(&args, a.command) {
+        Ok(code) => Ok(ExitCode::from(code)),
+        Err((code, message)) => Err(Failed(code, message)),
+    }
+}
+
+fn leader_cmd(
+    at: &Target,
+    name: &str,
+    json: bool,
+    watch: Option<Duration>,
+) -> Result<ExitCode, Failed> {
+    let locks = open(at)?;
+    elect::leader(&locks, name, json, watch)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn inspect(at: &Target, key: &str, json: bool) -> Result<ExitCode, Failed> {

@@ -1,0 +1,271 @@
+//! `lockstore elect NAME -- CMD`: campaign in the election `NAME` and run the command only
+//! while this process leads; `lockstore leader NAME`: who leads. The recipe is the core's
+//! (`lock_store::election`); this file gives it a process as the term's body.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, Signal};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
+
+use lock_store::election::{Body, CampaignOptions, Election, Leader, StopReason, Term};
+use lock_store::Locks;
+
+use crate::{guard, show, tree};
+
+/// A term's body: the command, under its guard, as `lockstore run` starts it.
+pub struct ProcessBody {
+    /// The command and its arguments.
+    pub command: Vec<String>,
+    /// The election's name, the candidate, shown to the command in its environment.
+    pub name: String,
+    /// This candidate's id.
+    pub candidate: String,
+    /// The running guard.
+    pub child: Option<Child>,
+    /// A command that cannot start ends the campaign with 126 or 127.
+    pub failed: Option<(u8, String)>,
+}
+
+impl ProcessBody {
+    fn pid(&self) -> Option<Pid> {
+        self.child.as_ref().map(Pid::from_child)
+    }
+
+    /// Stops what the command left running once its guard exited (as `lockstore run`).
+    fn reap_tree(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            tree::reap_ended();
+            if tree::descendants(None).is_empty() {
+                return;
+            }
+            let signal = if Instant::now() < deadline {
+                Signal::TERM
+            } else {
+                Signal::KILL
+            };
+            tree::signal_all(None, None, signal);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Body for ProcessBody {
+    fn start(&mut self, term: &Term) {
+        eprintln!(
+            "lockstore: {} leads \"{}\" with fence {}",
+            self.candidate,
+            self.name,
+            term.fence().0
+        );
+        let me = match std::env::current_exe() {
+            Ok(me) => me,
+            Err(e) => {
+                self.failed = Some((126, format!("cannot find lockstore itself: {e}")));
+                return;
+            }
+        };
+        let spawned = Command::new(me)
+            .arg(guard::COMMAND)
+            .arg(std::process::id().to_string())
+            .arg("--")
+            .args(&self.command)
+            .env("EXPIRING_LOCK_KEY", &self.name)
+            .env("EXPIRING_LOCK_FENCE", term.fence().0.to_string())
+            .env("EXPIRING_LOCK_OWNER", &self.candidate)
+            .stdin(Stdio::null())
+            .spawn();
+        match spawned {
+            Ok(child) => self.child = Some(child),
+            Err(e) => {
+                self.failed = Some((126, format!("cannot start {}: {e}", self.command[0])));
+            }
+        }
+    }
+
+    fn stop(&mut self, term: &Term, reason: StopReason) {
+        eprintln!(
+            "lockstore: {} stops leading \"{}\" (fence {}): {}",
+            self.candidate,
+            self.name,
+            term.fence().0,
+            reason.name()
+        );
+        if reason != StopReason::Returned {
+            tree::signal_all(self.pid(), self.pid(), Signal::TERM);
+        }
+    }
+
+    fn returned(&mut self) -> bool {
+        let Some(child) = self.child.as_mut() else {
+            return true;
+        };
+        match child.try_wait() {
+            Ok(None) => false,
+            Ok(Some(status)) => {
+                // The guard's status is the command's; 127: not found (the guard could not
+                // exec it), which ends the campaign.
+                if status.code() == Some(127) {
+                    self.failed = Some((127, format!("{}: command not found", self.command[0])));
+                }
+                self.child = None;
+                self.reap_tree();
+                true
+            }
+            Err(_) => {
+                self.child = None;
+                true
+            }
+        }
+    }
+
+    fn abandon(&mut self) {
+        eprintln!(
+            "lockstore: the command did not stop within the grace: SIGKILL ({})",
+            self.name
+        );
+        tree::signal_all(self.pid(), None, Signal::KILL);
+    }
+
+    fn wait(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.wait();
+            self.reap_tree();
+        }
+    }
+}
+
+/// What `lockstore elect` is given.
+pub struct ElectArgs<'a> {
+    /// The store.
+    pub locks: &'a Locks,
+    /// The election's name (its key).
+    pub name: &'a str,
+    /// This candidate.
+    pub candidate: &'a str,
+    /// The recipe's options.
+    pub options: CampaignOptions,
+    /// Shown to readers of the leader.
+    pub metadata: &'a str,
+}
+
+/// Campaigns until `SIGTERM`, `SIGINT` or `SIGHUP` (then the current term, if any, stops and
+/// `lockstore` exits 0) or, with `--once`, until one term ended; `SIGUSR1` resigns the current
+/// term (the next candidate in line leads at once) and campaigns again. Answers the exit
+/// status.
+///
+/// # Errors
+/// A failure of the store (not a lost connection: that only delays the campaign) or a command
+/// that cannot run, with its exit status.
+pub fn elect(args: &ElectArgs<'_>, command: Vec<String>) -> Result<u8, (u8, String)> {
+    let election = Election::new(args.locks, args.name, args.candidate, args.options)
+        .map_err(|e| (crate::USAGE, e.to_string()))?
+        .metadata(args.metadata);
+    let control = election.control();
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP, SIGUSR1])
+        .map_err(|e| (crate::STORE, format!("cannot handle signals: {e}")))?;
+    tree::adopt_orphans();
+    std::thread::spawn(move || {
+        for signal in signals.forever() {
+            if signal == SIGUSR1 {
+                control.resign();
+            } else {
+                control.shut_down();
+            }
+        }
+    });
+    let mut body = ProcessBody {
+        command,
+        name: args.name.to_owned(),
+        candidate: args.candidate.to_owned(),
+        child: None,
+        failed: None,
+    };
+    let terms = election
+        .run_with(&mut body)
+        .map_err(|e| (crate::STORE, e.to_string()))?;
+    if let Some(failed) = body.failed {
+        return Err(failed);
+    }
+    eprintln!(
+        "lockstore: {} leaves \"{}\" after {terms} terms",
+        args.candidate, args.name
+    );
+    Ok(0)
+}
+
+/// The leader as text: `NAME: led by C with fence F, until T (metadata)`, or `NAME: no leader`.
+pub fn leader_text(name: &str, leader: Option<&Leader>) -> String {
+    match leader {
+        None => format!("{name}: no leader"),
+        Some(l) => {
+            let mut text = format!(
+                "{name}: led by {} with fence {}, until {}",
+                l.candidate,
+                l.fence.0,
+                show::until(l.deadline)
+            );
+            if !l.metadata.is_empty() {
+                text.push_str(&format!(" ({})", l.metadata));
+            }
+            text
+        }
+    }
+}
+
+/// The leader as one JSON object.
+pub fn leader_json(name: &str, leader: Option<&Leader>) -> String {
+    match leader {
+        None => format!(
+            "{{\"election\":{},\"leader\":null}}",
+            show::json_string(name)
+        ),
+        Some(l) => format!(
+            "{{\"election\":{},\"leader\":{{\"candidate\":{},\"fence\":{},\"deadline_ms\":{},\"deadline\":{},\"metadata\":{}}}}}",
+            show::json_string(name),
+            show::json_string(&l.candidate),
+            l.fence.0,
+            l.deadline.0,
+            show::json_string(&show::utc(l.deadline)),
+            show::json_string(&l.metadata)
+        ),
+    }
+}
+
+/// `lockstore leader NAME`: prints the leader once, or with `watch` each time it changes (a
+/// new term, or no leader), looking every `every`.
+///
+/// # Errors
+/// The store's failure (`watch` rides out failures, printing nothing until the store answers).
+pub fn leader(
+    locks: &Locks,
+    name: &str,
+    json: bool,
+    watch: Option<Duration>,
+) -> Result<(), lock_store::Error> {
+    let show = |leader: Option<&Leader>| {
+        if json {
+            println!("{}", leader_json(name, leader));
+        } else {
+            println!("{}", leader_text(name, leader));
+        }
+    };
+    let first = locks.leader(name)?;
+    show(first.as_ref());
+    let Some(every) = watch else {
+        return Ok(());
+    };
+    let term = |l: &Option<Leader>| l.as_ref().map(|l| (l.candidate.clone(), l.fence));
+    let mut last = term(&first);
+    loop {
+        std::thread::sleep(every);
+        let Ok(now) = locks.leader(name) else {
+            continue;
+        };
+        if term(&now) != last {
+            last = term(&now);
+            show(now.as_ref());
+        }
+    }
+}

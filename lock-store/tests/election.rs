@@ -1,0 +1,574 @@
+//! Leader election with real processes on every store that processes share: three
+//! `lockstore elect` candidates whose command (this test binary, `elect_worker`) writes to a
+//! fenced resource while it leads. The leader is killed with `SIGKILL`, another is stopped
+//! (`SIGSTOP`, its whole tree) past its TTL and continued, a third resigns (`SIGUSR1`), and the
+//! others leave (`SIGTERM`). A checker reads every process's log on one clock
+//! (`CLOCK_MONOTONIC`): fences strictly increase, a term's believed interval (its start to its
+//! stop, less the time it was stopped) never overlaps the next term's, every term that was not
+//! killed has a stop, no write made while it believed it led was refused, a write of a deposed
+//! leader is refused by fence, and the candidate that stays leads when the others leave.
+//! Also `Election::run` in one process (threads), and `lockstore leader`.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lock_store::election::{CampaignOptions, Election, StopReason};
+use lock_store::{Fence, Locks};
+
+const NAME: &str = "scheduler";
+const TTL_MS: u64 = 1_000;
+
+/// This machine's monotonic clock in ms, the same in every process.
+fn mono_ms() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    u64::try_from(t.tv_sec).unwrap() * 1000 + u64::try_from(t.tv_nsec).unwrap() / 1_000_000
+}
+
+/// The command each candidate runs while it leads (when `ELECT_WORKER` is set: `log|resource`):
+/// logs its start, writes to the fenced resource every 10 ms (logging whether the write was
+/// taken), and logs its stop when it gets `SIGTERM`.
+#[test]
+fn elect_worker() {
+    let Ok(spec) = std::env::var("ELECT_WORKER") else {
+        return;
+    };
+    let (log, resource) = spec.split_once('|').unwrap();
+    let fence: u64 = std::env::var("EXPIRING_LOCK_FENCE")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let me = std::env::var("EXPIRING_LOCK_OWNER").unwrap();
+    let term = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&term)).unwrap();
+    let mut out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .unwrap();
+    let mut line = |text: String| {
+        out.write_all(format!("{text}\n").as_bytes()).unwrap();
+    };
+    line(format!("start {me} {fence} {}", mono_ms()));
+    loop {
+        if term.load(Ordering::SeqCst) {
+            line(format!("stop {me} {fence} {}", mono_ms()));
+            return;
+        }
+        let at = mono_ms();
+        let taken = fenced_write(Path::new(resource), fence);
+        line(format!("write {me} {fence} {at} {taken}"));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A resource that takes a write only with a fence at least the highest it took (a file, and
+/// a lock file around the read and the write).
+fn fenced_write(resource: &Path, fence: u64) -> bool {
+    let guard = resource.with_extension("lock");
+    loop {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&guard)
+        {
+            Ok(_) => break,
+            Err(_) => std::thread::sleep(Duration::from_millis(1)),
+        }
+    }
+    let seen: u64 = std::fs::read_to_string(resource)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    let taken = fence >= seen;
+    if taken {
+        std::fs::write(resource, fence.to_string()).unwrap();
+    }
+    std::fs::remove_file(&guard).unwrap();
+    taken
+}
+
+/// One candidate: its `lockstore elect` process and what it printed (with when, on the
+/// monotonic clock).
+struct Candidate {
+    id: String,
+    child: Child,
+    lines: Arc<Mutex<Vec<(u64, String)>>>,
+}
+
+impl Candidate {
+    fn start(id: &str, url: &str, ns: &str, log: &Path, resource: &Path) -> Self {
+        let me = std::env::current_exe().unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lockstore"))
+            .args(["elect", "--store", url, "--namespace", ns, "--ttl", "1s"])
+            .args([
+                "--candidate",
+                id,
+                "--metadata",
+                &format!("{id}.internal:8080"),
+                NAME,
+            ])
+            .arg("--")
+            .arg(me)
+            .args(["--exact", "elect_worker", "--nocapture", "--test-threads=1"])
+            .env(
+                "ELECT_WORKER",
+                format!("{}|{}", log.display(), resource.display()),
+            )
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let stderr = child.stderr.take().unwrap();
+        let sink = Arc::clone(&lines);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push((mono_ms(), line));
+            }
+        });
+        Candidate {
+            id: id.to_owned(),
+            child,
+            lines,
+        }
+    }
+
+    fn pid(&self) -> rustix::process::Pid {
+        rustix::process::Pid::from_child(&self.child)
+    }
+
+    fn printed(&self, text: &str) -> bool {
+        self.lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(_, l)| l.contains(text))
+    }
+
+    fn stderr(&self) -> String {
+        let lines = self.lines.lock().unwrap();
+        lines.iter().map(|(_, l)| format!("{l}\n")).collect()
+    }
+}
+
+/// `pid` and every process below it (from /proc).
+fn tree(pid: i32) -> Vec<i32> {
+    let mut all = vec![pid];
+    let mut i = 0;
+    while i < all.len() {
+        let parent = all[i];
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(p) = entry.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+            let ppid = stat
+                .rsplit_once(") ")
+                .and_then(|(_, rest)| rest.split(' ').nth(1))
+                .and_then(|s| s.parse::<i32>().ok());
+            if ppid == Some(parent) && !all.contains(&p) {
+                all.push(p);
+            }
+        }
+        i += 1;
+    }
+    all
+}
+
+fn signal_tree(pid: i32, signal: rustix::process::Signal) {
+    for p in tree(pid) {
+        let _ = rustix::process::kill_process(rustix::process::Pid::from_raw(p).unwrap(), signal);
+    }
+}
+
+/// A logged term.
+#[derive(Debug, Clone)]
+struct Term {
+    who: String,
+    fence: u64,
+    start: u64,
+    stop: Option<u64>,
+    /// Writes: (when, taken).
+    writes: Vec<(u64, bool)>,
+}
+
+fn read_terms(log: &Path) -> Vec<Term> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let mut terms: Vec<Term> = Vec::new();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        let (who, fence, at) = (
+            f[1].to_owned(),
+            f[2].parse().unwrap(),
+            f[3].parse().unwrap(),
+        );
+        match f[0] {
+            "start" => terms.push(Term {
+                who,
+                fence,
+                start: at,
+                stop: None,
+                writes: Vec::new(),
+            }),
+            "stop" => {
+                if let Some(t) = terms.iter_mut().find(|t| t.fence == fence) {
+                    t.stop = Some(at);
+                }
+            }
+            _ => {
+                if let Some(t) = terms.iter_mut().find(|t| t.fence == fence) {
+                    t.writes.push((at, f[4] == "true"));
+                }
+            }
+        }
+    }
+    terms.sort_by_key(|t| t.fence);
+    terms
+}
+
+/// The checker (see the module's documentation). `killed`: fences whose leader was killed
+/// with `SIGKILL` (no stop can be logged); `paused`: (fence, from, to) when a leader's tree
+/// was stopped.
+fn check(label: &str, terms: &[Term], killed: &[u64], paused: &[(u64, u64, u64)]) {
+    for w in terms.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        assert!(
+            a.fence < b.fence,
+            "{label}: fences not increasing: {terms:#?}"
+        );
+        if killed.contains(&a.fence) {
+            continue;
+        }
+        let stop = a
+            .stop
+            .unwrap_or_else(|| panic!("{label}: a term without a stop: {a:?}"));
+        // Its belief, less the time it was stopped: it acted as the leader only before the
+        // next term began (the stop comes first thing when it continues).
+        let acted_until = match paused.iter().find(|(f, _, _)| *f == a.fence) {
+            Some((_, from, _)) => (*from).min(stop),
+            None => stop,
+        };
+        assert!(
+            acted_until <= b.start,
+            "{label}: terms overlap: {a:?} believed it led past {b:?}'s start"
+        );
+    }
+    for t in terms {
+        let believed_end = paused
+            .iter()
+            .find(|(f, _, _)| *f == t.fence)
+            .map_or(t.stop.unwrap_or(u64::MAX), |(_, from, _)| *from);
+        for (at, taken) in &t.writes {
+            if *at < believed_end {
+                assert!(
+                    taken,
+                    "{label}: a write of fence {} at {at} refused while it led: {terms:#?}",
+                    t.fence
+                );
+            }
+        }
+    }
+}
+
+fn wait_for<T>(what: &str, within: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(start.elapsed() < within, "waited {within:?} for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn leader_of(url: &str, ns: &str) -> Option<String> {
+    let out = Command::new(env!("CARGO_BIN_EXE_lockstore"))
+        .args(["leader", "--store", url, "--namespace", ns, "--json", NAME])
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    json["leader"]["candidate"].as_str().map(str::to_owned)
+}
+
+fn election_on(label: &str, url: &str) {
+    let ns = common::unique_namespace("elect");
+    let _cleanup = common::Cleanup(|| {
+        let _ = lock_store::store::open(url, &ns, lock_store::store::DEFAULT_BOUND)
+            .and_then(|mut s| s.uninstall());
+    });
+    drop(Locks::open(url, &ns).unwrap());
+    let dir = std::env::temp_dir().join(&ns);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (log, resource) = (dir.join("terms.log"), dir.join("resource"));
+    let mut all: Vec<Candidate> = ["c0", "c1", "c2"]
+        .iter()
+        .map(|id| Candidate::start(id, url, &ns, &log, &resource))
+        .collect();
+    let leading = |all: &[Candidate]| -> Option<String> {
+        let terms = read_terms(&log);
+        let last = terms.last()?;
+        (last.stop.is_none() && all.iter().any(|c| c.id == last.who)).then(|| last.who.clone())
+    };
+    let first = wait_for("a first leader", Duration::from_secs(20), || leading(&all));
+    assert_eq!(leader_of(url, &ns).as_deref(), Some(first.as_str()));
+
+    // SIGKILL the leader: its guard kills its command; a follower leads within the TTL (plus
+    // the store's look interval).
+    let i = all.iter().position(|c| c.id == first).unwrap();
+    let mut dead = all.remove(i);
+    let killed_fence = read_terms(&log).last().unwrap().fence;
+    let t0 = mono_ms();
+    dead.child.kill().unwrap();
+    dead.child.wait().unwrap();
+    let second = wait_for("a leader after the kill", Duration::from_secs(20), || {
+        leading(&all).filter(|w| *w != first)
+    });
+    let failover = read_terms(&log).last().unwrap().start - t0;
+    assert!(
+        failover < TTL_MS + 3_000,
+        "{label}: failover after SIGKILL took {failover} ms"
+    );
+
+    // SIGSTOP the new leader's whole tree past its TTL: the third candidate leads; SIGCONT:
+    // its lockstore stops its term first thing, and a write its command tries is refused by
+    // fence.
+    let j = all.iter().position(|c| c.id == second).unwrap();
+    let paused_fence = read_terms(&log).last().unwrap().fence;
+    let pid = all[j].pid().as_raw_nonzero().get();
+    let from = mono_ms();
+    signal_tree(pid, rustix::process::Signal::STOP);
+    let third = wait_for(
+        "a leader while one is stopped",
+        Duration::from_secs(20),
+        || {
+            let terms = read_terms(&log);
+            let last = terms.last()?;
+            (last.fence > paused_fence).then(|| last.who.clone())
+        },
+    );
+    std::thread::sleep(Duration::from_millis(300)); // the new leader writes meanwhile
+    let to = mono_ms();
+    signal_tree(pid, rustix::process::Signal::CONT);
+    wait_for(
+        "the stopped leader hears it",
+        Duration::from_secs(20),
+        || {
+            all[j]
+                .printed(&format!("(fence {paused_fence}): unrenewed"))
+                .then_some(())
+        },
+    );
+    let stopped = wait_for("its command stopped", Duration::from_secs(20), || {
+        read_terms(&log)
+            .into_iter()
+            .find(|t| t.fence == paused_fence && t.stop.is_some())
+    });
+    // The resource refused every write it made after the next term wrote.
+    let next_start = read_terms(&log)
+        .into_iter()
+        .find(|t| t.fence > paused_fence)
+        .unwrap()
+        .start;
+    for (at, taken) in &stopped.writes {
+        if *at > next_start + 100 {
+            assert!(
+                !taken,
+                "{label}: a deposed leader's write was taken at {at}"
+            );
+        }
+    }
+
+    // SIGUSR1: the leader resigns; the next in line leads at once (one round trip).
+    let k = all.iter().position(|c| c.id == third).unwrap();
+    let before = read_terms(&log).last().unwrap().fence;
+    let t1 = mono_ms();
+    rustix::process::kill_process(all[k].pid(), rustix::process::Signal::USR1).unwrap();
+    let handed = wait_for(
+        "a leader after the resignation",
+        Duration::from_secs(20),
+        || {
+            let terms = read_terms(&log);
+            let last = terms.last()?;
+            (last.fence > before).then(|| last.clone())
+        },
+    );
+    assert_ne!(
+        handed.who, third,
+        "{label}: the next in line leads, not the resigner"
+    );
+    let resign_handover = handed.start - t1;
+    assert!(
+        resign_handover < 3_000,
+        "{label}: the hand-off after a resignation took {resign_handover} ms"
+    );
+
+    // The others leave (SIGTERM): the one that stays leads.
+    let stay = third.clone();
+    for c in all.iter_mut().filter(|c| c.id != stay) {
+        rustix::process::kill_process(c.pid(), rustix::process::Signal::TERM).unwrap();
+        let status = c.child.wait().unwrap();
+        assert!(
+            status.success(),
+            "{label}: {} exited {status:?}: {}",
+            c.id,
+            c.stderr()
+        );
+        assert!(c.printed("leaves"), "{}", c.stderr());
+    }
+    wait_for("the one that stays leads", Duration::from_secs(20), || {
+        let terms = read_terms(&log);
+        let last = terms.last()?;
+        (last.who == stay && last.stop.is_none()).then_some(())
+    });
+    assert_eq!(leader_of(url, &ns).as_deref(), Some(stay.as_str()));
+    for c in &mut all {
+        let _ = rustix::process::kill_process(c.pid(), rustix::process::Signal::TERM);
+        let _ = c.child.wait();
+    }
+    wait_for("no leader", Duration::from_secs(10), || {
+        leader_of(url, &ns).is_none().then_some(())
+    });
+    let terms = read_terms(&log);
+    check(label, &terms, &[killed_fence], &[(paused_fence, from, to)]);
+    println!(
+        "{label}: {} terms; failover after SIGKILL {failover} ms (ttl {TTL_MS} ms), after a resignation {resign_handover} ms",
+        terms.len()
+    );
+}
+
+#[test]
+fn candidates_in_processes_on_every_store() {
+    for (label, url) in common::store_urls() {
+        if url.starts_with("memory:") {
+            continue;
+        }
+        election_on(label, &url);
+    }
+}
+
+/// A body's term as it saw it: who, its fence, why it stopped.
+type Seen = (String, Fence, Option<StopReason>);
+
+/// `Election::run` in one process: two candidates on threads; the first leads, resigns, and
+/// the second leads at once with a higher fence; shut down, both return.
+#[test]
+fn election_run_with_threads() {
+    let locks = Locks::open("memory:", "elect_threads").unwrap();
+    let options = CampaignOptions::new(Duration::from_millis(TTL_MS).into());
+    let a = Election::new(&locks, NAME, "a", options).unwrap();
+    let b = Election::new(&locks, NAME, "b", options).unwrap();
+    let (ca, cb) = (a.control(), b.control());
+    let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+    std::thread::scope(|s| {
+        for (e, who) in [(&a, "a"), (&b, "b")] {
+            let seen = Arc::clone(&seen);
+            s.spawn(move || {
+                e.run(|term| {
+                    let stop = loop {
+                        if let Some(r) = term.wait_stop(Duration::from_millis(20)) {
+                            break r;
+                        }
+                    };
+                    seen.lock()
+                        .unwrap()
+                        .push((who.to_owned(), term.fence(), Some(stop)));
+                })
+                .unwrap()
+            });
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let leader = wait_for("a leads", Duration::from_secs(5), || {
+            locks.leader(NAME).unwrap().filter(|l| l.candidate == "a")
+        });
+        std::thread::sleep(Duration::from_millis(1_500)); // extended past its TTL
+        assert_eq!(locks.leader(NAME).unwrap().unwrap().fence, leader.fence);
+        ca.resign();
+        let next = wait_for("b leads", Duration::from_secs(5), || {
+            locks.leader(NAME).unwrap().filter(|l| l.candidate == "b")
+        });
+        assert!(next.fence > leader.fence);
+        ca.shut_down();
+        cb.shut_down();
+    });
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen[0].0, "a");
+    assert_eq!(seen[0].2, Some(StopReason::Resigned));
+    assert_eq!(seen[1].0, "b");
+    assert_eq!(seen[1].2, Some(StopReason::ShutDown));
+    assert!(locks.leader(NAME).unwrap().is_none());
+}
+
+/// A gray failure: the leader's path to the store goes silent (a proxy that forwards nothing
+/// and keeps its connections open). Its extensions hang, yet its stop signal fires a margin
+/// before its lease's end on its own clock, and its command has stopped before the next leader
+/// starts: the believed intervals do not overlap.
+#[test]
+fn a_leader_cut_off_from_its_store_stops_before_the_next_leads() {
+    for (label, url) in common::server_urls() {
+        if url.starts_with("memory:") {
+            continue;
+        }
+        let ns = common::unique_namespace("elect_gray");
+        let _cleanup = common::Cleanup(|| {
+            let _ = lock_store::store::open(&url, &ns, lock_store::store::DEFAULT_BOUND)
+                .and_then(|mut s| s.uninstall());
+        });
+        drop(Locks::open(&url, &ns).unwrap());
+        let dir = std::env::temp_dir().join(&ns);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (log, resource) = (dir.join("terms.log"), dir.join("resource"));
+        let proxy = common::proxy::Proxy::for_url(&url);
+        let mut cut = Candidate::start("cut", &proxy.url(&url), &ns, &log, &resource);
+        wait_for(
+            "the proxied candidate leads",
+            Duration::from_secs(20),
+            || {
+                read_terms(&log)
+                    .last()
+                    .filter(|t| t.who == "cut")
+                    .map(|_| ())
+            },
+        );
+        let mut other = Candidate::start("other", &url, &ns, &log, &resource);
+        std::thread::sleep(Duration::from_millis(500));
+        proxy.set(common::proxy::Fault::Blackhole);
+        let next = wait_for("the other leads", Duration::from_secs(20), || {
+            read_terms(&log).into_iter().find(|t| t.who == "other")
+        });
+        let terms = read_terms(&log);
+        let first = &terms[0];
+        let stop = first
+            .stop
+            .unwrap_or_else(|| panic!("{label}: no stop: {terms:#?}"));
+        assert_eq!(first.who, "cut");
+        assert!(
+            cut.printed(&format!("(fence {}): unrenewed", first.fence)),
+            "{label}: {}",
+            cut.stderr()
+        );
+        assert!(
+            stop < next.start,
+            "{label}: the cut-off leader stopped at {stop}, after the next began at {}",
+            next.start
+        );
+        check(label, &terms, &[], &[]);
+        for c in [&mut cut, &mut other] {
+            let _ = rustix::process::kill_process(c.pid(), rustix::process::Signal::TERM);
+        }
+        proxy.set(common::proxy::Fault::None);
+        proxy.reset();
+        for c in [&mut cut, &mut other] {
+            let _ = c.child.wait();
+        }
+        println!(
+            "{label}: cut off; stopped {} ms before the next leader began",
+            next.start - stop
+        );
+    }
+}
