@@ -326,6 +326,7 @@ describe('playground', () => {
       'contention and FIFO hand-off', 'a frozen holder loses its lock', 'keep-alive', 'a waiter gives up',
       'readers share, a writer waits its turn', 'a semaphore: three permits', 'steal: take it now',
       'minimum hold: a job that finishes early', 'lock-delay after a crash', 'who holds it, and why: metadata and query',
+      'leader election: three candidates',
     ]);
     await page.selectOption('#guide-select', '1');
     await page.waitForFunction(() => document.querySelector('#replay').dataset.state === 'loaded');
@@ -384,8 +385,9 @@ describe('playground', () => {
     // The session, kinds and all, exports as a vector file the page's own runner accepts.
     const exported = await page.evaluate(() => document.querySelector('#export-count').textContent);
     assert.match(exported, /^\d+ steps recorded$/);
-    // Every kind's guided scenario replays to the end with every step as expected.
-    for (const index of ['4', '5', '6', '7', '8', '9']) {
+    // Every kind's guided scenario, and the election's, replays to the end with every step as
+    // expected.
+    for (const index of ['4', '5', '6', '7', '8', '9', '10']) {
       await page.selectOption('#guide-select', index);
       await page.waitForFunction(() => document.querySelector('#replay').dataset.state === 'loaded');
       while ((await page.getAttribute('#replay', 'data-state')) !== 'finished') await page.click('#replay-next');
