@@ -36,7 +36,7 @@ mod tests {
     #[test]
     fn every_guide_replays_as_expected_and_explains_every_step() {
         let names = Playground::guide_names();
-        assert_eq!(names.len(), 10, "{names:?}");
+        assert_eq!(names.len(), 11, "{names:?}");
         for (i, name) in names.iter().enumerate() {
             let mut p = Playground::new();
             p.open_guide(i).unwrap();
