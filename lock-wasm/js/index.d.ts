@@ -441,6 +441,68 @@ export declare class Lease {
   [Symbol.asyncDispose](): Promise<void>;
 }
 
+/** Options of `locks.election(name, options)` (docs/election.md). */
+export interface ElectionOptions {
+  /** The term's lease TTL (extended every third of it while it leads). */
+  ttl: Millis;
+  /** This candidate's id (the lease's owner; default: one of the instance's). */
+  candidate?: string;
+  /** The stop signal aborts at the latest this long before the lease's end on this process's clock (default: a fifth of the TTL; more than 0, at most half). */
+  margin?: Millis;
+  /** How long the body may take to settle after its stop signal (default: the margin); then its lease is released anyway. */
+  grace?: Millis;
+  /** The pause after a failed campaign or extension (default: a tenth of the TTL, at most 1 s). */
+  retry?: Millis;
+  /** Lead one term, then `run` resolves (default: campaign again after each term). */
+  once?: boolean;
+  /** Shown to every reader of the leader (an address, say). */
+  metadata?: string;
+  /** Aborting it shuts the campaign down (as `shutDown()`). */
+  signal?: AbortSignal;
+}
+
+/** A term, as the leader's body sees it. */
+export interface Term {
+  /** The election. */
+  name: string;
+  /** This candidate. */
+  candidate: string;
+  /** The term's fencing token: pass it with every write. */
+  fence: number;
+  /** Aborts (with a `TermStopped`) before the lease can have ended on this process's clock, when it is lost, or when the candidate resigns or shuts down. */
+  signal: AbortSignal;
+}
+
+/** The leader of an election, read from its key. */
+export interface Leader {
+  candidate: string;
+  /** Its term's fence. */
+  fence: number;
+  /** Its lease's deadline (it extends it while it leads). */
+  deadline: Millis;
+  metadata: string;
+}
+
+/** Why a term stopped: the stop signal's `reason`. */
+export declare class TermStopped extends Error {
+  constructor(code: TermStopped['code'], fence: number);
+  readonly name: 'TermStopped';
+  /** `returned`, `lost`, `unrenewed`, `resigned` or `shut-down`. */
+  readonly code: 'returned' | 'lost' | 'unrenewed' | 'resigned' | 'shut-down';
+  readonly fence: number;
+}
+
+/** One candidate of an election (`locks.election(name, options)`). */
+export declare class Election {
+  private constructor();
+  /** Campaigns until shut down (or one term with `once`), running `body` for each term; resolves with how many terms it led. A body that throws ends the campaign with its error. */
+  run(body: (term: Term) => unknown): Promise<number>;
+  /** Ends the current term: its signal aborts; once the body settles the next candidate in line leads. It stays a candidate. */
+  resign(): void;
+  /** Leaves the election: the current term ends as by `resign`, then `run` resolves. */
+  shutDown(): void;
+}
+
 /** Options of `new Locks()`. */
 export interface LocksOptions {
   limits?: Partial<Limits>;
@@ -502,6 +564,10 @@ export declare class Locks {
   withLock<T>(key: string, options: WithLockOptions & RequestOptions, callback: (lease: Lease) => T | Promise<T>): Promise<T>;
   /** The leases and queue of `key` now. */
   inspect(key: string): KeyInfo | null;
+  /** A candidate of the election `name` (docs/election.md). */
+  election(name: string, options: ElectionOptions): Election;
+  /** The leader of the election `name`, or `null`. */
+  leader(name: string): Leader | null;
   /** Counters and gauges now. */
   stats(): Stats;
   /** Stops the timer, rejects pending acquires, frees the table. */
@@ -565,6 +631,10 @@ export interface StoreLocks {
    * namespace that was never written it rejects with a `StoreError` `no-namespace`.
    */
   inspect(key: string): Promise<KeyInfo | null>;
+  /** A candidate of the election `name` among every replica (docs/election.md). */
+  election(name: string, options: ElectionOptions): Election;
+  /** The leader of the election `name`, or `null` (rejects like `inspect`). */
+  leader(name: string): Promise<Leader | null>;
   /** Every key of the namespace with a record, in byte order (none if it was never written). */
   keys(): Promise<string[]>;
   /** Stops every lease's timers and closes the connections. */

@@ -73,7 +73,9 @@ function instances() {
   const record = new pkg.KeyRecord();
   const storeError = new pkg.StoreError('lost', 'message');
   const manager = new pkg.LockManager();
-  const result = { Locks: locks, Lease: lease, LockTable: table, LockError: error, KeyRecord: record, StoreError: storeError, LockManager: manager };
+  const election = locks.election('e', { ttl: 10 });
+  const stopped = new pkg.TermStopped('resigned', 1);
+  const result = { Locks: locks, Lease: lease, LockTable: table, LockError: error, KeyRecord: record, StoreError: storeError, LockManager: manager, Election: election, TermStopped: stopped };
   return [result, () => (lease.release(), locks.close(), table.free(), record.free(), manager.locks.close())];
 }
 
@@ -91,6 +93,7 @@ it('every public class declares exactly its runtime members, and no internal has
       const publicNames = [...instanceNames].filter((n) => !n.startsWith('internal '));
       if (name === 'LockError') publicNames.push('name', 'code', 'details'); // own fields, also declared
       if (name === 'StoreError') publicNames.push('name', 'code');
+      if (name === 'TermStopped') publicNames.push('name', 'code', 'fence');
       assert.deepEqual([...new Set(publicNames)].sort(), [...members.instance].sort(), `${name} members`);
       assert.deepEqual([...statics].sort(), [...members.statics].sort(), `${name} statics`);
       assert.deepEqual(publicNames.filter((n) => n.startsWith('_')), [], `${name} exposes internals by name`);

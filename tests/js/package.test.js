@@ -33,6 +33,7 @@ it('ships only the whitelisted files', () => {
     'package.json',
     'src/api.js',
     'src/browser.js',
+    'src/election.js',
     'src/engine.js',
     'src/errors.js',
     'src/internal.js',

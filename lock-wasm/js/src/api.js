@@ -7,4 +7,5 @@ export { ALREADY_WAITING, CLOSED, LockError, StoreError, WAIT_TIMED_OUT } from '
 export { LockTable } from './table.js';
 export { Lease, Locks } from './locks.js';
 export { LockManager } from './lock-manager.js';
+export { Election, TermStopped } from './election.js';
 export { KeyRecord } from './records.js';

@@ -17,3 +17,7 @@ export const RENEW_AT = Symbol('renewAt');
 export const RELEASE_OR_REFUSAL = Symbol('releaseOrRefusal');
 /** `StoreLease`: stop its timers (released, lost, or its StoreLocks closed). */
 export const STOP = Symbol('stop');
+/** A lease's end on this process's clock (a StoreLease's; an in-process lease's is its deadline). */
+export const LOCAL_END = Symbol('localEnd');
+/** The timer functions a `Locks` runs on (tests inject fakes). */
+export const TIMERS = Symbol('timers');

@@ -3,7 +3,8 @@
 // the core's, reported through its outcomes and events.
 
 import { ALREADY_WAITING, CLOSED, LockError, WAIT_TIMED_OUT, ms, text } from './errors.js';
-import { ENDED, EXTEND, LOSE, RELEASE, RENEW_AT, TRY_ACQUIRE_OR_NULL } from './internal.js';
+import { Election, leaderOf } from './election.js';
+import { ENDED, EXTEND, LOSE, RELEASE, RENEW_AT, TIMERS, TRY_ACQUIRE_OR_NULL } from './internal.js';
 import { LockTable } from './table.js';
 import { Loss } from './loss.js';
 
@@ -351,6 +352,31 @@ export class Locks {
     const info = this.#table.inspect(key, this.now());
     this.#afterCall();
     return info;
+  }
+
+  /**
+   * A candidate of the election `name` (docs/election.md): `await election.run(async (term) =>
+   * ...)` leads while it is granted the key, with `term.fence` and `term.signal`.
+   * @param {string} name
+   * @param {import('../index.d.ts').ElectionOptions} options
+   * @returns {Election}
+   */
+  election(name, options) {
+    this.#open();
+    return new Election(this, name, options);
+  }
+
+  /**
+   * The leader of the election `name`: `{candidate, fence, deadline, metadata}`, or `null`.
+   * @param {string} name
+   */
+  leader(name) {
+    return leaderOf(this.inspect(name));
+  }
+
+  /** @internal the timer functions this instance runs on */
+  get [TIMERS]() {
+    return { setTimeout: this.#setTimeout, clearTimeout: this.#clearTimeout };
   }
 
   /** Counters and gauges of the table now. */

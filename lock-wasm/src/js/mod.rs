@@ -12,6 +12,7 @@
 
 mod answer;
 mod client;
+mod election;
 mod json;
 mod records;
 

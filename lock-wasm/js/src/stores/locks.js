@@ -7,7 +7,8 @@ import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { namespaceError } from '../../engine/lock_wasm.js';
 import { CLOSED, LockError, StoreError, ms, text } from '../errors.js';
-import { RELEASE_OR_REFUSAL, STOP } from '../internal.js';
+import { Election, leaderOf } from '../election.js';
+import { LOCAL_END, RELEASE_OR_REFUSAL, STOP } from '../internal.js';
 import { Loss, lostError } from '../loss.js';
 import { StoreClient } from './client.js';
 import { Notices } from './notices.js';
@@ -207,6 +208,27 @@ export class StoreLocks {
   }
 
   /**
+   * A candidate of the election `name` among every replica (docs/election.md): `await
+   * election.run(async (term) => ...)` leads while it is granted the key, with `term.fence` and
+   * `term.signal`.
+   * @param {string} name
+   * @param {import('../../index.d.ts').ElectionOptions} options
+   * @returns {Election}
+   */
+  election(name, options) {
+    this.#open();
+    return new Election(this, name, options);
+  }
+
+  /**
+   * The leader of the election `name`: `{candidate, fence, deadline, metadata}`, or `null`.
+   * @param {string} name
+   */
+  async leader(name) {
+    return leaderOf(await this.inspect(name));
+  }
+
+  /**
    * Takes `key` now whatever its holders (in every process): each holder's next call answers
    * `stolen` and its lease is lost with `reason: 'stolen'`; the queue is kept. Exclusive only.
    * @returns {Promise<StoreLease>}
@@ -340,6 +362,11 @@ export class StoreLease {
   /** An AbortSignal that aborts when the lease is lost. */
   get signal() {
     return this.#loss.signal;
+  }
+
+  /** @internal the lease's end on this process's clock (performance.now() ms) */
+  get [LOCAL_END]() {
+    return this.#localEnd;
   }
 
   /** The lease ends, on this process's clock, at local instant `localEnd` (performance.now() ms). */

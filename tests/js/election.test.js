@@ -1,0 +1,149 @@
+// Leader election from JS (docs/election.md): `locks.election(name, options).run(body)` drives
+// the core's recipe (RawCampaign) in process on a virtual clock, and over every store with real
+// replicas' clients.
+
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { Election, Locks, StoreError, TermStopped } from '../../lock-wasm/js/src/node.js';
+import { FakeTime, settle } from './lib/fake-time.js';
+import { STORES, uniqueNamespace } from './lib/stores.js';
+
+/** A body that records its term and waits for its stop signal. */
+function recorder(log) {
+  return async (term) => {
+    const entry = { candidate: term.candidate, fence: term.fence, stop: null };
+    log.push(entry);
+    await new Promise((resolve) => term.signal.addEventListener('abort', resolve, { once: true }));
+    entry.stop = term.signal.reason;
+  };
+}
+
+describe('election in process, on a virtual clock', () => {
+  it('a leader leads and extends; it resigns and the next in line leads at once; it campaigns again', async () => {
+    const time = new FakeTime();
+    const locks = new Locks(time.options);
+    const log = [];
+    const a = locks.election('scheduler', { candidate: 'a', ttl: 300, metadata: 'a.internal:8080' });
+    const b = locks.election('scheduler', { candidate: 'b', ttl: 300 });
+    const runA = a.run(recorder(log));
+    await settle();
+    const runB = b.run(recorder(log));
+    await settle();
+    assert.deepEqual(locks.leader('scheduler'), { candidate: 'a', fence: 1, deadline: 300, metadata: 'a.internal:8080' });
+    // Extended every third of its TTL: still leading after three TTLs.
+    await time.advance(900);
+    assert.equal(locks.leader('scheduler').fence, 1);
+    assert.equal(log.length, 1);
+    a.resign();
+    await settle();
+    await time.advance(0);
+    assert.equal(log[0].stop instanceof TermStopped, true);
+    assert.equal(log[0].stop.code, 'resigned');
+    assert.equal(locks.leader('scheduler').candidate, 'b', 'handed over at once, no TTL waited out');
+    assert.equal(locks.leader('scheduler').fence, 2);
+    assert.deepEqual(locks.inspect('scheduler').waiters.map((w) => w.owner), ['a'], 'a campaigns again');
+    b.shutDown();
+    await time.advance(0);
+    await settle();
+    assert.equal(log[1].stop.code, 'shut-down');
+    assert.equal(locks.leader('scheduler').candidate, 'a');
+    a.shutDown();
+    await time.advance(0);
+    assert.equal(await runA, 2);
+    assert.equal(await runB, 1);
+    assert.equal(locks.leader('scheduler'), null);
+    locks.close();
+  });
+
+  it('a stolen lease stops the term with lost; once; a signal shuts the campaign down; bad options are refused', async () => {
+    const time = new FakeTime();
+    const locks = new Locks(time.options);
+    const log = [];
+    const once = locks.election('job', { candidate: 'a', ttl: 300, once: true });
+    const run = once.run(recorder(log));
+    await settle();
+    locks.steal('job', { owner: 'operator', ttl: 50 });
+    await time.advance(100); // the next extension is refused
+    assert.equal(log[0].stop.code, 'lost');
+    assert.equal(await run, 1, 'once: one term, then it resolves');
+
+    const controller = new AbortController();
+    const waiting = locks.election('job2', { candidate: 'x', ttl: 300, signal: controller.signal });
+    locks.tryAcquire('job2', { owner: 'holder', ttl: 10_000 });
+    const pending = waiting.run(recorder(log));
+    await settle();
+    controller.abort();
+    await time.advance(0);
+    assert.equal(await pending, 0, 'shut down while campaigning: no term');
+
+    assert.throws(() => locks.election('job', { ttl: 300, margin: 200 }), (e) => e instanceof RangeError && /more than half the ttl/.test(e.message));
+    assert.throws(() => locks.election('job', { ttl: 300, colour: 'red' }), TypeError);
+    await assert.rejects(locks.election('', { ttl: 300 }).run(() => {}), (e) => e.code === 'key-empty');
+    const thrower = locks.election('job3', { candidate: 't', ttl: 300 });
+    await assert.rejects(
+      thrower.run(() => {
+        throw new Error('boom');
+      }),
+      /boom/,
+    );
+    assert.equal(locks.leader('job3'), null, 'a body that throws: its lease is released');
+    assert.equal(typeof Election, 'function');
+    locks.close();
+  });
+});
+
+for (const store of STORES) {
+  describe(`election over ${store.name}`, () => {
+    it('two replicas: one leads, resigns, the other leads at once with a higher fence; both leave', async () => {
+      const ns = uniqueNamespace('elect_js');
+      const one = await Locks.open(store.url, ns);
+      const two = await Locks.open(store.url, ns);
+      try {
+        const log = [];
+        const a = one.election('scheduler', { candidate: 'a', ttl: 1_000, metadata: 'a:1' });
+        const b = two.election('scheduler', { candidate: 'b', ttl: 1_000 });
+        const runA = a.run(recorder(log));
+        const waitFor = async (what, test) => {
+          const start = performance.now();
+          for (;;) {
+            // Reading a namespace nobody wrote yet is a StoreError no-namespace: not yet.
+            const value = await test().catch((e) => {
+              if (e instanceof StoreError && e.code === 'no-namespace') return null;
+              throw e;
+            });
+            if (value) return value;
+            assert.ok(performance.now() - start < 10_000, `waited for ${what}`);
+            await new Promise((resolve) => setTimeout(resolve, 10));
+          }
+        };
+        await waitFor('a leads', async () => (await one.leader('scheduler'))?.candidate === 'a' && log.length === 1);
+        const runB = b.run(recorder(log));
+        await new Promise((resolve) => setTimeout(resolve, 1_500)); // extended past its TTL
+        const first = await two.leader('scheduler');
+        assert.deepEqual([first.candidate, first.metadata], ['a', 'a:1']);
+        const resignedAt = performance.now();
+        a.resign();
+        // The key is b's (what every replica reads) and b's body runs (b heard its grant).
+        const next = await waitFor('b leads', async () => {
+          const l = await two.leader('scheduler');
+          return l?.candidate === 'b' && log.length === 2 ? l : null;
+        });
+        assert.ok(next.fence > first.fence);
+        assert.ok(performance.now() - resignedAt < 3_000);
+        assert.equal(log[0].stop.code, 'resigned');
+        a.shutDown();
+        b.shutDown();
+        assert.equal(await runA, 1);
+        assert.equal(await runB, 1);
+        assert.equal(log[1].stop.code, 'shut-down');
+        assert.equal(await one.leader('scheduler'), null);
+      } finally {
+        await one.close();
+        await two.close();
+        const driver = await store.open(ns);
+        await driver.uninstall().catch(() => {});
+        await driver.close();
+      }
+    });
+  });
+}
