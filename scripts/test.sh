@@ -59,6 +59,10 @@ async_rows=$(cargo run -q -p lock-store --features $store_features --example ben
 if cargo run -q -p lock-store --features $store_features --example bench_async -- 0.05 posgres 2>/dev/null; then
   echo "bench_async accepted a misspelt store"; exit 1
 fi
+# Leader election's failover per store (figures: cargo run --release -p lock-store --features
+# all-stores --example failover -- 20 1000), one short round here.
+failover=$(cargo run -q -p lock-store --features $store_features --example failover -- 1 300)
+[ "$(grep -c '^| \(sqlite\|redis\|postgres\|mariadb\) | [0-9]' <<<"$failover")" -eq 4 ] || { echo "failover: $failover"; exit 1; }
 section "scale at the documented limits (release build): a million leases expiring at once, saved and restored, within the default call bound"
 cargo test --release -p host-wasmtime --test scale -- --ignored
 section "fuzzing lock-core (${FUZZ_SECONDS:-20} s per target; scripts/fuzz.sh 600 for longer)"

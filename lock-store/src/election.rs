@@ -63,6 +63,8 @@ impl Locks {
 pub struct Term {
     fence: Fence,
     signal: Arc<Signal>,
+    /// Told when the body returns.
+    kick: Kick,
 }
 
 #[derive(Debug, Default)]
@@ -122,6 +124,7 @@ impl Term {
 pub struct Control {
     resign: Arc<AtomicBool>,
     shut_down: Arc<AtomicBool>,
+    kick: Kick,
 }
 
 impl Control {
@@ -129,12 +132,37 @@ impl Control {
     /// released and the next candidate in line leads at once); the campaign goes on.
     pub fn resign(&self) {
         self.resign.store(true, Ordering::SeqCst);
+        self.kick.kick();
     }
 
     /// Leaves the election: the current term ends as by [`resign`](Self::resign), and
     /// [`Election::run`] returns after it (within a few seconds when not leading).
     pub fn shut_down(&self) {
         self.shut_down.store(true, Ordering::SeqCst);
+        self.kick.kick();
+    }
+}
+
+/// Wakes the driver's loop at once (a control asked, a body returned, an extension answered)
+/// instead of at its next look.
+#[derive(Clone, Debug, Default)]
+struct Kick(Arc<(Mutex<bool>, Condvar)>);
+
+impl Kick {
+    fn kick(&self) {
+        let (kicked, wake) = &*self.0;
+        *kicked.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        wake.notify_all();
+    }
+
+    /// Waits up to `timeout` for a kick (and takes it).
+    fn wait(&self, timeout: Duration) {
+        let (kicked, wake) = &*self.0;
+        let guard = kicked.lock().unwrap_or_else(PoisonError::into_inner);
+        let (mut guard, _) = wake
+            .wait_timeout_while(guard, timeout, |k| !*k)
+            .unwrap_or_else(PoisonError::into_inner);
+        *guard = false;
     }
 }
 
@@ -273,10 +301,11 @@ impl<'l> Election<'l> {
                 campaign.handle_body_returned(at(now));
             }
             let Some(action) = campaign.poll_action(at(now)) else {
-                // Wake at the recipe's next instant, or soon to hear the body and the control.
+                // Wake at the recipe's next instant, when kicked, or after 10 ms to look at a
+                // body that cannot kick (a process).
                 let next = campaign.poll_timeout().map_or(u64::MAX, |t| t.0);
                 let sleep = next.saturating_sub(at(LocalInstant::now()).0).clamp(1, 10);
-                std::thread::sleep(Duration::from_millis(sleep));
+                self.control.kick.wait(Duration::from_millis(sleep));
                 continue;
             };
             match action {
@@ -305,6 +334,7 @@ impl<'l> Election<'l> {
                     let t = Term {
                         fence,
                         signal: Arc::default(),
+                        kick: self.control.kick.clone(),
                     };
                     body.start(&t);
                     term = Some(t);
@@ -316,8 +346,10 @@ impl<'l> Election<'l> {
                     };
                     let (tx, rx) = mpsc::channel();
                     let extension = l.extension(ttl);
+                    let kick = self.control.kick.clone();
                     std::thread::spawn(move || {
                         let _ = tx.send((fence, extension()));
+                        kick.kick();
                     });
                     extending = Some(rx);
                 }
@@ -378,6 +410,7 @@ impl<'scope, 'env, F: FnMut(&Term) + Send> Body for ThreadBody<'scope, 'env, F> 
             let t = term.clone();
             self.running = Some(self.scope.spawn(move || {
                 f(&t);
+                t.kick.kick();
                 f
             }));
         }
