@@ -98,17 +98,20 @@ for (const store of STORES) {
       const ns = uniqueNamespace('elect_js');
       const one = await Locks.open(store.url, ns);
       const two = await Locks.open(store.url, ns);
+      const log = [];
+      const a = one.election('scheduler', { candidate: 'a', ttl: 1_000, metadata: 'a:1' });
+      const b = two.election('scheduler', { candidate: 'b', ttl: 1_000 });
+      let runA = null;
+      let runB = null;
       try {
-        const log = [];
-        const a = one.election('scheduler', { candidate: 'a', ttl: 1_000, metadata: 'a:1' });
-        const b = two.election('scheduler', { candidate: 'b', ttl: 1_000 });
-        const runA = a.run(recorder(log));
+        runA = a.run(recorder(log));
         const waitFor = async (what, test) => {
           const start = performance.now();
           for (;;) {
-            // Reading a namespace nobody wrote yet is a StoreError no-namespace: not yet.
+            // Reading a namespace the first campaign is still installing is a StoreError
+            // (no-namespace, or the install's race on PostgreSQL): not yet.
             const value = await test().catch((e) => {
-              if (e instanceof StoreError && e.code === 'no-namespace') return null;
+              if (e instanceof StoreError) return null;
               throw e;
             });
             if (value) return value;
@@ -117,7 +120,7 @@ for (const store of STORES) {
           }
         };
         await waitFor('a leads', async () => (await one.leader('scheduler'))?.candidate === 'a' && log.length === 1);
-        const runB = b.run(recorder(log));
+        runB = b.run(recorder(log));
         await new Promise((resolve) => setTimeout(resolve, 1_500)); // extended past its TTL
         const first = await two.leader('scheduler');
         assert.deepEqual([first.candidate, first.metadata], ['a', 'a:1']);
@@ -140,6 +143,10 @@ for (const store of STORES) {
         assert.equal(log[1].stop.code, 'shut-down');
         assert.equal(await one.leader('scheduler'), null);
       } finally {
+        // Whatever failed, the campaigns end before their clients close.
+        a.shutDown();
+        b.shutDown();
+        await Promise.allSettled([runA, runB]);
         await one.close();
         await two.close();
         const driver = await store.open(ns);
