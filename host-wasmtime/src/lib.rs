@@ -21,6 +21,7 @@
 mod builder;
 pub mod clock;
 pub mod component;
+pub mod election;
 mod error;
 mod host;
 mod inner;

@@ -470,6 +470,9 @@ fn election_run_with_threads() {
             let seen = Arc::clone(&seen);
             s.spawn(move || {
                 e.run(|term| {
+                    seen.lock()
+                        .unwrap()
+                        .push((who.to_owned(), term.fence(), None));
                     let stop = loop {
                         if let Some(r) = term.wait_stop(Duration::from_millis(20)) {
                             break r;
@@ -493,14 +496,21 @@ fn election_run_with_threads() {
             locks.leader(NAME).unwrap().filter(|l| l.candidate == "b")
         });
         assert!(next.fence > leader.fence);
+        // Shut down once b's body runs: a grant heard after a shut-down starts no term.
+        wait_for("b's body", Duration::from_secs(5), || {
+            (seen.lock().unwrap().iter())
+                .any(|t| t.0 == "b" && t.2.is_none())
+                .then_some(())
+        });
         ca.shut_down();
         cb.shut_down();
     });
     let seen = seen.lock().unwrap();
-    assert_eq!(seen[0].0, "a");
-    assert_eq!(seen[0].2, Some(StopReason::Resigned));
-    assert_eq!(seen[1].0, "b");
-    assert_eq!(seen[1].2, Some(StopReason::ShutDown));
+    assert_eq!(seen.len(), 4, "{seen:?}");
+    assert_eq!((seen[0].0.as_str(), seen[0].2), ("a", None));
+    assert_eq!(seen[1], ("a".into(), seen[0].1, Some(StopReason::Resigned)));
+    assert_eq!((seen[2].0.as_str(), seen[2].2), ("b", None));
+    assert_eq!(seen[3], ("b".into(), seen[2].1, Some(StopReason::ShutDown)));
     assert!(locks.leader(NAME).unwrap().is_none());
 }
 

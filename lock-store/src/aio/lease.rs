@@ -1,5 +1,6 @@
 //! [`Lease`]: a held lock in async code, its keep-alive task and its loss signal.
 
+use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -120,6 +121,24 @@ impl Lease {
     /// [`lost`](Self::lost) completes), [`Error::Store`].
     pub async fn extend(&self, ttl: Duration) -> Result<(), Error> {
         extend(&self.locks, &self.state, ttl).await
+    }
+
+    /// The lease's end on this holder's clock.
+    pub(crate) fn local_end(&self) -> LocalInstant {
+        self.state.local_end()
+    }
+
+    /// An extension by `ttl` as a future of its own (it borrows nothing from the lease); it
+    /// answers the lease's end on this holder's clock after it.
+    pub(crate) fn extension(
+        &self,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<LocalInstant, Error>> + Send + 'static {
+        let (locks, state) = (self.locks.clone(), Arc::clone(&self.state));
+        async move {
+            extend(&locks, &state, ttl).await?;
+            Ok(state.local_end())
+        }
     }
 
     /// Keeps the lease alive: a task extends it by its TTL every third of it, and retries a

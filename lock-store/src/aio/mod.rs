@@ -25,6 +25,7 @@
 
 mod batch;
 pub(crate) mod bounded;
+pub mod election;
 mod engine;
 mod lease;
 mod locks;

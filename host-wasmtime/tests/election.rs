@@ -1,0 +1,270 @@
+//! Leader election among the plugins of one host (`host_wasmtime::election`), on a manual
+//! clock: every term moves only when the test moves time, so each promise is attacked at an
+//! exact instant (`docs/election.md`).
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::thread;
+use std::time::Duration;
+
+use host_wasmtime::election::{BadCampaign, CampaignOptions, Control, Election, StopReason};
+use host_wasmtime::{Error, LockHost, ManualClock};
+use lock_core::{Fence, LockError};
+
+const NAME: &str = "indexer";
+
+fn host(clock: &ManualClock) -> LockHost {
+    LockHost::builder().clock(clock.clone()).build().unwrap()
+}
+
+fn options(ttl_ms: u64) -> CampaignOptions {
+    CampaignOptions::new(lock_core::Duration(ttl_ms))
+}
+
+/// Waits (real time, bounded) until `done` holds.
+fn until(what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..2_000 {
+        if done() {
+            return;
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+/// A resource that refuses a write with a fence older than one it accepted.
+#[derive(Default)]
+struct Fenced(Mutex<Vec<(String, Fence)>>);
+
+impl Fenced {
+    fn write(&self, who: &str, fence: Fence) -> bool {
+        let mut writes = self.0.lock().unwrap();
+        if writes.last().is_some_and(|(_, f)| *f > fence) {
+            return false;
+        }
+        writes.push((who.to_owned(), fence));
+        true
+    }
+
+    fn wrote(&self, who: &str) -> bool {
+        self.0.lock().unwrap().iter().any(|(w, _)| w == who)
+    }
+}
+
+/// Shuts every campaign down, the leader's last (so that no waiter can be handed a term before
+/// it was asked to leave), and lets waiting ones see their wait end (their wait is on the
+/// host's clock).
+fn shut_down_all(
+    host: &LockHost,
+    clock: &ManualClock,
+    controls: &[(&str, Control)],
+    running: &AtomicUsize,
+) {
+    let leader = host.leader(NAME).unwrap().map(|l| l.candidate);
+    let (last, first): (Vec<_>, Vec<_>) = controls
+        .iter()
+        .partition(|(c, _)| leader.as_deref() == Some(*c));
+    for (_, c) in first.iter().chain(&last) {
+        c.shut_down();
+    }
+    until("every campaign to return", || {
+        clock.advance(1_000);
+        host.tick();
+        running.load(Ordering::SeqCst) == 0
+    });
+}
+
+/// Three plugins: one leads, the others wait in line; a resignation hands the key to the next
+/// at once (the clock does not move), with a higher fence; never two bodies at a time.
+#[test]
+fn three_plugins_elect_one_and_a_resignation_hands_over_at_once() {
+    let clock = ManualClock::at(0);
+    let host = host(&clock);
+    let inside = AtomicUsize::new(0);
+    let running = AtomicUsize::new(3);
+    let terms: Mutex<Vec<(String, Fence, Option<StopReason>)>> = Mutex::default();
+    let elections: Vec<Election> = ["a", "b", "c"]
+        .iter()
+        .map(|c| {
+            Election::new(&host, NAME, c, options(1_000))
+                .unwrap()
+                .metadata(&format!("plugin {c}"))
+        })
+        .collect();
+    let controls: Vec<(&str, Control)> = ["a", "b", "c"]
+        .into_iter()
+        .zip(elections.iter().map(Election::control))
+        .collect();
+    thread::scope(|s| {
+        for (i, e) in elections.iter().enumerate() {
+            let (inside, running, terms) = (&inside, &running, &terms);
+            let who = ["a", "b", "c"][i];
+            s.spawn(move || {
+                let led = e.run(|term| {
+                    assert_eq!(
+                        inside.fetch_add(1, Ordering::SeqCst),
+                        0,
+                        "two bodies at once"
+                    );
+                    terms.lock().unwrap().push((who.into(), term.fence(), None));
+                    let reason = loop {
+                        if let Some(r) = term.wait_stop(Duration::from_millis(50)) {
+                            break r;
+                        }
+                    };
+                    terms
+                        .lock()
+                        .unwrap()
+                        .push((who.into(), term.fence(), Some(reason)));
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                });
+                running.fetch_sub(1, Ordering::SeqCst);
+                led.unwrap()
+            });
+        }
+        until("a first leader", || host.leader(NAME).unwrap().is_some());
+        for round in 0..4 {
+            let leader = host.leader(NAME).unwrap().unwrap();
+            assert_eq!(leader.metadata, format!("plugin {}", leader.candidate));
+            let at = host.now();
+            let i = ["a", "b", "c"]
+                .iter()
+                .position(|c| *c == leader.candidate)
+                .unwrap();
+            controls[i].1.resign();
+            until("the next leader", || {
+                host.leader(NAME)
+                    .unwrap()
+                    .is_some_and(|l| l.fence > leader.fence)
+            });
+            let next = host.leader(NAME).unwrap().unwrap();
+            assert_ne!(
+                next.candidate, leader.candidate,
+                "round {round}: FIFO hands it on"
+            );
+            assert_eq!(host.now(), at, "handed over with no time passing");
+        }
+        shut_down_all(&host, &clock, &controls, &running);
+    });
+    let terms = terms.into_inner().unwrap();
+    // Each term began, stopped by resignation (the last by shut-down), in fence order.
+    let starts: Vec<_> = terms.iter().filter(|t| t.2.is_none()).collect();
+    assert_eq!(starts.len(), 5, "{terms:?}");
+    assert!(starts.windows(2).all(|w| w[0].1 < w[1].1), "{terms:?}");
+    for (i, pair) in terms.chunks(2).enumerate() {
+        assert_eq!(
+            (&pair[0].0, pair[0].1),
+            (&pair[1].0, pair[1].1),
+            "{terms:?}"
+        );
+        let expect = if i < 4 {
+            StopReason::Resigned
+        } else {
+            StopReason::ShutDown
+        };
+        assert_eq!(pair[1].2, Some(expect), "{terms:?}");
+    }
+    assert_eq!(host.leader(NAME).unwrap(), None);
+}
+
+/// A leader whose plugin stalls past its TTL (the clock jumps): its stop signal fires, the next
+/// candidate leads, and a write the stalled leader tries afterwards is refused by fence.
+#[test]
+fn a_stalled_leader_is_deposed_and_its_late_write_is_refused() {
+    let clock = ManualClock::at(0);
+    let host = host(&clock);
+    let fenced = Fenced::default();
+    let running = AtomicUsize::new(2);
+    let stops: Mutex<Vec<(String, StopReason, bool)>> = Mutex::default();
+    let a = Election::new(&host, NAME, "a", options(1_000)).unwrap();
+    let b = Election::new(&host, NAME, "b", options(1_000)).unwrap();
+    let controls = [("a", a.control()), ("b", b.control())];
+    thread::scope(|s| {
+        let (fenced, running, stops) = (&fenced, &running, &stops);
+        s.spawn(move || {
+            a.run(|term| {
+                assert!(fenced.write("a", term.fence()));
+                let reason = loop {
+                    if let Some(r) = term.wait_stop(Duration::from_millis(20)) {
+                        break r;
+                    }
+                };
+                // Ignores its stop until the next leader has written, then writes late.
+                until("b's first write", || fenced.wrote("b"));
+                let late = fenced.write("a", term.fence());
+                stops.lock().unwrap().push(("a".into(), reason, late));
+            })
+            .unwrap();
+            running.fetch_sub(1, Ordering::SeqCst);
+        });
+        until("a leads", || {
+            host.leader(NAME)
+                .unwrap()
+                .is_some_and(|l| l.candidate == "a")
+        });
+        s.spawn(move || {
+            b.run(|term| {
+                assert!(fenced.write("b", term.fence()));
+                let reason = term.wait_stop(Duration::from_secs(10)).unwrap();
+                stops.lock().unwrap().push(("b".into(), reason, true));
+            })
+            .unwrap();
+            running.fetch_sub(1, Ordering::SeqCst);
+        });
+        until("b waits in line", || {
+            host.inspect(NAME)
+                .unwrap()
+                .is_some_and(|k| k.waiters.len() == 1)
+        });
+        // a's plugin stalls: 1.5 TTL pass at once, nothing extends its lease.
+        clock.advance(1_500);
+        host.tick();
+        until("b leads", || fenced.wrote("b"));
+        until("a's late write", || stops.lock().unwrap().len() == 1);
+        shut_down_all(&host, &clock, &controls, running);
+    });
+    let stops = stops.into_inner().unwrap();
+    let (who, reason, late) = &stops[0];
+    assert_eq!(who, "a");
+    assert!(
+        matches!(reason, StopReason::Unrenewed | StopReason::Lost),
+        "{reason:?}"
+    );
+    assert!(!late, "the deposed leader's write was accepted");
+    assert_eq!(stops[1].1, StopReason::ShutDown);
+}
+
+/// A body that panics shuts the campaign down: its lease is released before the panic comes
+/// out of `run`, so another plugin can lead at once.
+#[test]
+fn a_panicking_body_releases_its_lease_and_the_panic_comes_out_of_run() {
+    let clock = ManualClock::at(0);
+    let host = host(&clock);
+    let election = Election::new(&host, NAME, "a", options(1_000)).unwrap();
+    let panic = catch_unwind(AssertUnwindSafe(|| {
+        election.run(|_| panic!("the body failed"))
+    }))
+    .unwrap_err();
+    assert_eq!(panic.downcast_ref::<&str>(), Some(&"the body failed"));
+    assert_eq!(host.leader(NAME).unwrap(), None);
+    let next = host.try_acquire(NAME, "b", Duration::from_secs(1)).unwrap();
+    assert!(next.fence() > Fence(0));
+}
+
+/// Bad options and a bad name are refused with their typed errors, and nothing is held.
+#[test]
+fn bad_options_and_a_bad_name_are_refused() {
+    let clock = ManualClock::at(0);
+    let host = host(&clock);
+    let mut bad = options(1_000);
+    bad.margin = lock_core::Duration(600);
+    assert!(matches!(
+        Election::new(&host, NAME, "a", bad).err(),
+        Some(BadCampaign::MarginTooLong { .. })
+    ));
+    let election = Election::new(&host, "", "a", options(1_000)).unwrap();
+    let err = election.run(|_| unreachable!("no term")).unwrap_err();
+    assert!(matches!(err, Error::Lock(LockError::KeyEmpty)), "{err:?}");
+    assert_eq!(host.stats().unwrap().live_leases, 0);
+}

@@ -1,0 +1,174 @@
+//! Leader election in async code (`lock_store::aio::election`), over the memory store on real
+//! time: a resignation hands over at once, a shut-down in line drops its wait and leaves nothing
+//! behind, a body that ignores its stop is dropped after the grace (the process tests in
+//! `election.rs` attack the blocking face on every store).
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lock_store::aio::election::{CampaignOptions, Election, StopReason};
+use lock_store::aio::Locks;
+use lock_store::Fence;
+
+const NAME: &str = "scheduler";
+
+/// A body's term as it saw it: who, its fence, why it stopped (`None`: it began).
+type Seen = (&'static str, Fence, Option<StopReason>);
+
+fn options(ttl_ms: u64) -> CampaignOptions {
+    CampaignOptions::new(Duration::from_millis(ttl_ms).into())
+}
+
+/// Two candidates: the first leads, its resignation hands the key to the second (a higher
+/// fence, the first's body returned before); the second's shut-down, asked while in line,
+/// returns at once, well within its wait in line, and leaves no waiter behind.
+#[test]
+fn a_resignation_hands_over_and_a_shut_down_in_line_leaves_nothing() {
+    common::runtime(2).block_on(async {
+        let locks = Locks::open("memory:", "aio_election_resign").await.unwrap();
+        let log: Arc<Mutex<Vec<Seen>>> = Arc::default();
+        let a = Election::new(&locks, NAME, "a", options(2_000)).unwrap();
+        let b = Election::new(&locks, NAME, "b", options(2_000))
+            .unwrap()
+            .metadata("10.0.0.2");
+        let (ca, cb) = (a.control(), b.control());
+        let body = |who: &'static str| {
+            let log = Arc::clone(&log);
+            move |term: lock_store::aio::election::Term| {
+                let log = Arc::clone(&log);
+                async move {
+                    log.lock().unwrap().push((who, term.fence(), None));
+                    let reason = term.stop().await;
+                    assert_eq!(term.stopped(), Some(reason));
+                    log.lock().unwrap().push((who, term.fence(), Some(reason)));
+                }
+            }
+        };
+        let (a_done, a_returned) = tokio::sync::oneshot::channel();
+        let run_a = async {
+            let led = a.run(body("a")).await;
+            let _ = a_done.send(());
+            led
+        };
+        let script = async {
+            let first = common::eventually_async("a leads", Duration::from_secs(5), || async {
+                locks
+                    .leader(NAME)
+                    .await
+                    .unwrap()
+                    .filter(|l| l.candidate == "a")
+            })
+            .await;
+            common::eventually_async("b in line", Duration::from_secs(5), || async {
+                let info = locks.inspect(NAME).await.unwrap()?;
+                (info.waiters.len() == 1).then_some(())
+            })
+            .await;
+            ca.resign();
+            // b leads once its body runs (the store hands it the key a little before).
+            common::eventually_async("b's body", Duration::from_secs(5), || async {
+                let log = log.lock().unwrap();
+                log.iter().any(|t| t.0 == "b").then_some(())
+            })
+            .await;
+            let second = locks.leader(NAME).await.unwrap().unwrap();
+            assert_eq!(second.candidate, "b");
+            assert!(second.fence > first.fence);
+            assert_eq!(second.metadata, "10.0.0.2");
+            // a campaigns again, in line behind b; its shut-down drops its wait at once (well
+            // within the 5 s a wait in line lasts before it is asked again).
+            common::eventually_async("a in line", Duration::from_secs(5), || async {
+                let info = locks.inspect(NAME).await.unwrap()?;
+                (info.waiters.len() == 1).then_some(())
+            })
+            .await;
+            ca.shut_down();
+            tokio::time::timeout(Duration::from_secs(4), a_returned)
+                .await
+                .expect("a's shut-down in line was heard at once")
+                .unwrap();
+            // The dropped acquire's task cancels its place in line (it does not outlive it).
+            let info =
+                common::eventually_async("a's place gone", Duration::from_secs(5), || async {
+                    let info = locks.inspect(NAME).await.unwrap()?;
+                    info.waiters.is_empty().then_some(info)
+                })
+                .await;
+            assert_eq!(info.holder().unwrap().owner, "b");
+            cb.shut_down();
+        };
+        let all = async { tokio::join!(run_a, b.run(body("b")), script) };
+        let (ra, rb, ()) = tokio::time::timeout(Duration::from_secs(30), all)
+            .await
+            .unwrap();
+        assert_eq!(
+            (ra.unwrap(), rb.unwrap()),
+            (1, 1),
+            "{:?}",
+            log.lock().unwrap()
+        );
+        assert_eq!(locks.leader(NAME).await.unwrap(), None);
+        let log = log.lock().unwrap().clone();
+        assert_eq!(log.len(), 4, "{log:?}");
+        assert_eq!(log[0].0, "a");
+        assert_eq!(log[1], ("a", log[0].1, Some(StopReason::Resigned)));
+        assert_eq!(log[2].0, "b");
+        assert!(log[2].1 > log[0].1);
+        assert_eq!(log[3], ("b", log[2].1, Some(StopReason::ShutDown)));
+    });
+}
+
+/// A body that ignores its stop signal is dropped (cancelled) once the grace has passed, and
+/// its lease released: the next candidate leads, and the body never ran again.
+#[test]
+fn a_body_that_ignores_its_stop_is_dropped_after_the_grace() {
+    struct Dropped(Arc<AtomicBool>);
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    common::runtime(2).block_on(async {
+        let locks = Locks::open("memory:", "aio_election_grace").await.unwrap();
+        let mut once = options(1_000);
+        once.once = true;
+        let a = Election::new(&locks, NAME, "a", once).unwrap();
+        let control = a.control();
+        let dropped = Arc::new(AtomicBool::new(false));
+        let stopped_at = Arc::new(Mutex::new(None));
+        let body = {
+            let (dropped, stopped_at) = (Arc::clone(&dropped), Arc::clone(&stopped_at));
+            move |term: lock_store::aio::election::Term| {
+                let guard = Dropped(Arc::clone(&dropped));
+                let stopped_at = Arc::clone(&stopped_at);
+                async move {
+                    let _guard = guard;
+                    let reason = term.stop().await;
+                    *stopped_at.lock().unwrap() = Some((reason, std::time::Instant::now()));
+                    std::future::pending::<()>().await;
+                }
+            }
+        };
+        let script = async {
+            common::eventually_async("a leads", Duration::from_secs(5), || async {
+                locks.leader(NAME).await.unwrap()
+            })
+            .await;
+            control.resign();
+        };
+        let (led, ()) = tokio::time::timeout(Duration::from_secs(10), async {
+            tokio::join!(a.run(body), script)
+        })
+        .await
+        .expect("the ignoring body was dropped, not waited for");
+        assert_eq!(led.unwrap(), 1);
+        assert!(dropped.load(Ordering::SeqCst));
+        let (reason, at) = stopped_at.lock().unwrap().unwrap();
+        assert_eq!(reason, StopReason::Resigned);
+        // Dropped no sooner than the grace (a fifth of the TTL) after its stop signal.
+        assert!(at.elapsed() >= Duration::from_millis(200));
+        assert_eq!(locks.leader(NAME).await.unwrap(), None);
+    });
+}
