@@ -49,7 +49,7 @@ pub use persist::{CLOCK_BLOCK, FENCE_BLOCK};
 struct ReadmeDoctests;
 
 /// The examples of the plugin-host and release pages, compiled too (those of the core's and
-/// lock-store's pages are doctests of their own crates, which link no wasmtime).
+/// lock-store's other pages are doctests of their own crates, which link no wasmtime).
 #[cfg(doctest)]
 #[doc = include_str!("../../docs/plugin-host.md")]
 struct PluginHostDocDoctests;
@@ -57,3 +57,9 @@ struct PluginHostDocDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../../docs/release.md")]
 struct ReleaseDocDoctests;
+
+/// The examples of the election page (a plugin host's, a store's, async), here because this
+/// crate's tests link both.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/election.md")]
+struct ElectionDocDoctests;

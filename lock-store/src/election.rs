@@ -188,11 +188,6 @@ impl Candidacy for StoreCandidacy<'_> {
     }
 }
 
-/// The examples of `docs/election.md`, compiled as doctests so that they cannot rot.
-#[cfg(doctest)]
-#[doc = include_str!("../../docs/election.md")]
-struct ElectionDocDoctests;
-
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
