@@ -495,7 +495,7 @@ export declare class TermStopped extends Error {
 /** One candidate of an election (`locks.election(name, options)`). */
 export declare class Election {
   private constructor();
-  /** Campaigns until shut down (or one term with `once`), running `body` for each term; resolves with how many terms it led. A body that throws ends the campaign with its error. */
+  /** Campaigns until shut down (or one term with `once`), running `body` for each term; resolves with how many terms it led. A body that throws ends the campaign with its error. If its `Locks` is closed under it, the term's signal aborts (`shut-down`) and `run` rejects with LockError `closed`. */
   run(body: (term: Term) => unknown): Promise<number>;
   /** Ends the current term: its signal aborts; once the body settles the next candidate in line leads. It stays a candidate. */
   resign(): void;

@@ -154,5 +154,44 @@ for (const store of STORES) {
         await driver.close();
       }
     });
+
+    it("closing a replica's Locks under its running election ends the run with 'closed': the leader's body is stopped first, a waiter's run too", async () => {
+      const ns = uniqueNamespace('elect_close');
+      const one = await Locks.open(store.url, ns);
+      const two = await Locks.open(store.url, ns);
+      const log = [];
+      const a = one.election('scheduler', { candidate: 'a', ttl: 1_000 });
+      const b = two.election('scheduler', { candidate: 'b', ttl: 1_000 });
+      const settle = (p) => p.then((terms) => ({ terms }), (error) => ({ error }));
+      let runA = null;
+      let runB = null;
+      try {
+        runA = settle(a.run(recorder(log)));
+        const start = performance.now();
+        while (log.length === 0) {
+          assert.ok(performance.now() - start < 10_000, 'a leads');
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+        runB = settle(b.run(recorder(log)));
+        while (((await one.inspect('scheduler'))?.waiters ?? []).length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+        await two.close(); // b waits in line
+        const endB = await runB;
+        assert.equal(endB.error?.code, 'closed', String(endB.error ?? endB.terms));
+        await one.close(); // a leads
+        const endA = await runA;
+        assert.equal(endA.error?.code, 'closed', String(endA.error ?? endA.terms));
+        assert.equal(log.length, 1);
+        assert.equal(log[0].stop.code, 'shut-down');
+      } finally {
+        a.shutDown();
+        b.shutDown();
+        await Promise.allSettled([runA, runB]);
+        await one.close();
+        await two.close();
+        const driver = await store.open(ns);
+        await driver.uninstall().catch(() => {});
+        await driver.close();
+      }
+    });
   });
 }

@@ -84,6 +84,34 @@ for (const store of STORES) {
       }
     });
 
+    it('an acquire aborted after the key was handed to it, before it looked, leaves nothing behind (the handed lease is released)', async () => {
+      const a = await open();
+      // The waiter looks by itself only every 10 s: on a store without notices (SQLite) the abort
+      // always comes between the hand-off and its look.
+      const b = await open({ poll: 10_000 });
+      const holder = await a.tryAcquire('handed', { ttl: 30_000, owner: 'holder' });
+      const controller = new AbortController();
+      const gone = new Error('the caller is gone');
+      const settled = b.acquire('handed', { ttl: 30_000, owner: 'waiter', timeout: 1_500, signal: controller.signal }).then(
+        (lease) => ({ lease }),
+        (error) => ({ error }),
+      );
+      while ((await a.inspect('handed')).waiters.length !== 1) await sleep(10);
+      await holder.release(); // the store hands the key to 'waiter'
+      controller.abort(gone);
+      const { lease, error } = await settled;
+      if (lease !== undefined) await lease.release(); // it looked first (a notice): also nothing left
+      else assert.equal(error, gone);
+      if (store.name === 'sqlite') assert.equal(error, gone, 'no notice: the abort came before its look');
+      const info = await a.inspect('handed');
+      assert.deepEqual(
+        (info?.holders ?? []).filter((h) => h.ended === null).map((h) => h.owner),
+        [],
+        'the handed lease is left to its TTL',
+      );
+      assert.deepEqual(info?.waiters ?? [], []);
+    });
+
     it("a process's concurrent calls on one key take turns: 64 waiters queue at once, none lost to contention, served in queue order", async () => {
       const a = await open();
       const holder = await a.tryAcquire('turns', { ttl: 30_000, owner: 'holder' });

@@ -4,7 +4,7 @@
 // core's; what a term is (a lease, its fence) is the lock's.
 
 import { RawCampaign } from '../engine/lock_wasm.js';
-import { LockError, StoreError, describe, ms, text } from './errors.js';
+import { CLOSED, LockError, StoreError, describe, ms, text } from './errors.js';
 import { LOCAL_END, TIMERS } from './internal.js';
 
 const NOTHING = 0;
@@ -135,6 +135,8 @@ export class Election {
     let bodyRunning = false;
     /** What the body threw, if it threw. @type {unknown[]} */
     const failures = [];
+    /** The LockError `closed` its Locks answered, once closed under it. @type {LockError | null} */
+    let closed = null;
     const localEnd = (l) => l[LOCAL_END] ?? l.deadline;
     try {
       for (;;) {
@@ -186,7 +188,15 @@ export class Election {
             .then(() => held.extend(this.#ttl))
             .then(
               () => raw.extended(Math.floor(localEnd(held)), this.#now()),
-              (error) => (error instanceof LockError ? raw.lost(this.#now()) : raw.extend_failed(this.#now())),
+              (error) => {
+                if (error instanceof LockError && error.code === CLOSED) {
+                  // Its Locks was closed under it: the term ends as by a shut-down, then the
+                  // run rejects with the closed error.
+                  closed ??= error;
+                  raw.shut_down(this.#now());
+                } else if (error instanceof LockError) raw.lost(this.#now());
+                else raw.extend_failed(this.#now());
+              },
             )
             .finally(() => this.#wake());
         } else if (action === STOP) {
@@ -205,6 +215,7 @@ export class Election {
         } else if (action === DONE) {
           if (bodyPromise !== null) await bodyPromise;
           if (failures.length > 0) throw failures[0];
+          if (closed !== null) throw closed;
           return raw.terms();
         }
         // A body that threw ends the campaign with its error (its lease released below).

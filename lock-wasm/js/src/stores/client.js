@@ -8,7 +8,7 @@
 import { performance } from 'node:perf_hooks';
 import { RawClient, RawWaiting } from '../../engine/lock_wasm.js';
 import { FAILED, FIRST_OUTCOME, f64, limitValues, names, optionValues, toError } from '../table.js';
-import { ALREADY_WAITING, LockError, StoreError, WAIT_TIMED_OUT } from '../errors.js';
+import { ALREADY_WAITING, CLOSED, LockError, StoreError, WAIT_TIMED_OUT } from '../errors.js';
 import { reasonOf } from './io.js';
 
 const READ = 1;
@@ -41,6 +41,18 @@ const SHAPES = {
   extend: 'extend',
   inspect: 'inspect',
 };
+
+/** The engine of a freed client: every call answers LockError `closed`. */
+const CLOSED_RAW = new Proxy(
+  {},
+  {
+    get() {
+      return () => {
+        throw new LockError(CLOSED, 'this Locks was closed');
+      };
+    },
+  },
+);
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -161,16 +173,15 @@ export class StoreClient {
   }
 
   async #attemptNow(op, key, args) {
-    const raw = this.#raw;
     this.#options(op, args);
-    const call = raw.call(op, key, args.owner ?? '', args.fence ?? 0, args.ttl ?? 0, args.waitDeadline ?? 0, args.at ?? 0, performance.now());
+    const call = this.#raw.call(op, key, args.owner ?? '', args.fence ?? 0, args.ttl ?? 0, args.waitDeadline ?? 0, args.at ?? 0, performance.now());
     if (call === undefined) throw new TypeError(`unknown operation ${op}`);
     // A lease's release: a refusal that means it took effect is answered as done (the engine's rule).
     if (args.lease !== undefined) call.of_lease(args.lease.deadline, args.lease.unsure);
     // The answer is read from the engine at once, in the tick the call finished: another call's
     // finish would overwrite it.
     const ended = await this.#drive(call, key, () => {
-      const status = raw.finish(call, performance.now());
+      const status = this.#raw.finish(call, performance.now());
       if (status !== STORE_FAILED) return { answer: this.#answer(op, key, status) };
       const error = this.#storeError();
       return error.code === 'no-namespace' ? { noNamespace: error } : { failed: error };
@@ -214,11 +225,11 @@ export class StoreClient {
    * store sends them), riding out a store that fails while time remains. Answers
    * `{fence, deadline, localEnd}`; throws a LockError (`wait-timed-out`, `already-waiting`, the
    * core's) or a StoreError, or `signal.reason` when it aborts (its place in the queue is
-   * cancelled first, if the store can be reached).
+   * cancelled first, or the lease it was handed meanwhile released, if the store can be
+   * reached).
    * @param {{poll?: number, signal?: AbortSignal, notices?: {subscribe: Function}, request?: import('../../index.d.ts').RequestOptions}} [options]
    */
   async wait(key, owner, ttl, wait, options = {}) {
-    const raw = this.#raw;
     const o = optionValues(options.request);
     const waiting = new RawWaiting(key, owner, ttl, wait, options.poll ?? 50, o[0], o[1], o[2], o[3], o[4]);
     const { signal, notices } = options;
@@ -226,7 +237,7 @@ export class StoreClient {
     try {
       for (;;) {
         if (signal?.aborted) {
-          if (waiting.in_line()) await this.#cancelWait(key, owner);
+          if (waiting.in_line()) await this.#leave(key, owner);
           throw signal.reason;
         }
         const want = waiting.want();
@@ -247,9 +258,9 @@ export class StoreClient {
         let ended;
         do {
           const ask = () => {
-            const call = raw.call_waiting(waiting, key, performance.now());
+            const call = this.#raw.call_waiting(waiting, key, performance.now());
             if (call === undefined) throw new Error('expiring-lock: this client is unusable');
-            return this.#drive(call, key, () => this.#waited(raw.finish_waiting(waiting, call, performance.now()), key, owner));
+            return this.#drive(call, key, () => this.#waited(this.#raw.finish_waiting(waiting, call, performance.now()), key, owner));
           };
           ended = want === WANT_RENEW || want === WANT_LOOK ? await this.#together(want, key, waiting, owner) : await this.#inTurn(key, ask);
           // A namespace that does not exist is created by the first write, and only then.
@@ -257,7 +268,7 @@ export class StoreClient {
         } while (ended.status === WAIT_INSTALL);
         if (ended.status === WON) return { fence: waiting.fence(), deadline: waiting.deadline(), localEnd: waiting.local_end() };
         if (ended.status !== GO_ON) {
-          if (waiting.in_line()) await this.#cancelWait(key, owner);
+          if (waiting.in_line()) await this.#leave(key, owner);
           throw ended.error;
         }
         if (waiting.in_line() && heard === null && notices !== undefined) {
@@ -299,23 +310,22 @@ export class StoreClient {
 
   /** Runs the renewals (or the look) of `entries` in one call, and answers each. */
   async #decideTogether(want, key, entries) {
-    const raw = this.#raw;
     try {
       let call;
       if (want === WANT_RENEW) {
-        for (const { waiting } of entries) raw.batch_add(waiting);
-        call = raw.call_batch(key, performance.now());
+        for (const { waiting } of entries) this.#raw.batch_add(waiting);
+        call = this.#raw.call_batch(key, performance.now());
       } else {
-        call = raw.call_waiting(entries[0].waiting, key, performance.now());
+        call = this.#raw.call_waiting(entries[0].waiting, key, performance.now());
       }
       if (call === undefined) throw new Error('expiring-lock: this client is unusable');
       // Each waiter's end is read from the engine in the tick the batch finished (another call's
       // finish would overwrite the batch's answers). Renewals the batch left undecided answer
       // "go on" and ask again; every look is answered by the one read.
       const ended = await this.#drive(call, key, () => {
-        raw.finish_batch(call);
+        this.#raw.finish_batch(call);
         const t = performance.now();
-        return entries.map(({ waiting, owner }, i) => this.#waited(raw.answer_batch(waiting, want === WANT_RENEW ? i : 0, t), key, owner));
+        return entries.map(({ waiting, owner }, i) => this.#waited(this.#raw.answer_batch(waiting, want === WANT_RENEW ? i : 0, t), key, owner));
       });
       entries.forEach(({ resolve }, i) => resolve(ended[i]));
     } catch (e) {
@@ -323,8 +333,23 @@ export class StoreClient {
     }
   }
 
-  async #cancelWait(key, owner) {
-    await this.run('cancel-wait', key, { owner }).catch(() => {});
+  /**
+   * Leaves nothing of a wait given up (aborted, or ended by an error) while in line: if `owner`
+   * holds `key` now (the key was handed to it before it looked), releases that lease; if it still
+   * waits, leaves the line. As the Rust async client's `abandon`. Best effort: a store that
+   * cannot be reached lets the lease end at its TTL and the place at its wait deadline.
+   */
+  async #leave(key, owner) {
+    try {
+      const { reply } = await this.run('inspect', key);
+      const info = reply.info;
+      if (info === undefined || info === null) return;
+      const held = info.holders.find((h) => h.owner === owner && h.ended === null);
+      if (held !== undefined) await this.run('release', key, { owner, fence: held.fence });
+      else if (info.waiters.some((w) => w.owner === owner)) await this.run('cancel-wait', key, { owner });
+    } catch {
+      // Unreachable: the lease ends at its TTL, the place at its wait deadline.
+    }
   }
 
   /** A waiting call's status, with its error (read from the engine now) if it ends the wait. */
@@ -340,23 +365,21 @@ export class StoreClient {
   }
 
   async #read(call, key, left) {
-    const raw = this.#raw;
     const sent = performance.now();
-    if (left <= 0) return raw.read_failed(call, 'lost', `no answer within ${this.#bound} ms`, sent, sent);
+    if (left <= 0) return this.#raw.read_failed(call, 'lost', `no answer within ${this.#bound} ms`, sent, sent);
     let read;
     try {
       read = await this.#driver.read(key, left);
     } catch (e) {
       const [code, reason] = failure(e);
-      return raw.read_failed(call, code, reason, sent, performance.now());
+      return this.#raw.read_failed(call, code, reason, sent, performance.now());
     }
     const arrived = performance.now();
     const r = read.record;
-    return raw.read(call, r !== null, r?.version ?? '0', r?.bytes ?? new Uint8Array(0), r?.fences ?? [], read.now, sent, arrived);
+    return this.#raw.read(call, r !== null, r?.version ?? '0', r?.bytes ?? new Uint8Array(0), r?.fences ?? [], read.now, sent, arrived);
   }
 
   async #write(call, key, left) {
-    const raw = this.#raw;
     const write = {
       expected: call.write_expected(),
       replaces: call.write_replaces(),
@@ -366,18 +389,18 @@ export class StoreClient {
       notBefore: call.write_not_before(),
       forgetAt: call.write_forget_at(),
     };
-    if (left <= 0) return raw.write_failed(call, 'lost', `no answer within ${this.#bound} ms`, performance.now());
+    if (left <= 0) return this.#raw.write_failed(call, 'lost', `no answer within ${this.#bound} ms`, performance.now());
     let written;
     try {
       written = await this.#driver.write(key, write, left);
     } catch (e) {
       const [code, reason] = failure(e);
-      return raw.write_failed(call, code, reason, performance.now());
+      return this.#raw.write_failed(call, code, reason, performance.now());
     }
     const arrived = performance.now();
-    if (written.conflict === undefined) return raw.written(call, written.fences, arrived);
+    if (written.conflict === undefined) return this.#raw.written(call, written.fences, arrived);
     const { record: r, now } = written.conflict;
-    return raw.conflict(call, r !== null, r?.version ?? '0', r?.bytes ?? new Uint8Array(0), r?.fences ?? [], now, arrived);
+    return this.#raw.conflict(call, r !== null, r?.version ?? '0', r?.bytes ?? new Uint8Array(0), r?.fences ?? [], now, arrived);
   }
 
   #storeError() {
@@ -387,17 +410,16 @@ export class StoreClient {
 
   /** The finished call's answer. */
   #answer(op, key, status) {
-    const raw = this.#raw;
-    const outcome = JSON.parse(raw.outcome_json());
-    const events = JSON.parse(raw.events_json());
+    const outcome = JSON.parse(this.#raw.outcome_json());
+    const events = JSON.parse(this.#raw.events_json());
     for (const owner of outcome.handedTo) {
       // Best effort: a waiter also looks by itself.
       this.#driver.announce(key, owner).catch(() => {});
     }
     const shape = SHAPES[op];
     let reply;
-    if (status === FAILED) reply = { error: toError(raw) };
-    else if (shape === 'inspect') reply = { info: JSON.parse(raw.info_json()) };
+    if (status === FAILED) reply = { error: toError(this.#raw) };
+    else if (shape === 'inspect') reply = { info: JSON.parse(this.#raw.info_json()) };
     else if (shape === 'extend') reply = { fence: f64()[this.#out], deadline: f64()[this.#out + 1] };
     else if (shape === 'done') reply = {};
     else if (shape === 'release') {
@@ -460,11 +482,16 @@ export class StoreClient {
 
   #freed = false;
 
-  /** Frees the engine's memory for this client (once). */
+  /**
+   * Frees the engine's memory for this client (once). A call still in flight (a wait, say)
+   * answers LockError `closed` at its next step instead of touching freed memory.
+   */
   free() {
     if (this.#freed) return;
     this.#freed = true;
-    this.#raw.free();
+    const raw = this.#raw;
+    this.#raw = CLOSED_RAW;
+    raw.free();
   }
 }
 
