@@ -162,17 +162,17 @@ for (const store of STORES) {
       const log = [];
       const a = one.election('scheduler', { candidate: 'a', ttl: 1_000 });
       const b = two.election('scheduler', { candidate: 'b', ttl: 1_000 });
-      const settle = (p) => p.then((terms) => ({ terms }), (error) => ({ error }));
+      const outcome = (p) => p.then((terms) => ({ terms }), (error) => ({ error }));
       let runA = null;
       let runB = null;
       try {
-        runA = settle(a.run(recorder(log)));
+        runA = outcome(a.run(recorder(log)));
         const start = performance.now();
         while (log.length === 0) {
           assert.ok(performance.now() - start < 10_000, 'a leads');
           await new Promise((resolve) => setTimeout(resolve, 10));
         }
-        runB = settle(b.run(recorder(log)));
+        runB = outcome(b.run(recorder(log)));
         while (((await one.inspect('scheduler'))?.waiters ?? []).length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
         await two.close(); // b waits in line
         const endB = await runB;
