@@ -452,6 +452,92 @@ fn candidates_in_processes_on_every_store() {
     }
 }
 
+/// A store server restarted under the candidates: a throwaway Redis, once stopped without
+/// persistence (every record gone: the next terms start from an empty store) and once killed
+/// with an append-only file synced at every write (the leader's record comes back). Each time
+/// the leader, cut off, stops its term by its own clock; after the restart someone leads again,
+/// and the checker holds over every term: fences increase (the fenced resource takes the new
+/// leader's writes), terms do not overlap, every ended term has its stop.
+#[cfg(feature = "redis")]
+#[test]
+fn candidates_ride_out_a_restart_of_their_store_server() {
+    use common::redis_server::Throwaway;
+    for (label, persistence, kill) in [
+        (
+            "redis restarted without persistence",
+            &["--save", "", "--appendonly", "no"][..],
+            false,
+        ),
+        (
+            "redis killed with appendfsync always",
+            &[
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+            ][..],
+            true,
+        ),
+    ] {
+        let server = Throwaway::new(3, persistence);
+        let url = server.url();
+        let ns = common::unique_namespace("elect_restart");
+        drop(Locks::open(&url, &ns).unwrap());
+        let dir = std::env::temp_dir().join(&ns);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (log, resource) = (dir.join("terms.log"), dir.join("resource"));
+        let mut all: Vec<Candidate> = ["c0", "c1", "c2"]
+            .iter()
+            .map(|id| Candidate::start(id, &url, &ns, &log, &resource))
+            .collect();
+        let live = |terms: &[Term]| terms.last().filter(|t| t.stop.is_none()).cloned();
+        let before = wait_for("a first leader", Duration::from_secs(20), || {
+            live(&read_terms(&log))
+        });
+        if kill {
+            server.kill();
+        } else {
+            server.shutdown();
+        }
+        // Down for more than a TTL: the leader cannot extend, and stops by its own clock.
+        let down = mono_ms();
+        std::thread::sleep(Duration::from_millis(TTL_MS + 300));
+        server.start();
+        let after = wait_for(
+            "a leader after the restart",
+            Duration::from_secs(20),
+            || live(&read_terms(&log)).filter(|t| t.fence > before.fence && t.start > down),
+        );
+        // It writes, and the fenced resource takes its writes.
+        wait_for("the new leader's writes", Duration::from_secs(10), || {
+            let terms = read_terms(&log);
+            let t = terms.iter().find(|t| t.fence == after.fence)?;
+            t.writes.iter().any(|(_, taken)| *taken).then_some(())
+        });
+        for c in &mut all {
+            let _ = rustix::process::kill_process(c.pid(), rustix::process::Signal::TERM);
+            let status = c.child.wait().unwrap();
+            assert!(
+                status.success(),
+                "{label}: {} exited {status:?}: {}",
+                c.id,
+                c.stderr()
+            );
+        }
+        let terms = read_terms(&log);
+        let first = terms.iter().find(|t| t.fence == before.fence).unwrap();
+        assert!(
+            first.stop.is_some_and(|stop| stop < down + TTL_MS),
+            "{label}: the cut-off leader stopped by its own clock: {terms:#?}"
+        );
+        check(label, &terms, &[], &[]);
+        println!("{label}: {} terms", terms.len());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
 /// A body's term as it saw it: who, its fence, why it stopped.
 type Seen = (String, Fence, Option<StopReason>);
 

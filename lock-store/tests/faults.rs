@@ -316,6 +316,7 @@ fn sqlite_corrupt_record() {
 #[cfg(feature = "redis")]
 mod redis_faults {
     use super::*;
+    use common::redis_server::Throwaway;
     use lock_store::store::RedisStore;
 
     fn open(ns: &str) -> RedisStore {
@@ -409,94 +410,6 @@ mod redis_faults {
         );
     }
 
-    /// A throwaway Redis of this test's own, restarted without persistence: leases are gone
-    /// after the restart (as docs/stores.md says), and fences after it exceed every fence before.
-    /// A throwaway redis-server of this test's own (its port and directory), stopped at the end.
-    struct Throwaway {
-        port: u16,
-        dir: std::path::PathBuf,
-        persistence: &'static [&'static str],
-    }
-
-    impl Throwaway {
-        fn new(offset: u16, persistence: &'static [&'static str]) -> Self {
-            let port = 16390 + offset + (std::process::id() % 50) as u16 * 4;
-            let dir = std::env::temp_dir().join(common::unique_namespace("redis_restart"));
-            std::fs::create_dir_all(&dir).unwrap();
-            let server = Throwaway {
-                port,
-                dir,
-                persistence,
-            };
-            server.start();
-            server
-        }
-
-        fn url(&self) -> String {
-            format!("redis://127.0.0.1:{}", self.port)
-        }
-
-        fn start(&self) {
-            let ok = std::process::Command::new("redis-server")
-                .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-                .args(self.persistence)
-                .args(["--daemonize", "yes", "--dir"])
-                .arg(&self.dir)
-                .status()
-                .unwrap()
-                .success();
-            assert!(ok, "redis-server did not start");
-            for _ in 0..100 {
-                if let Ok(mut c) = redis::Client::open(self.url()).unwrap().get_connection() {
-                    // Answering, and done loading its file.
-                    if redis::cmd("PING").query::<String>(&mut c).is_ok() {
-                        return;
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            panic!("redis on {} does not answer", self.port);
-        }
-
-        /// Stops it without saving.
-        fn shutdown(&self) {
-            if let Ok(mut c) = redis::Client::open(self.url()).unwrap().get_connection() {
-                let _: Result<(), _> = redis::cmd("SHUTDOWN").arg("NOSAVE").query(&mut c);
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-
-        /// Kills it with SIGKILL (no shutdown, no save).
-        fn kill(&self) {
-            let mut c = redis::Client::open(self.url())
-                .unwrap()
-                .get_connection()
-                .unwrap();
-            let info: String = redis::cmd("INFO").arg("server").query(&mut c).unwrap();
-            let pid: i32 = info
-                .lines()
-                .find_map(|l| l.strip_prefix("process_id:"))
-                .and_then(|p| p.trim().parse().ok())
-                .expect("INFO server has process_id");
-            let pid = rustix::process::Pid::from_raw(pid).unwrap();
-            rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
-            while redis::Client::open(self.url())
-                .unwrap()
-                .get_connection()
-                .is_ok()
-            {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-    }
-
-    impl Drop for Throwaway {
-        fn drop(&mut self) {
-            self.shutdown();
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
-    }
-
     /// Takes `k0`..`k4` for "a" (leases forgotten, not released); their fences.
     fn hold_five(locks: &lock_store::Locks) -> Vec<Fence> {
         (0..5)
@@ -525,6 +438,8 @@ mod redis_faults {
         }
     }
 
+    /// A throwaway Redis of this test's own, restarted without persistence: leases are gone
+    /// after the restart (as docs/stores.md says), and fences after it exceed every fence before.
     #[test]
     fn redis_restart_keeps_fences_increasing() {
         let server = Throwaway::new(0, &["--save", "", "--appendonly", "no"]);

@@ -3,6 +3,8 @@
 #![allow(dead_code)]
 
 pub mod proxy;
+#[cfg(feature = "redis")]
+pub mod redis_server;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
