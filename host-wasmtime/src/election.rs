@@ -6,10 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::election::Campaign;
 pub use lock_core::election::{BadCampaign, CampaignOptions, StopReason};
 use lock_core::{AcquireOptions, Instant};
-use lock_election::{Asked, Candidacy, Extended};
+use lock_election::{Asked, Candidacy, Electorate, Extended};
 pub use lock_election::{Body, Control, Leader, Term};
 
 use crate::{Error, Lease, LockHost};
@@ -24,7 +23,10 @@ impl LockHost {
     }
 }
 
-/// One candidate (a plugin, say) of the election `name` on a [`LockHost`].
+/// One candidate (a plugin, say) of the election `name` on a [`LockHost`]. Its errors are the
+/// host's: [`Error::Lock`] for a bad name, candidate id or metadata,
+/// [`Error::AlreadyWaiting`] if another call waits for the key as the same candidate; a
+/// trapped component only delays the campaign.
 ///
 /// ```
 /// use std::time::Duration;
@@ -47,99 +49,30 @@ impl LockHost {
 /// assert_eq!(host.leader("indexer")?, None); // released when the body returned
 /// # Ok::<(), host_wasmtime::Error>(())
 /// ```
-pub struct Election<'h> {
-    host: &'h LockHost,
-    name: String,
-    candidate: String,
-    /// The recipe as it starts (each run drives a copy).
-    campaign: Campaign,
-    metadata: String,
-    control: Control,
-}
+pub type Election<'h> = lock_election::Election<'h, LockHost>;
 
-impl<'h> Election<'h> {
-    /// A candidate `candidate` of the election `name` on `host`.
-    ///
-    /// # Errors
-    /// The options' [`BadCampaign`].
-    pub fn new(
-        host: &'h LockHost,
-        name: &str,
-        candidate: &str,
-        options: CampaignOptions,
-    ) -> Result<Self, BadCampaign> {
-        Ok(Election {
-            host,
-            name: name.to_owned(),
-            candidate: candidate.to_owned(),
-            campaign: Campaign::new(options)?,
-            metadata: String::new(),
-            control: Control::default(),
-        })
-    }
+impl Electorate for LockHost {
+    type Candidacy<'a> = HostCandidacy<'a>;
+    type Error = Error;
 
-    /// With metadata every reader of the leader sees.
-    #[must_use]
-    pub fn metadata(mut self, metadata: &str) -> Self {
-        metadata.clone_into(&mut self.metadata);
-        self
-    }
-
-    /// Its control (resign, shut down).
-    #[must_use]
-    pub fn control(&self) -> Control {
-        self.control.clone()
-    }
-
-    /// Campaigns until shut down (or for one term with [`once`](CampaignOptions::once)),
-    /// running `body` for each term on a thread of its own, with the term's fence and stop
-    /// signal. The lease is released once the body returns; a body that does not return within
-    /// the grace after its stop signal has its lease released anyway (its late writes are
-    /// refused by fence), and the next campaign waits for it. A body that panics shuts the
-    /// campaign down and its panic is resumed here, after its lease is released. Answers how
-    /// many terms it led.
-    ///
-    /// # Errors
-    /// [`Error::Lock`] for a bad name, candidate id or metadata, [`Error::AlreadyWaiting`] if
-    /// another call waits for the key as the same candidate; a trapped component
-    /// ([`Error::Host`]) only delays the campaign.
-    pub fn run<F>(&self, body: F) -> Result<u64, Error>
-    where
-        F: FnMut(&Term) + Send,
-    {
-        lock_election::run(
-            &self.candidacy(),
-            self.campaign.clone(),
-            &self.control,
-            body,
-        )
-    }
-
-    /// [`run`](Self::run) with a [`Body`] of the caller's.
-    ///
-    /// # Errors
-    /// As [`run`](Self::run).
-    pub fn run_with(&self, body: &mut impl Body) -> Result<u64, Error> {
-        lock_election::run_with(
-            &self.candidacy(),
-            self.campaign.clone(),
-            &self.control,
-            body,
-        )
-    }
-
-    fn candidacy(&self) -> HostCandidacy<'_> {
+    fn candidacy<'a>(
+        &'a self,
+        name: &'a str,
+        candidate: &'a str,
+        metadata: &'a str,
+    ) -> HostCandidacy<'a> {
         HostCandidacy {
-            host: self.host,
-            name: &self.name,
-            candidate: &self.candidate,
-            options: AcquireOptions::default().metadata(&self.metadata),
+            host: self,
+            name,
+            candidate,
+            options: AcquireOptions::default().metadata(metadata),
         }
     }
 }
 
-/// The election's key on a host, as the shared driver sees it; instants on the host's clock.
-struct HostCandidacy<'a> {
+/// The election's key on a host, as the shared driver sees it (made by [`Election`]; nothing to
+/// call); instants on the host's clock.
+pub struct HostCandidacy<'a> {
     host: &'a LockHost,
     name: &'a str,
     candidate: &'a str,

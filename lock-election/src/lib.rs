@@ -1,7 +1,8 @@
-//! Leader election over an expiring lock, for every blocking Rust face: the driver of the core's
-//! campaign recipe ([`lock_core::election::Campaign`]), written once over a [`Candidacy`] (how a
-//! face asks for the election's key, extends and releases its lease) and a [`Body`] (what a term
-//! runs: a closure on a thread, a process). `lock_store::election` (replicas over a store) and
+//! Leader election over an expiring lock, for every blocking Rust face: [`Election`] and the
+//! driver of the core's campaign recipe ([`lock_core::election::Campaign`]), written once over
+//! an [`Electorate`] (a lock that hands out a [`Candidacy`]: how a face asks for the election's
+//! key, extends and releases its lease) and a [`Body`] (what a term runs: a closure on a
+//! thread, a process). `lock_store::election` (replicas over a store) and
 //! `host_wasmtime::election` (the plugins of one host) are its faces; `docs/election.md` is the
 //! user's guide.
 //!
@@ -13,12 +14,14 @@
 mod body;
 mod control;
 mod driver;
+mod election;
 mod leader;
 mod term;
 
 pub use body::Body;
 pub use control::Control;
 pub use driver::{run, run_with, Asked, Candidacy, Extended};
+pub use election::{Election, Electorate};
 pub use leader::Leader;
 pub use lock_core::election::{BadCampaign, Campaign, CampaignOptions, StopReason};
 pub use term::Term;

@@ -6,10 +6,9 @@
 
 use std::time::Duration;
 
-use lock_core::election::Campaign;
 pub use lock_core::election::{BadCampaign, CampaignOptions, StopReason};
 use lock_core::{AcquireOptions, Instant};
-use lock_election::{Asked, Candidacy, Extended};
+use lock_election::{Asked, Candidacy, Electorate, Extended};
 pub use lock_election::{Body, Control, Leader, Term};
 
 use crate::lease::Lease;
@@ -26,7 +25,9 @@ impl Locks {
     }
 }
 
-/// One candidate of the election `name` (see `docs/election.md`).
+/// One candidate of the election `name` over a store's [`Locks`] (see `docs/election.md`).
+/// Its errors are [`Error`]s: [`Error::Lock`] for a bad name, candidate id or metadata; a store
+/// that cannot be reached only delays the campaign.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -46,100 +47,31 @@ impl Locks {
 /// })?;
 /// # Ok::<(), lock_store::Error>(())
 /// ```
-pub struct Election<'l> {
-    locks: &'l Locks,
-    name: String,
-    candidate: String,
-    /// The recipe as it starts (each run drives a copy).
-    campaign: Campaign,
-    metadata: String,
-    control: Control,
-}
+pub type Election<'l> = lock_election::Election<'l, Locks>;
 
-impl<'l> Election<'l> {
-    /// A candidate `candidate` of the election `name` on `locks`.
-    ///
-    /// # Errors
-    /// The options' [`BadCampaign`].
-    pub fn new(
-        locks: &'l Locks,
-        name: &str,
-        candidate: &str,
-        options: CampaignOptions,
-    ) -> Result<Self, BadCampaign> {
-        Ok(Election {
-            locks,
-            name: name.to_owned(),
-            candidate: candidate.to_owned(),
-            campaign: Campaign::new(options)?,
-            metadata: String::new(),
-            control: Control::default(),
-        })
-    }
+impl Electorate for Locks {
+    type Candidacy<'a> = StoreCandidacy<'a>;
+    type Error = Error;
 
-    /// With metadata every reader of the leader sees (an address, say).
-    #[must_use]
-    pub fn metadata(mut self, metadata: &str) -> Self {
-        metadata.clone_into(&mut self.metadata);
-        self
-    }
-
-    /// Its control (resign, shut down).
-    #[must_use]
-    pub fn control(&self) -> Control {
-        self.control.clone()
-    }
-
-    /// Campaigns until shut down (or for one term with
-    /// [`once`](CampaignOptions::once)), running `body` for each term on a thread of its own,
-    /// with the term's fence and stop signal (a body that panics ends the campaign with its
-    /// panic, after its lease is released). The lease is released once the body returns; a
-    /// body that does not return within the grace after its stop signal has its lease released
-    /// anyway (a thread cannot be killed: its late writes are refused by fence), and the next
-    /// campaign waits for it. Answers how many terms it led.
-    ///
-    /// # Errors
-    /// [`Error::Lock`] for a bad name, candidate id or metadata; a store that cannot be
-    /// reached only delays the campaign.
-    pub fn run<F>(&self, body: F) -> Result<u64, Error>
-    where
-        F: FnMut(&Term) + Send,
-    {
-        lock_election::run(
-            &self.candidacy(),
-            self.campaign.clone(),
-            &self.control,
-            body,
-        )
-    }
-
-    /// [`run`](Self::run) with a [`Body`] of the caller's (a process, say: `lockstore elect`).
-    ///
-    /// # Errors
-    /// As [`run`](Self::run).
-    pub fn run_with(&self, body: &mut impl Body) -> Result<u64, Error> {
-        lock_election::run_with(
-            &self.candidacy(),
-            self.campaign.clone(),
-            &self.control,
-            body,
-        )
-    }
-
-    fn candidacy(&self) -> StoreCandidacy<'_> {
+    fn candidacy<'a>(
+        &'a self,
+        name: &'a str,
+        candidate: &'a str,
+        metadata: &'a str,
+    ) -> StoreCandidacy<'a> {
         StoreCandidacy {
-            locks: self.locks,
-            name: &self.name,
-            candidate: &self.candidate,
-            options: AcquireOptions::default().metadata(&self.metadata),
+            locks: self,
+            name,
+            candidate,
+            options: AcquireOptions::default().metadata(metadata),
             base: LocalInstant::now(),
         }
     }
 }
 
-/// The election's key on a store, as the shared driver sees it; instants on this process's
-/// monotonic clock, from the run's start.
-struct StoreCandidacy<'a> {
+/// The election's key on a store, as the shared driver sees it (made by [`Election`]; nothing
+/// to call); instants on this process's monotonic clock, from the run's start.
+pub struct StoreCandidacy<'a> {
     locks: &'a Locks,
     name: &'a str,
     candidate: &'a str,

@@ -61,36 +61,10 @@ fn elect_worker() {
             return;
         }
         let at = mono_ms();
-        let taken = fenced_write(Path::new(resource), fence);
+        let taken = common::fenced_write(Path::new(resource), fence, true);
         line(format!("write {me} {fence} {at} {taken}"));
         std::thread::sleep(Duration::from_millis(10));
     }
-}
-
-/// A resource that takes a write only with a fence at least the highest it took (a file, and
-/// a lock file around the read and the write).
-fn fenced_write(resource: &Path, fence: u64) -> bool {
-    let guard = resource.with_extension("lock");
-    loop {
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&guard)
-        {
-            Ok(_) => break,
-            Err(_) => std::thread::sleep(Duration::from_millis(1)),
-        }
-    }
-    let seen: u64 = std::fs::read_to_string(resource)
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(0);
-    let taken = fence >= seen;
-    if taken {
-        std::fs::write(resource, fence.to_string()).unwrap();
-    }
-    std::fs::remove_file(&guard).unwrap();
-    taken
 }
 
 /// One candidate: its `lockstore elect` process and what it printed (with when, on the
@@ -536,6 +510,142 @@ fn candidates_ride_out_a_restart_of_their_store_server() {
         println!("{label}: {} terms", terms.len());
         let _ = std::fs::remove_dir_all(&dir);
     }
+}
+
+/// A fresh SQLite file's URL and a namespace, for the CLI tests below.
+fn sqlite_store(prefix: &str) -> (std::path::PathBuf, String, String) {
+    let ns = common::unique_namespace(prefix);
+    let dir = std::env::temp_dir().join(&ns);
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!("sqlite://{}", dir.join("locks.db").display());
+    (dir, url, ns)
+}
+
+/// `lockstore elect` with a command that ignores `SIGTERM`: at its stop (a resignation) the
+/// command gets `SIGTERM`, then `SIGKILL` once `--grace` has passed; the lease is released only
+/// then, and with `--once` `lockstore` exits 0 with nothing left running.
+#[test]
+fn elect_kills_a_command_that_ignores_its_stop_after_the_grace() {
+    let (dir, url, ns) = sqlite_store("elect_grace");
+    let pid_file = dir.join("pid");
+    let script = format!(
+        "trap '' TERM; echo $$ > {}; while :; do sleep 0.05; done",
+        pid_file.display()
+    );
+    let mut elect = Command::new(env!("CARGO_BIN_EXE_lockstore"))
+        .args(["elect", "--store", &url, "--namespace", &ns, "--ttl", "2s"])
+        .args([
+            "--grace",
+            "300ms",
+            "--once",
+            "--candidate",
+            "stubborn",
+            NAME,
+        ])
+        .args(["--", "sh", "-c", &script])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let command: i32 = wait_for("the command", Duration::from_secs(20), || {
+        std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok()
+    });
+    assert_eq!(leader_of(&url, &ns).as_deref(), Some("stubborn"));
+    let resigned = std::time::Instant::now();
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&elect),
+        rustix::process::Signal::USR1,
+    )
+    .unwrap();
+    let status = wait_for("lockstore to exit", Duration::from_secs(20), || {
+        elect.try_wait().unwrap()
+    });
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut elect.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "{status:?}: {stderr}");
+    assert!(
+        resigned.elapsed() >= Duration::from_millis(300),
+        "released before the grace: {stderr}"
+    );
+    assert!(
+        stderr.contains("did not stop within the grace: SIGKILL"),
+        "{stderr}"
+    );
+    let gone = rustix::process::Pid::from_raw(command)
+        .is_none_or(|pid| rustix::process::test_kill_process(pid).is_err());
+    assert!(gone, "the command {command} still runs: {stderr}");
+    assert_eq!(leader_of(&url, &ns), None);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `lockstore leader --watch --json` prints one line per change: each new term (with its
+/// candidate and a higher fence) and "no leader" between them.
+#[test]
+fn leader_watch_prints_each_term_once() {
+    let (dir, url, ns) = sqlite_store("elect_watch");
+    let locks = Locks::open(&url, &ns).unwrap();
+    // The namespace exists (a watcher of one that does not prints nothing until it does).
+    locks
+        .try_acquire("other", "x", Duration::from_secs(1))
+        .unwrap()
+        .release()
+        .unwrap();
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_lockstore"))
+        .args(["leader", "--store", &url, "--namespace", &ns, "--json"])
+        .args(["--watch", "--every", "20ms", NAME])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = Arc::new(Mutex::new(Vec::<serde_json::Value>::new()));
+    let sink = Arc::clone(&lines);
+    let stdout = watch.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            sink.lock()
+                .unwrap()
+                .push(serde_json::from_str(&line).unwrap());
+        }
+    });
+    let seen = |n: usize| {
+        wait_for(&format!("{n} lines"), Duration::from_secs(10), || {
+            (lines.lock().unwrap().len() >= n).then_some(())
+        });
+        // Looked at many times since: still no other line.
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    seen(1);
+    let ttl = Duration::from_secs(30);
+    let a = locks.try_acquire(NAME, "a", ttl).unwrap();
+    seen(2);
+    a.extend(ttl).unwrap(); // the same term: no line
+    std::thread::sleep(Duration::from_millis(200));
+    a.release().unwrap();
+    seen(3);
+    let b = locks.try_acquire(NAME, "b", ttl).unwrap();
+    seen(4);
+    let _ = watch.kill();
+    let _ = watch.wait();
+    let lines = lines.lock().unwrap().clone();
+    let leaders: Vec<Option<(String, u64)>> = lines
+        .iter()
+        .map(|l| {
+            let leader = &l["leader"];
+            leader["candidate"]
+                .as_str()
+                .map(|c| (c.to_owned(), leader["fence"].as_u64().unwrap()))
+        })
+        .collect();
+    assert_eq!(
+        leaders,
+        vec![
+            None,
+            Some(("a".to_owned(), a.fence().0)),
+            None,
+            Some(("b".to_owned(), b.fence().0)),
+        ],
+        "{lines:?}"
+    );
+    assert!(b.fence() > a.fence());
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A body's term as it saw it: who, its fence, why it stopped.

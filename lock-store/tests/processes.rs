@@ -241,7 +241,7 @@ fn contend(
         std::thread::sleep(Duration::from_millis(work));
         let live_at_write = !lease.is_lost();
         let wrote_at = monotonic();
-        let accepted = fenced_write(resource, &key, lease.fence().0);
+        let accepted = common::fenced_write(&resource.join(&key), lease.fence().0, false);
         let release_sent_at = monotonic();
         let mut attempts = 0;
         let released = loop {
@@ -270,37 +270,6 @@ fn contend(
         });
     }
     grants
-}
-
-/// The protected resource: a file per key holding the highest fence it accepted; a write with a
-/// lower or equal fence is refused. Writers take turns with a guard file created exclusively
-/// (`O_EXCL`), which the Node workers (`tests/js/lib/contend-worker.mjs`) take the same way.
-fn fenced_write(dir: &Path, key: &str, fence: u64) -> bool {
-    let path = dir.join(key);
-    let guard = dir.join(format!("{key}.lock"));
-    loop {
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&guard)
-        {
-            Ok(_) => break,
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                std::thread::sleep(Duration::from_micros(200));
-            }
-            Err(e) => panic!("{}: {e}", guard.display()),
-        }
-    }
-    let seen: u64 = std::fs::read_to_string(&path)
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(0);
-    let accepted = fence > seen;
-    if accepted {
-        std::fs::write(&path, fence.to_string()).unwrap();
-    }
-    std::fs::remove_file(&guard).unwrap();
-    accepted
 }
 
 fn read_log(path: &Path) -> Vec<Grant> {

@@ -403,3 +403,35 @@ pub fn runtime(workers: usize) -> tokio::runtime::Runtime {
         .build()
         .unwrap()
 }
+
+/// The protected resource of the process tests: a file holding the highest fence it took; a
+/// write with a lower fence is refused, and with the same fence too unless `again` (a leader
+/// writing many times in one term). Writers take turns with a guard file `<resource>.lock`
+/// created exclusively (`O_EXCL`), which the Node workers (`tests/js/lib/contend-worker.mjs`)
+/// take the same way. Answers whether the write was taken.
+pub fn fenced_write(resource: &std::path::Path, fence: u64, again: bool) -> bool {
+    let guard = std::path::PathBuf::from(format!("{}.lock", resource.display()));
+    loop {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&guard)
+        {
+            Ok(_) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            Err(e) => panic!("{}: {e}", guard.display()),
+        }
+    }
+    let seen: u64 = std::fs::read_to_string(resource)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    let taken = fence > seen || (again && fence == seen);
+    if taken {
+        std::fs::write(resource, fence.to_string()).unwrap();
+    }
+    std::fs::remove_file(&guard).unwrap();
+    taken
+}

@@ -3,7 +3,7 @@
 //! (`lock_store::election`); this file gives it a process as the term's body.
 
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rustix::process::{Pid, Signal};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
@@ -25,29 +25,14 @@ pub struct ProcessBody {
     pub child: Option<Child>,
     /// A command that cannot start ends the campaign with 126 or 127.
     pub failed: Option<(u8, String)>,
+    /// How long what the command left running after it exited gets between `SIGTERM` and
+    /// `SIGKILL` (`--grace`).
+    pub grace: Duration,
 }
 
 impl ProcessBody {
     fn pid(&self) -> Option<Pid> {
         self.child.as_ref().map(Pid::from_child)
-    }
-
-    /// Stops what the command left running once its guard exited (as `lockstore run`).
-    fn reap_tree(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            tree::reap_ended();
-            if tree::descendants(None).is_empty() {
-                return;
-            }
-            let signal = if Instant::now() < deadline {
-                Signal::TERM
-            } else {
-                Signal::KILL
-            };
-            tree::signal_all(None, None, signal);
-            std::thread::sleep(Duration::from_millis(10));
-        }
     }
 }
 
@@ -110,7 +95,7 @@ impl Body for ProcessBody {
                     self.failed = Some((127, format!("{}: command not found", self.command[0])));
                 }
                 self.child = None;
-                self.reap_tree();
+                tree::stop_leftovers(self.grace, None);
                 true
             }
             Err(_) => {
@@ -131,7 +116,7 @@ impl Body for ProcessBody {
     fn wait(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.wait();
-            self.reap_tree();
+            tree::stop_leftovers(self.grace, None);
         }
     }
 }
@@ -181,6 +166,7 @@ pub fn elect(args: &ElectArgs<'_>, command: Vec<String>) -> Result<u8, (u8, Stri
         candidate: args.candidate.to_owned(),
         child: None,
         failed: None,
+        grace: Duration::from_millis(args.options.grace.0),
     };
     let terms = election
         .run_with(&mut body)

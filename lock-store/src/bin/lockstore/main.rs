@@ -545,17 +545,7 @@ fn supervise(
         let _ = lost_heard.recv_timeout(Duration::from_millis(10));
     };
     // What the command left behind (adopted by `lockstore` when the guard exited).
-    loop {
-        tree::reap_ended();
-        if tree::descendants(None).is_empty() {
-            break;
-        }
-        stop(&mut kill_at);
-        if kill_at.is_some_and(|t| Instant::now() >= t) {
-            tree::signal_all(None, None, Signal::KILL);
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    tree::stop_leftovers(grace, kill_at);
     Ok(status)
 }
 

@@ -4,6 +4,8 @@
 //! below `lockstore` and can be found (in `/proc`) and stopped as a whole. Elsewhere the tree
 //! is the direct child alone.
 
+use std::time::{Duration, Instant};
+
 use rustix::process::{Pid, Signal};
 
 /// Makes this process a child subreaper (Linux; elsewhere nothing happens).
@@ -79,4 +81,29 @@ pub fn signal_all(direct: Option<Pid>, except: Option<Pid>, signal: Signal) -> u
 pub fn reap_ended() {
     use rustix::process::{wait, WaitOptions};
     while let Ok(Some(_)) = wait(WaitOptions::NOHANG) {}
+}
+
+/// Stops what a command left running once its guard exited (processes this subreaper adopted):
+/// `SIGTERM` now, unless a stop is already under way with its `SIGKILL` due at `kill_at`, then
+/// `SIGKILL` from `grace` later (at once for a zero grace), until none is left.
+pub fn stop_leftovers(grace: Duration, mut kill_at: Option<Instant>) {
+    loop {
+        reap_ended();
+        if descendants(None).is_empty() {
+            return;
+        }
+        if kill_at.is_none() {
+            let first = if grace.is_zero() {
+                Signal::KILL
+            } else {
+                Signal::TERM
+            };
+            signal_all(None, None, first);
+            kill_at = Some(Instant::now() + grace);
+        }
+        if kill_at.is_some_and(|t| Instant::now() >= t) {
+            signal_all(None, None, Signal::KILL);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
