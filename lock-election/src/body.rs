@@ -2,6 +2,8 @@
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::thread::{Scope, ScopedJoinHandle};
 
 use lock_core::election::StopReason;
@@ -34,6 +36,9 @@ pub(crate) struct ThreadBody<'scope, 'env, F> {
     pub(crate) scope: &'scope Scope<'scope, 'env>,
     pub(crate) body: Option<&'env mut F>,
     pub(crate) running: Option<ScopedJoinHandle<'scope, (&'env mut F, Option<Panic>)>>,
+    /// Set by the body's thread when the closure is over, just before it kicks the driver (the
+    /// thread is not finished yet then: waiting for `is_finished` would cost the driver a look).
+    pub(crate) over: Arc<AtomicBool>,
     pub(crate) control: Control,
     pub(crate) panic: Option<Panic>,
 }
@@ -44,11 +49,14 @@ impl<'scope, 'env, F: FnMut(&Term) + Send> Body for ThreadBody<'scope, 'env, F> 
         if let Some(f) = self.body.take() {
             let t = term.clone();
             let control = self.control.clone();
+            let over = Arc::new(AtomicBool::new(false));
+            self.over = Arc::clone(&over);
             self.running = Some(self.scope.spawn(move || {
                 let panic = catch_unwind(AssertUnwindSafe(|| f(&t))).err();
                 if panic.is_some() {
                     control.shut_down();
                 }
+                over.store(true, Ordering::SeqCst);
                 t.kick.kick();
                 (f, panic)
             }));
@@ -58,9 +66,10 @@ impl<'scope, 'env, F: FnMut(&Term) + Send> Body for ThreadBody<'scope, 'env, F> 
     fn stop(&mut self, _term: &Term, _reason: StopReason) {}
 
     fn returned(&mut self) -> bool {
-        if self.running.as_ref().is_some_and(|h| !h.is_finished()) {
+        if self.running.is_some() && !self.over.load(Ordering::SeqCst) {
             return false;
         }
+        // Over: the join waits only for the thread's last steps.
         self.wait();
         true
     }

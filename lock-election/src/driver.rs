@@ -1,7 +1,7 @@
 //! The driver loop: the recipe's actions carried out over a [`Candidacy`], a [`Body`] running
 //! each term.
 
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use lock_core::election::{Action, Campaign};
@@ -96,6 +96,7 @@ where
             scope,
             body: Some(&mut body),
             running: None,
+            over: Arc::default(),
             control: control.clone(),
             panic: None,
         };

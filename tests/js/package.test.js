@@ -93,6 +93,37 @@ it('runs the README quickstart from the installed tarball', () => {
   assert.ok(readme.includes(readFileSync(join(pkg, 'examples/quickstart.mjs'), 'utf8')), 'the README shows the tested quickstart verbatim');
 });
 
+it('runs an election from the installed tarball: a resignation hands over, both leave', () => {
+  const script = `import { Locks, TermStopped } from 'expiring-lock';
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const locks = new Locks();
+const seen = [];
+const body = (who) => async ({ fence, signal }) => {
+  seen.push(\`\${who} leads with fence \${fence}\`);
+  await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+  seen.push(\`\${who} stops: \${signal.reason.code} \${signal.reason instanceof TermStopped}\`);
+};
+const a = locks.election('scheduler', { candidate: 'a', ttl: 1000 });
+const b = locks.election('scheduler', { candidate: 'b', ttl: 1000 });
+const runA = a.run(body('a'));
+while (seen.length === 0) await sleep(5);
+const runB = b.run(body('b'));
+while ((await locks.inspect('scheduler')).waiters.length === 0) await sleep(5);
+a.resign();
+while (seen.length < 3) await sleep(5);
+a.shutDown();
+const ledA = await runA;
+b.shutDown();
+console.log(seen.concat([\`terms \${ledA} \${await runB}\`, \`leader \${JSON.stringify(await locks.leader('scheduler'))}\`]).join('\\n'));
+`;
+  writeFileSync(join(project, 'election.mjs'), script);
+  const output = execFileSync('node', ['election.mjs'], { cwd: project, encoding: 'utf8', timeout: 30_000 });
+  assert.equal(
+    output,
+    ['a leads with fence 1', 'a stops: resigned true', 'b leads with fence 2', 'b stops: shut-down true', 'terms 1 1', 'leader null', ''].join('\n'),
+  );
+});
+
 it('type-checks an example against the installed declarations', () => {
   copyFileSync(join(root, 'tests/js/types/example.ts'), join(project, 'example.ts'));
   const tsc = join(root, 'node_modules/typescript/bin/tsc');
