@@ -170,7 +170,9 @@ fn main() {
                 });
                 lrx.recv().unwrap();
                 let (control, at) = follower(s, &other, ttl);
-                std::thread::sleep(Duration::from_millis(100)); // the follower is in line
+                // The follower is in line; the resignation comes at `phase` of its 50 ms look
+                // (a store without notices: a fixed pause would land on one phase every round).
+                std::thread::sleep(Duration::from_millis(100 + (50.0 * phase) as u64));
                 let resigned = Instant::now();
                 lead_control.shut_down();
                 let began = at.recv().unwrap();
