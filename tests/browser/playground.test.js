@@ -447,10 +447,13 @@ describe('playground', () => {
 });
 
 describe('npm package in the browser', () => {
-  it('loads through its browser entry and runs locks with real timers', async () => {
+  it('loads through its browser entry and runs locks and an election with real timers', async () => {
     const { page, problems } = await openPage('npm-smoke.html');
     await page.waitForSelector('#result[data-done]');
-    assert.equal(await page.textContent('#result'), 'ok: fence 1, held, handed over with fence 2, lost after 40 ms');
+    assert.equal(
+      await page.textContent('#result'),
+      'ok: fence 1, held, handed over with fence 2, lost after 40 ms; election: a resigned, b shut-down, fences increase',
+    );
     assert.deepEqual(problems, []);
     await page.close();
   });
