@@ -5,7 +5,8 @@
 #   wit/                        the WIT package `expiring:lock` the component implements
 #   expiring-lock-<v>.tgz       the npm package (npm pack)
 #   playground/                 the browser playground as a static site (serve the folder)
-#   lock-core-<v>.crate, host-wasmtime-<v>.crate   the Rust crates (cargo package, verified)
+#   lock-core-<v>.crate, lock-election-<v>.crate, host-wasmtime-<v>.crate   the Rust crates
+#                                                 (cargo package, verified)
 #   SHA256SUMS                  a checksum of every file above (sha256sum -c SHA256SUMS)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,9 +28,9 @@ cp host-wasmtime/component/lock.component.wasm "$out/"
 cp -r wit "$out/wit"
 
 echo "== crates"
-cargo package -q -p lock-core -p host-wasmtime --allow-dirty 2>/dev/null
+cargo package -q -p lock-core -p lock-election -p host-wasmtime --allow-dirty
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
-cp "$target/package/lock-core-$version.crate" "$target/package/host-wasmtime-$version.crate" "$out/"
+cp "$target/package/lock-core-$version.crate" "$target/package/lock-election-$version.crate" "$target/package/host-wasmtime-$version.crate" "$out/"
 
 echo "== npm package"
 ./scripts/build-npm.sh >/dev/null

@@ -94,7 +94,8 @@ impl Candidacy for HostCandidacy<'_> {
                 end: lease.deadline(),
                 lease: Arc::new(lease),
             },
-            Err(Error::WaitTimedOut | Error::Host(_) | Error::Persist(_)) => Asked::NotGranted,
+            Err(Error::WaitTimedOut) => Asked::WaitEnded,
+            Err(Error::Host(_) | Error::Persist(_)) => Asked::NotGranted,
             Err(e) => Asked::Failed(e),
         }
     }

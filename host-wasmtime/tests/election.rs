@@ -268,3 +268,71 @@ fn bad_options_and_a_bad_name_are_refused() {
     assert!(matches!(err, Error::Lock(LockError::KeyEmpty)), "{err:?}");
     assert_eq!(host.stats().unwrap().live_leases, 0);
 }
+
+/// A candidate whose wait in line ends without a grant (each wait lasts 5 s, then it asks
+/// again) is back in line at once, not after the retry pause: a resignation at that moment
+/// still hands the key over with no time passing.
+#[test]
+fn a_wait_in_line_that_ends_asks_again_at_once() {
+    let clock = ManualClock::at(0);
+    let host = host(&clock);
+    let running = AtomicUsize::new(2);
+    let a = Election::new(&host, NAME, "a", options(30_000)).unwrap();
+    let b = Election::new(&host, NAME, "b", options(30_000)).unwrap();
+    let controls = [("a", a.control()), ("b", b.control())];
+    let waiting = || {
+        host.inspect(NAME)
+            .unwrap()
+            .is_some_and(|k| k.waiters.len() == 1)
+    };
+    thread::scope(|s| {
+        let running = &running;
+        for e in [&a, &b] {
+            s.spawn(move || {
+                e.run(|term| {
+                    let _ = term.wait_stop(Duration::from_secs(30));
+                })
+                .unwrap();
+                running.fetch_sub(1, Ordering::SeqCst);
+            });
+            until("a leader and its follower", || {
+                host.leader(NAME).unwrap().is_some()
+            });
+        }
+        until("b in line", waiting);
+        let first = host.leader(NAME).unwrap().unwrap();
+        // b's wait in line ends (5 s on the host's clock; a's lease lasts 30 s)...
+        clock.advance(5_000);
+        host.tick();
+        // ...and b is back in line with no time passing (asserted once every campaign has
+        // returned: a panic here would leave the scope waiting for them).
+        let back = within(|| {
+            waiting()
+                && host.inspect(NAME).unwrap().unwrap().waiters[0].wait_deadline
+                    > lock_core::Instant(5_000)
+        });
+        controls[0].1.resign();
+        let handed = back
+            && within(|| {
+                host.leader(NAME)
+                    .unwrap()
+                    .is_some_and(|l| l.fence > first.fence)
+            });
+        let at = host.now();
+        shut_down_all(&host, &clock, &controls, running);
+        assert!(back, "b was not back in line at once");
+        assert!(handed, "the resignation did not hand the key to b");
+        assert_eq!(at, lock_core::Instant(5_000));
+    });
+}
+
+/// Whether `done` holds within 2 s (real time).
+fn within(mut done: impl FnMut() -> bool) -> bool {
+    (0..400).any(|_| {
+        let ok = done();
+        if !ok {
+            thread::sleep(Duration::from_millis(5));
+        }
+        ok
+    })
+}

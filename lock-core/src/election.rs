@@ -93,7 +93,8 @@ impl StopReason {
 pub enum Action {
     /// Ask for the election's key, waiting in line; answer with
     /// [`handle_granted`](Campaign::handle_granted) or
-    /// [`handle_not_granted`](Campaign::handle_not_granted).
+    /// [`handle_not_granted`](Campaign::handle_not_granted) or
+    /// [`handle_wait_ended`](Campaign::handle_wait_ended).
     Campaign,
     /// Start the leader's body for the term with this fence.
     Start {
@@ -367,13 +368,23 @@ impl Campaign {
         self.advance(now);
     }
 
-    /// The campaign ended without the key (its wait ended, or the store failed): it campaigns
-    /// again after the retry pause.
+    /// The campaign ended without the key because the store failed or refused it: it
+    /// campaigns again after the retry pause.
     pub fn handle_not_granted(&mut self, now: Instant) {
         if self.phase != Phase::Asking {
             return;
         }
         self.after_term(now, self.options.retry);
+    }
+
+    /// The campaign's wait in line ended without the key (a driver waits in chunks, to hear a
+    /// shut-down between them): it campaigns again at once, with no pause, so that the line is
+    /// not left empty when the leader resigns.
+    pub fn handle_wait_ended(&mut self, now: Instant) {
+        if self.phase != Phase::Asking {
+            return;
+        }
+        self.after_term(now, Duration::ZERO);
     }
 
     /// The extension of the term's lease succeeded: the lease now ends at `local_end` on this

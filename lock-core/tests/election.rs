@@ -547,3 +547,19 @@ proptest! {
         prop_assert!(last.stop.is_none(), "{:?}", w.terms);
     }
 }
+
+/// A wait in line that ended without the key asks again at once; a campaign the store failed
+/// asks again after the retry pause.
+#[test]
+fn a_wait_that_ended_asks_again_at_once_a_failed_one_after_the_pause() {
+    let options = CampaignOptions::new(Duration(10_000));
+    let mut c = Campaign::new(options).unwrap();
+    assert_eq!(c.poll_action(Instant(0)), Some(Action::Campaign));
+    c.handle_wait_ended(Instant(5_000));
+    assert_eq!(c.poll_timeout(), Some(Instant(5_000)));
+    assert_eq!(c.poll_action(Instant(5_000)), Some(Action::Campaign));
+    c.handle_not_granted(Instant(6_000));
+    assert_eq!(c.poll_timeout(), Some(Instant(6_000 + options.retry.0)));
+    assert_eq!(c.poll_action(Instant(6_999)), None);
+    assert_eq!(c.poll_action(Instant(7_000)), Some(Action::Campaign));
+}

@@ -24,7 +24,7 @@ pub trait Candidacy {
     fn now(&self) -> Instant;
 
     /// Asks for the key with a lease of `ttl`, waiting in line up to `wait` (then
-    /// [`Asked::NotGranted`]; the driver asks again).
+    /// [`Asked::WaitEnded`]; the driver asks again).
     fn campaign(&self, ttl: Duration, wait: Duration) -> Asked<Self::Lease, Self::Error>;
 
     /// An extension of `lease` by `ttl`, to run on a thread of its own (a store call can hang
@@ -48,7 +48,9 @@ pub enum Asked<L, E> {
         /// Its end.
         end: Instant,
     },
-    /// Not granted within the wait, or the lock could not be reached: ask again.
+    /// Not granted within the wait: ask again at once.
+    WaitEnded,
+    /// The lock could not be reached: ask again after the retry pause.
     NotGranted,
     /// The campaign cannot go on.
     Failed(E),
@@ -178,6 +180,7 @@ pub fn run_with<C: Candidacy>(
                         campaign.handle_granted(fence, end, candidacy.now());
                         lease = Some(l);
                     }
+                    Asked::WaitEnded => campaign.handle_wait_ended(candidacy.now()),
                     Asked::NotGranted => campaign.handle_not_granted(candidacy.now()),
                     Asked::Failed(e) => break Err(e),
                 }

@@ -100,8 +100,9 @@ impl Candidacy for StoreCandidacy<'_> {
                 end: Self::at(self.base, lease.local_end()),
                 lease,
             },
+            Err(Error::WaitTimedOut) => Asked::WaitEnded,
             // A store that cannot be reached only delays the campaign.
-            Err(Error::WaitTimedOut | Error::Store(_)) => Asked::NotGranted,
+            Err(Error::Store(_)) => Asked::NotGranted,
             Err(e) => Asked::Failed(e),
         }
     }

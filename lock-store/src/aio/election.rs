@@ -225,9 +225,8 @@ impl<'l> Election<'l> {
                                 campaign.handle_granted(l.fence(), at(l.local_end()), now());
                                 lease = Some(l);
                             }
-                            Some(Err(Error::WaitTimedOut | Error::Store(_))) => {
-                                campaign.handle_not_granted(now());
-                            }
+                            Some(Err(Error::WaitTimedOut)) => campaign.handle_wait_ended(now()),
+                            Some(Err(Error::Store(_))) => campaign.handle_not_granted(now()),
                             Some(Err(e)) => return Err(e),
                             // Shut down in line: the dropped acquire left nothing behind.
                             None => {

@@ -163,9 +163,11 @@ export class Election {
             lease = await this.#locks.acquire(this.#name, options);
             raw.granted(lease.fence, Math.floor(localEnd(lease)), this.#now());
           } catch (error) {
-            const known = error instanceof StoreError || error instanceof TermStopped || (error instanceof LockError && error.code === 'wait-timed-out');
-            if (!known) throw error;
-            raw.not_granted(this.#now());
+            // A wait in line that ended asks again at once (the line is never left empty); a
+            // store that failed, after the retry pause.
+            if (error instanceof LockError && error.code === 'wait-timed-out') raw.wait_ended(this.#now());
+            else if (error instanceof StoreError || error instanceof TermStopped) raw.not_granted(this.#now());
+            else throw error;
           }
         } else if (action === START) {
           stop = new AbortController();

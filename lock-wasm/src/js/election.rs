@@ -104,9 +104,14 @@ impl RawCampaign {
         (self.campaign).handle_granted(Fence(ms(fence)), at(local_end), at(now));
     }
 
-    /// The campaign ended without the key.
+    /// The campaign ended without the key (the store failed): ask again after the pause.
     pub fn not_granted(&mut self, now: f64) {
         self.campaign.handle_not_granted(at(now));
+    }
+
+    /// The campaign's wait in line ended without the key: ask again at once.
+    pub fn wait_ended(&mut self, now: f64) {
+        self.campaign.handle_wait_ended(at(now));
     }
 
     /// Extended: the lease ends at `local_end` at the latest.
