@@ -68,11 +68,28 @@ fn shut_down_all(
     for (_, c) in first.iter().chain(&last) {
         c.shut_down();
     }
-    until("every campaign to return", || {
+    let returned = (0..2_000).any(|_| {
         clock.advance(1_000);
         host.tick();
+        thread::sleep(Duration::from_millis(5));
         running.load(Ordering::SeqCst) == 0
     });
+    assert!(returned || thread::panicking(), "a campaign did not return");
+}
+
+/// Shuts every campaign down when dropped, also while a failed assertion unwinds (the scope
+/// would otherwise wait for the campaigns' threads forever).
+struct Leave<'a> {
+    host: &'a LockHost,
+    clock: &'a ManualClock,
+    controls: &'a [(&'a str, Control)],
+    running: &'a AtomicUsize,
+}
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        shut_down_all(self.host, self.clock, self.controls, self.running);
+    }
 }
 
 /// Three plugins: one leads, the others wait in line; a resignation hands the key to the next
@@ -123,7 +140,17 @@ fn three_plugins_elect_one_and_a_resignation_hands_over_at_once() {
                 led.unwrap()
             });
         }
-        until("a first leader", || host.leader(NAME).unwrap().is_some());
+        let _leave = Leave {
+            host: &host,
+            clock: &clock,
+            controls: &controls,
+            running: &running,
+        };
+        until("a first leader and two in line", || {
+            host.inspect(NAME)
+                .unwrap()
+                .is_some_and(|k| k.waiters.len() == 2)
+        });
         for round in 0..4 {
             let leader = host.leader(NAME).unwrap().unwrap();
             assert_eq!(leader.metadata, format!("plugin {}", leader.candidate));
@@ -182,6 +209,12 @@ fn a_stalled_leader_is_deposed_and_its_late_write_is_refused() {
     let controls = [("a", a.control()), ("b", b.control())];
     thread::scope(|s| {
         let (fenced, running, stops) = (&fenced, &running, &stops);
+        let _leave = Leave {
+            host: &host,
+            clock: &clock,
+            controls: &controls,
+            running,
+        };
         s.spawn(move || {
             a.run(|term| {
                 assert!(fenced.write("a", term.fence()));
@@ -287,6 +320,12 @@ fn a_wait_in_line_that_ends_asks_again_at_once() {
     };
     thread::scope(|s| {
         let running = &running;
+        let _leave = Leave {
+            host: &host,
+            clock: &clock,
+            controls: &controls,
+            running,
+        };
         for e in [&a, &b] {
             s.spawn(move || {
                 e.run(|term| {
