@@ -125,6 +125,18 @@ impl Candidate {
             .any(|(_, l)| l.contains(text))
     }
 
+    /// Sends it `SIGTERM` (leave the election) and expects it to exit 0.
+    fn leave(&mut self, label: &str) {
+        rustix::process::kill_process(self.pid(), rustix::process::Signal::TERM).unwrap();
+        let status = self.child.wait().unwrap();
+        assert!(
+            status.success(),
+            "{label}: {} exited {status:?}: {}",
+            self.id,
+            self.stderr()
+        );
+    }
+
     fn stderr(&self) -> String {
         let lines = self.lines.lock().unwrap();
         lines.iter().map(|(_, l)| format!("{l}\n")).collect()
@@ -385,14 +397,7 @@ fn election_on(label: &str, url: &str) {
     // The others leave (SIGTERM): the one that stays leads.
     let stay = third.clone();
     for c in all.iter_mut().filter(|c| c.id != stay) {
-        rustix::process::kill_process(c.pid(), rustix::process::Signal::TERM).unwrap();
-        let status = c.child.wait().unwrap();
-        assert!(
-            status.success(),
-            "{label}: {} exited {status:?}: {}",
-            c.id,
-            c.stderr()
-        );
+        c.leave(label);
         assert!(c.printed("leaves"), "{}", c.stderr());
     }
     wait_for("the one that stays leads", Duration::from_secs(20), || {
@@ -435,25 +440,10 @@ fn candidates_in_processes_on_every_store() {
 #[cfg(feature = "redis")]
 #[test]
 fn candidates_ride_out_a_restart_of_their_store_server() {
-    use common::redis_server::Throwaway;
+    use common::redis_server::{Throwaway, AOF_ALWAYS, NO_PERSISTENCE};
     for (label, persistence, kill) in [
-        (
-            "redis restarted without persistence",
-            &["--save", "", "--appendonly", "no"][..],
-            false,
-        ),
-        (
-            "redis killed with appendfsync always",
-            &[
-                "--save",
-                "",
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "always",
-            ][..],
-            true,
-        ),
+        ("redis restarted without persistence", NO_PERSISTENCE, false),
+        ("redis killed with appendfsync always", AOF_ALWAYS, true),
     ] {
         let server = Throwaway::new(3, persistence);
         let url = server.url();
@@ -491,14 +481,7 @@ fn candidates_ride_out_a_restart_of_their_store_server() {
             t.writes.iter().any(|(_, taken)| *taken).then_some(())
         });
         for c in &mut all {
-            let _ = rustix::process::kill_process(c.pid(), rustix::process::Signal::TERM);
-            let status = c.child.wait().unwrap();
-            assert!(
-                status.success(),
-                "{label}: {} exited {status:?}: {}",
-                c.id,
-                c.stderr()
-            );
+            c.leave(label);
         }
         let terms = read_terms(&log);
         let first = terms.iter().find(|t| t.fence == before.fence).unwrap();

@@ -316,7 +316,7 @@ fn sqlite_corrupt_record() {
 #[cfg(feature = "redis")]
 mod redis_faults {
     use super::*;
-    use common::redis_server::Throwaway;
+    use common::redis_server::{Throwaway, AOF_ALWAYS, NO_PERSISTENCE};
     use lock_store::store::RedisStore;
 
     fn open(ns: &str) -> RedisStore {
@@ -442,7 +442,7 @@ mod redis_faults {
     /// after the restart (as docs/stores.md says), and fences after it exceed every fence before.
     #[test]
     fn redis_restart_keeps_fences_increasing() {
-        let server = Throwaway::new(0, &["--save", "", "--appendonly", "no"]);
+        let server = Throwaway::new(0, NO_PERSISTENCE);
         let locks = lock_store::Locks::open(&server.url(), "restart").unwrap();
         let before = hold_five(&locks);
         server.shutdown();
@@ -464,7 +464,7 @@ mod redis_faults {
     /// script again and succeeds, once (the refused `EVALSHA` ran nothing).
     #[test]
     fn redis_without_the_script_loads_it_again() {
-        let server = Throwaway::new(2, &["--save", "", "--appendonly", "no"]);
+        let server = Throwaway::new(2, NO_PERSISTENCE);
         let locks = lock_store::Locks::open(&server.url(), "noscript").unwrap();
         let first = locks
             .try_acquire("k", "a", Duration::from_secs(60))
@@ -490,17 +490,7 @@ mod redis_faults {
     /// fences continue above every one issued before.
     #[test]
     fn redis_with_aof_keeps_leases_across_a_kill() {
-        let server = Throwaway::new(
-            1,
-            &[
-                "--save",
-                "",
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "always",
-            ],
-        );
+        let server = Throwaway::new(1, AOF_ALWAYS);
         let locks = lock_store::Locks::open(&server.url(), "aof").unwrap();
         let before = hold_five(&locks);
         server.kill();

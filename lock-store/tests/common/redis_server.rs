@@ -3,6 +3,18 @@
 
 use std::time::Duration;
 
+/// A Redis that keeps nothing on disk (its restart loses every record).
+pub const NO_PERSISTENCE: &[&str] = &["--save", "", "--appendonly", "no"];
+/// A Redis with an append-only file synced at every write (a kill loses nothing written).
+pub const AOF_ALWAYS: &[&str] = &[
+    "--save",
+    "",
+    "--appendonly",
+    "yes",
+    "--appendfsync",
+    "always",
+];
+
 /// A throwaway redis-server of this test's own (its port and directory), stopped at the end.
 pub struct Throwaway {
     port: u16,
