@@ -899,7 +899,7 @@ impl LockTable {
 /// The index's hash of a key: its bytes alone. foldhash's `write` already mixes in the length,
 /// so the length prefix that `Hash for [u8]` adds would only cost one more multiply (emulated
 /// with four on wasm32).
-fn hash_name(hasher: &FixedState, name: &[u8]) -> u64 {
+pub(crate) fn hash_name(hasher: &FixedState, name: &[u8]) -> u64 {
     let mut state = hasher.build_hasher();
     state.write(name);
     state.finish()

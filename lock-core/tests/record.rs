@@ -406,3 +406,39 @@ fn crc32(bytes: &[u8]) -> u32 {
     }
     !crc
 }
+
+/// A stored queue that names an owner twice is corrupt, and the first broken rule in queue
+/// order is the one reported, whatever the queue's length (the repeat is found by sorting, not
+/// by comparing every pair).
+#[test]
+fn a_queue_naming_an_owner_twice_is_corrupt_and_the_first_broken_rule_is_named() {
+    use lock_core::{Corruption, KeyState, Lease, Room, Waiter};
+    let room = Room::of(&Limits::default(), 0);
+    let now = Instant(10);
+    let holder = || vec![Lease::new("holder", Fence(1), Instant(1_000))];
+    let waiter = |owner: &str, ttl| Waiter::new(owner, Duration(ttl), Instant(5_000));
+    let decode =
+        |waiters: Vec<Waiter>| KeyState::from_parts(holder(), waiters, 0, now, &room).err();
+    // Two thousand distinct owners: whole.
+    let many: Vec<Waiter> = (0..2_000).map(|i| waiter(&format!("w{i}"), 100)).collect();
+    assert_eq!(decode(many.clone()), None);
+    // The last one repeats the first.
+    let mut repeated = many;
+    repeated.push(waiter("w0", 100));
+    assert_eq!(decode(repeated), Some(Corruption::OwnerWaitingTwice));
+    // A repeat before a zero TTL is the repeat; a zero TTL before a repeat is the zero TTL.
+    let q = |names: &[(&str, u64)]| names.iter().map(|&(o, t)| waiter(o, t)).collect();
+    assert_eq!(
+        decode(q(&[("b", 1), ("a", 1), ("b", 1), ("c", 0)])),
+        Some(Corruption::OwnerWaitingTwice)
+    );
+    assert_eq!(
+        decode(q(&[("b", 1), ("c", 0), ("a", 1), ("b", 1)])),
+        Some(Corruption::WaiterZeroTtl)
+    );
+    // Names that share a prefix or differ only in length are not repeats.
+    assert_eq!(
+        decode(q(&[("ab", 1), ("a", 1), ("abc", 1), ("abd", 1)])),
+        None
+    );
+}
