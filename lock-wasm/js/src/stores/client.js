@@ -42,16 +42,23 @@ const SHAPES = {
   inspect: 'inspect',
 };
 
-/** The engine of a freed client: every call answers LockError `closed`. */
-const CLOSED_RAW = new Proxy(
-  {},
-  {
-    get() {
-      return () => {
-        throw new LockError(CLOSED, 'this Locks was closed');
-      };
-    },
-  },
+/**
+ * The engine of a freed client: every call answers LockError `closed`. It stands in for a
+ * RawClient (every member is a function that throws), hence the cast.
+ */
+const CLOSED_RAW = /** @type {RawClient} */ (
+  /** @type {unknown} */ (
+    new Proxy(
+      {},
+      {
+        get() {
+          return () => {
+            throw new LockError(CLOSED, 'this Locks was closed');
+          };
+        },
+      },
+    )
+  )
 );
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
