@@ -467,6 +467,9 @@ impl KeyState {
         if leases.is_empty() && !waiters.is_empty() {
             return Err(Corruption::WaitersWithoutLease);
         }
+        // Owners are checked for repeats by hash: compared pairwise, a thousand waiters cost
+        // half a million comparisons on every read of their key.
+        let mut live_owners = NameSet::with_capacity(leases.len());
         for (i, l) in leases.iter().enumerate() {
             if l.deadline <= now {
                 return Err(Corruption::LeaseAlreadyExpired);
@@ -475,7 +478,7 @@ impl KeyState {
                 return Err(Corruption::MinHoldPastDeadline);
             }
             let earlier = &leases[..i];
-            let twice = l.is_live() && earlier.iter().any(|o| o.is_live() && o.owner == l.owner);
+            let twice = l.is_live() && !live_owners.insert(l.owner.as_bytes());
             if earlier.last().is_some_and(|p| p.fence >= l.fence) || twice {
                 return Err(Corruption::HoldersConflict);
             }
@@ -491,21 +494,22 @@ impl KeyState {
         if exclusive_with_others || live.len() > cap || leases.len() > cap + 1 {
             return Err(Corruption::HoldersConflict);
         }
-        let first_repeat = first_repeated_owner(&waiters);
-        for (i, w) in waiters.iter().enumerate() {
+        let mut waiting = NameSet::with_capacity(waiters.len());
+        for w in &waiters {
             if w.wait_deadline <= now {
                 return Err(Corruption::WaitAlreadyTimedOut);
             }
             if w.ttl.is_zero() {
                 return Err(Corruption::WaiterZeroTtl);
             }
-            if live.iter().any(|l| l.owner == w.owner) {
+            if live_owners.contains(w.owner.as_bytes()) {
                 return Err(Corruption::HolderAlsoWaiting);
             }
-            if first_repeat == Some(i) {
+            if !waiting.insert(w.owner.as_bytes()) {
                 return Err(Corruption::OwnerWaitingTwice);
             }
         }
+        drop((live_owners, waiting)); // they borrow the names that move into the state
         let mut state = KeyState::new();
         state.set_leases(leases);
         if permits != 0 {
@@ -1357,19 +1361,33 @@ fn expire(lease: &mut Lease, at: Instant, out: &mut Vec<KeyEvent>) -> bool {
     lease.end(LeaseEnd::Expired, at, until)
 }
 
-/// The first position in `waiters` whose owner also waits earlier in the queue, if any: a
-/// check every record decode makes, in O(n) with a hash index of the owners seen (a thousand
-/// waiters compared pairwise cost half a million comparisons on every read of their key).
-fn first_repeated_owner(waiters: &[Waiter]) -> Option<usize> {
-    let hasher = FixedState::with_seed(0);
-    let hash = |i: usize| hash_name(&hasher, waiters[i].owner.as_bytes());
-    let mut seen: HashTable<usize> = HashTable::with_capacity(waiters.len());
-    for (i, w) in waiters.iter().enumerate() {
-        let h = hash(i);
-        if seen.find(h, |&j| waiters[j].owner == w.owner).is_some() {
-            return Some(i);
+/// A set of owners by hash, for the checks of a decoded key that would otherwise compare every
+/// pair of its holders or waiters.
+struct NameSet<'a> {
+    hasher: FixedState,
+    names: HashTable<(u64, &'a [u8])>,
+}
+
+impl<'a> NameSet<'a> {
+    fn with_capacity(n: usize) -> Self {
+        NameSet {
+            hasher: FixedState::with_seed(0),
+            names: HashTable::with_capacity(n),
         }
-        seen.insert_unique(h, i, |&j| hash(j));
     }
-    None
+
+    fn contains(&self, name: &[u8]) -> bool {
+        let hash = hash_name(&self.hasher, name);
+        self.names.find(hash, |&(_, n)| n == name).is_some()
+    }
+
+    /// Adds `name`: `false` if it was in already.
+    fn insert(&mut self, name: &'a [u8]) -> bool {
+        let hash = hash_name(&self.hasher, name);
+        if self.names.find(hash, |&(_, n)| n == name).is_some() {
+            return false;
+        }
+        self.names.insert_unique(hash, (hash, name), |&(h, _)| h);
+        true
+    }
 }

@@ -407,11 +407,11 @@ fn crc32(bytes: &[u8]) -> u32 {
     !crc
 }
 
-/// A stored queue that names an owner twice is corrupt, and the first broken rule in queue
-/// order is the one reported, whatever the queue's length (the repeat is found by sorting, not
-/// by comparing every pair).
+/// A stored key that names an owner twice (two live holders, a holder in line, a waiter twice)
+/// is corrupt, and the first broken rule in order is the one reported, whatever the number of
+/// holders and waiters (repeats are found by hash, not by comparing every pair).
 #[test]
-fn a_queue_naming_an_owner_twice_is_corrupt_and_the_first_broken_rule_is_named() {
+fn a_key_naming_an_owner_twice_is_corrupt_and_the_first_broken_rule_is_named() {
     use lock_core::{Corruption, KeyState, Lease, Room, Waiter};
     let room = Room::of(&Limits::default(), 0);
     let now = Instant(10);
@@ -435,6 +435,34 @@ fn a_queue_naming_an_owner_twice_is_corrupt_and_the_first_broken_rule_is_named()
     assert_eq!(
         decode(q(&[("b", 1), ("c", 0), ("a", 1), ("b", 1)])),
         Some(Corruption::WaiterZeroTtl)
+    );
+    // A waiter that also holds the key, wherever it stands in line.
+    assert_eq!(
+        decode(q(&[("a", 1), ("b", 1), ("holder", 1)])),
+        Some(Corruption::HolderAlsoWaiting)
+    );
+    // Two thousand shared holders, then one of them twice (a later fence).
+    let wide = Room {
+        max_holders_per_key: 3_000,
+        ..room
+    };
+    let shared = |i: u64, owner: &str| {
+        Lease::new(owner, Fence(i + 1), Instant(1_000)).with_terms(
+            Mode::Shared,
+            "",
+            None,
+            Duration::ZERO,
+        )
+    };
+    let mut holders: Vec<Lease> = (0..2_000).map(|i| shared(i, &format!("h{i}"))).collect();
+    assert_eq!(
+        KeyState::from_parts(holders.clone(), vec![], 0, now, &wide).err(),
+        None
+    );
+    holders.push(shared(2_000, "h7"));
+    assert_eq!(
+        KeyState::from_parts(holders, vec![], 0, now, &wide).err(),
+        Some(Corruption::HoldersConflict)
     );
     // Names that share a prefix or differ only in length are not repeats.
     assert_eq!(
