@@ -1,6 +1,7 @@
 //! Leader election in async code (`lock_store::aio::election`), over the memory store on real
 //! time: a resignation hands over at once, a shut-down in line drops its wait and leaves nothing
-//! behind, a body that ignores its stop is dropped after the grace (the process tests in
+//! behind, a body that ignores its stop is dropped after the grace, and on every store a dropped
+//! `run` future releases its lease at once (the process tests in
 //! `election.rs` attack the blocking face on every store).
 mod common;
 
@@ -171,4 +172,100 @@ fn a_body_that_ignores_its_stop_is_dropped_after_the_grace() {
         assert!(at.elapsed() >= Duration::from_millis(200));
         assert_eq!(locks.leader(NAME).await.unwrap(), None);
     });
+}
+
+/// On every store this build has: dropping a leader's `run` future mid-term drops its body and
+/// releases its lease, so the candidate in line leads long before the lease's TTL (30 s) could
+/// have freed the key, with a higher fence.
+#[test]
+fn dropping_the_leaders_run_future_releases_its_lease_on_every_store() {
+    struct Dropped(Arc<AtomicBool>);
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    for (label, url) in common::store_urls() {
+        let ns = common::unique_namespace("aio_election_drop");
+        let _cleanup = common::Cleanup(|| {
+            let _ = lock_store::store::open(&url, &ns, lock_store::store::DEFAULT_BOUND)
+                .and_then(|mut s| s.uninstall());
+        });
+        common::runtime(2).block_on(async {
+            let locks = Locks::open(&url, &ns).await.unwrap();
+            let a = Election::new(&locks, NAME, "a", options(30_000)).unwrap();
+            let b = Election::new(&locks, NAME, "b", options(30_000)).unwrap();
+            let cb = b.control();
+            let a_dropped = Arc::new(AtomicBool::new(false));
+            let b_led = Arc::new(AtomicBool::new(false));
+            let a_body = {
+                let a_dropped = Arc::clone(&a_dropped);
+                move |term: lock_store::aio::election::Term| {
+                    let guard = Dropped(Arc::clone(&a_dropped));
+                    async move {
+                        let _guard = guard;
+                        term.stop().await;
+                    }
+                }
+            };
+            let b_body = {
+                let b_led = Arc::clone(&b_led);
+                move |term: lock_store::aio::election::Term| {
+                    let b_led = Arc::clone(&b_led);
+                    async move {
+                        b_led.store(true, Ordering::SeqCst);
+                        term.stop().await;
+                    }
+                }
+            };
+            let (a_leads, b_starts) = tokio::sync::oneshot::channel::<()>();
+            let run_b = async {
+                b_starts.await.unwrap(); // b campaigns once a leads
+                b.run(b_body).await
+            };
+            let script = async {
+                let mut a_run = Box::pin(a.run(a_body));
+                let leads = |who: &'static str| {
+                    let locks = &locks;
+                    // Before a's first call installs the namespace, reading it fails: not yet.
+                    move || async move {
+                        let leader = locks.leader(NAME).await.ok().flatten();
+                        leader.filter(|l| l.candidate == who)
+                    }
+                };
+                let first = tokio::select! {
+                    _ = &mut a_run => panic!("{label}: a's run ended"),
+                    l = common::eventually_async("a leads", Duration::from_secs(10), leads("a")) => l,
+                };
+                a_leads.send(()).unwrap();
+                let b_in_line = || async {
+                    let info = locks.inspect(NAME).await.unwrap()?;
+                    (info.waiters.len() == 1).then_some(())
+                };
+                tokio::select! {
+                    _ = &mut a_run => panic!("{label}: a's run ended"),
+                    () = common::eventually_async("b in line", Duration::from_secs(10), b_in_line) => {},
+                };
+                assert!(!a_dropped.load(Ordering::SeqCst), "{label}");
+                drop(a_run);
+                assert!(a_dropped.load(Ordering::SeqCst), "{label}: a's body dropped");
+                // Half the TTL: a lease left to expire would free the key only after 30 s.
+                let next =
+                    common::eventually_async("b leads", Duration::from_secs(15), leads("b")).await;
+                assert!(next.fence > first.fence, "{label}");
+                common::eventually_async("b's body", Duration::from_secs(10), || async {
+                    b_led.load(Ordering::SeqCst).then_some(())
+                })
+                .await;
+                cb.shut_down();
+            };
+            let (led, ()) = tokio::time::timeout(Duration::from_secs(60), async {
+                tokio::join!(run_b, script)
+            })
+            .await
+            .unwrap_or_else(|_| panic!("{label}: the script ran out of time"));
+            assert_eq!(led.unwrap(), 1, "{label}");
+            assert_eq!(locks.leader(NAME).await.unwrap(), None, "{label}");
+        });
+    }
 }

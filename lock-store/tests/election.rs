@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lock_store::election::{CampaignOptions, Election, StopReason};
+use lock_store::election::{CampaignOptions, Control, Election, StopReason};
 use lock_store::{Fence, Locks};
 
 const NAME: &str = "scheduler";
@@ -645,6 +645,9 @@ fn election_run_with_threads() {
     let (ca, cb) = (a.control(), b.control());
     let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
     std::thread::scope(|s| {
+        // A failed assertion below shuts both campaigns down as it unwinds: a failure, not a
+        // scope waiting for their threads forever.
+        let _leave = ShutDownOnDrop(vec![ca.clone(), cb.clone()]);
         for (e, who) in [(&a, "a"), (&b, "b")] {
             let seen = Arc::clone(&seen);
             s.spawn(move || {
@@ -691,6 +694,15 @@ fn election_run_with_threads() {
     assert_eq!((seen[2].0.as_str(), seen[2].2), ("b", None));
     assert_eq!(seen[3], ("b".into(), seen[2].1, Some(StopReason::ShutDown)));
     assert!(locks.leader(NAME).unwrap().is_none());
+}
+
+/// Shuts these campaigns down when dropped, also while a failed assertion unwinds.
+struct ShutDownOnDrop(Vec<Control>);
+
+impl Drop for ShutDownOnDrop {
+    fn drop(&mut self) {
+        self.0.iter().for_each(Control::shut_down);
+    }
 }
 
 /// A gray failure: the leader's path to the store goes silent (a proxy that forwards nothing

@@ -92,19 +92,40 @@ describe('election in process, on a virtual clock', () => {
   });
 });
 
+/**
+ * Runs `test` with two replicas' clients on a fresh namespace of `store` and a candidate on each
+ * (`a` on `one`, `b` on `two`, TTL 1 s; `metadata` for a). The test pushes its runs' promises to
+ * `runs`. Whatever fails, the campaigns end before their clients close, and the namespace is
+ * removed.
+ */
+async function withReplicas(store, prefix, metadata, test) {
+  const ns = uniqueNamespace(prefix);
+  const one = await Locks.open(store.url, ns);
+  const two = await Locks.open(store.url, ns);
+  const a = one.election('scheduler', { candidate: 'a', ttl: 1_000, metadata });
+  const b = two.election('scheduler', { candidate: 'b', ttl: 1_000 });
+  const runs = [];
+  try {
+    await test({ one, two, a, b, runs });
+  } finally {
+    a.shutDown();
+    b.shutDown();
+    await Promise.allSettled(runs);
+    await one.close();
+    await two.close();
+    const driver = await store.open(ns);
+    await driver.uninstall().catch(() => {});
+    await driver.close();
+  }
+}
+
 for (const store of STORES) {
   describe(`election over ${store.name}`, () => {
     it('two replicas: one leads, resigns, the other leads at once with a higher fence; both leave', async () => {
-      const ns = uniqueNamespace('elect_js');
-      const one = await Locks.open(store.url, ns);
-      const two = await Locks.open(store.url, ns);
-      const log = [];
-      const a = one.election('scheduler', { candidate: 'a', ttl: 1_000, metadata: 'a:1' });
-      const b = two.election('scheduler', { candidate: 'b', ttl: 1_000 });
-      let runA = null;
-      let runB = null;
-      try {
-        runA = a.run(recorder(log));
+      await withReplicas(store, 'elect_js', 'a:1', async ({ one, two, a, b, runs }) => {
+        const log = [];
+        const runA = a.run(recorder(log));
+        runs.push(runA);
         const waitFor = async (what, test) => {
           const start = performance.now();
           for (;;) {
@@ -120,7 +141,8 @@ for (const store of STORES) {
           }
         };
         await waitFor('a leads', async () => (await one.leader('scheduler'))?.candidate === 'a' && log.length === 1);
-        runB = b.run(recorder(log));
+        const runB = b.run(recorder(log));
+        runs.push(runB);
         await new Promise((resolve) => setTimeout(resolve, 1_500)); // extended past its TTL
         const first = await two.leader('scheduler');
         assert.deepEqual([first.candidate, first.metadata], ['a', 'a:1']);
@@ -142,37 +164,22 @@ for (const store of STORES) {
         assert.equal(await runB, 1);
         assert.equal(log[1].stop.code, 'shut-down');
         assert.equal(await one.leader('scheduler'), null);
-      } finally {
-        // Whatever failed, the campaigns end before their clients close.
-        a.shutDown();
-        b.shutDown();
-        await Promise.allSettled([runA, runB]);
-        await one.close();
-        await two.close();
-        const driver = await store.open(ns);
-        await driver.uninstall().catch(() => {});
-        await driver.close();
-      }
+      });
     });
 
     it("closing a replica's Locks under its running election ends the run with 'closed': the leader's body is stopped first, a waiter's run too", async () => {
-      const ns = uniqueNamespace('elect_close');
-      const one = await Locks.open(store.url, ns);
-      const two = await Locks.open(store.url, ns);
-      const log = [];
-      const a = one.election('scheduler', { candidate: 'a', ttl: 1_000 });
-      const b = two.election('scheduler', { candidate: 'b', ttl: 1_000 });
-      const outcome = (p) => p.then((terms) => ({ terms }), (error) => ({ error }));
-      let runA = null;
-      let runB = null;
-      try {
-        runA = outcome(a.run(recorder(log)));
+      await withReplicas(store, 'elect_close', undefined, async ({ one, two, a, b, runs }) => {
+        const log = [];
+        const outcome = (p) => p.then((terms) => ({ terms }), (error) => ({ error }));
+        const runA = outcome(a.run(recorder(log)));
+        runs.push(runA);
         const start = performance.now();
         while (log.length === 0) {
           assert.ok(performance.now() - start < 10_000, 'a leads');
           await new Promise((resolve) => setTimeout(resolve, 10));
         }
-        runB = outcome(b.run(recorder(log)));
+        const runB = outcome(b.run(recorder(log)));
+        runs.push(runB);
         while (((await one.inspect('scheduler'))?.waiters ?? []).length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
         await two.close(); // b waits in line
         const endB = await runB;
@@ -182,16 +189,7 @@ for (const store of STORES) {
         assert.equal(endA.error?.code, 'closed', String(endA.error ?? endA.terms));
         assert.equal(log.length, 1);
         assert.equal(log[0].stop.code, 'shut-down');
-      } finally {
-        a.shutDown();
-        b.shutDown();
-        await Promise.allSettled([runA, runB]);
-        await one.close();
-        await two.close();
-        const driver = await store.open(ns);
-        await driver.uninstall().catch(() => {});
-        await driver.close();
-      }
+      });
     });
   });
 }
