@@ -269,3 +269,114 @@ fn dropping_the_leaders_run_future_releases_its_lease_on_every_store() {
         });
     }
 }
+
+/// A gray failure on every server store: the async leader's path goes silent (a proxy that
+/// forwards nothing and keeps its connections open). Its extensions hang, yet its body is told
+/// `unrenewed` before the next leader's body begins (one process, one clock: the believed
+/// terms do not overlap), and its shut-down, asked while the path is still silent, ends its run
+/// within the calls' bound (its release once waited for its own unpolled extension for good).
+#[test]
+fn an_async_leader_cut_off_from_its_store_stops_before_the_next_leads() {
+    /// (who, fence, when, why it stopped: `None` when it began).
+    type Event = (&'static str, Fence, std::time::Instant, Option<StopReason>);
+    for (label, url) in common::server_urls() {
+        let ns = common::unique_namespace("aio_election_gray");
+        let _cleanup = common::Cleanup(|| {
+            let _ = lock_store::store::open(&url, &ns, lock_store::store::DEFAULT_BOUND)
+                .and_then(|mut s| s.uninstall());
+        });
+        let proxy = common::proxy::Proxy::for_url(&url);
+        common::runtime(2).block_on(async {
+            let cut_off = Locks::open(&proxy.url(&url), &ns).await.unwrap();
+            let locks = Locks::open(&url, &ns).await.unwrap();
+            let a = Election::new(&cut_off, NAME, "cut", options(1_000)).unwrap();
+            let b = Election::new(&locks, NAME, "other", options(1_000)).unwrap();
+            let (ca, cb) = (a.control(), b.control());
+            let log: Arc<Mutex<Vec<Event>>> = Arc::default();
+            let body = |who: &'static str| {
+                let log = Arc::clone(&log);
+                move |term: lock_store::aio::election::Term| {
+                    let log = Arc::clone(&log);
+                    async move {
+                        let now = std::time::Instant::now;
+                        log.lock().unwrap().push((who, term.fence(), now(), None));
+                        let reason = term.stop().await;
+                        log.lock()
+                            .unwrap()
+                            .push((who, term.fence(), now(), Some(reason)));
+                    }
+                }
+            };
+            let (a_leads, b_starts) = tokio::sync::oneshot::channel::<()>();
+            let (a_ended_tx, a_ended) = tokio::sync::oneshot::channel::<()>();
+            let run_b = async {
+                b_starts.await.unwrap();
+                b.run(body("other")).await
+            };
+            let began = |who: &'static str| {
+                let log = Arc::clone(&log);
+                move || {
+                    let log = Arc::clone(&log);
+                    async move {
+                        let log = log.lock().unwrap();
+                        log.iter().find(|e| e.0 == who && e.3.is_none()).copied()
+                    }
+                }
+            };
+            let script = async {
+                common::eventually_async("cut leads", Duration::from_secs(10), began("cut")).await;
+                a_leads.send(()).unwrap();
+                common::eventually_async("other in line", Duration::from_secs(10), || async {
+                    let info = locks.inspect(NAME).await.ok().flatten()?;
+                    (info.waiters.len() == 1).then_some(())
+                })
+                .await;
+                proxy.set(common::proxy::Fault::Blackhole);
+                let next = common::eventually_async(
+                    "other leads",
+                    Duration::from_secs(20),
+                    began("other"),
+                )
+                .await;
+                let log = log.lock().unwrap().clone();
+                let stop = (log.iter())
+                    .find(|e| e.0 == "cut" && e.3.is_some())
+                    .unwrap_or_else(|| {
+                        panic!("{label}: the cut-off leader never stopped: {log:?}")
+                    });
+                assert_eq!(stop.3, Some(StopReason::Unrenewed), "{label}");
+                assert!(next.1 > stop.1, "{label}: {log:?}");
+                assert!(
+                    stop.2 < next.2,
+                    "{label}: the cut-off leader stopped after the next began: {log:?}"
+                );
+                println!(
+                    "{label}: stopped {:?} before the next began",
+                    next.2 - stop.2
+                );
+                // Shut down while the path is still silent: the run ends within the calls'
+                // bound (5 s), not once the path comes back.
+                ca.shut_down();
+                cb.shut_down();
+                tokio::time::timeout(Duration::from_secs(20), a_ended)
+                    .await
+                    .unwrap_or_else(|_| {
+                        panic!("{label}: the cut-off run hangs after its shut-down")
+                    })
+                    .unwrap();
+                proxy.set(common::proxy::Fault::None);
+                proxy.reset();
+            };
+            let run_a = async {
+                let led = a.run(body("cut")).await;
+                let _ = a_ended_tx.send(());
+                led
+            };
+            let all = async { tokio::join!(run_a, run_b, script) };
+            let (led_a, led_b, ()) = tokio::time::timeout(Duration::from_secs(90), all)
+                .await
+                .unwrap_or_else(|_| panic!("{label}: the campaigns did not end"));
+            assert_eq!((led_a.unwrap(), led_b.unwrap()), (1, 1), "{label}");
+        });
+    }
+}

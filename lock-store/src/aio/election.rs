@@ -255,6 +255,10 @@ impl<'l> Election<'l> {
                     Action::Release { .. } => {
                         running = None;
                         stop = None;
+                        // An extension still in flight is dropped first: nothing polls it while
+                        // the release is awaited here, and it holds the key's turn, which the
+                        // release waits for (a silent store path deadlocked the two for good).
+                        extending = None;
                         if let Some(l) = lease.take() {
                             let _ = l.release().await;
                         }
