@@ -18,6 +18,15 @@ const NAME: &str = "scheduler";
 /// A body's term as it saw it: who, its fence, why it stopped (`None`: it began).
 type Seen = (&'static str, Fence, Option<StopReason>);
 
+/// Sets its flag when dropped: a body's future holds one to tell whether it was dropped.
+struct Dropped(Arc<AtomicBool>);
+
+impl Drop for Dropped {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
 fn options(ttl_ms: u64) -> CampaignOptions {
     CampaignOptions::new(Duration::from_millis(ttl_ms).into())
 }
@@ -125,12 +134,6 @@ fn a_resignation_hands_over_and_a_shut_down_in_line_leaves_nothing() {
 /// its lease released: the next candidate leads, and the body never ran again.
 #[test]
 fn a_body_that_ignores_its_stop_is_dropped_after_the_grace() {
-    struct Dropped(Arc<AtomicBool>);
-    impl Drop for Dropped {
-        fn drop(&mut self) {
-            self.0.store(true, Ordering::SeqCst);
-        }
-    }
     common::runtime(2).block_on(async {
         let locks = Locks::open("memory:", "aio_election_grace").await.unwrap();
         let mut once = options(1_000);
@@ -179,12 +182,6 @@ fn a_body_that_ignores_its_stop_is_dropped_after_the_grace() {
 /// have freed the key, with a higher fence.
 #[test]
 fn dropping_the_leaders_run_future_releases_its_lease_on_every_store() {
-    struct Dropped(Arc<AtomicBool>);
-    impl Drop for Dropped {
-        fn drop(&mut self) {
-            self.0.store(true, Ordering::SeqCst);
-        }
-    }
     for (label, url) in common::store_urls() {
         let ns = common::unique_namespace("aio_election_drop");
         let _cleanup = common::Cleanup(|| {
