@@ -184,10 +184,7 @@ fn a_body_that_ignores_its_stop_is_dropped_after_the_grace() {
 fn dropping_the_leaders_run_future_releases_its_lease_on_every_store() {
     for (label, url) in common::store_urls() {
         let ns = common::unique_namespace("aio_election_drop");
-        let _cleanup = common::Cleanup(|| {
-            let _ = lock_store::store::open(&url, &ns, lock_store::store::DEFAULT_BOUND)
-                .and_then(|mut s| s.uninstall());
-        });
+        let _cleanup = common::Cleanup(|| common::uninstall(&url, &ns));
         common::runtime(2).block_on(async {
             let locks = Locks::open(&url, &ns).await.unwrap();
             let a = Election::new(&locks, NAME, "a", options(30_000)).unwrap();
@@ -278,10 +275,7 @@ fn an_async_leader_cut_off_from_its_store_stops_before_the_next_leads() {
     type Event = (&'static str, Fence, std::time::Instant, Option<StopReason>);
     for (label, url) in common::server_urls() {
         let ns = common::unique_namespace("aio_election_gray");
-        let _cleanup = common::Cleanup(|| {
-            let _ = lock_store::store::open(&url, &ns, lock_store::store::DEFAULT_BOUND)
-                .and_then(|mut s| s.uninstall());
-        });
+        let _cleanup = common::Cleanup(|| common::uninstall(&url, &ns));
         let proxy = common::proxy::Proxy::for_url(&url);
         common::runtime(2).block_on(async {
             let cut_off = Locks::open(&proxy.url(&url), &ns).await.unwrap();

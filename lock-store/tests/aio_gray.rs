@@ -29,9 +29,7 @@ fn each_server<F: std::future::Future<Output = ()>>(
 ) {
     for (label, real) in common::server_urls() {
         let ns = common::unique_namespace(purpose);
-        let _cleanup = common::Cleanup(|| {
-            let _ = store::open(&real, &ns, store::DEFAULT_BOUND).and_then(|mut s| s.uninstall());
-        });
+        let _cleanup = common::Cleanup(|| common::uninstall(&real, &ns));
         drop(store::open(&real, &ns, store::DEFAULT_BOUND).and_then(|mut s| s.install()));
         let proxy = Proxy::for_url(&real);
         common::runtime(2).block_on(async {

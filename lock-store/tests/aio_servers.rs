@@ -7,7 +7,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lock_store::{aio, store, Error, Limits, LockError, Locks, Options};
+use lock_store::{aio, Error, Limits, LockError, Locks, Options};
 
 const S: Duration = Duration::from_secs(1);
 
@@ -19,9 +19,7 @@ fn runtime(workers: usize) -> tokio::runtime::Runtime {
 fn each_store(purpose: &str, check: impl Fn(&str, &str, &str)) {
     for (label, url) in common::store_urls() {
         let ns = common::unique_namespace(purpose);
-        let _cleanup = common::Cleanup(|| {
-            let _ = store::open(&url, &ns, store::DEFAULT_BOUND).and_then(|mut s| s.uninstall());
-        });
+        let _cleanup = common::Cleanup(|| common::uninstall(&url, &ns));
         check(label, &url, &ns);
     }
 }
@@ -133,9 +131,7 @@ fn a_thousand_waiting_tasks_on_one_worker_thread_are_served_in_order_on_one_conn
     let n = waiters();
     let url = common::redis_url();
     let ns = common::unique_namespace("aio_many");
-    let _cleanup = common::Cleanup(|| {
-        let _ = store::open(&url, &ns, store::DEFAULT_BOUND).and_then(|mut s| s.uninstall());
-    });
+    let _cleanup = common::Cleanup(|| common::uninstall(&url, &ns));
     let rt = runtime(1);
     let limits = Limits {
         max_waiters_per_key: n,

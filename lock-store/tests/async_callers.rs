@@ -9,7 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::proxy::{locks_through, Fault};
-use lock_store::{store, Locks};
+use lock_store::Locks;
 
 /// Both runtime flavours, each running `f` inside `block_on`.
 fn in_each_runtime(f: impl Fn(&str)) {
@@ -31,10 +31,7 @@ fn the_blocking_api_works_inside_an_async_runtime() {
     for (label, url) in stores {
         in_each_runtime(|flavour| {
             let ns = common::unique_namespace("async");
-            let _cleanup = common::Cleanup(|| {
-                let _ =
-                    store::open(&url, &ns, store::DEFAULT_BOUND).and_then(|mut s| s.uninstall());
-            });
+            let _cleanup = common::Cleanup(|| common::uninstall(&url, &ns));
             let locks = Locks::open(&url, &ns).unwrap();
             let other = Locks::open(&url, &ns).unwrap();
             let held = other
@@ -67,9 +64,7 @@ fn the_blocking_api_works_inside_an_async_runtime() {
 fn a_lease_dropped_in_async_code_does_not_hold_the_executor_for_a_silent_store() {
     for (label, real) in common::server_urls() {
         let ns = common::unique_namespace("asyncdrop");
-        let _cleanup = common::Cleanup(|| {
-            let _ = store::open(&real, &ns, store::DEFAULT_BOUND).and_then(|mut s| s.uninstall());
-        });
+        let _cleanup = common::Cleanup(|| common::uninstall(&real, &ns));
         let bound = Duration::from_secs(30);
         let (locks, proxy) = locks_through(&real, &ns, bound);
         let runtime = tokio::runtime::Builder::new_current_thread()

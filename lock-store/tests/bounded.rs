@@ -102,9 +102,7 @@ fn a_frozen_path_mid_use_fails_calls_typed_and_the_client_recovers() {
     }
     for (label, real) in cases {
         let ns = common::unique_namespace("bounded");
-        let _cleanup = common::Cleanup(|| {
-            let _ = store::open(&real, &ns, store::DEFAULT_BOUND).and_then(|mut s| s.uninstall());
-        });
+        let _cleanup = common::Cleanup(|| common::uninstall(&real, &ns));
         let (locks, proxy) = locks_through(&real, &ns, BOUND);
         let lease = locks
             .try_acquire("job", "a", Duration::from_secs(30))

@@ -8,16 +8,14 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use lock_core::{Limits, LockError};
-use lock_store::{store, Error, Locks};
+use lock_store::{Error, Locks};
 
 const CONNECTIONS: usize = 32;
 
 fn each_store(check: impl Fn(&str, &str, &str)) {
     for (label, url) in common::store_urls() {
         let ns = common::unique_namespace("burst");
-        let _cleanup = common::Cleanup(|| {
-            let _ = store::open(&url, &ns, store::DEFAULT_BOUND).and_then(|mut s| s.uninstall());
-        });
+        let _cleanup = common::Cleanup(|| common::uninstall(&url, &ns));
         check(label, &url, &ns);
     }
 }
@@ -159,9 +157,7 @@ fn replicas_installing_at_once() {
     cases.push(("sqlite (a new file)", fresh_file));
     for (label, url) in cases {
         let ns = common::unique_namespace("install");
-        let _cleanup = common::Cleanup(|| {
-            let _ = store::open(&url, &ns, store::DEFAULT_BOUND).and_then(|mut s| s.uninstall());
-        });
+        let _cleanup = common::Cleanup(|| common::uninstall(&url, &ns));
         let barrier = Arc::new(Barrier::new(16));
         let threads: Vec<_> = (0..16)
             .map(|i| {

@@ -284,10 +284,7 @@ fn leader_of(url: &str, ns: &str) -> Option<String> {
 
 fn election_on(label: &str, url: &str) {
     let ns = common::unique_namespace("elect");
-    let _cleanup = common::Cleanup(|| {
-        let _ = lock_store::store::open(url, &ns, lock_store::store::DEFAULT_BOUND)
-            .and_then(|mut s| s.uninstall());
-    });
+    let _cleanup = common::Cleanup(|| common::uninstall(url, &ns));
     drop(Locks::open(url, &ns).unwrap());
     let dir = std::env::temp_dir().join(&ns);
     std::fs::create_dir_all(&dir).unwrap();
@@ -716,10 +713,7 @@ fn a_leader_cut_off_from_its_store_stops_before_the_next_leads() {
             continue;
         }
         let ns = common::unique_namespace("elect_gray");
-        let _cleanup = common::Cleanup(|| {
-            let _ = lock_store::store::open(&url, &ns, lock_store::store::DEFAULT_BOUND)
-                .and_then(|mut s| s.uninstall());
-        });
+        let _cleanup = common::Cleanup(|| common::uninstall(&url, &ns));
         drop(Locks::open(&url, &ns).unwrap());
         let dir = std::env::temp_dir().join(&ns);
         std::fs::create_dir_all(&dir).unwrap();

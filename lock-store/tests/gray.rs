@@ -32,9 +32,7 @@ use lock_store::{store, Error, Lease, Locks, LostLease};
 fn a_silent_path_ends_the_lease_at_its_own_deadline_before_the_next_holder() {
     for (label, real) in common::server_urls() {
         let ns = common::unique_namespace("silent");
-        let _cleanup = common::Cleanup(|| {
-            let _ = store::open(&real, &ns, store::DEFAULT_BOUND).and_then(|mut s| s.uninstall());
-        });
+        let _cleanup = common::Cleanup(|| common::uninstall(&real, &ns));
         let (a, proxy) = locks_through(&real, &ns, Duration::from_secs(30));
         let b = Locks::open(&real, &ns).unwrap();
         let lease = a
@@ -102,7 +100,7 @@ fn lockstore_run_over_a_silent_path_stops_its_command_before_the_next_one_starts
         let dir = std::env::temp_dir().join(&ns);
         std::fs::create_dir_all(&dir).unwrap();
         let _cleanup = common::Cleanup(|| {
-            let _ = store::open(&real, &ns, store::DEFAULT_BOUND).and_then(|mut s| s.uninstall());
+            common::uninstall(&real, &ns);
             let _ = std::fs::remove_dir_all(&dir);
         });
         drop(store::open(&real, &ns, store::DEFAULT_BOUND).unwrap());
@@ -245,9 +243,7 @@ fn noted_on_lost(lease: &Lease) -> Arc<Mutex<Option<LostLease>>> {
 fn a_release_killed_between_its_write_and_its_answer_is_known_done() {
     for (label, real) in common::server_urls() {
         let ns = common::unique_namespace("killedrelease");
-        let _cleanup = common::Cleanup(|| {
-            let _ = store::open(&real, &ns, store::DEFAULT_BOUND).and_then(|mut s| s.uninstall());
-        });
+        let _cleanup = common::Cleanup(|| common::uninstall(&real, &ns));
         let (a, proxy) = locks_through(&real, &ns, Duration::from_secs(30));
         let other = Locks::open(&real, &ns).unwrap();
         // Once before, so that the release's statement is prepared (MariaDB's client prepares

@@ -17,10 +17,7 @@ fn on_every_store(check: impl Fn(&Locks, &Locks)) {
         let ns = common::unique_namespace("locks");
         let a = Locks::open(&url, &ns).unwrap_or_else(|e| panic!("{label}: {e}"));
         let b = Locks::open(&url, &ns).unwrap_or_else(|e| panic!("{label}: {e}"));
-        let _cleanup = common::Cleanup(|| {
-            let _ = lock_store::store::open(&url, &ns, lock_store::store::DEFAULT_BOUND)
-                .and_then(|mut s| s.uninstall());
-        });
+        let _cleanup = common::Cleanup(|| common::uninstall(&url, &ns));
         println!("{label}");
         check(&a, &b);
     }
@@ -142,10 +139,7 @@ fn native_and_component_replicas_share_a_store() {
     use lock_store::{store::Component, Locks};
     for (label, url) in common::store_urls() {
         let ns = common::unique_namespace("mixed");
-        let _cleanup = common::Cleanup(|| {
-            let _ = lock_store::store::open(&url, &ns, lock_store::store::DEFAULT_BOUND)
-                .and_then(|mut s| s.uninstall());
-        });
+        let _cleanup = common::Cleanup(|| common::uninstall(&url, &ns));
         let native = Locks::open(&url, &ns).unwrap();
         let wasm = lock_store::Options::new()
             .component(Component::embedded().unwrap())
@@ -234,10 +228,7 @@ fn forgotten_records_are_collected() {
     urls.push(("memory", "memory:".to_owned()));
     for (label, url) in urls {
         let ns = common::unique_namespace("forget");
-        let _cleanup = common::Cleanup(|| {
-            let _ = lock_store::store::open(&url, &ns, lock_store::store::DEFAULT_BOUND)
-                .and_then(|mut s| s.uninstall());
-        });
+        let _cleanup = common::Cleanup(|| common::uninstall(&url, &ns));
         let limits = lock_core::Limits {
             // Long enough for the checks below on a busy machine (Redis drops the record by
             // itself at its time).
@@ -281,10 +272,7 @@ fn forgotten_records_are_collected() {
 fn a_decision_on_a_free_key_is_not_written_after_a_whole_lease_in_between() {
     for (label, url) in common::store_urls() {
         let ns = common::unique_namespace("aba");
-        let _cleanup = common::Cleanup(|| {
-            let _ = lock_store::store::open(&url, &ns, lock_store::store::DEFAULT_BOUND)
-                .and_then(|mut s| s.uninstall());
-        });
+        let _cleanup = common::Cleanup(|| common::uninstall(&url, &ns));
         let b = Locks::open(&url, &ns).unwrap();
         let b_lease = std::sync::Arc::new(std::sync::Mutex::new(None));
         let hook = {

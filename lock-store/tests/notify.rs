@@ -25,9 +25,7 @@ fn notifying_stores() -> Vec<(&'static str, String)> {
 
 fn with_namespace(label: &str, url: &str, check: impl FnOnce(&str)) {
     let ns = common::unique_namespace("notify");
-    let _cleanup = common::Cleanup(|| {
-        let _ = store::open(url, &ns, store::DEFAULT_BOUND).and_then(|mut s| s.uninstall());
-    });
+    let _cleanup = common::Cleanup(|| common::uninstall(url, &ns));
     println!("{label}");
     check(&ns);
 }

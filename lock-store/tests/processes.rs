@@ -304,10 +304,7 @@ fn contention(label: &str, url: &str) {
 /// are then cycled on them until the workers end), and checks their logs.
 fn contention_through(label: &str, url: &str, faults: Option<&[Fault]>) {
     let ns = common::unique_namespace("contention");
-    let _cleanup = common::Cleanup(|| {
-        let _ = lock_store::store::open(url, &ns, lock_store::store::DEFAULT_BOUND)
-            .and_then(|mut s| s.uninstall());
-    });
+    let _cleanup = common::Cleanup(|| common::uninstall(url, &ns));
     let dir = std::env::temp_dir().join(&ns);
     let resource = dir.join("resource");
     std::fs::create_dir_all(&resource).unwrap();
@@ -690,10 +687,7 @@ fn a_killed_holder_frees_the_key_at_its_deadline() {
     for ((label, url), face) in faces(common::store_urls()) {
         let label = format!("{label} ({face})");
         let ns = common::unique_namespace("killed");
-        let _cleanup = common::Cleanup(|| {
-            let _ = lock_store::store::open(&url, &ns, lock_store::store::DEFAULT_BOUND)
-                .and_then(|mut s| s.uninstall());
-        });
+        let _cleanup = common::Cleanup(|| common::uninstall(&url, &ns));
         let locks = Locks::open(&url, &ns).unwrap();
         let mut holder = victim(face, &url, &ns, "victim", 800, None);
         common::eventually("the holder", || {
@@ -804,10 +798,7 @@ fn one_queue_of_blocking_async_and_node_waiters_is_served_in_order() {
     let script = node_worker_script().with_file_name("wait-worker.mjs");
     for (label, url) in common::store_urls() {
         let ns = common::unique_namespace("mixedq");
-        let _cleanup = common::Cleanup(|| {
-            let _ = lock_store::store::open(&url, &ns, lock_store::store::DEFAULT_BOUND)
-                .and_then(|mut s| s.uninstall());
-        });
+        let _cleanup = common::Cleanup(|| common::uninstall(&url, &ns));
         let locks = Locks::open(&url, &ns).unwrap();
         let lease = locks
             .try_acquire("job", "holder", Duration::from_secs(30))
@@ -915,10 +906,7 @@ fn a_killed_waiter_does_not_stop_the_queue() {
     for ((label, url), face) in faces(common::store_urls()) {
         let label = format!("{label} ({face})");
         let ns = common::unique_namespace("ghost");
-        let _cleanup = common::Cleanup(|| {
-            let _ = lock_store::store::open(&url, &ns, lock_store::store::DEFAULT_BOUND)
-                .and_then(|mut s| s.uninstall());
-        });
+        let _cleanup = common::Cleanup(|| common::uninstall(&url, &ns));
         let locks = Locks::open(&url, &ns).unwrap();
         let lease = locks
             .try_acquire("job", "holder", Duration::from_secs(30))

@@ -61,9 +61,7 @@ fn traces(label: &str, url: &str, ns: &str) -> usize {
 fn reads_create_nothing_and_the_first_write_installs() {
     for (label, url) in common::server_urls() {
         let ns = common::unique_namespace("readonly");
-        let _cleanup = common::Cleanup(|| {
-            let _ = store::open(&url, &ns, store::DEFAULT_BOUND).and_then(|mut s| s.uninstall());
-        });
+        let _cleanup = common::Cleanup(|| common::uninstall(&url, &ns));
         let reader = Locks::open(&url, &ns).unwrap();
         no_namespace(label, reader.inspect("job"));
         no_namespace(label, reader.keys());
@@ -200,7 +198,7 @@ fn mariadb_a_user_that_may_not_create_uses_an_installed_namespace() {
     let admin = || mysql::Conn::new(mysql::Opts::from_url(&base).unwrap()).unwrap();
     let _cleanup = common::Cleanup(|| {
         let _ = admin().query_drop(format!("DROP USER IF EXISTS '{user}'@'%'"));
-        let _ = store::open(&base, &ns, store::DEFAULT_BOUND).and_then(|mut s| s.uninstall());
+        common::uninstall(&base, &ns);
     });
     store::open(&base, &ns, store::DEFAULT_BOUND)
         .unwrap()

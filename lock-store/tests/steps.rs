@@ -174,9 +174,7 @@ fn filled(file: &str, values: &[(&str, &str)]) -> Vec<String> {
 fn every_text_a_client_sends_is_a_step_of_the_shared_files() {
     for (label, real) in common::server_urls() {
         let ns = common::unique_namespace("steps");
-        let _cleanup = common::Cleanup(|| {
-            let _ = store::open(&real, &ns, store::DEFAULT_BOUND).and_then(|mut s| s.uninstall());
-        });
+        let _cleanup = common::Cleanup(|| common::uninstall(&real, &ns));
         let proxy = Proxy::recording(&real);
         every_call(&proxy.url(&real), &ns);
         let mut sent = proxy.sent();

@@ -6,7 +6,7 @@ use lock_core::{
     AcquireOutcome, Call, Duration, Fence, Instant, Limits, LockBackend, LockError, Reply, Request,
     Response,
 };
-use lock_store::{store, store::Store, store::StoreTable};
+use lock_store::{store::Store, store::StoreTable};
 
 fn table(store: Box<dyn Store>, limits: Limits) -> StoreTable<Box<dyn Store>> {
     StoreTable::new(store, limits).unwrap()
@@ -234,10 +234,7 @@ fn an_earlier_namespace_loses_its_forget_at_index() {
     }
     for (label, server_url, statements) in servers {
         let ns = common::unique_namespace("oldindex");
-        let _cleanup = common::Cleanup(|| {
-            let _ =
-                store::open(&server_url, &ns, store::DEFAULT_BOUND).and_then(|mut s| s.uninstall());
-        });
+        let _cleanup = common::Cleanup(|| common::uninstall(&server_url, &ns));
         let locks = lock_store::Locks::open(&server_url, &ns).unwrap();
         let lease = locks
             .try_acquire("job", "a", std::time::Duration::from_secs(60))

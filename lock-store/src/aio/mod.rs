@@ -24,6 +24,7 @@
 //! - Dropping a [`Lease`] releases it in a task.
 
 mod batch;
+#[cfg(any(feature = "redis", feature = "postgres"))]
 pub(crate) mod bounded;
 pub mod election;
 mod engine;

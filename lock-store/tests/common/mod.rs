@@ -184,6 +184,13 @@ pub fn mysql_url() -> String {
         .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".into())
 }
 
+/// Removes namespace `ns` of the store at `url` (a test's cleanup: whatever fails is ignored,
+/// as the namespace may never have been created).
+pub fn uninstall(url: &str, ns: &str) {
+    let _ = lock_store::store::open(url, ns, lock_store::store::DEFAULT_BOUND)
+        .and_then(|mut s| s.uninstall());
+}
+
 /// Removes a namespace this run created when dropped (even if the test failed).
 pub struct Cleanup<F: FnMut()>(pub F);
 
@@ -235,10 +242,7 @@ pub fn each_store(purpose: &str, check: impl Fn(&str, &dyn Fn() -> Box<dyn Store
                 lock_store::store::DEFAULT_BOUND,
             ))
         };
-        let _cleanup = Cleanup(|| {
-            let _ = lock_store::store::open(&url, &ns, lock_store::store::DEFAULT_BOUND)
-                .and_then(|mut s| s.uninstall());
-        });
+        let _cleanup = Cleanup(|| uninstall(&url, &ns));
         check(label, &open);
     }
 }
