@@ -343,25 +343,22 @@ fn a_wait_in_line_that_ends_asks_again_at_once() {
         // b's wait in line ends (5 s on the host's clock; a's lease lasts 30 s)...
         clock.advance(5_000);
         host.tick();
-        // ...and b is back in line with no time passing (asserted once every campaign has
-        // returned: a panic here would leave the scope waiting for them).
+        // ...and b is back in line with no time passing (a failed assertion shuts every
+        // campaign down through `_leave`: a failure, not a hang).
         let back = within(|| {
             waiting()
                 && host.inspect(NAME).unwrap().unwrap().waiters[0].wait_deadline
                     > lock_core::Instant(5_000)
         });
-        controls[0].1.resign();
-        let handed = back
-            && within(|| {
-                host.leader(NAME)
-                    .unwrap()
-                    .is_some_and(|l| l.fence > first.fence)
-            });
-        let at = host.now();
-        shut_down_all(&host, &clock, &controls, running);
         assert!(back, "b was not back in line at once");
+        controls[0].1.resign();
+        let handed = within(|| {
+            host.leader(NAME)
+                .unwrap()
+                .is_some_and(|l| l.fence > first.fence)
+        });
         assert!(handed, "the resignation did not hand the key to b");
-        assert_eq!(at, lock_core::Instant(5_000));
+        assert_eq!(host.now(), lock_core::Instant(5_000));
     });
 }
 
