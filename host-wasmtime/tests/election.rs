@@ -171,6 +171,11 @@ fn three_plugins_elect_one_and_a_resignation_hands_over_at_once() {
                 "round {round}: FIFO hands it on"
             );
             assert_eq!(host.now(), at, "handed over with no time passing");
+            assert_eq!(
+                next.since,
+                Some(at),
+                "round {round}: it leads since the hand-off"
+            );
         }
         shut_down_all(&host, &clock, &controls, &running);
     });

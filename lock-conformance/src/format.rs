@@ -364,6 +364,10 @@ pub struct HolderView {
     /// `released`, `expired` or `stolen` for a lease that still takes its place.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended: Option<String>,
+    /// When it was granted. An expectation checks it only where it names it: the runner leaves
+    /// an answer's grant instant out wherever the expected holder has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub granted_at: Option<u64>,
 }
 
 impl HolderView {
@@ -372,6 +376,7 @@ impl HolderView {
             && self.metadata.is_empty()
             && self.min_until.is_none()
             && self.ended.is_none()
+            && self.granted_at.is_none()
     }
 }
 
@@ -406,6 +411,7 @@ impl TryFrom<RawKeyView> for KeyView {
                 metadata: String::new(),
                 min_until: None,
                 ended: None,
+                granted_at: None,
             }],
             (None, None, None, Some(holders)) if !holders.is_empty() => holders,
             _ => {

@@ -581,6 +581,7 @@ pub fn holder_view(h: HolderInfo) -> HolderView {
         metadata: h.metadata,
         min_until: h.min_until.map(|t| t.0),
         ended: h.ended.map(|e| e.name().into()),
+        granted_at: h.granted_at.map(|t| t.0),
     }
 }
 

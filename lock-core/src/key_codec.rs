@@ -1,16 +1,18 @@
 //! One key's leases and waiters in bytes, shared by the key record and the snapshot formats.
 //!
-//! Version 1 holds plain keys only (one exclusive lease without terms, plain waiters); version 2
-//! holds everything. Writers use version 1 whenever it can hold the key, so readers that only
-//! know version 1 keep working on every key that uses nothing new (a rolling upgrade).
+//! Version 1 holds plain keys only (one exclusive lease without terms, plain waiters; its
+//! reader is in each format's module); version 2 holds every lock kind; version 3 adds each
+//! lease's grant instant. Writers write version 3; every version is read (a lease read from
+//! version 1 or 2 has no known grant instant).
 //!
 //! ```text
-//! version 2, per key:
+//! version 2 and 3, per key:
 //!   permits u32,
 //!   lease_count u32, per lease in grant order:
 //!     owner str, fence u64, deadline u64, mode u8 (0 exclusive, 1 shared),
 //!     ended u8 (0 live, 1 released, 2 expired, 3 stolen), metadata str,
-//!     has_min_until u8 (0 or 1), [min_until u64], lock_delay u64
+//!     has_min_until u8 (0 or 1), [min_until u64], lock_delay u64,
+//!     version 3 only: has_granted_at u8 (0 or 1), [granted_at u64] (at or before the clock)
 //!   waiter_count u32, per waiter first in line first:
 //!     owner str, ttl u64, wait_deadline u64, mode u8, metadata str, min_hold u64, lock_delay u64,
 //!     wait_alive u64, [wait_end u64 if wait_alive > 0] (the end of the wait it asked for, at
@@ -24,6 +26,9 @@ use crate::snapshot::{against_limits, corrupt, Reader, Writer};
 use crate::{
     AcquireOptions, Corruption, Fence, Instant, LeaseEnd, LimitName, Limits, LockError, Mode,
 };
+
+/// The newest version of a key's bytes, the one [`write_key`] writes.
+pub(crate) const KEY_VERSION: u16 = 3;
 
 /// Smallest encoded lease and waiter of version 2, to bound counts before allocating.
 const MIN_LEASE_V2: usize = 4 + 1 + 8 + 8 + 1 + 1 + 4 + 1 + 8;
@@ -83,8 +88,8 @@ fn read_metadata<'a>(r: &mut Reader<'a>, limits: &Limits) -> Result<&'a str, Loc
     }
 }
 
-/// Writes a key's leases and waiters in version 2.
-pub(crate) fn write_v2(w: &mut Writer, state: &KeyState) {
+/// Writes a key's leases and waiters in the newest version, [`KEY_VERSION`].
+pub(crate) fn write_key(w: &mut Writer, state: &KeyState) {
     w.u32(state.permits());
     w.len(state.lease_count());
     for lease in state.leases() {
@@ -102,6 +107,13 @@ pub(crate) fn write_v2(w: &mut Writer, state: &KeyState) {
             None => w.0.push(0),
         }
         w.u64(lease.lock_delay().as_millis());
+        match lease.granted_at() {
+            Some(at) => {
+                w.0.push(1);
+                w.u64(at.as_millis());
+            }
+            None => w.0.push(0),
+        }
     }
     w.len(state.waiter_count());
     for waiter in state.waiters() {
@@ -120,10 +132,11 @@ pub(crate) fn write_v2(w: &mut Writer, state: &KeyState) {
     }
 }
 
-/// Reads a key written by [`write_v2`], settling each lease's fence with `fence` and checking
-/// everything against `limits`; `now` is the clock the key was written at.
-pub(crate) fn read_v2(
+/// Reads a key written in `version` 2 or 3 (by [`write_key`]), settling each lease's fence with
+/// `fence` and checking everything against `limits`; `now` is the clock the key was written at.
+pub(crate) fn read_key(
     r: &mut Reader<'_>,
+    version: u16,
     limits: &Limits,
     now: Instant,
     mut fence: impl FnMut(Fence) -> Result<Fence, LockError>,
@@ -159,7 +172,15 @@ pub(crate) fn read_v2(
                 limit: LimitName::MaxTtl,
             });
         }
+        let granted_at = match version >= 3 && read_flag(r)? {
+            true => Some(r.instant()?),
+            false => None,
+        };
+        if granted_at.is_some_and(|at| at > now) {
+            return Err(corrupt(Corruption::GrantedAfterClock));
+        }
         let lease = Lease::new(owner, fence, deadline)
+            .with_granted_at(granted_at)
             .with_terms(mode, metadata, min_until, lock_delay)
             .with_end(ended);
         leases.push(lease);

@@ -117,6 +117,9 @@ struct LeaseTerms {
     metadata: Name,
     min_until: Option<Instant>,
     lock_delay: Duration,
+    /// Its grant instant is not known: it was read from a record or snapshot written before
+    /// grant instants were kept (format versions 1 and 2).
+    grant_unknown: bool,
 }
 
 impl Default for LeaseTerms {
@@ -127,6 +130,7 @@ impl Default for LeaseTerms {
             metadata: Name::new(""),
             min_until: None,
             lock_delay: Duration::ZERO,
+            grant_unknown: false,
         }
     }
 }
@@ -138,6 +142,7 @@ impl LeaseTerms {
             && self.metadata.as_bytes().is_empty()
             && self.min_until.is_none()
             && self.lock_delay.is_zero()
+            && !self.grant_unknown
     }
 }
 
@@ -148,19 +153,34 @@ pub struct Lease {
     owner: Name,
     fence: Fence,
     deadline: Instant,
+    /// When it was granted; `Instant::ZERO` when its terms say it is not known.
+    granted_at: Instant,
     terms: Option<Box<LeaseTerms>>,
 }
 
 impl Lease {
-    /// A live exclusive lease without terms, e.g. loaded from an external store.
+    /// A live exclusive lease without terms whose grant instant is not known, e.g. read from a
+    /// record written before grant instants were kept; see
+    /// [`with_granted_at`](Self::with_granted_at).
     #[must_use]
     pub fn new(owner: &str, fence: Fence, deadline: Instant) -> Self {
         Lease {
             owner: Name::new(owner),
             fence,
             deadline,
+            granted_at: Instant::ZERO,
             terms: None,
         }
+        .with_granted_at(None)
+    }
+    /// The same lease, granted at `at` (`None`: not known).
+    #[must_use]
+    pub fn with_granted_at(mut self, at: Option<Instant>) -> Self {
+        let mut terms = self.terms.take().map(|t| *t).unwrap_or_default();
+        terms.grant_unknown = at.is_none();
+        self.granted_at = at.unwrap_or(Instant::ZERO);
+        self.set_terms(terms);
+        self
     }
     /// The same lease with these terms (exclusive, empty metadata, no minimum hold and no
     /// lock-delay keep it plain).
@@ -173,12 +193,14 @@ impl Lease {
         lock_delay: Duration,
     ) -> Self {
         let ended = self.ended();
+        let grant_unknown = self.granted_at().is_none();
         self.set_terms(LeaseTerms {
             mode,
             ended,
             metadata: Name::new(metadata),
             min_until,
             lock_delay,
+            grant_unknown,
         });
         self
     }
@@ -225,6 +247,16 @@ impl Lease {
     pub fn min_until(&self) -> Option<Instant> {
         self.terms.as_ref().and_then(|t| t.min_until)
     }
+    /// When it was granted (its acquire, the hand-off that promoted its waiter, or its steal):
+    /// extensions keep it. `None` for a lease read from a record or snapshot written before
+    /// grant instants were kept (format versions 1 and 2).
+    #[must_use]
+    pub fn granted_at(&self) -> Option<Instant> {
+        match self.terms.as_ref().is_some_and(|t| t.grant_unknown) {
+            true => None,
+            false => Some(self.granted_at),
+        }
+    }
     /// How long its place stays taken after it expires or is stolen.
     #[must_use]
     pub fn lock_delay(&self) -> Duration {
@@ -258,6 +290,7 @@ impl Lease {
             metadata: self.metadata().into(),
             min_until: self.min_until(),
             ended: self.ended(),
+            granted_at: self.granted_at(),
         }
     }
     /// Ends it for its holder: it takes its place until `until`, or leaves now (`None`) if
@@ -269,8 +302,8 @@ impl Lease {
     }
 }
 
-// A plain lease: its owner inline, fence, deadline and one pointer.
-const _: () = assert!(core::mem::size_of::<Lease>() <= 56);
+// A plain lease: its owner inline, fence, deadline, grant instant and one pointer.
+const _: () = assert!(core::mem::size_of::<Lease>() <= 64);
 
 /// What a waiter asked for beyond its TTL; boxed, since plain waiters ask for none of it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -560,17 +593,6 @@ impl KeyState {
     #[must_use]
     pub fn permits(&self) -> u32 {
         self.more.as_ref().map_or(0, |m| m.permits)
-    }
-
-    /// Whether the key uses nothing beyond plain exclusive leases (what a version-1 record or
-    /// snapshot can hold).
-    #[must_use]
-    pub fn is_plain(&self) -> bool {
-        self.more.is_none()
-            && self.lease.as_ref().is_none_or(Lease::is_plain)
-            && self
-                .waiters()
-                .all(|w| w.mode == Mode::Exclusive && w.terms.is_none())
     }
 
     /// The waiters, first in line first.
@@ -909,6 +931,7 @@ impl KeyState {
                     owner: Name::new(owner),
                     fence: fences.next_fence(),
                     deadline,
+                    granted_at: now,
                     terms: None,
                 };
                 let grant = lease.grant();
@@ -1331,6 +1354,7 @@ fn new_lease(
         owner: owner.clone(),
         fence,
         deadline,
+        granted_at: at,
         terms: None,
     };
     if options.mode == Mode::Exclusive

@@ -123,6 +123,8 @@ named! {
         MinHoldPastDeadline = "minimum hold past the deadline",
         /// A waiter's place is kept past the end of the wait it asked for.
         WaitKeptPastItsEnd = "a wait kept past its end",
+        /// A lease was granted after the clock it was written at.
+        GrantedAfterClock = "lease granted after the clock",
     }
 }
 

@@ -162,6 +162,10 @@ pub struct HolderInfo {
     /// `None` while its holder holds it; else why it ended, though its place is still taken
     /// (minimum hold, lock-delay).
     pub ended: Option<LeaseEnd>,
+    /// When it was granted: at its acquire, at the hand-off that promoted its waiter, or at its
+    /// steal; extensions keep it (a leader's "since when"). `None` for a lease read from a record
+    /// or snapshot written before grant instants were kept (format versions 1 and 2).
+    pub granted_at: Option<Instant>,
 }
 
 /// A waiter, as reported by inspection and query.

@@ -16,24 +16,26 @@
 //! bytes, and returns them; [`KeyRecord::decode`] and [`Step::settle`] replace the provisional
 //! names with them. The store never looks inside the bytes.
 //!
-//! # Byte formats (versions 1 and 2, little-endian)
+//! # Byte formats (versions 1 to 3, little-endian)
 //! ```text
-//! magic "LOCKKREC", version u16 (1 or 2), body_len u32, body, crc32 u32 (of everything before)
+//! magic "LOCKKREC", version u16 (1 to 3), body_len u32, body, crc32 u32 (of everything before)
 //! version 1 body: clock u64,
 //!       has_lease u8 (0 or 1), [owner str, fence u64, deadline u64],
 //!       waiter_count u32, per waiter: owner str, ttl u64, wait_deadline u64,
 //!       expired_count u32, per expired lease, oldest first: owner str, fence u64, deadline u64
-//! version 2 body: clock u64,
-//!       the key's leases and waiters in version 2 (permits, leases with mode, end, metadata,
-//!       minimum hold and lock-delay, waiters with their options: see the crate's key_codec),
+//! version 2 and 3 body: clock u64,
+//!       the key's leases and waiters in that version (permits, leases with mode, end, metadata,
+//!       minimum hold, lock-delay and, from version 3, grant instant; waiters with their
+//!       options: see the crate's key_codec),
 //!       expired_count u32, per lost lease, oldest first: owner str, fence u64,
 //!       deadline u64 (or the instant of the steal), stolen u8
 //! str = u32 byte length + UTF-8 bytes; a fence >= 2^62 is provisional (see above)
 //! ```
-//! A record is written in version 1 whenever it can be (a plain key: no shared lease, permits,
-//! minimum hold, lock-delay, metadata or remembered steal), so that clients that only know
-//! version 1 keep working on such keys during a rolling upgrade; a client meets a newer version
-//! than it reads as [`LockError::SnapshotVersion`] naming both, and never writes over it.
+//! Every record is written in version 3 (a lease's grant instant, which version 1 and 2 cannot
+//! hold, is part of every key) and every version is read: a lease read from version 1 or 2 has
+//! no known grant instant, and is written back in version 3 with none. A client meets a newer
+//! version than it reads as [`LockError::SnapshotVersion`] naming both, and never writes over
+//! it.
 //! Decoding is strict: a bad frame, a broken invariant or a provisional fence the store did not
 //! allocate is a [`LockError`] (the snapshot errors), never a silently reset key.
 //!
@@ -58,7 +60,7 @@
 
 use alloc::vec::Vec;
 
-use crate::key_codec::{read_flag, read_v2, write_v2};
+use crate::key_codec::{read_flag, read_key, write_key, KEY_VERSION};
 use crate::key_state::{ExpiredLeases, FenceSource, KeyState, Lease, Room, Waiter};
 use crate::snapshot::{against_limits, close_frame, corrupt, open_frame, start_frame, Reader};
 use crate::stored_name::Name;
@@ -69,9 +71,9 @@ use crate::{
 
 /// The magic bytes that open every key record.
 pub const RECORD_MAGIC: [u8; 8] = *b"LOCKKREC";
-/// The newest record format version this build writes and reads (it reads every version from
-/// 1, and writes 1 whenever the record can be written in it).
-pub const RECORD_VERSION: u16 = 2;
+/// The record format version this build writes, the newest it reads (it reads every version
+/// from 1).
+pub const RECORD_VERSION: u16 = KEY_VERSION;
 /// Provisional fences are `PROVISIONAL_BASE + i` for the `i`-th fresh token of a transition.
 /// Real tokens of a store stay below 2^53, so the two ranges never meet.
 pub const PROVISIONAL_BASE: u64 = 1 << 62;
@@ -471,41 +473,19 @@ impl KeyRecord {
         }
     }
 
-    /// The record's bytes (see the module docs): version 1 when it can hold the record, else
-    /// version 2. Provisional fences are written as they are.
+    /// The record's bytes in the newest version, [`RECORD_VERSION`] (see the module docs).
+    /// Provisional fences are written as they are.
     #[must_use]
     pub fn encode(&self) -> Vec<u8> {
-        let plain = self.state.is_plain() && self.expired.iter().all(|e| !e.stolen);
-        let version = if plain { 1 } else { RECORD_VERSION };
-        let mut w = start_frame(&RECORD_MAGIC, version, 64);
+        let mut w = start_frame(&RECORD_MAGIC, RECORD_VERSION, 64);
         w.u64(self.clock.0);
-        if plain {
-            match self.state.lease() {
-                Some(lease) => {
-                    w.0.push(1);
-                    w.str(lease.owner());
-                    w.u64(lease.fence().0);
-                    w.u64(lease.deadline().0);
-                }
-                None => w.0.push(0),
-            }
-            w.len(self.state.waiter_count());
-            for waiter in self.state.waiters() {
-                w.str(waiter.owner());
-                w.u64(waiter.ttl().0);
-                w.u64(waiter.wait_deadline().0);
-            }
-        } else {
-            write_v2(&mut w, &self.state);
-        }
+        write_key(&mut w, &self.state);
         w.len(self.expired.len());
         for e in &self.expired {
             w.str(e.owner.as_str());
             w.u64(e.fence.0);
             w.u64(e.deadline.0);
-            if !plain {
-                w.0.push(u8::from(e.stolen));
-            }
+            w.0.push(u8::from(e.stolen));
         }
         close_frame(w)
     }
@@ -545,7 +525,7 @@ fn decode_body(
     let clock = r.instant()?;
     let state = match version {
         1 => decode_key_v1(r, fresh, limits, clock)?,
-        _ => read_v2(r, limits, clock, |f| {
+        _ => read_key(r, version, limits, clock, |f| {
             real_fence(f, fresh, Corruption::LeaseFenceNotIssued)
         })?,
     };

@@ -1,12 +1,11 @@
-//! The snapshot byte formats (versions 1 and 2). All integers little-endian.
+//! The snapshot byte formats (versions 1 to 3). All integers little-endian.
 //!
-//! A table is written in version 1 whenever it can be (every key plain: one exclusive lease
-//! without terms and plain waiters; no stolen lease remembered or counted), so that a build that
-//! only reads version 1 restores it; otherwise in version 2. This build reads both.
+//! A table is written in version 3, the only one that holds each lease's grant instant; this
+//! build reads every version (a lease restored from version 1 or 2 has no known grant instant).
 //!
 //! ```text
 //! magic      8 bytes  "LOCKSNAP"
-//! version    u16      1 or 2
+//! version    u16      1 to 3
 //! body_len   u32      length of the body in bytes
 //! body                (below)
 //! crc32      u32      CRC-32 (IEEE) of everything before it
@@ -22,11 +21,12 @@
 //!     fence u64, key str, owner str, deadline u64
 //! str = u32 byte length + UTF-8 bytes
 //!
-//! version 2 body:
+//! version 2 and 3 body:
 //!   clock u64, last_fence u64,
 //!   11 × u64 counters: the 10 above, then stolen
 //!   key_count u32, then per key, in strictly increasing byte order:
-//!     key str, then the key's leases and waiters in version 2 (see `key_codec`)
+//!     key str, then the key's leases and waiters in that version (see `key_codec`: version 3
+//!     adds each lease's grant instant)
 //!   expired_count u32, then per remembered lost lease, oldest first:
 //!     fence u64, key str, owner str, deadline u64 (or instant of the steal), stolen u8
 //! ```
@@ -39,7 +39,7 @@ use alloc::vec::Vec;
 
 use crate::crc32::crc32;
 use crate::expired_log::{ExpiredLog, ExpiredRecord};
-use crate::key_codec::{read_flag, read_v2, write_v2};
+use crate::key_codec::{read_flag, read_key, write_key, KEY_VERSION};
 use crate::key_state::{FenceCounter, KeyState, Lease, Room, Waiter};
 use crate::stored_name::Name;
 use crate::table::Record;
@@ -47,8 +47,8 @@ use crate::{Corruption, Duration, Fence, Instant, LimitName, Limits, LockError, 
 
 /// The magic bytes that open every snapshot.
 pub const MAGIC: [u8; 8] = *b"LOCKSNAP";
-/// The newest format version this build writes and reads (it reads every version from 1).
-pub const VERSION: u16 = 2;
+/// The format version this build writes, the newest it reads (it reads every version from 1).
+pub const VERSION: u16 = KEY_VERSION;
 const HEADER: usize = 8 + 2 + 4;
 const TRAILER: usize = 4;
 
@@ -110,37 +110,17 @@ impl Writer {
 }
 
 pub(crate) fn encode(s: &SnapshotRef<'_>) -> Vec<u8> {
-    let plain = s.keys.iter().all(|r| r.state.is_plain())
-        && s.expired.iter().all(|(_, e)| !e.stolen)
-        && s.counters.stolen == 0;
-    let version = if plain { 1 } else { VERSION };
-    let mut w = start_frame(&MAGIC, version, 96 + s.keys.len() * 48);
+    let mut w = start_frame(&MAGIC, VERSION, 96 + s.keys.len() * 64);
     w.u64(s.clock.as_millis());
     w.u64(s.last_fence.get());
     let counters = &s.counters.values()[FIRST_COUNTER..];
-    for c in &counters[..counter_count(version)] {
+    for c in &counters[..counter_count(VERSION)] {
         w.u64(*c);
     }
     w.len(s.keys.len());
     for record in s.keys {
-        if plain {
-            let Some(lease) = record.state.lease() else {
-                continue; // free keys are never stored in a table
-            };
-            w.str(record.key.as_str());
-            w.str(lease.owner());
-            w.u64(lease.fence().get());
-            w.u64(lease.deadline().as_millis());
-            w.len(record.state.waiter_count());
-            for waiter in record.state.waiters() {
-                w.str(waiter.owner());
-                w.u64(waiter.ttl().as_millis());
-                w.u64(waiter.wait_deadline().as_millis());
-            }
-        } else {
-            w.str(record.key.as_str());
-            write_v2(&mut w, &record.state);
-        }
+        w.str(record.key.as_str());
+        write_key(&mut w, &record.state);
     }
     w.len(s.expired.len());
     for (fence, record) in s.expired.iter() {
@@ -148,9 +128,7 @@ pub(crate) fn encode(s: &SnapshotRef<'_>) -> Vec<u8> {
         w.str(record.key.as_str());
         w.str(record.owner.as_str());
         w.u64(record.deadline.as_millis());
-        if !plain {
-            w.0.push(u8::from(record.stolen));
-        }
+        w.0.push(u8::from(record.stolen));
     }
     close_frame(w)
 }
@@ -336,7 +314,7 @@ fn decode_body(r: &mut Reader<'_>, limits: &Limits, version: u16) -> Result<Deco
         }
         let state = match version {
             1 => read_key_v1(r, limits, clock, &room, issued)?,
-            _ => read_v2(r, limits, clock, issued)?,
+            _ => read_key(r, version, limits, clock, issued)?,
         };
         if state.is_free() {
             return Err(corrupt(Corruption::BodyEndsEarly));

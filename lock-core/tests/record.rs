@@ -351,8 +351,8 @@ fn a_kept_alive_wait_survives_records_and_snapshots_and_a_bad_one_is_refused() {
     let bytes = record.encode();
     assert_eq!(
         &bytes[8..10],
-        &2u16.to_le_bytes(),
-        "a kept-alive wait needs version 2"
+        &lock_core::record::RECORD_VERSION.to_le_bytes(),
+        "records are written in the newest version"
     );
     let read = KeyRecord::decode(&bytes, &[], &limits).unwrap();
     assert_eq!(waiter(&read.state().info().unwrap()), want);

@@ -14,6 +14,10 @@ pub struct Leader {
     pub deadline: Instant,
     /// What it campaigned with (an address, say; empty for none).
     pub metadata: String,
+    /// When its term began, in the lock's time: the grant of its lease (extensions keep it).
+    /// `None` only for a lease read from a record or snapshot written before grant instants
+    /// were kept.
+    pub since: Option<Instant>,
 }
 
 impl Leader {
@@ -27,6 +31,7 @@ impl Leader {
                 fence: h.fence,
                 deadline: h.deadline,
                 metadata: h.metadata.clone(),
+                since: h.granted_at,
             })
     }
 }

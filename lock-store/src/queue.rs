@@ -616,6 +616,7 @@ mod tests {
                 metadata: String::new(),
                 min_until: None,
                 ended: None,
+                granted_at: Some(Instant(0)),
             }],
             waiters: waiters
                 .iter()
@@ -654,7 +655,7 @@ mod tests {
             },
             lock_core::AcquireOptions::default()
         );
-        // A wait within WAIT_ALIVE is kept whole: a plain acquire, which version 1 records hold.
+        // A wait within WAIT_ALIVE is kept whole: a plain acquire, with no renewals to send.
         let short = Acquiring::new(
             KEY,
             ME,

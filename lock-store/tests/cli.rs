@@ -434,4 +434,21 @@ fn shared_steal_query_and_min_hold_from_the_cli() {
     let info: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(info["holders"][0]["ended"], "released", "{json}");
     assert!(info["holders"][0]["min_until_ms"].is_u64(), "{json}");
+    // Granted before its minimum hold ends, and shown as a UTC time too.
+    let granted = info["holders"][0]["granted_at_ms"]
+        .as_u64()
+        .expect("granted_at_ms");
+    assert!(
+        granted <= info["holders"][0]["min_until_ms"].as_u64().unwrap(),
+        "{json}"
+    );
+    assert!(
+        info["holders"][0]["granted_at"]
+            .as_str()
+            .is_some_and(|t| t.ends_with('Z')),
+        "{json}"
+    );
+    let (code, text, _) = out(env().args(["inspect", "nightly"]));
+    assert_eq!(code, 0);
+    assert!(text.contains(" since "), "{text}");
 }

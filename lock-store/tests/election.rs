@@ -558,7 +558,7 @@ fn elect_kills_a_command_that_ignores_its_stop_after_the_grace() {
 }
 
 /// `lockstore leader --watch --json` prints one line per change: each new term (with its
-/// candidate and a higher fence) and "no leader" between them.
+/// candidate, a higher fence and since when it leads) and "no leader" between them.
 #[test]
 fn leader_watch_prints_each_term_once() {
     let (dir, url, ns) = sqlite_store("elect_watch");
@@ -625,6 +625,23 @@ fn leader_watch_prints_each_term_once() {
         "{lines:?}"
     );
     assert!(b.fence() > a.fence());
+    // Each term says since when it leads: its lease's grant, `ttl` before the deadline the
+    // watcher saw first (a fresh grant), later for the later term.
+    let since = |line: &serde_json::Value| {
+        let leader = &line["leader"];
+        let since = leader["since_ms"].as_u64().expect("since_ms");
+        assert!(
+            leader["since"].as_str().is_some_and(|t| t.ends_with('Z')),
+            "{line}"
+        );
+        assert_eq!(
+            leader["deadline_ms"].as_u64().unwrap() - since,
+            ttl.as_millis() as u64,
+            "{line}"
+        );
+        since
+    };
+    assert!(since(&lines[1]) <= since(&lines[3]), "{lines:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -669,12 +686,18 @@ fn election_run_with_threads() {
             locks.leader(NAME).unwrap().filter(|l| l.candidate == "a")
         });
         std::thread::sleep(Duration::from_millis(1_500)); // extended past its TTL
-        assert_eq!(locks.leader(NAME).unwrap().unwrap().fence, leader.fence);
+        let still = locks.leader(NAME).unwrap().unwrap();
+        assert_eq!(still.fence, leader.fence);
+        // Its extensions keep since when it leads.
+        assert!(leader.since.is_some());
+        assert_eq!(still.since, leader.since);
         ca.resign();
         let next = wait_for("b leads", Duration::from_secs(5), || {
             locks.leader(NAME).unwrap().filter(|l| l.candidate == "b")
         });
         assert!(next.fence > leader.fence);
+        // b leads since the hand-off, after a's 1.5 s and more.
+        assert!(next.since >= leader.since.map(|s| s + lock_core::Duration(1_500)));
         // Shut down once b's body runs: a grant heard after a shut-down starts no term.
         wait_for("b's body", Duration::from_secs(5), || {
             (seen.lock().unwrap().iter())

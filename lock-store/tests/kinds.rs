@@ -66,7 +66,15 @@ fn inspect(t: &mut Table, key: &str, now: u64) -> Option<KeyInfo> {
     }
 }
 
-fn holder(owner: &str, fence: Fence, deadline: u64, mode: Mode, metadata: &str) -> HolderInfo {
+/// A holder as inspection reports it, granted at `granted` and live until `deadline`.
+fn holder(
+    owner: &str,
+    fence: Fence,
+    granted: u64,
+    deadline: u64,
+    mode: Mode,
+    metadata: &str,
+) -> HolderInfo {
     HolderInfo {
         owner: owner.into(),
         fence,
@@ -75,6 +83,7 @@ fn holder(owner: &str, fence: Fence, deadline: u64, mode: Mode, metadata: &str) 
         metadata: metadata.into(),
         min_until: None,
         ended: None,
+        granted_at: Some(Instant(granted)),
     }
 }
 
@@ -111,11 +120,14 @@ fn kinds_survive_in_the_record() {
 
         let mut second = table(open());
         let pool = inspect(&mut second, "pool", 20).unwrap();
-        let mut kept = holder("b", b, 61, Mode::Shared, "reader on host-1");
+        let mut kept = holder("b", b, 1, 61, Mode::Shared, "reader on host-1");
         kept.min_until = Some(Instant(61));
         kept.ended = Some(LeaseEnd::Released);
         let expected = KeyInfo {
-            holders: vec![holder("a", a, 100, Mode::Shared, "reader on host-1"), kept],
+            holders: vec![
+                holder("a", a, 0, 100, Mode::Shared, "reader on host-1"),
+                kept,
+            ],
             waiters: Vec::new(),
             permits: 2,
         };
@@ -146,7 +158,7 @@ fn kinds_survive_in_the_record() {
 
         // The lock-delay keeps the expired lease's place until 110 + 50.
         let job = inspect(&mut second, "job", 120).unwrap();
-        let mut expired = holder("c", j, 160, Mode::Exclusive, "nightly");
+        let mut expired = holder("c", j, 10, 160, Mode::Exclusive, "nightly");
         expired.ended = Some(LeaseEnd::Expired);
         assert_eq!(job.holders, vec![expired], "{label}");
         assert_eq!(
@@ -190,6 +202,8 @@ fn a_steal_reaches_the_holder_through_the_store() {
             },
         );
         assert!(fence_of(&stolen) > f, "{label}");
+        let seen = inspect(&mut holder_side, "job", 20).unwrap();
+        assert_eq!(seen.holders[0].granted_at, Some(Instant(10)), "{label}");
         assert_eq!(
             release(&mut holder_side, "job", "a", f, 20),
             Response::Release(Err(LockError::Stolen { at: Instant(10) })),
@@ -202,6 +216,8 @@ fn a_steal_reaches_the_holder_through_the_store() {
 /// both versions named, by every call and by a query, and is never written over.
 #[test]
 fn a_record_of_a_newer_format_is_refused_by_name_and_kept() {
+    use lock_core::record::RECORD_VERSION;
+    const NEWER: u16 = RECORD_VERSION + 1;
     common::each_store("kinds", |label, open| {
         let mut newer = table(open());
         let shared = AcquireOptions {
@@ -209,11 +225,11 @@ fn a_record_of_a_newer_format_is_refused_by_name_and_kept() {
             ..AcquireOptions::default()
         };
         let f = fence_of(&take(&mut newer, "k", "a", shared, 0));
-        // What a later format version would write: the same record, version 3.
+        // What a later format version would write: the same record, one version newer.
         let mut raw = open();
         let stored = raw.read("k").unwrap().record.unwrap();
         let mut bytes = stored.bytes.clone();
-        bytes[8..10].copy_from_slice(&3u16.to_le_bytes());
+        bytes[8..10].copy_from_slice(&NEWER.to_le_bytes());
         let crc_at = bytes.len() - 4;
         let crc = lock_core::crc32(&bytes[..crc_at]);
         bytes[crc_at..].copy_from_slice(&crc.to_le_bytes());
@@ -240,8 +256,8 @@ fn a_record_of_a_newer_format_is_refused_by_name_and_kept() {
                 assert_eq!(
                     error,
                     LockError::SnapshotVersion {
-                        found: 3,
-                        supported: 2
+                        found: NEWER,
+                        supported: RECORD_VERSION
                     },
                     "{label}"
                 );
@@ -273,13 +289,14 @@ fn a_record_of_a_newer_format_is_refused_by_name_and_kept() {
         let message = StoreError::Corrupt {
             key: "k".into(),
             error: LockError::SnapshotVersion {
-                found: 3,
-                supported: 2,
+                found: NEWER,
+                supported: RECORD_VERSION,
             },
         }
         .to_string();
         assert!(
-            message.contains("version 3") && message.contains("up to 2"),
+            message.contains(&format!("version {NEWER}"))
+                && message.contains(&format!("up to {RECORD_VERSION}")),
             "{message}"
         );
         let after = raw.read("k").unwrap().record.unwrap();

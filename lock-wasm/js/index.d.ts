@@ -201,6 +201,8 @@ export interface HolderInfo {
   minUntil: Millis | null;
   /** Set when it ended for its holder but still takes its place until `deadline`. */
   ended: 'released' | 'expired' | 'stolen' | null;
+  /** When it was granted (acquire, hand-off or steal; extensions keep it); `null` for a lease restored from a snapshot or record written before grant instants were kept. */
+  grantedAt: Millis | null;
 }
 
 /** A key in use: its first lease's `owner`, `fence` and `deadline`, every lease, the queue. */
@@ -478,6 +480,8 @@ export interface Leader {
   candidate: string;
   /** Its term's fence. */
   fence: number;
+  /** When its term began: its lease's grant, in the lock's time (`null` only for a lease restored from a format that predates grant instants). */
+  since: Millis | null;
   /** Its lease's deadline (it extends it while it leads). */
   deadline: Millis;
   metadata: string;

@@ -271,6 +271,7 @@ pub(super) fn key_info(i: KeyInfo) -> lock_core::KeyInfo {
                     LeaseEnd::Expired => lock_core::LeaseEnd::Expired,
                     LeaseEnd::Stolen => lock_core::LeaseEnd::Stolen,
                 }),
+                granted_at: h.granted_at.map(lock_core::Instant),
             })
             .collect(),
         waiters: (i.waiters.into_iter())

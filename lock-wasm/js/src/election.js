@@ -231,7 +231,7 @@ export class Election {
 }
 
 /**
- * The leader of election `name` read from its key: `{candidate, fence, deadline, metadata}`,
+ * The leader of election `name` read from its key: `{candidate, fence, since, deadline, metadata}`,
  * or `null`.
  * @param {any} info the key's inspection (`null`: free)
  * @returns {{candidate: string, fence: number, deadline: number, metadata: string} | null}
@@ -239,5 +239,5 @@ export class Election {
 export function leaderOf(info) {
   const holder = info?.holders?.find((h) => h.ended === null || h.ended === undefined);
   if (holder === undefined) return null;
-  return { candidate: holder.owner, fence: holder.fence, deadline: holder.deadline, metadata: holder.metadata };
+  return { candidate: holder.owner, fence: holder.fence, since: holder.grantedAt ?? null, deadline: holder.deadline, metadata: holder.metadata };
 }

@@ -367,7 +367,7 @@ export class Locks {
   }
 
   /**
-   * The leader of the election `name`: `{candidate, fence, deadline, metadata}`, or `null`.
+   * The leader of the election `name`: `{candidate, fence, since, deadline, metadata}`, or `null`.
    * @param {string} name
    */
   leader(name) {

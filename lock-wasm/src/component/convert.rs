@@ -225,6 +225,7 @@ pub fn key_info(i: core_::KeyInfo) -> KeyInfo {
                     core_::LeaseEnd::Expired => LeaseEnd::Expired,
                     core_::LeaseEnd::Stolen => LeaseEnd::Stolen,
                 }),
+                granted_at: h.granted_at.map(|m| m.0),
             })
             .collect(),
         waiters: (i.waiters.into_iter())

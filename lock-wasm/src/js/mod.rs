@@ -210,6 +210,10 @@ fn key_obj(i: &lock_core::KeyInfo) -> Obj {
                 "ended",
                 &h.ended.map_or("null".into(), |e| json::string(e.name())),
             )
+            .raw(
+                "grantedAt",
+                &h.granted_at.map_or("null".into(), |m| m.0.to_string()),
+            )
             .done()
     };
     Obj::new()

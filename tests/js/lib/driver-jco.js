@@ -57,12 +57,13 @@ function eventTerm(event) {
   return { [tag]: { key: event.key, ...fields, at: event.at } };
 }
 
-/** A WIT key-info in the vectors' terms (`minUntil` and `ended` absent when unset). */
+/** A WIT key-info in the vectors' terms (`minUntil`, `ended` and `grantedAt` absent when unset). */
 function keyTerm(info) {
-  const holders = info.holders.map(({ minUntil, ended, ...h }) => ({
+  const holders = info.holders.map(({ minUntil, ended, grantedAt, ...h }) => ({
     ...h,
     ...(minUntil === undefined ? {} : { min_until: minUntil }),
     ...(ended === undefined ? {} : { ended }),
+    ...(grantedAt === undefined ? {} : { granted_at: grantedAt }),
   }));
   return { holders, waiters: info.waiters.map(snake), permits: info.permits };
 }

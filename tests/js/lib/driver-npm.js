@@ -27,12 +27,13 @@ function eventTerm(event) {
   return { [type]: fields };
 }
 
-/** The package's key object in the vectors' terms (unset `minUntil` and `ended` left out). */
+/** The package's key object in the vectors' terms (unset `minUntil`, `ended` and `grantedAt` left out). */
 export function keyTerm(info) {
-  const holders = info.holders.map(({ minUntil, ended, ...h }) => ({
+  const holders = info.holders.map(({ minUntil, ended, grantedAt, ...h }) => ({
     ...h,
     ...(minUntil === null ? {} : { min_until: minUntil }),
     ...(ended === null ? {} : { ended }),
+    ...(grantedAt === null ? {} : { granted_at: grantedAt }),
   }));
   return { holders, waiters: info.waiters.map(snake), permits: info.permits };
 }

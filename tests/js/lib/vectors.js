@@ -78,13 +78,16 @@ export function hasOptions(step) {
 /**
  * A key view in one canonical form, every field present: `{holders, waiters, permits}` (the short
  * form `{owner, fence, deadline, waiters}` becomes one plain holder). Expectations and answers
- * are both put in this form before they are compared, so a runtime may answer either form.
+ * are both put in this form before they are compared, so a runtime may answer either form. A
+ * holder's `granted_at` is kept only where the holder at its place in `expected` names one:
+ * vectors check grant instants only where they name them.
  */
-export function canonicalKey(view) {
+export function canonicalKey(view, expected = view) {
   if (view === null || view === undefined) return view;
   const holders = view.holders ?? [{ owner: view.owner, fence: view.fence, deadline: view.deadline }];
+  const named = expected?.holders ?? [];
   return {
-    holders: holders.map((h) => ({
+    holders: holders.map((h, i) => ({
       owner: h.owner,
       fence: exact(h.fence),
       deadline: exact(h.deadline),
@@ -92,6 +95,7 @@ export function canonicalKey(view) {
       metadata: h.metadata ?? '',
       min_until: h.min_until === undefined ? null : exact(h.min_until),
       ended: h.ended ?? null,
+      granted_at: named[i]?.granted_at === undefined ? null : exact(h.granted_at ?? null),
     })),
     waiters: (view.waiters ?? []).map((w) => ({
       owner: w.owner,
@@ -106,9 +110,9 @@ export function canonicalKey(view) {
 }
 
 /** A query page in canonical form (see `canonicalKey`). */
-function canonicalPage(page) {
+function canonicalPage(page, expected = page) {
   return {
-    keys: page.keys.map(({ key, ...view }) => ({ key, ...canonicalKey(view) })),
+    keys: page.keys.map(({ key, ...view }, i) => ({ key, ...canonicalKey(view, expected.keys?.[i]) })),
     next: page.next ?? null,
   };
 }
@@ -230,10 +234,10 @@ function compare(step, answer) {
       return null;
     case 'inspect':
       if ('err' in step) return same({ err: step.err }, exact(answer));
-      return same({ ok: canonicalKey(step.expect) }, 'ok' in answer ? { ok: canonicalKey(exact(answer.ok)) } : exact(answer));
+      return same({ ok: canonicalKey(step.expect) }, 'ok' in answer ? { ok: canonicalKey(exact(answer.ok), step.expect) } : exact(answer));
     case 'query':
       if ('err' in step) return same({ err: step.err }, exact(answer));
-      return same({ ok: canonicalPage(step.expect) }, 'ok' in answer ? { ok: canonicalPage(exact(answer.ok)) } : exact(answer));
+      return same({ ok: canonicalPage(step.expect) }, 'ok' in answer ? { ok: canonicalPage(exact(answer.ok), step.expect) } : exact(answer));
     case 'snapshot':
       if (step.expect !== undefined && hex(answer.bytes) !== step.expect) {
         return `expected snapshot ${step.expect}, got ${hex(answer.bytes)}`;

@@ -181,13 +181,17 @@ pub fn elect(args: &ElectArgs<'_>, command: Vec<String>) -> Result<u8, (u8, Stri
     Ok(0)
 }
 
-/// The leader as text: `NAME: led by C with fence F, until T (metadata)`, or `NAME: no leader`.
+/// The leader as text: `NAME: led by C since S with fence F, until T (metadata)`, or `NAME: no
+/// leader`.
 pub fn leader_text(name: &str, leader: Option<&Leader>) -> String {
     match leader {
         None => format!("{name}: no leader"),
         Some(l) => {
+            let since = l
+                .since
+                .map_or(String::new(), |at| format!(" since {}", show::until(at)));
             let mut text = format!(
-                "{name}: led by {} with fence {}, until {}",
+                "{name}: led by {}{since} with fence {}, until {}",
                 l.candidate,
                 l.fence.0,
                 show::until(l.deadline)
@@ -208,10 +212,12 @@ pub fn leader_json(name: &str, leader: Option<&Leader>) -> String {
             show::json_string(name)
         ),
         Some(l) => format!(
-            "{{\"election\":{},\"leader\":{{\"candidate\":{},\"fence\":{},\"deadline_ms\":{},\"deadline\":{},\"metadata\":{}}}}}",
+            "{{\"election\":{},\"leader\":{{\"candidate\":{},\"fence\":{},\"since_ms\":{},\"since\":{},\"deadline_ms\":{},\"deadline\":{},\"metadata\":{}}}}}",
             show::json_string(name),
             show::json_string(&l.candidate),
             l.fence.0,
+            show::ms_or_null(l.since),
+            show::utc_or_null(l.since),
             l.deadline.0,
             show::json_string(&show::utc(l.deadline)),
             show::json_string(&l.metadata)

@@ -57,6 +57,16 @@ pub fn until(at: Instant) -> String {
     format!("{} ({left})", utc(at))
 }
 
+/// An optional instant as JSON milliseconds since the Unix epoch, or `null`.
+pub fn ms_or_null(at: Option<Instant>) -> String {
+    at.map_or("null".into(), |m| m.0.to_string())
+}
+
+/// An optional instant as a JSON UTC text, or `null`.
+pub fn utc_or_null(at: Option<Instant>) -> String {
+    at.map_or("null".into(), |m| json_string(&utc(m)))
+}
+
 /// A key's state, for people.
 pub fn key_text(key: &str, info: Option<&KeyInfo>) -> String {
     let Some(info) = info else {
@@ -70,8 +80,11 @@ pub fn key_text(key: &str, info: Option<&KeyInfo>) -> String {
             (None, lock_core::Mode::Exclusive) => "held by".into(),
         };
         let sep = if i == 0 { " " } else { "\n  and " };
+        let since = h
+            .granted_at
+            .map_or(String::new(), |at| format!(" since {}", until(at)));
         text.push_str(&format!(
-            "{sep}{how} {} with fence {}, until {}",
+            "{sep}{how} {}{since} with fence {}, until {}",
             h.owner,
             h.fence.0,
             until(h.deadline)
@@ -131,15 +144,17 @@ pub fn key_json(key: &str, info: Option<&KeyInfo>) -> String {
     let holders: Vec<String> = (info.holders.iter())
         .map(|h| {
             format!(
-                "{{\"owner\":{},\"fence\":{},\"deadline_ms\":{},\"deadline\":{},\"mode\":{},\"metadata\":{},\"min_until_ms\":{},\"ended\":{}}}",
+                "{{\"owner\":{},\"fence\":{},\"deadline_ms\":{},\"deadline\":{},\"mode\":{},\"metadata\":{},\"min_until_ms\":{},\"ended\":{},\"granted_at_ms\":{},\"granted_at\":{}}}",
                 json_string(&h.owner),
                 h.fence.0,
                 h.deadline.0,
                 json_string(&utc(h.deadline)),
                 json_string(h.mode.name()),
                 json_string(&h.metadata),
-                h.min_until.map_or("null".into(), |m| m.0.to_string()),
+                ms_or_null(h.min_until),
                 h.ended.map_or("null".into(), |e| json_string(e.name())),
+                ms_or_null(h.granted_at),
+                utc_or_null(h.granted_at),
             )
         })
         .collect();

@@ -221,7 +221,7 @@ export class StoreLocks {
   }
 
   /**
-   * The leader of the election `name`: `{candidate, fence, deadline, metadata}`, or `null`.
+   * The leader of the election `name`: `{candidate, fence, since, deadline, metadata}`, or `null`.
    * @param {string} name
    */
   async leader(name) {
