@@ -344,7 +344,8 @@ impl Campaign {
 
     /// The campaign was granted the key with `fence`; its lease ends at `local_end` on this
     /// candidate's clock at the latest. A grant heard within the margin of its end starts no
-    /// term: it is released, and the candidate campaigns again.
+    /// term: it is released, and the candidate campaigns again; so is one whose
+    /// [`Action::Start`] is polled only within that margin (the process paused in between).
     pub fn handle_granted(&mut self, fence: Fence, local_end: Instant, now: Instant) {
         if self.phase != Phase::Asking {
             return;
@@ -504,6 +505,11 @@ impl Campaign {
         }
     }
 
+    /// The term's start is queued, not yet polled: its body has not begun.
+    fn start_pending(&self, fence: Fence) -> bool {
+        self.actions.contains(&Action::Start { fence })
+    }
+
     fn stop(&mut self, term: Term, reason: StopReason, now: Instant) {
         self.actions.push_back(Action::Stop {
             fence: term.fence,
@@ -549,7 +555,19 @@ impl Campaign {
                 self.actions.push_back(Action::Campaign);
             }
             Phase::Leading(mut term) => {
-                if now >= self.stop_at(term) {
+                if now >= self.stop_at(term) && self.start_pending(term.fence) {
+                    // Heard of its grant in time, but asked for its start too late to lead
+                    // (this process was paused in between): as for a grant heard too late, no
+                    // term begins, and the key goes to the next in line.
+                    self.actions.retain(|a| {
+                        !matches!(a, Action::Start { fence } | Action::Extend { fence }
+                            if *fence == term.fence)
+                    });
+                    self.terms -= 1;
+                    self.actions
+                        .push_back(Action::Release { fence: term.fence });
+                    self.phase = Phase::Releasing;
+                } else if now >= self.stop_at(term) {
                     self.stop(term, StopReason::Unrenewed, now);
                 } else if !term.extending && now >= term.next_extend {
                     term.extending = true;

@@ -523,29 +523,94 @@ proptest! {
     fn terms_never_overlap_whatever_the_pauses_and_resignations(
         moves in prop::collection::vec((0..3usize, 0..4u8, 1..60u64), 1..40),
     ) {
-        let mut w = World::new(3, CampaignOptions::new(TTL));
-        for (i, what, dt) in moves {
-            match what {
-                0 => w.candidates[i].paused = !w.candidates[i].paused,
-                1 => w.candidates[i].campaign.resign(Instant(w.now)),
-                2 => w.candidates[i].body_lag = dt * 10,
-                _ => w.candidates[i].unruly = !w.candidates[i].unruly,
-            }
-            w.run_to(w.now + dt * 50);
-        }
-        w.check();
-        // The others leave: a live candidate leads within a TTL and a margin.
-        for c in &mut w.candidates {
-            c.paused = false;
-        }
-        w.candidates[1].campaign.shut_down(Instant(w.now));
-        w.candidates[2].campaign.shut_down(Instant(w.now));
-        w.run_to(w.now + 4 * TTL.0);
-        w.check();
+        let w = play(&moves);
         let last = w.terms.last().unwrap();
         prop_assert_eq!(last.who, 0, "{:?}", w.terms);
         prop_assert!(last.stop.is_none(), "{:?}", w.terms);
     }
+}
+
+/// A grant heard in time whose start is polled only within the margin of the lease's end (the
+/// process paused between the two) begins no term: no start, no stop, the key is released and
+/// the candidate campaigns again; the term count stays at zero (a `once` campaign goes on).
+#[test]
+fn a_start_polled_too_late_begins_no_term() {
+    let options = CampaignOptions {
+        once: true,
+        ..CampaignOptions::new(TTL)
+    };
+    let mut c = Campaign::new(options).unwrap();
+    assert_eq!(c.poll_action(Instant(0)), Some(Action::Campaign));
+    c.handle_granted(Fence(1), Instant(1_000), Instant(0));
+    // Paused until within the margin of the end (the stop would be due at once).
+    let late = Instant(1_000 - options.margin.0);
+    assert_eq!(
+        c.poll_action(late),
+        Some(Action::Release { fence: Fence(1) })
+    );
+    assert_eq!(c.poll_action(late), None);
+    assert_eq!((c.terms(), c.term()), (0, None));
+    c.handle_released(late);
+    assert_eq!(c.poll_action(late), Some(Action::Campaign));
+    // Polled just in time, the same grant starts a term as usual.
+    c.handle_granted(Fence(2), Instant(3_000), Instant(2_000));
+    let in_time = Instant(3_000 - options.margin.0 - 1);
+    assert_eq!(
+        c.poll_action(in_time),
+        Some(Action::Start { fence: Fence(2) })
+    );
+    assert_eq!(c.terms(), 1);
+}
+
+/// The case the proptest below found (on a clean-clone CI run): c0 is handed the key in the
+/// tick after it was driven and is paused before it polls its start, past its lease's end; c1
+/// leads meanwhile. When c0 resumes it must not begin that stale term beside c1's.
+#[test]
+fn a_leader_paused_before_its_start_does_not_lead_beside_the_next() {
+    let moves = [
+        (1, 0, 1),
+        (1, 0, 9),
+        (0, 0, 13),
+        (0, 0, 1),
+        (2, 0, 1),
+        (1, 2, 19),
+        (1, 1, 4),
+        (0, 0, 20),
+    ];
+    let mut w = play(&moves);
+    let stale = w.terms.iter().find(|t| t.fence == Fence(4));
+    assert!(
+        stale.is_none(),
+        "the stale grant began a term: {:?}",
+        w.terms
+    );
+    assert_eq!(w.terms.last().unwrap().who, 0, "{:?}", w.terms);
+    w.check();
+}
+
+/// Plays `moves` (who, what, how long) as the proptest does, then lets c1 and c2 leave and
+/// checks the terms at both points.
+fn play(moves: &[(usize, u8, u64)]) -> World {
+    let mut w = World::new(3, CampaignOptions::new(TTL));
+    for &(i, what, dt) in moves {
+        match what {
+            0 => w.candidates[i].paused = !w.candidates[i].paused,
+            1 => w.candidates[i].campaign.resign(Instant(w.now)),
+            2 => w.candidates[i].body_lag = dt * 10,
+            _ => w.candidates[i].unruly = !w.candidates[i].unruly,
+        }
+        w.run_to(w.now + dt * 50);
+    }
+    w.check();
+    // The others leave: a live candidate leads within a TTL and a margin.
+    for c in &mut w.candidates {
+        c.paused = false;
+    }
+    w.candidates[1].campaign.shut_down(Instant(w.now));
+    w.candidates[2].campaign.shut_down(Instant(w.now));
+    w.run_to(w.now + 4 * TTL.0);
+    w.check();
+    w
 }
 
 /// A wait in line that ended without the key asks again at once; a campaign the store failed

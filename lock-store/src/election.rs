@@ -101,8 +101,10 @@ impl Candidacy for StoreCandidacy<'_> {
                 lease,
             },
             Err(Error::WaitTimedOut) => Asked::WaitEnded,
-            // A store that cannot be reached only delays the campaign.
-            Err(Error::Store(_)) => Asked::NotGranted,
+            // A store that cannot be reached only delays the campaign; so does a place in line
+            // this candidate id left behind (its wait cut by a store failure, or a process that
+            // died in line and restarted): it lapses within `WAIT_ALIVE`.
+            Err(Error::Store(_) | Error::AlreadyWaiting) => Asked::NotGranted,
             Err(e) => Asked::Failed(e),
         }
     }

@@ -177,7 +177,7 @@ fn store_from_the_environment_json_and_readable_times() {
     });
     assert!(listed.contains("namespace \"jobs\": 1 keys"), "{listed}");
     assert!(
-        listed.contains("report: held by replica-1 with fence 1, until 20"),
+        listed.contains("report: held by replica-1 with fence 1, since 20"),
         "{listed}"
     );
     // What remains of the 30 s lease (kept alive).

@@ -716,6 +716,70 @@ fn election_run_with_threads() {
     assert!(locks.leader(NAME).unwrap().is_none());
 }
 
+/// A replica killed while it waited in line restarts under the same candidate id: its old
+/// place (a `lockstore run` waiting as that owner, `SIGKILL`ed) is still in the store for up to
+/// the wait keep-alive, so the new campaign's first ask is answered "already waiting". The
+/// campaign asks again after its retry pause instead of failing (it did fail, with
+/// `Error::AlreadyWaiting`), and leads once the holder leaves. On every store processes share.
+#[test]
+fn a_candidate_restarted_under_the_id_it_died_waiting_with_still_campaigns() {
+    for (label, url) in common::store_urls() {
+        if url.starts_with("memory:") {
+            continue;
+        }
+        let ns = common::unique_namespace("elect_stale");
+        let _cleanup = common::Cleanup(|| common::uninstall(&url, &ns));
+        let locks = Locks::open(&url, &ns).unwrap();
+        let held = (locks.acquire(NAME, "x", Duration::from_secs(30), Duration::ZERO)).unwrap();
+        let mut waiting = Command::new(env!("CARGO_BIN_EXE_lockstore"))
+            .args(["run", "--store", &url, "--namespace", &ns, "--key", NAME])
+            .args([
+                "--ttl", "30s", "--wait", "60s", "--owner", "b", "--", "true",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let in_line = |locks: &Locks| {
+            let info = locks.inspect(NAME).unwrap()?;
+            info.waiters.iter().any(|w| w.owner == "b").then_some(())
+        };
+        wait_for("b in line", Duration::from_secs(10), || in_line(&locks));
+        waiting.kill().unwrap();
+        waiting.wait().unwrap();
+        assert!(in_line(&locks).is_some(), "{label}: its place outlives it");
+        let options = CampaignOptions::new(Duration::from_millis(TTL_MS).into());
+        let b = Election::new(&locks, NAME, "b", options).unwrap();
+        let control = b.control();
+        let led = std::thread::scope(|s| {
+            let _leave = ShutDownOnDrop(vec![control.clone()]);
+            let run = s.spawn(|| {
+                b.run(
+                    |term| {
+                        while term.wait_stop(Duration::from_millis(20)).is_none() {}
+                    },
+                )
+            });
+            // Its first ask meets its old place; the holder leaves a little later.
+            std::thread::sleep(Duration::from_millis(300));
+            assert!(
+                !run.is_finished(),
+                "{label}: the campaign ended: {:?}",
+                run.join()
+            );
+            held.release().unwrap();
+            let leader = wait_for("b leads", Duration::from_secs(10), || {
+                locks.leader(NAME).unwrap().filter(|l| l.candidate == "b")
+            });
+            assert!(leader.fence > Fence(1), "{label}: {leader:?}");
+            control.shut_down();
+            run.join().unwrap()
+        });
+        assert_eq!(led.unwrap_or_else(|e| panic!("{label}: {e}")), 1, "{label}");
+        assert!(locks.leader(NAME).unwrap().is_none(), "{label}");
+    }
+}
+
 /// Shuts these campaigns down when dropped, also while a failed assertion unwinds.
 struct ShutDownOnDrop(Vec<Control>);
 

@@ -29,10 +29,11 @@ describe('election in process, on a virtual clock', () => {
     await settle();
     const runB = b.run(recorder(log));
     await settle();
-    assert.deepEqual(locks.leader('scheduler'), { candidate: 'a', fence: 1, deadline: 300, metadata: 'a.internal:8080' });
-    // Extended every third of its TTL: still leading after three TTLs.
+    assert.deepEqual(locks.leader('scheduler'), { candidate: 'a', fence: 1, since: 0, deadline: 300, metadata: 'a.internal:8080' });
+    // Extended every third of its TTL: still leading after three TTLs, since the same instant.
     await time.advance(900);
     assert.equal(locks.leader('scheduler').fence, 1);
+    assert.equal(locks.leader('scheduler').since, 0);
     assert.equal(log.length, 1);
     a.resign();
     await settle();
@@ -41,6 +42,7 @@ describe('election in process, on a virtual clock', () => {
     assert.equal(log[0].stop.code, 'resigned');
     assert.equal(locks.leader('scheduler').candidate, 'b', 'handed over at once, no TTL waited out');
     assert.equal(locks.leader('scheduler').fence, 2);
+    assert.equal(locks.leader('scheduler').since, locks.now(), 'b leads since the hand-off, not since it asked');
     assert.deepEqual(locks.inspect('scheduler').waiters.map((w) => w.owner), ['a'], 'a campaigns again');
     b.shutDown();
     await time.advance(0);
@@ -154,6 +156,10 @@ for (const store of STORES) {
           return l?.candidate === 'b' && log.length === 2 ? l : null;
         });
         assert.ok(next.fence > first.fence);
+        // Since when each leads, in the store's time: a's term began before its 1.5 s of
+        // extensions, b's at the hand-off after them.
+        assert.equal(typeof first.since, 'number');
+        assert.ok(next.since >= first.since + 1_500, `${first.since} then ${next.since}`);
         assert.ok(performance.now() - resignedAt < 3_000);
         assert.equal(log[0].stop.code, 'resigned');
         // a waits in line again: it leaves first, so that b's release hands the key to nobody

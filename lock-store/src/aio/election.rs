@@ -226,7 +226,11 @@ impl<'l> Election<'l> {
                                 lease = Some(l);
                             }
                             Some(Err(Error::WaitTimedOut)) => campaign.handle_wait_ended(now()),
-                            Some(Err(Error::Store(_))) => campaign.handle_not_granted(now()),
+                            // A place in line this candidate id left behind lapses within
+                            // `WAIT_ALIVE` (see the blocking election).
+                            Some(Err(Error::Store(_) | Error::AlreadyWaiting)) => {
+                                campaign.handle_not_granted(now());
+                            }
                             Some(Err(e)) => return Err(e),
                             // Shut down in line: the dropped acquire left nothing behind.
                             None => {

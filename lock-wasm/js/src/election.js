@@ -4,7 +4,7 @@
 // core's; what a term is (a lease, its fence) is the lock's.
 
 import { RawCampaign } from '../engine/lock_wasm.js';
-import { CLOSED, LockError, StoreError, describe, ms, text } from './errors.js';
+import { ALREADY_WAITING, CLOSED, LockError, StoreError, describe, ms, text } from './errors.js';
 import { LOCAL_END, TIMERS } from './internal.js';
 
 const NOTHING = 0;
@@ -164,9 +164,11 @@ export class Election {
             raw.granted(lease.fence, Math.floor(localEnd(lease)), this.#now());
           } catch (error) {
             // A wait in line that ended asks again at once (the line is never left empty); a
-            // store that failed, after the retry pause.
+            // store that failed, or a place in line this candidate id left behind (it lapses
+            // within the store's keep-alive), after the retry pause.
             if (error instanceof LockError && error.code === 'wait-timed-out') raw.wait_ended(this.#now());
             else if (error instanceof StoreError || error instanceof TermStopped) raw.not_granted(this.#now());
+            else if (error instanceof LockError && error.code === ALREADY_WAITING) raw.not_granted(this.#now());
             else throw error;
           }
         } else if (action === START) {
@@ -234,7 +236,7 @@ export class Election {
  * The leader of election `name` read from its key: `{candidate, fence, since, deadline, metadata}`,
  * or `null`.
  * @param {any} info the key's inspection (`null`: free)
- * @returns {{candidate: string, fence: number, deadline: number, metadata: string} | null}
+ * @returns {{candidate: string, fence: number, since: number | null, deadline: number, metadata: string} | null}
  */
 export function leaderOf(info) {
   const holder = info?.holders?.find((h) => h.ended === null || h.ended === undefined);

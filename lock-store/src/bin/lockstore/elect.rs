@@ -181,7 +181,7 @@ pub fn elect(args: &ElectArgs<'_>, command: Vec<String>) -> Result<u8, (u8, Stri
     Ok(0)
 }
 
-/// The leader as text: `NAME: led by C since S with fence F, until T (metadata)`, or `NAME: no
+/// The leader as text: `NAME: led by C with fence F, since S, until T (metadata)`, or `NAME: no
 /// leader`.
 pub fn leader_text(name: &str, leader: Option<&Leader>) -> String {
     match leader {
@@ -189,9 +189,9 @@ pub fn leader_text(name: &str, leader: Option<&Leader>) -> String {
         Some(l) => {
             let since = l
                 .since
-                .map_or(String::new(), |at| format!(" since {}", show::until(at)));
+                .map_or(String::new(), |at| format!(" since {},", show::until(at)));
             let mut text = format!(
-                "{name}: led by {}{since} with fence {}, until {}",
+                "{name}: led by {} with fence {},{since} until {}",
                 l.candidate,
                 l.fence.0,
                 show::until(l.deadline)

@@ -82,9 +82,9 @@ pub fn key_text(key: &str, info: Option<&KeyInfo>) -> String {
         let sep = if i == 0 { " " } else { "\n  and " };
         let since = h
             .granted_at
-            .map_or(String::new(), |at| format!(" since {}", until(at)));
+            .map_or(String::new(), |at| format!(" since {},", until(at)));
         text.push_str(&format!(
-            "{sep}{how} {}{since} with fence {}, until {}",
+            "{sep}{how} {} with fence {},{since} until {}",
             h.owner,
             h.fence.0,
             until(h.deadline)
