@@ -1,6 +1,7 @@
 //! Leader election in async code (`lock_store::aio::election`), over the memory store on real
 //! time: a resignation hands over at once, a shut-down in line drops its wait and leaves nothing
-//! behind, a body that ignores its stop is dropped after the grace, and on every store a dropped
+//! behind, a body that ignores its stop is dropped after the grace, a campaign whose id already
+//! waits in line asks again, and on every store a dropped
 //! `run` future releases its lease at once (the process tests in
 //! `election.rs` attack the blocking face on every store).
 mod common;
@@ -183,6 +184,63 @@ fn a_body_that_ignores_its_stop_is_dropped_after_the_grace() {
 /// On every store this build has: dropping a leader's `run` future mid-term drops its body and
 /// releases its lease, so the candidate in line leads long before the lease's TTL (30 s) could
 /// have freed the key, with a higher fence.
+/// A campaign whose candidate id already waits in line (a replica restarted under the id it
+/// died waiting with; here another caller with that id, still waiting) asks again after its
+/// retry pause instead of ending with `AlreadyWaiting` (it did), and leads once the key comes
+/// to that id. The blocking face's process test kills the waiter on every store.
+#[test]
+fn a_campaign_whose_id_already_waits_asks_again() {
+    common::runtime(2).block_on(async {
+        let locks = Locks::open("memory:", "aio_election_waits").await.unwrap();
+        let ttl = Duration::from_secs(30);
+        let held = locks.acquire(NAME, "x", ttl, Duration::ZERO).await.unwrap();
+        let waiting = tokio::spawn({
+            let locks = locks.clone();
+            async move { locks.acquire(NAME, "b", ttl, Duration::from_secs(60)).await }
+        });
+        common::eventually_async("b in line", Duration::from_secs(5), || async {
+            let info = locks.inspect(NAME).await.unwrap()?;
+            info.waiters.iter().any(|w| w.owner == "b").then_some(())
+        })
+        .await;
+        let b = Election::new(&locks, NAME, "b", options(1_000)).unwrap();
+        let cb = b.control();
+        let led: Arc<Mutex<Option<Fence>>> = Arc::default();
+        let body = {
+            let led = Arc::clone(&led);
+            move |term: lock_store::aio::election::Term| {
+                let led = Arc::clone(&led);
+                async move {
+                    *led.lock().unwrap() = Some(term.fence());
+                    term.stop().await;
+                }
+            }
+        };
+        let mut run = Box::pin(b.run(body));
+        // Its first ask meets the place its id already has; the holder leaves a little later.
+        tokio::select! {
+            r = &mut run => panic!("the campaign ended: {r:?}"),
+            () = tokio::time::sleep(Duration::from_millis(300)) => {}
+        }
+        held.release().await.unwrap();
+        let fence = tokio::select! {
+            r = &mut run => panic!("the campaign ended: {r:?}"),
+            f = common::eventually_async("b's body", Duration::from_secs(10), || async {
+                *led.lock().unwrap()
+            }) => f,
+        };
+        let leader = locks.leader(NAME).await.unwrap().unwrap();
+        assert_eq!((leader.candidate.as_str(), leader.fence), ("b", fence));
+        cb.shut_down();
+        let terms = tokio::time::timeout(Duration::from_secs(10), run)
+            .await
+            .expect("the shut-down ends the run");
+        assert_eq!(terms.unwrap(), 1);
+        assert!(locks.leader(NAME).await.unwrap().is_none());
+        drop(waiting.await);
+    });
+}
+
 #[test]
 fn dropping_the_leaders_run_future_releases_its_lease_on_every_store() {
     for (label, url) in common::store_urls() {

@@ -751,14 +751,14 @@ fn a_candidate_restarted_under_the_id_it_died_waiting_with_still_campaigns() {
         let options = CampaignOptions::new(Duration::from_millis(TTL_MS).into());
         let b = Election::new(&locks, NAME, "b", options).unwrap();
         let control = b.control();
+        let body_fence: Mutex<Option<Fence>> = Mutex::new(None);
         let led = std::thread::scope(|s| {
             let _leave = ShutDownOnDrop(vec![control.clone()]);
             let run = s.spawn(|| {
-                b.run(
-                    |term| {
-                        while term.wait_stop(Duration::from_millis(20)).is_none() {}
-                    },
-                )
+                b.run(|term| {
+                    *body_fence.lock().unwrap() = Some(term.fence());
+                    while term.wait_stop(Duration::from_millis(20)).is_none() {}
+                })
             });
             // Its first ask meets its old place; the holder leaves a little later.
             std::thread::sleep(Duration::from_millis(300));
@@ -768,10 +768,18 @@ fn a_candidate_restarted_under_the_id_it_died_waiting_with_still_campaigns() {
                 run.join()
             );
             held.release().unwrap();
-            let leader = wait_for("b leads", Duration::from_secs(10), || {
-                locks.leader(NAME).unwrap().filter(|l| l.candidate == "b")
+            // Its body runs (the store's leader may be "b" before that: its old place, handed
+            // the key, which the campaign then finds already its own).
+            let fence = wait_for("b's body", Duration::from_secs(10), || {
+                *body_fence.lock().unwrap()
             });
-            assert!(leader.fence > Fence(1), "{label}: {leader:?}");
+            let leader = locks.leader(NAME).unwrap().unwrap();
+            assert_eq!(
+                (leader.candidate.as_str(), leader.fence),
+                ("b", fence),
+                "{label}"
+            );
+            assert!(fence > Fence(1), "{label}: {leader:?}");
             control.shut_down();
             run.join().unwrap()
         });

@@ -173,6 +173,38 @@ for (const store of STORES) {
       });
     });
 
+    it('a candidate whose id already waits in line (a replica restarted under it) campaigns on and leads when the key comes to that id', async () => {
+      await withReplicas(store, 'elect_waits', undefined, async ({ one, b, runs }) => {
+        const held = await one.acquire('scheduler', { owner: 'x', ttl: 30_000, timeout: 0 });
+        // Another client waits as b (the place a killed replica left, until it lapses).
+        const waiting = one.acquire('scheduler', { owner: 'b', ttl: 30_000, timeout: 60_000 }).catch((e) => e);
+        const start = performance.now();
+        while (!((await one.inspect('scheduler'))?.waiters ?? []).some((w) => w.owner === 'b')) {
+          assert.ok(performance.now() - start < 10_000, 'b in line');
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+        const log = [];
+        let ended = null;
+        const runB = b.run(recorder(log)).then(
+          (terms) => (ended = { terms }),
+          (error) => (ended = { error }),
+        );
+        runs.push(runB);
+        await new Promise((resolve) => setTimeout(resolve, 300)); // its first ask meets that place
+        assert.equal(ended, null, `the campaign ended: ${ended?.error ?? ended?.terms}`);
+        await held.release();
+        while (log.length === 0) {
+          assert.ok(performance.now() - start < 20_000, `b leads: ${ended?.error ?? ''}`);
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+        assert.deepEqual([(await one.leader('scheduler')).candidate, log[0].candidate], ['b', 'b']);
+        b.shutDown();
+        await runB;
+        assert.deepEqual(ended, { terms: 1 });
+        await waiting;
+      });
+    });
+
     it("closing a replica's Locks under its running election ends the run with 'closed': the leader's body is stopped first, a waiter's run too", async () => {
       await withReplicas(store, 'elect_close', undefined, async ({ one, two, a, b, runs }) => {
         const log = [];
