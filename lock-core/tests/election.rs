@@ -577,7 +577,7 @@ fn a_leader_paused_before_its_start_does_not_lead_beside_the_next() {
         (1, 1, 4),
         (0, 0, 20),
     ];
-    let mut w = play(&moves);
+    let w = play(&moves);
     let stale = w.terms.iter().find(|t| t.fence == Fence(4));
     assert!(
         stale.is_none(),
