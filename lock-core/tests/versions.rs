@@ -38,6 +38,27 @@ fn grants(record: &KeyRecord) -> Vec<(String, Option<Instant>)> {
         .collect()
 }
 
+/// a's extension (fence 1, TTL 100) at `now`.
+fn extend_a(now: u64) -> Request<'static> {
+    Request::Extend {
+        key: "k",
+        owner: "a",
+        fence: Fence(1),
+        ttl: Duration(100),
+        now: Instant(now),
+    }
+}
+
+/// a's release (fence 1) at `now`.
+fn release_a(now: u64) -> Request<'static> {
+    Request::Release {
+        key: "k",
+        owner: "a",
+        fence: Fence(1),
+        now: Instant(now),
+    }
+}
+
 fn try_acquire(owner: &str, now: u64) -> Request<'_> {
     Request::TryAcquire {
         key: "k",
@@ -112,19 +133,8 @@ fn every_record_is_written_in_version_3_with_each_leases_grant_instant() {
         wait_deadline: Instant(1_000),
         now: Instant(10),
     };
-    let extend = Request::Extend {
-        key: "k",
-        owner: "a",
-        fence: Fence(1),
-        ttl: Duration(100),
-        now: Instant(30),
-    };
-    let release = Request::Release {
-        key: "k",
-        owner: "a",
-        fence: Fence(1),
-        now: Instant(40),
-    };
+    let extend = extend_a(30);
+    let release = release_a(40);
     let (extended, _) = record_after(&[try_acquire("a", 5), wait, extend]);
     assert_eq!(grants(&extended), vec![("a".into(), Some(Instant(5)))]);
     let (handed, fresh) = record_after(&[try_acquire("a", 5), wait, release]);
@@ -214,13 +224,7 @@ fn records_of_versions_1_and_2_are_read_without_a_grant_instant_and_keep_working
     assert_eq!(again, record);
     // The old lease still works: its extension keeps "not known", its release hands the key
     // to b, whose lease has the release's instant.
-    let extend = Request::Extend {
-        key: "k",
-        owner: "a",
-        fence: Fence(1),
-        ttl: Duration(100),
-        now: Instant(20),
-    };
+    let extend = extend_a(20);
     let step = record.handle(extend, &limits);
     assert!(
         matches!(step.reply, Response::Extend(Ok(_))),
@@ -228,12 +232,7 @@ fn records_of_versions_1_and_2_are_read_without_a_grant_instant_and_keep_working
         step.reply
     );
     assert_eq!(grants(&record), vec![("a".into(), None)]);
-    let release = Request::Release {
-        key: "k",
-        owner: "a",
-        fence: Fence(1),
-        now: Instant(30),
-    };
+    let release = release_a(30);
     let mut step = record.handle(release, &limits);
     step.settle(&[Fence(2)]);
     record.settle(&[Fence(2)]);
