@@ -95,7 +95,10 @@ impl Candidacy for HostCandidacy<'_> {
                 lease: Arc::new(lease),
             },
             Err(Error::WaitTimedOut) => Asked::WaitEnded,
-            Err(Error::Host(_) | Error::Persist(_)) => Asked::NotGranted,
+            // A host or persistence failure only delays the campaign; so does a place in line
+            // this candidate id already has (another caller waiting with it, or one a restored
+            // snapshot kept): it ends with that wait, or the key comes to this id.
+            Err(Error::Host(_) | Error::Persist(_) | Error::AlreadyWaiting) => Asked::NotGranted,
             Err(e) => Asked::Failed(e),
         }
     }

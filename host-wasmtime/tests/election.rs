@@ -367,6 +367,68 @@ fn a_wait_in_line_that_ends_asks_again_at_once() {
     });
 }
 
+/// A campaign whose candidate id already waits in line (another caller waiting with it; a
+/// snapshot restored with that waiter) asks again after its retry pause instead of ending with
+/// `AlreadyWaiting` (it did), and leads once the key comes to that id.
+#[test]
+fn a_campaign_whose_id_already_waits_asks_again() {
+    let clock = ManualClock::at(0);
+    let host = host(&clock);
+    let ttl = Duration::from_secs(30);
+    let held = host.acquire(NAME, "x", ttl, Duration::ZERO).unwrap();
+    let running = AtomicUsize::new(1);
+    let b = Election::new(&host, NAME, "b", options(30_000)).unwrap();
+    let controls = [("b", b.control())];
+    let ended: Mutex<Option<Result<u64, Error>>> = Mutex::new(None);
+    let body_fence: Mutex<Option<Fence>> = Mutex::new(None);
+    thread::scope(|s| {
+        let (running, ended, body_fence, host) = (&running, &ended, &body_fence, &host);
+        let waiting = s.spawn(move || host.acquire(NAME, "b", ttl, Duration::from_secs(60)));
+        until("b in line", || {
+            host.inspect(NAME)
+                .unwrap()
+                .is_some_and(|k| k.waiters.len() == 1)
+        });
+        let _leave = Leave {
+            host,
+            clock: &clock,
+            controls: &controls,
+            running,
+        };
+        let b = &b;
+        s.spawn(move || {
+            let r = b.run(|term| {
+                *body_fence.lock().unwrap() = Some(term.fence());
+                let _ = term.wait_stop(Duration::from_secs(30));
+            });
+            *ended.lock().unwrap() = Some(r);
+            running.fetch_sub(1, Ordering::SeqCst);
+        });
+        // Its first ask meets the place its id already has: it waits its retry pause (1 s of
+        // the host's clock, which does not move), not ending.
+        let gave_up = within(|| ended.lock().unwrap().is_some());
+        // Free the line before asserting, so that a failure ends the test instead of leaving
+        // the waiter blocked on a clock that does not move.
+        held.release().unwrap();
+        let handed = waiting.join().unwrap().unwrap(); // the key came to that id
+        assert!(!gave_up, "the campaign ended: {:?}", ended.lock().unwrap());
+        clock.advance(1_000);
+        host.tick();
+        assert!(
+            within(|| body_fence.lock().unwrap().is_some()),
+            "b did not lead: {:?}",
+            ended.lock().unwrap()
+        );
+        assert_eq!(*body_fence.lock().unwrap(), Some(handed.fence()));
+        let leader = host.leader(NAME).unwrap().unwrap();
+        assert_eq!(
+            (leader.candidate.as_str(), leader.fence),
+            ("b", handed.fence())
+        );
+    });
+    assert_eq!(ended.into_inner().unwrap().unwrap().unwrap(), 1);
+}
+
 /// Whether `done` holds within 2 s (real time).
 fn within(mut done: impl FnMut() -> bool) -> bool {
     (0..400).any(|_| {
