@@ -96,8 +96,9 @@ impl Candidacy for HostCandidacy<'_> {
             },
             Err(Error::WaitTimedOut) => Asked::WaitEnded,
             // A host or persistence failure only delays the campaign; so does a place in line
-            // this candidate id already has (another caller waiting with it, or one a restored
-            // snapshot kept): it ends with that wait, or the key comes to this id.
+            // this candidate id already has (another caller of this host waiting as it; a
+            // restored snapshot drops its waiters): it ends with that wait, or the key comes to
+            // this id.
             Err(Error::Host(_) | Error::Persist(_) | Error::AlreadyWaiting) => Asked::NotGranted,
             Err(e) => Asked::Failed(e),
         }

@@ -367,9 +367,9 @@ fn a_wait_in_line_that_ends_asks_again_at_once() {
     });
 }
 
-/// A campaign whose candidate id already waits in line (another caller waiting with it; a
-/// snapshot restored with that waiter) asks again after its retry pause instead of ending with
-/// `AlreadyWaiting` (it did), and leads once the key comes to that id.
+/// A campaign whose candidate id already waits in line (another caller of the host waiting as
+/// it) asks again after its retry pause instead of ending with `AlreadyWaiting` (it did), and
+/// leads once the key comes to that id.
 #[test]
 fn a_campaign_whose_id_already_waits_asks_again() {
     let clock = ManualClock::at(0);
