@@ -61,10 +61,91 @@ fn elect_worker() {
             return;
         }
         let at = mono_ms();
-        let taken = common::fenced_write(Path::new(resource), fence, true);
+        let taken = fenced_write(Path::new(resource), fence);
         line(format!("write {me} {fence} {at} {taken}"));
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// Takes the fenced resource's writer lock: an `flock` on `<resource>.lock`, held until the
+/// returned file is dropped. Unlike `common::fenced_write`'s `O_EXCL` guard file, the kernel
+/// drops it when its process dies: here a leader is killed with `SIGKILL` at any instant, its
+/// command with it, possibly mid-write, and a guard file left behind would stop every later
+/// writer (each next leader's command spinning before its first write, deaf to its stop).
+fn resource_lock(resource: &Path) -> std::fs::File {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(format!("{}.lock", resource.display()))
+        .unwrap();
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    file
+}
+
+/// The fenced resource of these tests: a file holding the highest fence it took; a write with
+/// a lower fence is refused (a leader writes many times in one term: the same fence is taken
+/// again). Answers whether the write was taken.
+fn fenced_write(resource: &Path, fence: u64) -> bool {
+    let _turn = resource_lock(resource);
+    let seen: u64 = std::fs::read_to_string(resource)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    let taken = fence >= seen;
+    if taken {
+        std::fs::write(resource, fence.to_string()).unwrap();
+    }
+    taken
+}
+
+/// A writer holding the resource's lock (when `ELECT_LOCK_HOLDER` names the resource): takes
+/// it, says so on stdout, and holds it until killed.
+#[test]
+fn lock_holder() {
+    let Ok(resource) = std::env::var("ELECT_LOCK_HOLDER") else {
+        return;
+    };
+    let _turn = resource_lock(Path::new(&resource));
+    println!("holding");
+    std::io::stdout().flush().unwrap();
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// A writer killed with `SIGKILL` while it holds the fenced resource's lock (as a leader's
+/// command killed mid-write) leaves the resource writable: the next writer's write is taken.
+#[test]
+fn a_writer_killed_mid_write_leaves_the_resource_writable() {
+    let dir = std::env::temp_dir().join(common::unique_namespace("elect_writer"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let resource = dir.join("resource");
+    let mut holder = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "lock_holder", "--nocapture", "--test-threads=1"])
+        .env("ELECT_LOCK_HOLDER", &resource)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(holder.stdout.take().unwrap());
+    let held = (&mut stdout)
+        .lines()
+        .map_while(Result::ok)
+        .any(|l| l.ends_with("holding"));
+    assert!(held, "the holder did not take the lock");
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let path = resource.clone();
+    std::thread::spawn(move || tx.send(fenced_write(&path, 7)));
+    let taken = rx.recv_timeout(Duration::from_secs(10));
+    assert_eq!(
+        taken,
+        Ok(true),
+        "a write after the killed writer was not taken within 10 s"
+    );
+    assert!(!fenced_write(&resource, 6), "a lower fence is refused");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// One candidate: its `lockstore elect` process and what it printed (with when, on the
