@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use lock_core::election::{BadCampaign, CampaignOptions, StopReason};
+pub use lock_core::election::{BadCampaign, CampaignOptions, Refusal, StopReason};
 use lock_core::{AcquireOptions, Instant};
 use lock_election::{Asked, Candidacy, Electorate, Extended};
 pub use lock_election::{Body, Control, Leader, Term};
@@ -24,9 +24,9 @@ impl LockHost {
 }
 
 /// One candidate (a plugin, say) of the election `name` on a [`LockHost`]. Its errors are the
-/// host's: [`Error::Lock`] for a bad name, candidate id or metadata,
-/// [`Error::AlreadyWaiting`] if another call waits for the key as the same candidate; a
-/// trapped component only delays the campaign.
+/// host's: [`Error::Lock`] for a bad name, candidate id or metadata; a trapped component, a
+/// persistence failure, another call waiting for the key as the same candidate and a full table
+/// or line only delay the campaign ([`Refusal`]).
 ///
 /// ```
 /// use std::time::Duration;
@@ -70,6 +70,19 @@ impl Electorate for LockHost {
     }
 }
 
+/// A host's answer to a campaign's ask, in the lock's names (the recipe decides what follows):
+/// a trap or a persistence failure is the lock unreachable; a place this candidate id already
+/// has in line is another caller's wait as it (a restored snapshot drops its waiters), which
+/// ends with that wait, or the key comes to this id.
+fn refusal(error: &Error) -> Refusal {
+    match error {
+        Error::Lock(e) => Refusal::lock(e),
+        Error::WaitTimedOut => Refusal::WaitTimedOut,
+        Error::AlreadyWaiting => Refusal::AlreadyWaiting,
+        Error::Host(_) | Error::Persist(_) => Refusal::Unreachable,
+    }
+}
+
 /// The election's key on a host, as the shared driver sees it (made by [`Election`]; nothing to
 /// call); instants on the host's clock.
 pub struct HostCandidacy<'a> {
@@ -94,13 +107,10 @@ impl Candidacy for HostCandidacy<'_> {
                 end: lease.deadline(),
                 lease: Arc::new(lease),
             },
-            Err(Error::WaitTimedOut) => Asked::WaitEnded,
-            // A host or persistence failure only delays the campaign; so does a place in line
-            // this candidate id already has (another caller of this host waiting as it; a
-            // restored snapshot drops its waiters): it ends with that wait, or the key comes to
-            // this id.
-            Err(Error::Host(_) | Error::Persist(_) | Error::AlreadyWaiting) => Asked::NotGranted,
-            Err(e) => Asked::Failed(e),
+            Err(error) => Asked::Refused {
+                refusal: refusal(&error),
+                error,
+            },
         }
     }
 

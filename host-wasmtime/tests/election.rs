@@ -429,6 +429,70 @@ fn a_campaign_whose_id_already_waits_asks_again() {
     assert_eq!(ended.into_inner().unwrap().unwrap().unwrap(), 1);
 }
 
+/// A campaign that finds the line full (`queue-full`: the key's waiters at the host's limit)
+/// asks again after its retry pause instead of ending (it did), and leads once there is room.
+#[test]
+fn a_full_line_only_delays_a_campaign() {
+    let clock = ManualClock::at(0);
+    let limits = lock_core::Limits {
+        max_waiters_per_key: 1,
+        ..lock_core::Limits::default()
+    };
+    let host = LockHost::builder()
+        .clock(clock.clone())
+        .limits(limits)
+        .build()
+        .unwrap();
+    let ttl = Duration::from_secs(30);
+    let held = host.acquire(NAME, "x", ttl, Duration::ZERO).unwrap();
+    let running = AtomicUsize::new(1);
+    let c = Election::new(&host, NAME, "c", options(30_000)).unwrap();
+    let controls = [("c", c.control())];
+    let ended: Mutex<Option<Result<u64, Error>>> = Mutex::new(None);
+    let body_fence: Mutex<Option<Fence>> = Mutex::new(None);
+    thread::scope(|s| {
+        let (running, ended, body_fence, host) = (&running, &ended, &body_fence, &host);
+        let waiting = s.spawn(move || host.acquire(NAME, "y", ttl, Duration::from_secs(60)));
+        until("y in line", || {
+            host.inspect(NAME)
+                .unwrap()
+                .is_some_and(|k| k.waiters.len() == 1)
+        });
+        let _leave = Leave {
+            host,
+            clock: &clock,
+            controls: &controls,
+            running,
+        };
+        let c = &c;
+        s.spawn(move || {
+            let r = c.run(|term| {
+                *body_fence.lock().unwrap() = Some(term.fence());
+                let _ = term.wait_stop(Duration::from_secs(30));
+            });
+            *ended.lock().unwrap() = Some(r);
+            running.fetch_sub(1, Ordering::SeqCst);
+        });
+        // Its first ask finds the line full: it waits its retry pause (1 s of the host's clock,
+        // which does not move), not ending.
+        let gave_up = within(|| ended.lock().unwrap().is_some());
+        // Free the line before asserting (a failure then ends instead of blocking the waiter).
+        held.release().unwrap();
+        waiting.join().unwrap().unwrap().release().unwrap();
+        assert!(!gave_up, "the campaign ended: {:?}", ended.lock().unwrap());
+        clock.advance(1_000);
+        host.tick();
+        assert!(
+            within(|| body_fence.lock().unwrap().is_some()),
+            "c did not lead: {:?}",
+            ended.lock().unwrap()
+        );
+        let leader = host.leader(NAME).unwrap().unwrap();
+        assert_eq!(leader.candidate, "c");
+    });
+    assert_eq!(ended.into_inner().unwrap().unwrap().unwrap(), 1);
+}
+
 /// Whether `done` holds within 2 s (real time).
 fn within(mut done: impl FnMut() -> bool) -> bool {
     (0..400).any(|_| {

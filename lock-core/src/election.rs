@@ -7,6 +7,10 @@
 //!
 //! - it campaigns (asks for the key, waiting in line) until it is shut down, and again after
 //!   each term unless it campaigns for [`once`](CampaignOptions::once);
+//! - an ask that ends without the key ([`Refusal`]) is asked again: at once after a wait that
+//!   ran out, after the retry pause when the lock was unreachable, the candidate id already
+//!   waits in line, or a capacity limit was reached; a refusal that would come again (a bad
+//!   name, say) ends the campaign;
 //! - a term starts when it is granted the key; the leader's body is started with the term's
 //!   fence ([`Action::Start`]);
 //! - the lease is extended every third of its TTL; the **stop signal** ([`Action::Stop`]) fires
@@ -49,7 +53,7 @@
 use alloc::collections::VecDeque;
 use core::fmt;
 
-use crate::{Duration, Fence, Instant};
+use crate::{Duration, Fence, Instant, LockError};
 
 /// Why a term's stop signal fired.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -88,13 +92,105 @@ impl StopReason {
     }
 }
 
+/// How a campaign's ask for the key ended without it, in the lock's own names: every face
+/// translates its answer into one of these once, and the recipe alone decides what follows
+/// ([`Campaign::handle_refused`], [`Refusal::ends_campaign`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Refusal {
+    /// The wait in line ran out (`wait-timed-out`; a driver waits in chunks, to hear a
+    /// shut-down between them, and one that is shut down cuts its wait short): the campaign
+    /// asks again at once, so that the line is not left empty when the leader resigns.
+    WaitTimedOut,
+    /// The lock could not be reached or failed on its side (`unreachable`: a store, a plugin
+    /// host or its persistence): the campaign asks again after the retry pause.
+    Unreachable,
+    /// The candidate id already waits in line (`already-waiting`): a place left by a wait a
+    /// store cut short, by a process killed in line and restarted under the same id, or taken
+    /// by another caller as this id. Such a place lapses (a store's waiter keep-alive) or ends
+    /// with its wait: the campaign asks again after the retry pause.
+    AlreadyWaiting,
+    /// The lock refused with this [`LockError::code`]. The capacity limits (`table-full`,
+    /// `queue-full`, `too-many-waiters`) pass: the campaign asks again after the retry pause.
+    /// Any other (a bad name, candidate id, TTL or metadata; the key used as another kind of
+    /// lock) would be refused again: it ends the campaign.
+    Lock(&'static str),
+}
+
+impl Refusal {
+    /// The names of the refusals that are not a lock error's code.
+    pub const NAMES: [&'static str; 3] = ["wait-timed-out", "unreachable", "already-waiting"];
+
+    /// The refusal of a lock error.
+    #[must_use]
+    pub fn lock(error: &LockError) -> Self {
+        Refusal::Lock(error.code())
+    }
+
+    /// The refusal of this name: one of [`Refusal::NAMES`] or a [`LockError::CODES`] entry
+    /// (`None` for any other).
+    ///
+    /// ```
+    /// use lock_core::election::Refusal;
+    /// assert_eq!(Refusal::parse("already-waiting"), Some(Refusal::AlreadyWaiting));
+    /// assert_eq!(Refusal::parse("queue-full"), Some(Refusal::Lock("queue-full")));
+    /// assert_eq!(Refusal::parse("no-such-refusal"), None);
+    /// ```
+    #[must_use]
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "wait-timed-out" => Some(Refusal::WaitTimedOut),
+            "unreachable" => Some(Refusal::Unreachable),
+            "already-waiting" => Some(Refusal::AlreadyWaiting),
+            code => LockError::CODES
+                .iter()
+                .find(|c| **c == code)
+                .map(|c| Refusal::Lock(c)),
+        }
+    }
+
+    /// Its stable name, shared by every face and the campaign vectors.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Refusal::WaitTimedOut => Self::NAMES[0],
+            Refusal::Unreachable => Self::NAMES[1],
+            Refusal::AlreadyWaiting => Self::NAMES[2],
+            Refusal::Lock(code) => code,
+        }
+    }
+
+    /// Whether it ends the campaign (see the variants).
+    #[must_use]
+    pub fn ends_campaign(self) -> bool {
+        match self {
+            Refusal::WaitTimedOut | Refusal::Unreachable | Refusal::AlreadyWaiting => false,
+            Refusal::Lock(code) => {
+                !matches!(code, "table-full" | "queue-full" | "too-many-waiters")
+            }
+        }
+    }
+
+    /// The pause before the campaign asks again (for one that goes on).
+    const fn pause(self, retry: Duration) -> Duration {
+        match self {
+            Refusal::WaitTimedOut => Duration::ZERO,
+            _ => retry,
+        }
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// What the driver does next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Action {
     /// Ask for the election's key, waiting in line; answer with
     /// [`handle_granted`](Campaign::handle_granted) or
-    /// [`handle_not_granted`](Campaign::handle_not_granted) or
-    /// [`handle_wait_ended`](Campaign::handle_wait_ended).
+    /// [`handle_refused`](Campaign::handle_refused).
     Campaign,
     /// Start the leader's body for the term with this fence.
     Start {
@@ -128,7 +224,7 @@ pub enum Action {
         /// The term's fencing token.
         fence: Fence,
     },
-    /// The campaign is over (shut down, or its one term ended).
+    /// The campaign is over (shut down, its one term ended, or a refusal ended it).
     Done,
 }
 
@@ -369,23 +465,22 @@ impl Campaign {
         self.advance(now);
     }
 
-    /// The campaign ended without the key because the store failed or refused it: it
-    /// campaigns again after the retry pause.
-    pub fn handle_not_granted(&mut self, now: Instant) {
+    /// The campaign's ask ended without the key, for `refusal`: it asks again, at once after
+    /// a wait that ran out, after the retry pause otherwise; a refusal that would come again
+    /// ends the campaign ([`Refusal::ends_campaign`]; [`Action::Done`] follows).
+    ///
+    /// # Errors
+    /// `refusal` back when it ended the campaign (the driver reports its own error for it).
+    pub fn handle_refused(&mut self, refusal: Refusal, now: Instant) -> Result<(), Refusal> {
         if self.phase != Phase::Asking {
-            return;
+            return Ok(());
         }
-        self.after_term(now, self.options.retry);
-    }
-
-    /// The campaign's wait in line ended without the key (a driver waits in chunks, to hear a
-    /// shut-down between them): it campaigns again at once, with no pause, so that the line is
-    /// not left empty when the leader resigns.
-    pub fn handle_wait_ended(&mut self, now: Instant) {
-        if self.phase != Phase::Asking {
-            return;
+        if refusal.ends_campaign() {
+            self.finish();
+            return Err(refusal);
         }
-        self.after_term(now, Duration::ZERO);
+        self.after_term(now, refusal.pause(self.options.retry));
+        Ok(())
     }
 
     /// The extension of the term's lease succeeded: the lease now ends at `local_end` on this

@@ -4,7 +4,7 @@
 //! never overlap, fences strictly increase, every term has exactly one stop, every live
 //! candidate leads again when the others leave.
 
-use lock_core::election::{Action, BadCampaign, Campaign, CampaignOptions, StopReason};
+use lock_core::election::{Action, BadCampaign, Campaign, CampaignOptions, Refusal, StopReason};
 use lock_core::{AcquireOutcome, Duration, EventKind, Fence, Instant, LockTable};
 use proptest::prelude::*;
 
@@ -462,7 +462,7 @@ fn shut_down_and_once_end_the_campaign() {
     let mut c = Campaign::new(CampaignOptions::new(TTL)).unwrap();
     assert_eq!(c.poll_action(Instant(0)), Some(Action::Campaign));
     c.resign(Instant(1));
-    c.handle_not_granted(Instant(1));
+    c.handle_refused(Refusal::Unreachable, Instant(1)).unwrap();
     assert_eq!(c.poll_timeout(), Some(Instant(101)));
     assert_eq!(c.poll_action(Instant(100)), None);
     assert_eq!(c.poll_action(Instant(101)), Some(Action::Campaign));
@@ -613,18 +613,61 @@ fn play(moves: &[(usize, u8, u64)]) -> World {
     w
 }
 
-/// A wait in line that ended without the key asks again at once; a campaign the store failed
-/// asks again after the retry pause.
+/// A wait in line that ran out asks again at once; an unreachable lock, a place the id already
+/// has in line and a capacity limit ask again after the retry pause; any other lock error ends
+/// the campaign (it would be refused again), and is handed back.
 #[test]
-fn a_wait_that_ended_asks_again_at_once_a_failed_one_after_the_pause() {
+fn each_refusal_asks_again_at_once_after_the_pause_or_ends_the_campaign() {
     let options = CampaignOptions::new(Duration(10_000));
     let mut c = Campaign::new(options).unwrap();
     assert_eq!(c.poll_action(Instant(0)), Some(Action::Campaign));
-    c.handle_wait_ended(Instant(5_000));
+    c.handle_refused(Refusal::WaitTimedOut, Instant(5_000))
+        .unwrap();
     assert_eq!(c.poll_timeout(), Some(Instant(5_000)));
-    assert_eq!(c.poll_action(Instant(5_000)), Some(Action::Campaign));
-    c.handle_not_granted(Instant(6_000));
-    assert_eq!(c.poll_timeout(), Some(Instant(6_000 + options.retry.0)));
-    assert_eq!(c.poll_action(Instant(6_999)), None);
-    assert_eq!(c.poll_action(Instant(7_000)), Some(Action::Campaign));
+    let mut now = 5_000;
+    for name in [
+        "unreachable",
+        "already-waiting",
+        "table-full",
+        "queue-full",
+        "too-many-waiters",
+    ] {
+        assert_eq!(
+            c.poll_action(Instant(now)),
+            Some(Action::Campaign),
+            "{name}"
+        );
+        let refusal = Refusal::parse(name).unwrap();
+        assert_eq!(refusal.name(), name);
+        assert!(!refusal.ends_campaign(), "{name}");
+        c.handle_refused(refusal, Instant(now + 1_000)).unwrap();
+        now += 1_000 + options.retry.0;
+        assert_eq!(c.poll_timeout(), Some(Instant(now)), "{name}");
+        assert_eq!(c.poll_action(Instant(now - 1)), None, "{name}");
+    }
+    for error in lock_core::LockError::examples() {
+        let refusal = Refusal::lock(&error);
+        assert_eq!(Refusal::parse(error.code()), Some(refusal));
+        if refusal.ends_campaign() {
+            let mut c = Campaign::new(options).unwrap();
+            assert_eq!(c.poll_action(Instant(0)), Some(Action::Campaign));
+            assert_eq!(c.handle_refused(refusal, Instant(3)), Err(refusal));
+            assert_eq!(c.poll_action(Instant(3)), Some(Action::Done), "{error:?}");
+            assert!(c.is_done());
+            assert_eq!(c.poll_action(Instant(1_000_000)), None);
+        }
+    }
+    let ending = lock_core::LockError::examples()
+        .iter()
+        .filter(|e| Refusal::lock(e).ends_campaign())
+        .count();
+    assert_eq!(ending, lock_core::LockError::CODES.len() - 3);
+    // A refusal heard when not asking changes nothing.
+    let mut c = Campaign::new(options).unwrap();
+    assert_eq!(
+        c.handle_refused(Refusal::Lock("key-invalid"), Instant(0)),
+        Ok(())
+    );
+    assert_eq!(c.poll_action(Instant(0)), Some(Action::Campaign));
+    assert_eq!(Refusal::parse("closed"), None);
 }

@@ -4,7 +4,7 @@
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use lock_core::election::{Action, Campaign};
+use lock_core::election::{Action, Campaign, Refusal};
 use lock_core::{Fence, Instant};
 
 use crate::body::{Body, ThreadBody};
@@ -24,7 +24,7 @@ pub trait Candidacy {
     fn now(&self) -> Instant;
 
     /// Asks for the key with a lease of `ttl`, waiting in line up to `wait` (then
-    /// [`Asked::WaitEnded`]; the driver asks again).
+    /// [`Refusal::WaitTimedOut`]; the driver asks again).
     fn campaign(&self, ttl: Duration, wait: Duration) -> Asked<Self::Lease, Self::Error>;
 
     /// An extension of `lease` by `ttl`, to run on a thread of its own (a store call can hang
@@ -48,12 +48,14 @@ pub enum Asked<L, E> {
         /// Its end.
         end: Instant,
     },
-    /// Not granted within the wait: ask again at once.
-    WaitEnded,
-    /// The lock could not be reached: ask again after the retry pause.
-    NotGranted,
-    /// The campaign cannot go on.
-    Failed(E),
+    /// Not granted: why, in the lock's names (the recipe decides what follows), and the face's
+    /// own error for it, which the run returns if the refusal ends the campaign.
+    Refused {
+        /// The face's answer, translated.
+        refusal: Refusal,
+        /// The face's answer.
+        error: E,
+    },
 }
 
 /// The answer to an extension.
@@ -82,7 +84,7 @@ const LOOK: u64 = 10;
 /// released. Answers how many terms it led.
 ///
 /// # Errors
-/// The [`Asked::Failed`] error that ended the campaign.
+/// The [`Asked::Refused`] error whose refusal ended the campaign.
 pub fn run<C, F>(
     candidacy: &C,
     campaign: Campaign,
@@ -180,9 +182,11 @@ pub fn run_with<C: Candidacy>(
                         campaign.handle_granted(fence, end, candidacy.now());
                         lease = Some(l);
                     }
-                    Asked::WaitEnded => campaign.handle_wait_ended(candidacy.now()),
-                    Asked::NotGranted => campaign.handle_not_granted(candidacy.now()),
-                    Asked::Failed(e) => break Err(e),
+                    Asked::Refused { refusal, error } => {
+                        if campaign.handle_refused(refusal, candidacy.now()).is_err() {
+                            break Err(error);
+                        }
+                    }
                 }
             }
             Action::Start { fence } => {

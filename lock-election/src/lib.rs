@@ -7,8 +7,9 @@
 //! user's guide.
 //!
 //! It decides nothing: when to extend, when the stop signal fires and when to campaign again
-//! are the recipe's; what a term is (a lease, its fence) is the lock's; how an answer is read
-//! (lost or only failed) is the face's [`Candidacy`].
+//! are the recipe's, and so is what follows a refused ask ([`Refusal`]); what a term is (a
+//! lease, its fence) is the lock's; how a face's answer reads in the lock's names (a
+//! [`Refusal`], an extension lost or only failed) is its [`Candidacy`]'s, written once.
 #![warn(missing_docs)]
 
 mod body;
@@ -23,5 +24,5 @@ pub use control::Control;
 pub use driver::{run, run_with, Asked, Candidacy, Extended};
 pub use election::{Election, Electorate};
 pub use leader::Leader;
-pub use lock_core::election::{BadCampaign, Campaign, CampaignOptions, StopReason};
+pub use lock_core::election::{BadCampaign, Campaign, CampaignOptions, Refusal, StopReason};
 pub use term::Term;

@@ -1,12 +1,12 @@
 //! Leader election over a store: [`Election`] drives the core's campaign recipe
 //! ([`lock_core::election::Campaign`]) with a [`Locks`], one key per election, for replicas on
 //! many machines (`docs/election.md`). It decides nothing itself: when to extend, when the stop
-//! signal fires and when to campaign again are the recipe's; what a term is (a lease, its fence)
-//! is the lock's.
+//! signal fires and when to campaign again (after which [`Refusal`]) are the recipe's; what a
+//! term is (a lease, its fence) is the lock's.
 
 use std::time::Duration;
 
-pub use lock_core::election::{BadCampaign, CampaignOptions, StopReason};
+pub use lock_core::election::{BadCampaign, CampaignOptions, Refusal, StopReason};
 use lock_core::{AcquireOptions, Instant};
 use lock_election::{Asked, Candidacy, Electorate, Extended};
 pub use lock_election::{Body, Control, Leader, Term};
@@ -27,7 +27,8 @@ impl Locks {
 
 /// One candidate of the election `name` over a store's [`Locks`] (see `docs/election.md`).
 /// Its errors are [`Error`]s: [`Error::Lock`] for a bad name, candidate id or metadata; a store
-/// that cannot be reached only delays the campaign.
+/// that cannot be reached, a place its id left in line and a full line only delay the campaign
+/// ([`Refusal`]).
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -100,12 +101,10 @@ impl Candidacy for StoreCandidacy<'_> {
                 end: Self::at(self.base, lease.local_end()),
                 lease,
             },
-            Err(Error::WaitTimedOut) => Asked::WaitEnded,
-            // A store that cannot be reached only delays the campaign; so does a place in line
-            // this candidate id left behind (its wait cut by a store failure, or a process that
-            // died in line and restarted): it lapses within `WAIT_ALIVE`.
-            Err(Error::Store(_) | Error::AlreadyWaiting) => Asked::NotGranted,
-            Err(e) => Asked::Failed(e),
+            Err(error) => Asked::Refused {
+                refusal: refusal(&error),
+                error,
+            },
         }
     }
 
@@ -120,6 +119,18 @@ impl Candidacy for StoreCandidacy<'_> {
 
     fn release(&self, lease: Lease) {
         let _ = lease.release();
+    }
+}
+
+/// A store's answer to a campaign's ask, in the lock's names (the recipe decides what follows;
+/// a place in line this candidate id left behind lapses within `WAIT_ALIVE`). Shared by the
+/// async election.
+pub(crate) fn refusal(error: &Error) -> Refusal {
+    match error {
+        Error::Lock(e) => Refusal::lock(e),
+        Error::Store(_) => Refusal::Unreachable,
+        Error::WaitTimedOut => Refusal::WaitTimedOut,
+        Error::AlreadyWaiting => Refusal::AlreadyWaiting,
     }
 }
 

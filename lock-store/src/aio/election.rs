@@ -15,12 +15,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::election::{Action, Campaign};
-pub use lock_core::election::{BadCampaign, CampaignOptions, StopReason};
+pub use lock_core::election::{BadCampaign, CampaignOptions, Refusal, StopReason};
 use lock_core::{AcquireOptions, Fence, Instant};
 pub use lock_election::Leader;
 use tokio::sync::{watch, Notify};
 
 use crate::aio::{Lease, Locks};
+use crate::election::refusal;
 use crate::local::LocalInstant;
 use crate::locks::Error;
 
@@ -225,17 +226,16 @@ impl<'l> Election<'l> {
                                 campaign.handle_granted(l.fence(), at(l.local_end()), now());
                                 lease = Some(l);
                             }
-                            Some(Err(Error::WaitTimedOut)) => campaign.handle_wait_ended(now()),
-                            // A place in line this candidate id left behind lapses within
-                            // `WAIT_ALIVE` (see the blocking election).
-                            Some(Err(Error::Store(_) | Error::AlreadyWaiting)) => {
-                                campaign.handle_not_granted(now());
+                            Some(Err(e)) => {
+                                if campaign.handle_refused(refusal(&e), now()).is_err() {
+                                    return Err(e);
+                                }
                             }
-                            Some(Err(e)) => return Err(e),
-                            // Shut down in line: the dropped acquire left nothing behind.
+                            // Shut down in line: the dropped acquire left nothing behind; the
+                            // wait ended, and the campaign with it.
                             None => {
                                 campaign.shut_down(now());
-                                campaign.handle_not_granted(now());
+                                let _ = campaign.handle_refused(Refusal::WaitTimedOut, now());
                             }
                         }
                     }

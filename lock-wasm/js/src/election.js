@@ -1,10 +1,10 @@
 // Leader election (docs/election.md): `Election` drives the core's campaign recipe (RawCampaign,
 // lock_core::election) with a `Locks` (in-process) or a `StoreLocks` (replicas). Nothing is
-// decided here: when to extend, when the stop signal fires and when to campaign again are the
-// core's; what a term is (a lease, its fence) is the lock's.
+// decided here: when to extend, when the stop signal fires, when to campaign again and which
+// refusal ends the campaign are the core's; what a term is (a lease, its fence) is the lock's.
 
 import { RawCampaign } from '../engine/lock_wasm.js';
-import { ALREADY_WAITING, CLOSED, LockError, StoreError, describe, ms, text } from './errors.js';
+import { CLOSED, LockError, StoreError, describe, ms, text } from './errors.js';
 import { LOCAL_END, TIMERS } from './internal.js';
 
 const NOTHING = 0;
@@ -20,6 +20,21 @@ const DONE = 7;
 const WAIT_CHUNK = 5_000;
 
 const ELECTION_OPTIONS = new Set(['candidate', 'ttl', 'margin', 'grace', 'retry', 'once', 'metadata', 'signal']);
+
+/**
+ * An ask's error in the lock's names (lock_core::election::Refusal), written once: a lock error
+ * is its code (`wait-timed-out`, `already-waiting` and the core's codes are refusal names); a
+ * store that failed is `unreachable`; a wait the shut-down cut short is a wait that ended. Any
+ * other error is no refusal the core knows: the run ends with it.
+ * @param {unknown} error
+ * @returns {string}
+ */
+function refusal(error) {
+  if (error instanceof LockError) return error.code;
+  if (error instanceof StoreError) return 'unreachable';
+  if (error instanceof TermStopped) return 'wait-timed-out';
+  return '';
+}
 
 /** Why a term stopped, as the stop signal's `reason.code` says it. */
 export class TermStopped extends Error {
@@ -163,13 +178,8 @@ export class Election {
             lease = await this.#locks.acquire(this.#name, options);
             raw.granted(lease.fence, Math.floor(localEnd(lease)), this.#now());
           } catch (error) {
-            // A wait in line that ended asks again at once (the line is never left empty); a
-            // store that failed, or a place in line this candidate id left behind (it lapses
-            // within the store's keep-alive), after the retry pause.
-            if (error instanceof LockError && error.code === 'wait-timed-out') raw.wait_ended(this.#now());
-            else if (error instanceof StoreError || error instanceof TermStopped) raw.not_granted(this.#now());
-            else if (error instanceof LockError && error.code === ALREADY_WAITING) raw.not_granted(this.#now());
-            else throw error;
+            // The core decides what follows (at once, after the retry pause, or the end).
+            if (!raw.refused(refusal(error), this.#now())) throw error;
           }
         } else if (action === START) {
           stop = new AbortController();

@@ -1,8 +1,9 @@
 //! `RawCampaign`: the core's leader-election recipe ([`lock_core::election::Campaign`]) for the
 //! npm package's `Election`, which does the waiting and the calls in JS. Translation only: when
-//! to extend, when the stop signal fires and when to campaign again are the core's.
+//! to extend, when the stop signal fires, when to campaign again and which refusal ends the
+//! campaign are the core's.
 
-use lock_core::election::{Action, Campaign, CampaignOptions, StopReason};
+use lock_core::election::{Action, Campaign, CampaignOptions, Refusal, StopReason};
 use lock_core::{Duration, Fence};
 use wasm_bindgen::prelude::*;
 
@@ -61,25 +62,33 @@ impl RawCampaign {
 
     /// The next action at `now` (one of the status codes above).
     pub fn poll(&mut self, now: f64) -> u32 {
-        match self.campaign.poll_action(at(now)) {
-            None => NOTHING,
-            Some(Action::Campaign) => CAMPAIGN,
-            Some(Action::Start { fence }) => {
-                self.fence = fence;
-                START
-            }
-            Some(Action::Extend { .. }) => EXTEND,
-            Some(Action::Stop { reason, .. }) => {
+        let Some(action) = self.campaign.poll_action(at(now)) else {
+            return NOTHING;
+        };
+        match action {
+            Action::Start { fence }
+            | Action::Extend { fence }
+            | Action::Stop { fence, .. }
+            | Action::Abandon { fence }
+            | Action::Release { fence } => self.fence = fence,
+            Action::Campaign | Action::Done => {}
+        }
+        match action {
+            Action::Campaign => CAMPAIGN,
+            Action::Start { .. } => START,
+            Action::Extend { .. } => EXTEND,
+            Action::Stop { reason, .. } => {
                 self.reason = reason;
                 STOP
             }
-            Some(Action::Abandon { .. }) => ABANDON,
-            Some(Action::Release { .. }) => RELEASE,
-            Some(Action::Done) => DONE,
+            Action::Abandon { .. } => ABANDON,
+            Action::Release { .. } => RELEASE,
+            Action::Done => DONE,
         }
     }
 
-    /// The fence of the last `START`.
+    /// The fence of the last action that has one (`START`, `EXTEND`, `STOP`, `ABANDON`,
+    /// `RELEASE`): the term's.
     pub fn fence(&self) -> f64 {
         self.fence.0 as f64
     }
@@ -104,14 +113,13 @@ impl RawCampaign {
         (self.campaign).handle_granted(Fence(ms(fence)), at(local_end), at(now));
     }
 
-    /// The campaign ended without the key (the store failed): ask again after the pause.
-    pub fn not_granted(&mut self, now: f64) {
-        self.campaign.handle_not_granted(at(now));
-    }
-
-    /// The campaign's wait in line ended without the key: ask again at once.
-    pub fn wait_ended(&mut self, now: f64) {
-        self.campaign.handle_wait_ended(at(now));
+    /// The campaign's ask ended without the key, for the refusal `name` (`wait-timed-out`,
+    /// `unreachable`, `already-waiting` or a lock error's code; see
+    /// `lock_core::election::Refusal`): answers whether the campaign goes on. `false` when the
+    /// refusal ended it (`DONE` follows), or for a name the core does not know (nothing
+    /// changes): the face ends its run with its error.
+    pub fn refused(&mut self, name: &str, now: f64) -> bool {
+        Refusal::parse(name).is_some_and(|r| self.campaign.handle_refused(r, at(now)).is_ok())
     }
 
     /// Extended: the lease ends at `local_end` at the latest.
