@@ -367,66 +367,88 @@ fn a_wait_in_line_that_ends_asks_again_at_once() {
     });
 }
 
-/// A campaign whose candidate id already waits in line (another caller of the host waiting as
-/// it) asks again after its retry pause instead of ending with `AlreadyWaiting` (it did), and
-/// leads once the key comes to that id.
-#[test]
-fn a_campaign_whose_id_already_waits_asks_again() {
-    let clock = ManualClock::at(0);
-    let host = host(&clock);
+/// Runs `candidate`'s campaign on `host` while `x` holds the key and `waiter` waits in line, so
+/// that its first ask is refused; checks that the refusal does not end it (it did); frees the
+/// line (the waiter's lease is kept to the end if `keep`, else released), moves the clock by
+/// the retry pause, and checks that the campaign leads. Answers the fence its body led with and
+/// the one the waiter was handed.
+fn leads_after_a_refused_ask(
+    host: &LockHost,
+    clock: &ManualClock,
+    candidate: &str,
+    waiter: &str,
+    keep: bool,
+) -> (Fence, Fence) {
     let ttl = Duration::from_secs(30);
     let held = host.acquire(NAME, "x", ttl, Duration::ZERO).unwrap();
     let running = AtomicUsize::new(1);
-    let b = Election::new(&host, NAME, "b", options(30_000)).unwrap();
-    let controls = [("b", b.control())];
+    let election = Election::new(host, NAME, candidate, options(30_000)).unwrap();
+    let controls = [(candidate, election.control())];
     let ended: Mutex<Option<Result<u64, Error>>> = Mutex::new(None);
     let body_fence: Mutex<Option<Fence>> = Mutex::new(None);
-    thread::scope(|s| {
-        let (running, ended, body_fence, host) = (&running, &ended, &body_fence, &host);
-        let waiting = s.spawn(move || host.acquire(NAME, "b", ttl, Duration::from_secs(60)));
-        until("b in line", || {
+    let handed = thread::scope(|s| {
+        let (running, ended, body_fence) = (&running, &ended, &body_fence);
+        let waiting = s.spawn(move || host.acquire(NAME, waiter, ttl, Duration::from_secs(60)));
+        until("the waiter in line", || {
             host.inspect(NAME)
                 .unwrap()
                 .is_some_and(|k| k.waiters.len() == 1)
         });
         let _leave = Leave {
             host,
-            clock: &clock,
+            clock,
             controls: &controls,
             running,
         };
-        let b = &b;
+        let election = &election;
         s.spawn(move || {
-            let r = b.run(|term| {
+            let r = election.run(|term| {
                 *body_fence.lock().unwrap() = Some(term.fence());
                 let _ = term.wait_stop(Duration::from_secs(30));
             });
             *ended.lock().unwrap() = Some(r);
             running.fetch_sub(1, Ordering::SeqCst);
         });
-        // Its first ask meets the place its id already has: it waits its retry pause (1 s of
-        // the host's clock, which does not move), not ending.
+        // Its first ask is refused: it waits its retry pause (1 s of the host's clock, which
+        // does not move), not ending.
         let gave_up = within(|| ended.lock().unwrap().is_some());
         // Free the line before asserting, so that a failure ends the test instead of leaving
         // the waiter blocked on a clock that does not move.
         held.release().unwrap();
-        let handed = waiting.join().unwrap().unwrap(); // the key came to that id
+        let lease = waiting.join().unwrap().unwrap();
+        let handed = lease.fence();
+        let kept = if keep {
+            Some(lease)
+        } else {
+            lease.release().unwrap();
+            None
+        };
         assert!(!gave_up, "the campaign ended: {:?}", ended.lock().unwrap());
         clock.advance(1_000);
         host.tick();
         assert!(
             within(|| body_fence.lock().unwrap().is_some()),
-            "b did not lead: {:?}",
+            "{candidate} did not lead: {:?}",
             ended.lock().unwrap()
         );
-        assert_eq!(*body_fence.lock().unwrap(), Some(handed.fence()));
         let leader = host.leader(NAME).unwrap().unwrap();
-        assert_eq!(
-            (leader.candidate.as_str(), leader.fence),
-            ("b", handed.fence())
-        );
+        assert_eq!(leader.candidate, candidate);
+        assert_eq!(Some(leader.fence), *body_fence.lock().unwrap());
+        drop(kept);
+        handed
     });
     assert_eq!(ended.into_inner().unwrap().unwrap().unwrap(), 1);
+    (body_fence.into_inner().unwrap().unwrap(), handed)
+}
+
+/// A campaign whose candidate id already waits in line (another caller of the host waiting as
+/// it) asks again after its retry pause instead of ending with `AlreadyWaiting` (it did), and
+/// leads once the key comes to that id, with the fence that waiter was handed.
+#[test]
+fn a_campaign_whose_id_already_waits_asks_again() {
+    let clock = ManualClock::at(0);
+    let (led, handed) = leads_after_a_refused_ask(&host(&clock), &clock, "b", "b", true);
+    assert_eq!(led, handed);
 }
 
 /// A campaign that finds the line full (`queue-full`: the key's waiters at the host's limit)
@@ -443,54 +465,8 @@ fn a_full_line_only_delays_a_campaign() {
         .limits(limits)
         .build()
         .unwrap();
-    let ttl = Duration::from_secs(30);
-    let held = host.acquire(NAME, "x", ttl, Duration::ZERO).unwrap();
-    let running = AtomicUsize::new(1);
-    let c = Election::new(&host, NAME, "c", options(30_000)).unwrap();
-    let controls = [("c", c.control())];
-    let ended: Mutex<Option<Result<u64, Error>>> = Mutex::new(None);
-    let body_fence: Mutex<Option<Fence>> = Mutex::new(None);
-    thread::scope(|s| {
-        let (running, ended, body_fence, host) = (&running, &ended, &body_fence, &host);
-        let waiting = s.spawn(move || host.acquire(NAME, "y", ttl, Duration::from_secs(60)));
-        until("y in line", || {
-            host.inspect(NAME)
-                .unwrap()
-                .is_some_and(|k| k.waiters.len() == 1)
-        });
-        let _leave = Leave {
-            host,
-            clock: &clock,
-            controls: &controls,
-            running,
-        };
-        let c = &c;
-        s.spawn(move || {
-            let r = c.run(|term| {
-                *body_fence.lock().unwrap() = Some(term.fence());
-                let _ = term.wait_stop(Duration::from_secs(30));
-            });
-            *ended.lock().unwrap() = Some(r);
-            running.fetch_sub(1, Ordering::SeqCst);
-        });
-        // Its first ask finds the line full: it waits its retry pause (1 s of the host's clock,
-        // which does not move), not ending.
-        let gave_up = within(|| ended.lock().unwrap().is_some());
-        // Free the line before asserting (a failure then ends instead of blocking the waiter).
-        held.release().unwrap();
-        waiting.join().unwrap().unwrap().release().unwrap();
-        assert!(!gave_up, "the campaign ended: {:?}", ended.lock().unwrap());
-        clock.advance(1_000);
-        host.tick();
-        assert!(
-            within(|| body_fence.lock().unwrap().is_some()),
-            "c did not lead: {:?}",
-            ended.lock().unwrap()
-        );
-        let leader = host.leader(NAME).unwrap().unwrap();
-        assert_eq!(leader.candidate, "c");
-    });
-    assert_eq!(ended.into_inner().unwrap().unwrap().unwrap(), 1);
+    let (led, handed) = leads_after_a_refused_ask(&host, &clock, "c", "y", false);
+    assert!(led > handed, "a new term after y's: {led:?} {handed:?}");
 }
 
 /// Whether `done` holds within 2 s (real time).
