@@ -1,11 +1,12 @@
 // Leader election from JS (docs/election.md): `locks.election(name, options).run(body)` drives
 // the core's recipe (RawCampaign) in process on a virtual clock, and over every store with real
-// replicas' clients.
+// replicas' clients, one of them behind a proxy whose path goes silent (a gray failure).
 
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { Election, Locks, StoreError, TermStopped } from '../../lock-wasm/js/src/node.js';
 import { FakeTime, settle } from './lib/fake-time.js';
+import { Proxy } from './lib/proxy.js';
 import { STORES, uniqueNamespace } from './lib/stores.js';
 
 /** A body that records its term and waits for its stop signal. */
@@ -96,13 +97,14 @@ describe('election in process, on a virtual clock', () => {
 
 /**
  * Runs `test` with two replicas' clients on a fresh namespace of `store` and a candidate on each
- * (`a` on `one`, `b` on `two`, TTL 1 s; `metadata` for a). The test pushes its runs' promises to
+ * (`a` on `one`, `b` on `two`, TTL 1 s; `metadata` for a); `one` through the proxy `through` if
+ * given (its calls bounded at 500 ms). The test pushes its runs' promises to
  * `runs`. Whatever fails, the campaigns end before their clients close, and the namespace is
  * removed.
  */
-async function withReplicas(store, prefix, metadata, test) {
+async function withReplicas(store, prefix, metadata, test, { through } = {}) {
   const ns = uniqueNamespace(prefix);
-  const one = await Locks.open(store.url, ns);
+  const one = through ? await Locks.open(through.url(store.url), ns, { bound: 500 }) : await Locks.open(store.url, ns);
   const two = await Locks.open(store.url, ns);
   const a = one.election('scheduler', { candidate: 'a', ttl: 1_000, metadata });
   const b = two.election('scheduler', { candidate: 'b', ttl: 1_000 });
@@ -204,6 +206,68 @@ for (const store of STORES) {
         await waiting;
       });
     });
+
+    if (store.name !== 'sqlite') {
+      it("a leader whose path to the store goes silent is told 'unrenewed' before the next leader's body begins, and campaigns on once it heals", async () => {
+        const { hostname, port } = new URL(store.url.replace(/^[a-z]+:/, 'http:'));
+        const proxy = await Proxy.start(hostname, Number(port));
+        try {
+          await withReplicas(store, 'elect_silent', undefined, async ({ one, two, a, b, runs }) => {
+            const log = [];
+            const timed = async (term) => {
+              const e = { candidate: term.candidate, fence: term.fence, startedAt: performance.now(), stop: null, stoppedAt: null };
+              log.push(e);
+              await new Promise((resolve) => term.signal.addEventListener('abort', resolve, { once: true }));
+              [e.stop, e.stoppedAt] = [term.signal.reason, performance.now()];
+            };
+            let ended = null;
+            const runA = a.run(timed).then(
+              (terms) => (ended = { terms }),
+              (error) => (ended = { error }),
+            );
+            runs.push(runA);
+            const start = performance.now();
+            const waitFor = async (what, test, ms = 10_000) => {
+              while (!(await test().catch(() => false))) {
+                assert.ok(performance.now() - start < ms, `waited for ${what}: ${ended?.error ?? ''}`);
+                await new Promise((resolve) => setTimeout(resolve, 10));
+              }
+            };
+            await waitFor('a leads', async () => log.length === 1);
+            const runB = b.run(timed);
+            runs.push(runB);
+            await waitFor('b in line', async () => ((await two.inspect('scheduler'))?.waiters ?? []).length === 1);
+            proxy.silent(true); // a's extensions go nowhere, and nothing closes
+            try {
+              await waitFor('b leads', async () => log.length === 2, 20_000);
+              const [cut, next] = log;
+              assert.deepEqual([cut.candidate, next.candidate], ['a', 'b']);
+              assert.equal(cut.stop?.code, 'unrenewed', `a's stop: ${cut.stop?.code}`);
+              assert.ok(cut.stoppedAt !== null && cut.stoppedAt <= next.startedAt, `a stopped at ${cut.stoppedAt}, b began at ${next.startedAt}`);
+              assert.ok(next.fence > cut.fence);
+              // Cut off, a's campaign goes on (its asks fail: the store is unreachable).
+              assert.equal(ended, null, `a's run ended: ${ended?.error ?? ended?.terms}`);
+            } finally {
+              // Healed before anything is closed (a failure must not leave a client to close
+              // over a silent path).
+              proxy.silent(false);
+              proxy.reset();
+            }
+            // Healed: a waits in line again, behind b.
+            await waitFor('a in line again', async () => ((await two.inspect('scheduler'))?.waiters ?? []).some((w) => w.owner === 'a'), 20_000);
+            // a leaves first, so that b's release hands the key to nobody (as above).
+            a.shutDown();
+            assert.equal(await runA, ended);
+            assert.deepEqual(ended, { terms: 1 });
+            b.shutDown();
+            assert.equal(await runB, 1);
+            assert.equal(await one.leader('scheduler'), null);
+          }, { through: proxy });
+        } finally {
+          await proxy.close();
+        }
+      });
+    }
 
     it("closing a replica's Locks under its running election ends the run with 'closed': the leader's body is stopped first, a waiter's run too", async () => {
       await withReplicas(store, 'elect_close', undefined, async ({ one, two, a, b, runs }) => {
