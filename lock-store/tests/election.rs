@@ -582,6 +582,53 @@ fn sqlite_store(prefix: &str) -> (std::path::PathBuf, String, String) {
     (dir, url, ns)
 }
 
+/// A stop right after a term's start (here a resignation sent the moment `lockstore` says it
+/// leads, before its guard has started the command) reaches the command: it ends by `SIGTERM`,
+/// not by `SIGKILL` after the grace (before the guard was waited for, the `SIGTERM` found a
+/// tree without the command: seen in CI as a term whose command never logged its stop, after
+/// a store restart made a grant arrive just before its stop instant). Five terms in a row.
+#[test]
+fn elect_stop_right_after_the_start_reaches_the_command() {
+    let (dir, url, ns) = sqlite_store("elect_early_stop");
+    for round in 0..5 {
+        let mut elect = Command::new(env!("CARGO_BIN_EXE_lockstore"))
+            .args(["elect", "--store", &url, "--namespace", &ns, "--ttl", "10s"])
+            .args(["--grace", "5s", "--once", "--candidate", "early", NAME])
+            .args(["--", "sh", "-c", "while :; do sleep 0.05; done"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = BufReader::new(elect.stderr.take().unwrap());
+        let mut printed = String::new();
+        let mut line = String::new();
+        while stderr.read_line(&mut line).unwrap() > 0 {
+            printed.push_str(&line);
+            if line.contains(" leads ") {
+                break;
+            }
+            line.clear();
+        }
+        rustix::process::kill_process(
+            rustix::process::Pid::from_child(&elect),
+            rustix::process::Signal::USR1,
+        )
+        .unwrap();
+        std::io::Read::read_to_string(&mut stderr, &mut printed).unwrap();
+        let status = elect.wait().unwrap();
+        assert!(status.success(), "round {round}: {status:?}: {printed}");
+        assert!(
+            printed.contains("resigned"),
+            "round {round}: no resignation: {printed}"
+        );
+        assert!(
+            !printed.contains("SIGKILL"),
+            "round {round}: the SIGTERM missed the command: {printed}"
+        );
+    }
+    assert_eq!(leader_of(&url, &ns), None);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `lockstore elect` with a command that ignores `SIGTERM`: at its stop (a resignation) the
 /// command gets `SIGTERM`, then `SIGKILL` once `--grace` has passed; the lease is released only
 /// then, and with `--once` `lockstore` exits 0 with nothing left running.

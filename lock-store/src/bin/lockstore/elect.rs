@@ -62,7 +62,10 @@ impl Body for ProcessBody {
             .stdin(Stdio::null())
             .spawn();
         match spawned {
-            Ok(child) => self.child = Some(child),
+            Ok(mut child) => {
+                guard::wait_started(&mut child);
+                self.child = Some(child);
+            }
             Err(e) => {
                 self.failed = Some((126, format!("cannot start {}: {e}", self.command[0])));
             }

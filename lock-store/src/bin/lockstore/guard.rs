@@ -18,6 +18,25 @@ use crate::tree;
 /// The hidden subcommand: `lockstore __guard PARENT_PID -- CMD [ARGS...]`.
 pub const COMMAND: &str = "__guard";
 
+/// How long [`wait_started`] waits for the guard to start its command at most.
+const START_WITHIN: Duration = Duration::from_secs(2);
+
+/// Waits until the guard `guard` (just spawned) has started its command, or has exited (at
+/// most [`START_WITHIN`]): a stop is sent to the command's tree, and one sent before the
+/// command is in it (a stop right after the start: a resignation, a term whose lease ends at
+/// once) would reach nobody, leaving the command to run until its `SIGKILL` after the grace.
+/// A command that has not set up its handlers yet takes the signal's default action: it ends.
+pub fn wait_started(guard: &mut std::process::Child) {
+    let pid = Pid::from_child(guard);
+    let until = std::time::Instant::now() + START_WITHIN;
+    while !tree::has_child(pid)
+        && matches!(guard.try_wait(), Ok(None))
+        && std::time::Instant::now() < until
+    {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// The guard's exit status when it killed the tree (`lockstore` is gone: nobody reads it).
 const KILLED: u8 = 137;
 /// The guard's exit status when the command is not found (as a shell's, `env(1)`'s).

@@ -445,6 +445,7 @@ fn run(o: &RunArgs, steal: bool) -> Result<ExitCode, Failed> {
         .stdin(Stdio::inherit())
         .spawn()
         .map_err(|e| Failed(126, format!("cannot start {}: {e}", o.command[0])))?;
+    guard::wait_started(&mut child);
     let lost = Arc::new(AtomicBool::new(false));
     let (lost_tx, lost_heard) = mpsc::channel();
     {

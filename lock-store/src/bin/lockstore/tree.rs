@@ -62,6 +62,21 @@ fn parents() -> Vec<(i32, i32)> {
         .collect()
 }
 
+/// Whether `pid` has a child (Linux; elsewhere, where the tree is the direct child alone,
+/// always).
+pub fn has_child(pid: Pid) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        let raw = pid.as_raw_nonzero().get();
+        parents().iter().any(|&(_, ppid)| ppid == raw)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = pid;
+        true
+    }
+}
+
 /// Sends `signal` to every process of the tree (`except` left out); answers how many there
 /// were.
 pub fn signal_all(direct: Option<Pid>, except: Option<Pid>, signal: Signal) -> usize {
