@@ -28,8 +28,16 @@ cp host-wasmtime/component/lock.component.wasm "$out/"
 cp -r wit "$out/wit"
 
 echo "== crates"
-cargo package -q -p lock-core -p lock-election -p host-wasmtime --allow-dirty
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+# Packaging several crates verifies each against the others' packages through a local registry
+# overlay, extracted under CARGO_HOME/registry/src/-<hash>/NAME-VERSION; an extraction left by
+# an earlier run of the same version is reused as it is (its code that run's: lock-election then
+# fails against an older lock-core). Ours are removed first; nothing else there is touched.
+cargo_home="${CARGO_HOME:-$HOME/.cargo}"
+for crate in lock-core lock-election host-wasmtime; do
+  rm -rf "$cargo_home"/registry/src/-*/"$crate-$version"
+done
+cargo package -q -p lock-core -p lock-election -p host-wasmtime --allow-dirty
 cp "$target/package/lock-core-$version.crate" "$target/package/lock-election-$version.crate" "$target/package/host-wasmtime-$version.crate" "$out/"
 
 echo "== npm package"
