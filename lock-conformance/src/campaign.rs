@@ -174,6 +174,46 @@ pub fn run_campaign_file(path: &Path) -> Result<(Vec<String>, usize), String> {
     Ok((failures, steps))
 }
 
+/// Runs the campaign vector files named by `paths` (files, or directories of `*.json`) against
+/// the native core, printing one line per file and each failure (the `lock-vectors --campaign`
+/// CLI). Answers the exit status: 0 all passed, 1 a step failed, 2 a file could not be loaded.
+pub fn run_campaign_paths(paths: &[String]) -> u8 {
+    let (mut failed, mut load_failed, mut total) = (false, false, 0);
+    for arg in paths {
+        let files = crate::vector_files(Path::new(arg)).unwrap_or_else(|e| {
+            eprintln!("error: {e}");
+            load_failed = true;
+            Vec::new()
+        });
+        for path in files {
+            match run_campaign_file(&path) {
+                Ok((failures, steps)) => {
+                    let status = if failures.is_empty() { "ok" } else { "FAILED" };
+                    println!("{status:6} {} ({steps} steps)", path.display());
+                    for f in &failures {
+                        println!("  {f}");
+                    }
+                    failed |= !failures.is_empty();
+                    total += steps;
+                }
+                Err(e) => {
+                    eprintln!("error: cannot load {e}");
+                    load_failed = true;
+                }
+            }
+        }
+    }
+    println!(
+        "campaign vectors: {total} steps, {}",
+        if failed { "FAILED" } else { "all passed" }
+    );
+    if load_failed {
+        2
+    } else {
+        u8::from(failed)
+    }
+}
+
 /// One step: `Ok(Some(failure))` when the campaign answered otherwise.
 fn run_step(c: &mut Campaign, step: &CampaignStep) -> Result<Option<String>, String> {
     match *step {
