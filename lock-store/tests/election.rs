@@ -448,7 +448,22 @@ fn election_on(label: &str, url: &str) {
         }
     }
 
-    // SIGUSR1: the leader resigns; the next in line leads at once (one round trip).
+    // SIGUSR1: the leader resigns; the next in line leads at once (one round trip). The deposed
+    // candidate must be in line first: it rejoins only after its command stopped, and a
+    // resignation while nobody waits hands the key back to the resigner.
+    let deposed = all[j].id.clone();
+    let locks = Locks::open(url, &ns).unwrap();
+    wait_for(
+        "the deposed candidate in line again",
+        Duration::from_secs(20),
+        || {
+            let info = locks.inspect(NAME).ok()??;
+            info.waiters
+                .iter()
+                .any(|w| w.owner == deposed)
+                .then_some(())
+        },
+    );
     let k = all.iter().position(|c| c.id == third).unwrap();
     let before = read_terms(&log).last().unwrap().fence;
     let t1 = mono_ms();

@@ -148,6 +148,8 @@ for (const store of STORES) {
         const runB = b.run(recorder(log));
         runs.push(runB);
         await new Promise((resolve) => setTimeout(resolve, 1_500)); // extended past its TTL
+        // b waits in line before a resigns (a resignation nobody waits for hands a the key again).
+        await waitFor('b in line', async () => (await one.inspect('scheduler'))?.waiters.some((w) => w.owner === 'b'));
         const first = await two.leader('scheduler');
         assert.deepEqual([first.candidate, first.metadata], ['a', 'a:1']);
         const resignedAt = performance.now();
