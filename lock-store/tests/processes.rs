@@ -1079,6 +1079,46 @@ fn a_signal_to_lockstore_reaches_the_command_and_the_key_is_released() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// `SIGTERM` sent to `lockstore` the moment it says it holds the key, before its guard has
+/// started the command, still reaches the command (`lockstore` passes it on only once the
+/// command is in its tree): the command stops (by its trap, or by the signal if it came before
+/// the trap was set), the key is released, and `lockstore` exits with the command's status.
+/// Five rounds; a signal that reached nobody would leave the command running until the
+/// watchdog kills it.
+#[test]
+fn a_signal_right_after_the_key_is_taken_reaches_the_command() {
+    use std::io::BufRead;
+    for round in 0..5 {
+        let (mut child, url, ns, dir) = supervised(false, &["--ttl", "30s", "--grace", "60s"]);
+        let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut printed = String::new();
+        while !printed.contains(" holds \"job\"") {
+            assert!(
+                stderr.read_line(&mut printed).unwrap() > 0,
+                "round {round}: {printed}"
+            );
+        }
+        let pid = rustix::process::Pid::from_child(&child);
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        });
+        let Ok(out) = rx.recv_timeout(Duration::from_secs(20)) else {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            panic!("round {round}: the SIGTERM did not stop the command within 20 s");
+        };
+        let out = out.unwrap();
+        // 7: its trap ran; 143: the signal came before the shell set its trap.
+        assert!(
+            matches!(out.status.code(), Some(7 | 143)),
+            "round {round}: {out:?}"
+        );
+        assert_released(&url, &ns);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
 /// Ctrl-C at a terminal: the terminal sends SIGINT to its whole foreground process group, so
 /// the command already gets it; `lockstore` must not pass it on a second time. (A signal sent
 /// by a process is passed on: the test above.) Runs `lockstore` on a pseudo-terminal of its own

@@ -422,15 +422,16 @@ fn run(o: &RunArgs, steal: bool) -> Result<ExitCode, Failed> {
         }
         Err(e) => return Err(e.into()),
     };
+    let fail = |e: String| Failed(STORE, e);
+    // Signals for the command, from now on (before it starts, so none is missed; before the
+    // line below, so a supervisor that signals on reading it reaches the command).
+    let mut received = catch_signals().map_err(fail)?;
     eprintln!(
         "lockstore: {owner} {} \"{key}\" with fence {} ({})",
         if steal { "stole" } else { "holds" },
         lease.fence().0,
         locks.describe()
     );
-    let fail = |e: String| Failed(STORE, e);
-    // Signals for the command, from now on (before it starts, so none is missed).
-    let mut received = catch_signals().map_err(fail)?;
     tree::adopt_orphans();
     let me =
         std::env::current_exe().map_err(|e| fail(format!("cannot find lockstore itself: {e}")))?;
