@@ -53,7 +53,7 @@
 use alloc::collections::VecDeque;
 use core::fmt;
 
-use crate::{Duration, Fence, Instant, LockError};
+use crate::{Duration, ErrorCode, Fence, Instant, LockError};
 
 /// Why a term's stop signal fired.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -109,11 +109,11 @@ pub enum Refusal {
     /// by another caller as this id. Such a place lapses (a store's waiter keep-alive) or ends
     /// with its wait: the campaign asks again after the retry pause.
     AlreadyWaiting,
-    /// The lock refused with this [`LockError::code`]. The capacity limits (`table-full`,
-    /// `queue-full`, `too-many-waiters`) pass: the campaign asks again after the retry pause.
+    /// The lock refused with this error. The capacity limits ([`ErrorCode::is_capacity`]:
+    /// `table-full`, `queue-full`, `too-many-waiters`) pass: the campaign asks again after the retry pause.
     /// Any other (a bad name, candidate id, TTL or metadata; the key used as another kind of
     /// lock) would be refused again: it ends the campaign.
-    Lock(&'static str),
+    Lock(ErrorCode),
 }
 
 impl Refusal {
@@ -123,7 +123,7 @@ impl Refusal {
     /// The refusal of a lock error.
     #[must_use]
     pub fn lock(error: &LockError) -> Self {
-        Refusal::Lock(error.code())
+        Refusal::Lock(error.error_code())
     }
 
     /// The refusal of this name: one of [`Refusal::NAMES`] or a [`LockError::CODES`] entry
@@ -132,7 +132,10 @@ impl Refusal {
     /// ```
     /// use lock_core::election::Refusal;
     /// assert_eq!(Refusal::parse("already-waiting"), Some(Refusal::AlreadyWaiting));
-    /// assert_eq!(Refusal::parse("queue-full"), Some(Refusal::Lock("queue-full")));
+    /// use lock_core::{ErrorCode, LockError};
+    /// let full = LockError::QueueFull { max_waiters_per_key: 1 };
+    /// assert_eq!(Refusal::parse("queue-full"), Some(Refusal::lock(&full)));
+    /// assert_eq!(Refusal::parse("queue-full"), ErrorCode::parse("queue-full").map(Refusal::Lock));
     /// assert_eq!(Refusal::parse("no-such-refusal"), None);
     /// ```
     #[must_use]
@@ -141,10 +144,7 @@ impl Refusal {
             "wait-timed-out" => Some(Refusal::WaitTimedOut),
             "unreachable" => Some(Refusal::Unreachable),
             "already-waiting" => Some(Refusal::AlreadyWaiting),
-            code => LockError::CODES
-                .iter()
-                .find(|c| **c == code)
-                .map(|c| Refusal::Lock(c)),
+            code => ErrorCode::parse(code).map(Refusal::Lock),
         }
     }
 
@@ -155,7 +155,7 @@ impl Refusal {
             Refusal::WaitTimedOut => Self::NAMES[0],
             Refusal::Unreachable => Self::NAMES[1],
             Refusal::AlreadyWaiting => Self::NAMES[2],
-            Refusal::Lock(code) => code,
+            Refusal::Lock(code) => code.name(),
         }
     }
 
@@ -164,9 +164,7 @@ impl Refusal {
     pub fn ends_campaign(self) -> bool {
         match self {
             Refusal::WaitTimedOut | Refusal::Unreachable | Refusal::AlreadyWaiting => false,
-            Refusal::Lock(code) => {
-                !matches!(code, "table-full" | "queue-full" | "too-many-waiters")
-            }
+            Refusal::Lock(code) => !code.is_capacity(),
         }
     }
 

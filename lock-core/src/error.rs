@@ -4,6 +4,49 @@ use core::fmt;
 
 use crate::{Corruption, Duration, Instant, LimitName};
 
+/// A [`LockError`]'s kind without its details: one of [`LockError::CODES`] by construction
+/// (from [`LockError::error_code`] or [`ErrorCode::parse`]), for a face that has only the code
+/// (the npm engine, the vectors) and for decisions that depend on the kind alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ErrorCode(u8);
+
+impl ErrorCode {
+    /// The code of this name, one of [`LockError::CODES`] (`None` for any other).
+    ///
+    /// ```
+    /// use lock_core::ErrorCode;
+    /// assert_eq!(ErrorCode::parse("not-owner").map(ErrorCode::name), Some("not-owner"));
+    /// assert_eq!(ErrorCode::parse("not-an-error"), None);
+    /// ```
+    #[must_use]
+    pub fn parse(name: &str) -> Option<Self> {
+        LockError::CODES
+            .iter()
+            .position(|c| *c == name)
+            .and_then(|i| u8::try_from(i).ok())
+            .map(ErrorCode)
+    }
+
+    /// Its kebab-case name, [`LockError::code`]'s.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        LockError::CODES[self.0 as usize]
+    }
+
+    /// Whether it is a capacity limit (`table-full`, `queue-full`, `too-many-waiters`): the same
+    /// request can succeed once others leave.
+    #[must_use]
+    pub const fn is_capacity(self) -> bool {
+        matches!(self.0, 9..=11)
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Every way a request can fail.
 ///
 /// Each variant maps 1:1 to an error case of the WIT contract and of the JS package; [`LockError::code`]
@@ -201,6 +244,20 @@ impl LockError {
     #[must_use]
     pub fn code(&self) -> &'static str {
         Self::CODES[self.index()]
+    }
+
+    /// This error's kind without its details, as a typed [`ErrorCode`].
+    ///
+    /// ```
+    /// use lock_core::LockError;
+    /// let code = LockError::QueueFull { max_waiters_per_key: 4 }.error_code();
+    /// assert_eq!(code.name(), "queue-full");
+    /// ```
+    #[must_use]
+    pub const fn error_code(&self) -> ErrorCode {
+        // `CODES` has fewer than 256 entries (a test in this file checks it).
+        #[allow(clippy::cast_possible_truncation)]
+        ErrorCode(self.index() as u8)
     }
 
     /// Every error code, in declaration order: `CODES[e.index()] == e.code()`.
@@ -553,13 +610,33 @@ impl core::error::Error for LockError {}
 
 #[cfg(test)]
 mod tests {
-    use super::LockError;
+    use super::{ErrorCode, LockError};
 
     #[test]
     fn the_examples_are_every_variant_in_code_order() {
         for (i, e) in LockError::examples().iter().enumerate() {
             assert_eq!(e.index(), i, "{e:?}");
         }
+    }
+
+    #[test]
+    fn error_codes_round_trip_and_name_the_capacity_limits() {
+        assert!(LockError::CODES.len() < 256);
+        let capacity: alloc::vec::Vec<&str> = LockError::examples()
+            .iter()
+            .map(LockError::error_code)
+            .filter(|c| c.is_capacity())
+            .map(ErrorCode::name)
+            .collect();
+        assert_eq!(capacity, ["table-full", "queue-full", "too-many-waiters"]);
+        for e in LockError::examples() {
+            let code = e.error_code();
+            assert_eq!(code.name(), e.code());
+            assert_eq!(ErrorCode::parse(e.code()), Some(code));
+            assert_eq!(alloc::format!("{code}"), e.code());
+        }
+        assert_eq!(ErrorCode::parse(""), None);
+        assert_eq!(ErrorCode::parse("Held"), None);
     }
 
     #[test]

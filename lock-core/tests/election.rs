@@ -665,7 +665,7 @@ fn each_refusal_asks_again_at_once_after_the_pause_or_ends_the_campaign() {
     // A refusal heard when not asking changes nothing.
     let mut c = Campaign::new(options).unwrap();
     assert_eq!(
-        c.handle_refused(Refusal::Lock("key-invalid"), Instant(0)),
+        c.handle_refused(Refusal::lock(&lock_core::LockError::KeyInvalid), Instant(0)),
         Ok(())
     );
     assert_eq!(c.poll_action(Instant(0)), Some(Action::Campaign));
