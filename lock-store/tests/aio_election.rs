@@ -1,7 +1,7 @@
 //! Leader election in async code (`lock_store::aio::election`), over the memory store on real
 //! time: a resignation hands over at once, a shut-down in line drops its wait and leaves nothing
 //! behind, a body that ignores its stop is dropped after the grace, a campaign whose id already
-//! waits in line asks again, and on every store a dropped
+//! waits in line asks again, one that finds the line full only waits, and on every store a dropped
 //! `run` future releases its lease at once (the process tests in
 //! `election.rs` attack the blocking face on every store).
 mod common;
@@ -238,6 +238,80 @@ fn a_campaign_whose_id_already_waits_asks_again() {
         assert_eq!(terms.unwrap(), 1);
         assert!(locks.leader(NAME).await.unwrap().is_none());
         drop(waiting.await);
+    });
+}
+
+/// A campaign that finds the line full (`queue-full`: the key's waiters at the store's
+/// `max_waiters_per_key` of 1) asks again after its retry pause instead of ending (it did, on
+/// every face), and leads once there is room: the holder leaves, the one in line leads and
+/// leaves, and the campaign is handed the key with a higher fence.
+#[test]
+fn a_full_line_only_delays_an_async_campaign() {
+    common::runtime(2).block_on(async {
+        let limits = lock_store::Limits {
+            max_waiters_per_key: 1,
+            ..lock_store::Limits::default()
+        };
+        let locks = lock_store::Options::new()
+            .limits(limits)
+            .open_async("memory:", "aio_election_full")
+            .await
+            .unwrap();
+        let ttl = Duration::from_secs(30);
+        let held = locks.acquire(NAME, "x", ttl, Duration::ZERO).await.unwrap();
+        let waiting = tokio::spawn({
+            let locks = locks.clone();
+            async move { locks.acquire(NAME, "y", ttl, Duration::from_secs(60)).await }
+        });
+        common::eventually_async("y in line", Duration::from_secs(5), || async {
+            let info = locks.inspect(NAME).await.unwrap()?;
+            info.waiters.iter().any(|w| w.owner == "y").then_some(())
+        })
+        .await;
+        let c = Election::new(&locks, NAME, "c", options(1_000)).unwrap();
+        let cc = c.control();
+        let led: Arc<Mutex<Option<Fence>>> = Arc::default();
+        let body = {
+            let led = Arc::clone(&led);
+            move |term: lock_store::aio::election::Term| {
+                let led = Arc::clone(&led);
+                async move {
+                    *led.lock().unwrap() = Some(term.fence());
+                    term.stop().await;
+                }
+            }
+        };
+        let mut run = Box::pin(c.run(body));
+        // Its asks meet the full line for a while (a few retry pauses).
+        tokio::select! {
+            r = &mut run => panic!("the campaign ended: {r:?}"),
+            () = tokio::time::sleep(Duration::from_millis(600)) => {}
+        }
+        assert_eq!(*led.lock().unwrap(), None);
+        held.release().await.unwrap();
+        let y = waiting.await.unwrap().unwrap();
+        let y_fence = y.fence();
+        // c asks again within its retry pause and waits in line behind y.
+        tokio::select! {
+            r = &mut run => panic!("the campaign ended: {r:?}"),
+            () = common::eventually_async("c in line", Duration::from_secs(10), || async {
+                let info = locks.inspect(NAME).await.unwrap()?;
+                info.waiters.iter().any(|w| w.owner == "c").then_some(())
+            }) => {}
+        }
+        y.release().await.unwrap();
+        let fence = tokio::select! {
+            r = &mut run => panic!("the campaign ended: {r:?}"),
+            f = common::eventually_async("c's body", Duration::from_secs(10), || async {
+                *led.lock().unwrap()
+            }) => f,
+        };
+        assert!(fence > y_fence, "{fence:?} after {y_fence:?}");
+        cc.shut_down();
+        let terms = tokio::time::timeout(Duration::from_secs(10), run)
+            .await
+            .expect("the shut-down ends the run");
+        assert_eq!(terms.unwrap(), 1);
     });
 }
 

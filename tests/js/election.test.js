@@ -95,6 +95,40 @@ describe('election in process, on a virtual clock', () => {
   });
 });
 
+describe('election against a full line, on a virtual clock', () => {
+  it('a campaign that finds the line full (queue-full) asks again after its retry pause, and leads once there is room', async () => {
+    const time = new FakeTime();
+    const locks = new Locks({ ...time.options, limits: { maxWaitersPerKey: 1 } });
+    const x = locks.tryAcquire('scheduler', { owner: 'x', ttl: 10_000 });
+    const y = locks.acquire('scheduler', { owner: 'y', ttl: 10_000, timeout: 60_000 });
+    await settle();
+    const log = [];
+    let ended = null;
+    const c = locks.election('scheduler', { candidate: 'c', ttl: 300 });
+    const run = c.run(recorder(log)).then(
+      (terms) => (ended = { terms }),
+      (error) => (ended = { error }),
+    );
+    await settle();
+    await time.advance(1_000); // several asks meet the full line
+    assert.equal(ended, null, `the campaign ended: ${ended?.error?.code ?? ended?.terms}`);
+    x.release();
+    const held = await y;
+    await time.advance(1_000); // c asks again and waits behind y
+    assert.deepEqual(locks.inspect('scheduler').waiters.map((w) => w.owner), ['c']);
+    held.release();
+    await time.advance(0);
+    await settle();
+    assert.equal(log.length, 1);
+    assert.ok(log[0].fence > held.fence, `${log[0].fence} after ${held.fence}`);
+    c.shutDown();
+    await time.advance(0);
+    await run;
+    assert.deepEqual(ended, { terms: 1 });
+    locks.close();
+  });
+});
+
 /**
  * Runs `test` with two replicas' clients on a fresh namespace of `store` and a candidate on each
  * (`a` on `one`, `b` on `two`, TTL 1 s; `metadata` for a); `one` through the proxy `through` if
