@@ -12,12 +12,18 @@ use alloc::boxed::Box;
 use core::fmt;
 use core::hash::{Hash, Hasher};
 
-/// Longest name kept inline: with its length byte and the enum's tag, a [`Name`] is two
-/// `Box<str>`s wide (24 bytes on 64-bit targets, 16 on wasm32), so a short key and owner cost a
-/// few bytes more inside the record instead of two heap blocks. On 64-bit targets keys such as
-/// `nightly-report` and owners such as `worker-7:4242` fit (22 bytes); on wasm32, 14 bytes; a
-/// UUID (36 bytes) goes to the heap.
-pub(crate) const INLINE: usize = 2 * core::mem::size_of::<Box<str>>() - 2;
+/// Longest name kept inline: with its length byte and the enum's tag, a [`Name`] is 24 bytes
+/// on 64-bit targets (three words: a `Box<str>` and its tag would take that anyway) and 16 on
+/// wasm32 (two `Box<str>`s), so a short key and owner cost a few bytes more inside the record
+/// instead of two heap blocks. On 64-bit targets keys such as `nightly-report` and owners such
+/// as `worker-7:4242` fit (22 bytes); on wasm32, 14 bytes; a UUID (36 bytes) goes to the heap.
+/// (From 2026-11-30 to 2026-12-06 it was 30 bytes on 64-bit, by a formula meant for wasm32: 16
+/// bytes more per lease, two names each, than the design and its measurements said.)
+pub(crate) const INLINE: usize = if core::mem::size_of::<usize>() == 8 {
+    22
+} else {
+    2 * core::mem::size_of::<Box<str>>() - 2
+};
 
 /// A key or owner: valid UTF-8 (it is only ever built from a `&str`), inline when short.
 #[derive(Clone)]
@@ -28,8 +34,9 @@ pub(crate) enum Name {
     Heap(Box<str>),
 }
 
-// Checked on every target, wasm32 included: two `Box<str>`s wide.
+// Checked on every target, wasm32 included: 24 bytes on 64-bit, two `Box<str>`s on wasm32.
 const _: () = assert!(core::mem::size_of::<Name>() == INLINE + 2);
+const _: () = assert!(core::mem::size_of::<Name>() == 24 || core::mem::size_of::<usize>() != 8);
 
 impl Name {
     /// Stores `name`.

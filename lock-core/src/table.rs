@@ -24,6 +24,10 @@ pub(crate) struct Record {
     pub(crate) state: KeyState,
 }
 
+// A held key in the table: its name (24 bytes on 64-bit) and its state; with its timer (24
+// bytes), heap position and hash index, what one live lease costs (docs/bench-core.md).
+const _: () = assert!(core::mem::size_of::<Record>() <= 96);
+
 /// A table of expiring, owner-checked, fenced locks, driven entirely by the caller's clock.
 ///
 /// # How to drive it
