@@ -3,7 +3,7 @@
 //! inside another), a `Lease` dropped there is released when the drop returns (a healthy
 //! store), and dropping the last `Locks` there does not panic either. A holder whose path to
 //! its store goes silent is dropped in async code: the drop returns long before the store's
-//! bound.
+//! bound. A blocking election run on a runtime's thread leads, hands over and leaves.
 mod common;
 
 use std::time::{Duration, Instant};
@@ -86,5 +86,117 @@ fn a_lease_dropped_in_async_code_does_not_hold_the_executor_for_a_silent_store()
         );
         proxy.set(Fault::None);
         drop(runtime);
+    }
+}
+
+/// A blocking election run on an async runtime's own thread (`Election::run` called inside
+/// `block_on`, either flavour), on every store: its asks, waits in line, extensions and releases
+/// neither panic nor stall, its term starts, a resignation hands the key to the other candidate
+/// (whose campaign runs on a plain thread) with a higher fence, it campaigns again and leads
+/// again when the other shuts down, and its own shut-down ends its `run` with nothing held.
+#[test]
+fn a_blocking_election_runs_inside_an_async_runtime() {
+    use lock_store::election::{CampaignOptions, Election, StopReason};
+    use lock_store::Fence;
+    use std::sync::{Arc, Mutex};
+
+    let mut stores = common::store_urls();
+    stores.push(("memory", "memory:".into()));
+    for (label, url) in stores {
+        in_each_runtime(|flavour| {
+            let ns = common::unique_namespace("asyncelect");
+            let _cleanup = common::Cleanup(|| common::uninstall(&url, &ns));
+            let locks = Locks::open(&url, &ns).unwrap();
+            let options = CampaignOptions::new(Duration::from_millis(1_000).into());
+            let a = Election::new(&locks, "scheduler", "a", options).unwrap();
+            let b = Election::new(&locks, "scheduler", "b", options).unwrap();
+            let (ca, cb) = (a.control(), b.control());
+            let seen: Arc<Mutex<Vec<(&str, Fence, Option<StopReason>)>>> = Arc::default();
+            let body = |who: &'static str| {
+                let seen = Arc::clone(&seen);
+                move |term: &lock_store::election::Term| {
+                    seen.lock().unwrap().push((who, term.fence(), None));
+                    let stop = term.wait_stop(Duration::from_secs(60));
+                    seen.lock().unwrap().push((who, term.fence(), stop));
+                }
+            };
+            let began = |who: &str, n: usize| {
+                let seen = Arc::clone(&seen);
+                let who = who.to_owned();
+                move || {
+                    let start = Instant::now();
+                    while seen
+                        .lock()
+                        .unwrap()
+                        .iter()
+                        .filter(|t| t.0 == who && t.2.is_none())
+                        .count()
+                        < n
+                    {
+                        assert!(start.elapsed() < Duration::from_secs(20), "{who} leads");
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                }
+            };
+            let terms = std::thread::scope(|s| {
+                let (a_led, b_led, a_again) = (began("a", 1), began("b", 1), began("a", 2));
+                let (b, locks) = (&b, &locks);
+                // Directs the two from a plain thread while `a` runs on the runtime's thread (a
+                // failed wait shuts both down as it unwinds: a failure, not a hang).
+                s.spawn(move || {
+                    let _leave = Leave(vec![ca.clone(), cb.clone()]);
+                    a_led();
+                    s.spawn(move || b.run(body("b")).unwrap());
+                    let start = Instant::now();
+                    while !locks
+                        .inspect("scheduler")
+                        .unwrap()
+                        .is_some_and(|i| i.waiters.iter().any(|w| w.owner == "b"))
+                    {
+                        assert!(start.elapsed() < Duration::from_secs(20), "b in line");
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    ca.resign();
+                    b_led();
+                    cb.shut_down();
+                    a_again();
+                    ca.shut_down();
+                });
+                a.run(body("a"))
+            });
+            let seen = seen.lock().unwrap();
+            assert_eq!(terms.ok(), Some(2), "{label} ({flavour}): {seen:?}");
+            let stops: Vec<(&str, Option<StopReason>)> = seen
+                .iter()
+                .filter(|t| t.2.is_some())
+                .map(|t| (t.0, t.2))
+                .collect();
+            assert_eq!(
+                stops,
+                [
+                    ("a", Some(StopReason::Resigned)),
+                    ("b", Some(StopReason::ShutDown)),
+                    ("a", Some(StopReason::ShutDown))
+                ],
+                "{label} ({flavour})"
+            );
+            let fences: Vec<Fence> = seen.iter().filter(|t| t.2.is_none()).map(|t| t.1).collect();
+            assert!(
+                fences.windows(2).all(|w| w[0] < w[1]),
+                "{label}: {fences:?}"
+            );
+            assert!(locks.leader("scheduler").unwrap().is_none());
+        });
+    }
+}
+
+/// Shuts the campaigns down when dropped.
+struct Leave(Vec<lock_store::election::Control>);
+
+impl Drop for Leave {
+    fn drop(&mut self) {
+        self.0
+            .iter()
+            .for_each(lock_store::election::Control::shut_down);
     }
 }
