@@ -37,6 +37,7 @@ fail() { cat "$log"; echo "scripts/run.sh: $1" >&2; exit 1; }
 wasm_type="$(fetch "http://127.0.0.1:$port/pkg/web_demo_bg.wasm")"
 [[ "$wasm_type" == "application/wasm" ]] || fail "the playground's wasm was served as '$wasm_type'"
 grep -q "handed off" "$log" || fail "the host demo's timeline is missing"
+grep -q "plugin-b leads at once" "$log" || fail "the host demo's election did not hand over"
 grep -q "replica-2 works with fence" "$log" || fail "the shared-store demo did not hand the key over"
 grep -q "The playground is at http://127.0.0.1:$port/" "$log" || fail "no playground address printed"
 echo "scripts/run.sh: demos ran, playground served on 127.0.0.1:$port"

@@ -2,7 +2,7 @@
 # The main job: builds everything (the core, the WebAssembly component, the wasmtime host, the npm
 # package, the playground), prints the core's timeline demo (fake clock), runs the host demo (the
 # component in wasmtime on the real clock: blocking acquires, hand-off, lost-lock callbacks,
-# keep-alive), two processes sharing one lock through a store (lock-store), then serves the playground on http://127.0.0.1:${PORT:-8080}/ until Ctrl-C.
+# keep-alive, then three plugins electing a leader), two processes sharing one lock through a store (lock-store), then serves the playground on http://127.0.0.1:${PORT:-8080}/ until Ctrl-C.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use host_wasmtime::{Error, LockComponent, LockHost};
 use lock_conformance::run_paths;
-use lockhost::{bench, vectors};
+use lockhost::{bench, election_demo, vectors};
 
 const USAGE: &str = "lockhost: expiring locks as a WebAssembly component, run by wasmtime
 
@@ -30,7 +30,10 @@ const DEMO_HELP: &str = "usage: lockhost demo
 
 Plays a short story on the real clock (about 2 seconds) and prints its timeline: contention, a
 blocked acquire served by FIFO hand-off, a wait that times out, a holder that freezes and loses
-its lock (lost-lock callback), keep-alive, and a stale fencing token refused.";
+its lock (lost-lock callback), keep-alive, and a stale fencing token refused. Then (about 2 more
+seconds) three plugins elect a leader: each term's write carries its fence, a resignation hands
+over at once, the resigner's late write is refused by fence, a leader that leaves hands over to
+the next in line.";
 
 const BENCH_HELP: &str = "usage: lockhost bench [PAIRS]
 
@@ -116,7 +119,10 @@ impl Timeline {
 }
 
 fn demo() -> ExitCode {
-    match run_demo() {
+    let played = run_demo()
+        .map_err(|e| e.to_string())
+        .and_then(|(host, log)| election_demo::run(&host, &|text| log.say(text)));
+    match played {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
@@ -125,7 +131,8 @@ fn demo() -> ExitCode {
     }
 }
 
-fn run_demo() -> Result<(), Error> {
+/// The lock story; answers its host and timeline for the election that follows.
+fn run_demo() -> Result<(LockHost, Timeline), Error> {
     const KEY: &str = "nightly-report";
     let ms = Duration::from_millis;
     let host = LockHost::new()?;
@@ -182,8 +189,8 @@ fn run_demo() -> Result<(), Error> {
     }
     let s = host.stats()?;
     println!(
-        "\nstats: {} acquired, {} handed off, {} released, {} extended, {} expired, {} wait timeouts, {} rejected",
+        "\nstats: {} acquired, {} handed off, {} released, {} extended, {} expired, {} wait timeouts, {} rejected\n",
         s.acquired, s.handed_off, s.released, s.extended, s.expired, s.wait_timed_out, s.rejected
     );
-    Ok(())
+    Ok((host, log))
 }

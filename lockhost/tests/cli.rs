@@ -98,3 +98,54 @@ fn nothing_to_run_and_unrunnable_files_are_load_errors() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `lockhost demo` plays to its end, its election among three plugins included: each leads in
+/// turn with a higher fence, the resignation hands over, the resigner's late write is refused by
+/// fence, the line is served in order, and nobody leads once all have left. (The body threads
+/// and the story's thread print side by side: only what each line says is checked, not their
+/// order.)
+#[test]
+fn the_demo_plays_its_election_to_the_end() {
+    let (code, out, err) = lockhost(&["demo"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let fence_after = |text: &str| -> u64 {
+        let line = out
+            .lines()
+            .find(|l| l.contains(text))
+            .unwrap_or_else(|| panic!("no {text:?} in:\n{out}"));
+        let rest = &line[line.find(text).unwrap() + text.len()..];
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        digits
+            .parse()
+            .unwrap_or_else(|_| panic!("no fence in {line:?}"))
+    };
+    let (a, b, c) = (
+        fence_after("> plugin-a leads (fence "),
+        fence_after("> plugin-b leads (fence "),
+        fence_after("> plugin-c leads (fence "),
+    );
+    assert!(a < b && b < c, "{a} {b} {c}:\n{out}");
+    assert_eq!(fence_after("plugin-a still leads with fence "), a, "{out}");
+    assert_eq!(
+        fence_after("plugin-b leads at once with fence "),
+        b,
+        "{out}"
+    );
+    assert_eq!(
+        fence_after("plugin-c, next in line, leads with fence "),
+        c,
+        "{out}"
+    );
+    for line in [
+        "in line behind it: plugin-b, plugin-c",
+        "plugin-a's term stops: resigned",
+        &format!("plugin-a's late write with fence {a}: refused"),
+        "plugin-a campaigns on, in line again: plugin-c, plugin-a",
+        "plugin-b's term stops: shut-down",
+        "plugin-c's term stops: shut-down",
+        "all three left: no leader (terms led: 1, 1, 1)",
+    ] {
+        assert!(out.contains(line), "no {line:?} in:\n{out}");
+    }
+    assert!(!out.contains("write is refused"), "{out}");
+}
