@@ -28,6 +28,35 @@ impl Drop for Dropped {
     }
 }
 
+/// Waits (at most 10 s) until `who` waits in line for the election's key.
+async fn in_line(locks: &Locks, who: &str) {
+    common::eventually_async(
+        &format!("{who} in line"),
+        Duration::from_secs(10),
+        || async {
+            let info = locks.inspect(NAME).await.unwrap()?;
+            info.waiters.iter().any(|w| w.owner == who).then_some(())
+        },
+    )
+    .await;
+}
+
+/// A body that records its term's fence in `led` and returns at its stop signal.
+fn recording(
+    led: &Arc<Mutex<Option<Fence>>>,
+) -> impl FnMut(
+    lock_store::aio::election::Term,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+    let led = Arc::clone(led);
+    move |term| {
+        let led = Arc::clone(&led);
+        Box::pin(async move {
+            *led.lock().unwrap() = Some(term.fence());
+            term.stop().await;
+        })
+    }
+}
+
 fn options(ttl_ms: u64) -> CampaignOptions {
     CampaignOptions::new(Duration::from_millis(ttl_ms).into())
 }
@@ -198,24 +227,11 @@ fn a_campaign_whose_id_already_waits_asks_again() {
             let locks = locks.clone();
             async move { locks.acquire(NAME, "b", ttl, Duration::from_secs(60)).await }
         });
-        common::eventually_async("b in line", Duration::from_secs(5), || async {
-            let info = locks.inspect(NAME).await.unwrap()?;
-            info.waiters.iter().any(|w| w.owner == "b").then_some(())
-        })
-        .await;
+        in_line(&locks, "b").await;
         let b = Election::new(&locks, NAME, "b", options(1_000)).unwrap();
         let cb = b.control();
         let led: Arc<Mutex<Option<Fence>>> = Arc::default();
-        let body = {
-            let led = Arc::clone(&led);
-            move |term: lock_store::aio::election::Term| {
-                let led = Arc::clone(&led);
-                async move {
-                    *led.lock().unwrap() = Some(term.fence());
-                    term.stop().await;
-                }
-            }
-        };
+        let body = recording(&led);
         let mut run = Box::pin(b.run(body));
         // Its first ask meets the place its id already has; the holder leaves a little later.
         tokio::select! {
@@ -263,24 +279,11 @@ fn a_full_line_only_delays_an_async_campaign() {
             let locks = locks.clone();
             async move { locks.acquire(NAME, "y", ttl, Duration::from_secs(60)).await }
         });
-        common::eventually_async("y in line", Duration::from_secs(5), || async {
-            let info = locks.inspect(NAME).await.unwrap()?;
-            info.waiters.iter().any(|w| w.owner == "y").then_some(())
-        })
-        .await;
+        in_line(&locks, "y").await;
         let c = Election::new(&locks, NAME, "c", options(1_000)).unwrap();
         let cc = c.control();
         let led: Arc<Mutex<Option<Fence>>> = Arc::default();
-        let body = {
-            let led = Arc::clone(&led);
-            move |term: lock_store::aio::election::Term| {
-                let led = Arc::clone(&led);
-                async move {
-                    *led.lock().unwrap() = Some(term.fence());
-                    term.stop().await;
-                }
-            }
-        };
+        let body = recording(&led);
         let mut run = Box::pin(c.run(body));
         // Its asks meet the full line for a while (a few retry pauses).
         tokio::select! {
@@ -294,10 +297,7 @@ fn a_full_line_only_delays_an_async_campaign() {
         // c asks again within its retry pause and waits in line behind y.
         tokio::select! {
             r = &mut run => panic!("the campaign ended: {r:?}"),
-            () = common::eventually_async("c in line", Duration::from_secs(10), || async {
-                let info = locks.inspect(NAME).await.unwrap()?;
-                info.waiters.iter().any(|w| w.owner == "c").then_some(())
-            }) => {}
+            () = in_line(&locks, "c") => {}
         }
         y.release().await.unwrap();
         let fence = tokio::select! {
