@@ -9,7 +9,12 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::proxy::{locks_through, Fault};
-use lock_store::Locks;
+use lock_store::election::{CampaignOptions, Election, StopReason};
+use lock_store::{Fence, Locks};
+use std::sync::{Arc, Mutex};
+
+/// The terms a test's bodies saw: who, the fence, why it stopped (`None`: it began).
+type Seen = Arc<Mutex<Vec<(&'static str, Fence, Option<StopReason>)>>>;
 
 /// Both runtime flavours, each running `f` inside `block_on`.
 fn in_each_runtime(f: impl Fn(&str)) {
@@ -96,10 +101,6 @@ fn a_lease_dropped_in_async_code_does_not_hold_the_executor_for_a_silent_store()
 /// again when the other shuts down, and its own shut-down ends its `run` with nothing held.
 #[test]
 fn a_blocking_election_runs_inside_an_async_runtime() {
-    use lock_store::election::{CampaignOptions, Election, StopReason};
-    use lock_store::Fence;
-    use std::sync::{Arc, Mutex};
-
     let mut stores = common::store_urls();
     stores.push(("memory", "memory:".into()));
     for (label, url) in stores {
@@ -111,7 +112,7 @@ fn a_blocking_election_runs_inside_an_async_runtime() {
             let a = Election::new(&locks, "scheduler", "a", options).unwrap();
             let b = Election::new(&locks, "scheduler", "b", options).unwrap();
             let (ca, cb) = (a.control(), b.control());
-            let seen: Arc<Mutex<Vec<(&str, Fence, Option<StopReason>)>>> = Arc::default();
+            let seen: Seen = Arc::default();
             let body = |who: &'static str| {
                 let seen = Arc::clone(&seen);
                 move |term: &lock_store::election::Term| {
