@@ -6,12 +6,12 @@
 //! bound. A blocking election run on a runtime's thread leads, hands over and leaves.
 mod common;
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::proxy::{locks_through, Fault};
 use lock_store::election::{CampaignOptions, Election, StopReason};
 use lock_store::{Fence, Locks};
-use std::sync::{Arc, Mutex};
 
 /// The terms a test's bodies saw: who, the fence, why it stopped (`None`: it began).
 type Seen = Arc<Mutex<Vec<(&'static str, Fence, Option<StopReason>)>>>;
