@@ -66,7 +66,7 @@ fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> Result<T, String
 /// Plays the story on `host`, saying each step with `say`.
 ///
 /// # Errors
-/// A step that did not happen within [`STEP`], or a campaign that ended with an error.
+/// A step that did not happen within 5 s, or a campaign that ended with an error.
 pub fn run(host: &LockHost, say: &(dyn Fn(&str) + Sync)) -> Result<(), String> {
     let options = CampaignOptions::new(TTL.into());
     let plugins = ["plugin-a", "plugin-b", "plugin-c"]
