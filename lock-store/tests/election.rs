@@ -492,7 +492,12 @@ fn election_on(label: &str, url: &str) {
     let stay = third.clone();
     for c in all.iter_mut().filter(|c| c.id != stay) {
         c.leave(label);
-        assert!(c.printed("leaves"), "{}", c.stderr());
+        // Its last line reaches the reader thread a little after its exit.
+        wait_for(
+            &format!("{}'s leaving line", c.id),
+            Duration::from_secs(5),
+            || c.printed("leaves").then_some(()),
+        );
     }
     wait_for("the one that stays leads", Duration::from_secs(20), || {
         let terms = read_terms(&log);
@@ -554,6 +559,14 @@ fn candidates_ride_out_a_restart_of_their_store_server() {
         let before = wait_for("a first leader", Duration::from_secs(20), || {
             live(&read_terms(&log))
         });
+        // All three campaign before the server goes (a candidate still starting would find it
+        // down: `lockstore elect` cannot open a store it cannot reach).
+        let locks = Locks::open(&url, &ns).unwrap();
+        wait_for("the other two in line", Duration::from_secs(20), || {
+            let info = locks.inspect(NAME).ok()??;
+            (info.waiters.len() == 2).then_some(())
+        });
+        drop(locks);
         if kill {
             server.kill();
         } else {
