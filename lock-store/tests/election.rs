@@ -602,6 +602,57 @@ fn candidates_ride_out_a_restart_of_their_store_server() {
     }
 }
 
+/// `lockstore elect` started while its store's server is down (a replica and its Redis
+/// restarted together) waits for it instead of exiting: it says so once, campaigns once the
+/// server answers, and leads; a `SIGTERM` while it waits for the server leaves at once, exit 0.
+#[cfg(feature = "redis")]
+#[test]
+fn elect_rides_out_a_store_that_is_down_at_its_start() {
+    use common::redis_server::{Throwaway, NO_PERSISTENCE};
+    let server = Throwaway::new(1, NO_PERSISTENCE);
+    let url = server.url();
+    let ns = common::unique_namespace("elect_down");
+    server.shutdown();
+    let spawn = || {
+        let mut elect = Command::new(env!("CARGO_BIN_EXE_lockstore"))
+            .args(["elect", "--store", &url, "--namespace", &ns, "--ttl", "1s"])
+            .args(["--candidate", "patient", NAME])
+            .args(["--", "sh", "-c", "while :; do sleep 0.05; done"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = BufReader::new(elect.stderr.take().unwrap());
+        (elect, stderr.lines().map_while(Result::ok))
+    };
+    let term = |elect: &std::process::Child| {
+        rustix::process::kill_process(
+            rustix::process::Pid::from_child(elect),
+            rustix::process::Signal::TERM,
+        )
+        .unwrap();
+    };
+    // Left while it waits for the server.
+    let (mut elect, mut lines) = spawn();
+    let waiting = lines.next().unwrap_or_default();
+    assert!(waiting.contains("campaigns once it answers"), "{waiting}");
+    term(&elect);
+    let rest: Vec<String> = lines.collect();
+    assert!(elect.wait().unwrap().success(), "{rest:?}");
+    assert!(rest.iter().any(|l| l.contains("leaves")), "{rest:?}");
+    // Leads once the server is back.
+    let (mut elect, mut lines) = spawn();
+    let waiting = lines.next().unwrap_or_default();
+    assert!(waiting.contains("campaigns once it answers"), "{waiting}");
+    server.start();
+    let led = lines.find(|l| l.contains(" leads "));
+    assert!(led.is_some(), "it never led");
+    assert_eq!(leader_of(&url, &ns).as_deref(), Some("patient"));
+    term(&elect);
+    let rest: Vec<String> = lines.collect();
+    assert!(elect.wait().unwrap().success(), "{rest:?}");
+    assert_eq!(leader_of(&url, &ns), None);
+}
+
 /// A fresh SQLite file's URL and a namespace, for the CLI tests below.
 fn sqlite_store(prefix: &str) -> (std::path::PathBuf, String, String) {
     let ns = common::unique_namespace(prefix);

@@ -126,8 +126,10 @@ impl Body for ProcessBody {
 
 /// What `lockstore elect` is given.
 pub struct ElectArgs<'a> {
-    /// The store.
-    pub locks: &'a Locks,
+    /// The store's URL.
+    pub url: &'a str,
+    /// The namespace.
+    pub namespace: &'a str,
     /// The election's name (its key).
     pub name: &'a str,
     /// This candidate.
@@ -143,16 +145,29 @@ pub struct ElectArgs<'a> {
 /// term (the next candidate in line leads at once) and campaigns again. Answers the exit
 /// status.
 ///
+/// A store that cannot be reached at the start (its server down or restarting) is asked again
+/// every retry pause, as a lost connection delays a campaign; a bad URL or namespace, a schema
+/// that is not ours, or a store this build lacks ends it at once.
+///
 /// # Errors
 /// A failure of the store (not a lost connection: that only delays the campaign) or a command
 /// that cannot run, with its exit status.
 pub fn elect(args: &ElectArgs<'_>, command: Vec<String>) -> Result<u8, (u8, String)> {
-    let election = Election::new(args.locks, args.name, args.candidate, args.options)
+    // Bad options are refused before anything waits for the store.
+    lock_core::election::Campaign::new(args.options).map_err(|e| (crate::USAGE, e.to_string()))?;
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP, SIGUSR1])
+        .map_err(|e| (crate::STORE, format!("cannot handle signals: {e}")))?;
+    let Some(locks) = open_when_reachable(args, &mut signals)? else {
+        eprintln!(
+            "lockstore: {} leaves \"{}\" after 0 terms",
+            args.candidate, args.name
+        );
+        return Ok(0);
+    };
+    let election = Election::new(&locks, args.name, args.candidate, args.options)
         .map_err(|e| (crate::USAGE, e.to_string()))?
         .metadata(args.metadata);
     let control = election.control();
-    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP, SIGUSR1])
-        .map_err(|e| (crate::STORE, format!("cannot handle signals: {e}")))?;
     tree::adopt_orphans();
     std::thread::spawn(move || {
         for signal in signals.forever() {
@@ -182,6 +197,50 @@ pub fn elect(args: &ElectArgs<'_>, command: Vec<String>) -> Result<u8, (u8, Stri
         args.candidate, args.name
     );
     Ok(0)
+}
+
+/// Opens the store, asking again every retry pause while a server store cannot be reached
+/// (saying so once); `None` if a signal asked to leave meanwhile (`SIGUSR1`, resign, means
+/// nothing before a term). A local store (SQLite) that cannot be opened is an error at once: a
+/// wrong path does not heal by itself.
+fn open_when_reachable(
+    args: &ElectArgs<'_>,
+    signals: &mut signal_hook::iterator::Signals,
+) -> Result<Option<Locks>, (u8, String)> {
+    let pause = Duration::from_millis(args.options.retry.0.max(1));
+    let server = !args.url.starts_with("sqlite:") && !args.url.starts_with("memory:");
+    let mut said = false;
+    loop {
+        match Locks::open(args.url, args.namespace) {
+            Ok(locks) => {
+                if said {
+                    eprintln!("lockstore: the store answers; {} campaigns", args.candidate);
+                }
+                return Ok(Some(locks));
+            }
+            Err(lock_store::Error::Store(e @ lock_store::StoreError::Connect { .. })) if server => {
+                if !said {
+                    said = true;
+                    eprintln!(
+                        "lockstore: {e}; {} campaigns once it answers (asked again every {})",
+                        args.candidate,
+                        show::duration(pause)
+                    );
+                }
+            }
+            Err(e) => {
+                let crate::Failed(code, message) = e.into();
+                return Err((code, message));
+            }
+        }
+        let until = std::time::Instant::now() + pause;
+        while std::time::Instant::now() < until {
+            if signals.pending().any(|signal| signal != SIGUSR1) {
+                return Ok(None);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
 }
 
 /// The leader as text: `NAME: led by C with fence F, since S, until T (metadata)`, or `NAME: no

@@ -106,7 +106,8 @@ enum Cmd {
     Steal(RunArgs),
     /// Campaign in an election: run the command only while this process leads (SIGTERM when
     /// its term stops, SIGKILL after --grace), then campaign again; exit 0 on SIGTERM, SIGINT
-    /// or SIGHUP once the current term has stopped; SIGUSR1 resigns the term.
+    /// or SIGHUP once the current term has stopped; SIGUSR1 resigns the term. A server store
+    /// that cannot be reached at the start is asked again until it answers.
     #[command(after_help = EXIT_CODES)]
     Elect(ElectArgs),
     /// Show the leader of an election (its candidate, term fence, lease deadline, metadata).
@@ -561,7 +562,6 @@ fn exit_code(status: std::process::ExitStatus) -> u8 {
 }
 
 fn elect_cmd(a: ElectArgs) -> Result<ExitCode, Failed> {
-    let locks = open(&a.at)?;
     let candidate = a.candidate.clone().unwrap_or_else(default_owner);
     let mut options = lock_store::election::CampaignOptions::new(a.ttl.into());
     if let Some(margin) = a.margin {
@@ -573,7 +573,8 @@ fn elect_cmd(a: ElectArgs) -> Result<ExitCode, Failed> {
     }
     options.once = a.once;
     let args = elect::ElectArgs {
-        locks: &locks,
+        url: &a.at.url,
+        namespace: &a.at.namespace,
         name: &a.name,
         candidate: &candidate,
         options,
