@@ -69,7 +69,7 @@ section "fuzzing lock-core (${FUZZ_SECONDS:-20} s per target; scripts/fuzz.sh 60
 scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
 section "conformance vectors through the CLIs: native, then the wasm component"
 cargo run -q -p lock-conformance --bin lock-vectors -- tests/vectors tests/vectors/kinds web-demo/guides
-cargo run -q -p lock-conformance --bin lock-vectors -- --campaign tests/vectors/election
+cargo run -q -p lock-conformance --bin lock-vectors -- --campaign tests/vectors/election/
 cargo run -q -p lockhost -- vectors tests/vectors tests/vectors/kinds web-demo/guides
 section "lock-core builds without std (wasm32v1-none)"
 cargo build -p lock-core --target wasm32v1-none --release
