@@ -102,18 +102,24 @@ pub fn run(host: &LockHost, say: &(dyn Fn(&str) + Sync)) -> Result<(), String> {
             say(&format!("  {who}'s term stops: {}", reason.name()));
         }
     };
+    // Waits until `who` leads (its leader record), or waits in line.
+    let leads = |who: &str| {
+        wait_for(&format!("{who} to lead"), || {
+            leader().filter(|l| l.candidate == who)
+        })
+    };
+    let waits = |who: &str| {
+        wait_for(&format!("{who} in line"), || {
+            in_line().iter().any(|w| w == who).then_some(())
+        })
+    };
     thread::scope(|s| {
         let _leave = Leave(vec![a.control(), b.control(), c.control()]);
-        let runs = [(&a, "plugin-a")].map(|(e, who)| s.spawn(move || e.run(body(who))));
-        let first = wait_for("plugin-a to lead", || {
-            leader().filter(|l| l.candidate == "plugin-a")
-        })?;
-        let mut more = Vec::new();
+        let mut runs = vec![s.spawn(|| a.run(body("plugin-a")))];
+        let first = leads("plugin-a")?;
         for (e, who) in [(&b, "plugin-b"), (&c, "plugin-c")] {
-            more.push(s.spawn(move || e.run(body(who))));
-            wait_for(&format!("{who} in line"), || {
-                in_line().iter().any(|w| w == who).then_some(())
-            })?;
+            runs.push(s.spawn(move || e.run(body(who))));
+            waits(who)?;
         }
         say(&format!("  in line behind it: {}", in_line().join(", ")));
         thread::sleep(TTL + TTL / 2);
@@ -125,9 +131,7 @@ pub fn run(host: &LockHost, say: &(dyn Fn(&str) + Sync)) -> Result<(), String> {
         ));
         let resigned = Instant::now();
         a.control().resign();
-        let second = wait_for("plugin-b to lead", || {
-            leader().filter(|l| l.candidate == "plugin-b")
-        })?;
+        let second = leads("plugin-b")?;
         say(&format!(
             "  plugin-a resigned: plugin-b leads at once with fence {} ({:.1} ms later, no TTL waited out)",
             second.fence,
@@ -143,17 +147,13 @@ pub fn run(host: &LockHost, say: &(dyn Fn(&str) + Sync)) -> Result<(), String> {
             if late { "TAKEN" } else { "refused" },
             resource.seen()
         ));
-        wait_for("plugin-a in line again", || {
-            in_line().iter().any(|w| w == "plugin-a").then_some(())
-        })?;
+        waits("plugin-a")?;
         say(&format!(
             "  plugin-a campaigns on, in line again: {}",
             in_line().join(", ")
         ));
         b.control().shut_down();
-        let third = wait_for("plugin-c to lead", || {
-            leader().filter(|l| l.candidate == "plugin-c")
-        })?;
+        let third = leads("plugin-c")?;
         say(&format!(
             "  plugin-b left: plugin-c, next in line, leads with fence {}",
             third.fence
@@ -161,7 +161,7 @@ pub fn run(host: &LockHost, say: &(dyn Fn(&str) + Sync)) -> Result<(), String> {
         a.control().shut_down();
         c.control().shut_down();
         let mut terms = Vec::new();
-        for run in runs.into_iter().chain(more) {
+        for run in runs {
             let led = run
                 .join()
                 .map_err(|_| "a plugin's body panicked".to_owned())?;
