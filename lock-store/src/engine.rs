@@ -1,5 +1,6 @@
 //! The decision loop: read (or reuse) a key's record, run one `lock-core` transition, write back
-//! with compare-and-set, and on a conflict decide again from the record the conflict returned.
+//! with compare-and-set, and on a conflict decide again from the record the conflict returned
+//! (read afresh after a pause, from the second conflict on).
 
 use std::time::Duration as StdDuration;
 

@@ -13,7 +13,9 @@
 //!   the write carries it as `not_before`; an emptied record is a tombstone until
 //!   [`TOMBSTONE_LIFE`] later, never deleted (a version that went back to 0 could let a stale
 //!   writer through).
-//! - A conflict decides again on the record it returned, after a short random pause.
+//! - The first conflict decides again at once on the record it returned; a later one pauses
+//!   a short random while, then reads the record afresh (the one it returned is as old as the
+//!   pause: against a writer in a tight loop, decisions on it would conflict every time).
 //! - A write whose answer was lost is resolved by reading: our version there means done;
 //!   the version we replaced (or nothing, for a deletion) means not done, decide again; anything
 //!   else means ours may have taken effect before other writes (`ambiguous`).
@@ -266,6 +268,11 @@ impl<D: Decider, R> Exchange<D, R> {
                     let pause = *pause;
                     self.phase = Phase::Decide;
                     if !pause.is_zero() {
+                        // The record the conflict answered is as old as the pause: a writer
+                        // that wrote meanwhile (one in a tight loop, say) would make a decision
+                        // on it conflict again, attempt after attempt. Read it afresh.
+                        self.phase = Phase::Read;
+                        self.from_memory = false;
                         return Ok(Some(Io::Pause(pause)));
                     }
                 }
@@ -792,7 +799,8 @@ mod tests {
             Response::Acquire(Err(LockError::Held { .. }))
         ));
         assert_eq!(done.remember.version, 9);
-        // A second conflict in one call pauses first; each write has a version of its own.
+        // A second conflict in one call pauses first, then reads again; each write has a version
+        // of its own.
         let mut ex = fresh(&limits);
         read_nothing(&mut ex, t);
         let mut versions = Vec::new();
@@ -817,6 +825,10 @@ mod tests {
             .unwrap();
             if round > 0 {
                 assert_eq!(poll(&mut ex, t, &mut acquire).unwrap(), Asked::Pause);
+                // After a pause the record the conflict answered is stale: read it afresh.
+                assert_eq!(poll(&mut ex, t, &mut acquire).unwrap(), Asked::Read);
+                let tombstone = read(Some((3, TOMBSTONE.to_vec(), vec![])), 5_000);
+                ex.handle_read(&mut Native, tombstone, t, t).unwrap();
             }
         }
         versions.sort_unstable();
@@ -1005,6 +1017,10 @@ mod tests {
                     .unwrap();
                 }
                 Ok(Asked::Pause) => {}
+                Ok(Asked::Read) => {
+                    let tombstone = read(Some((writes, TOMBSTONE.to_vec(), vec![])), 5_000);
+                    ex.handle_read(&mut Native, tombstone, t, t).unwrap();
+                }
                 Err(Stop::Contention) => break,
                 other => panic!("{other:?}"),
             }
