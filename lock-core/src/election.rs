@@ -691,3 +691,17 @@ impl Campaign {
         }
     }
 }
+
+impl Campaign {
+    /// While a term is in progress (leading or stopping): when its stop is due at the latest if
+    /// nothing more is heard, on this candidate's clock: its lease's end less the margin,
+    /// moved by each extension. A supervisor in another process that must not trust this one
+    /// to run (it may be paused) stops the term's work at that instant by itself.
+    #[must_use]
+    pub fn stop_by(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Leading(t) | Phase::Stopping { term: t, .. } => Some(self.stop_at(t)),
+            _ => None,
+        }
+    }
+}

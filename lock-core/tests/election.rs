@@ -671,3 +671,24 @@ fn each_refusal_asks_again_at_once_after_the_pause_or_ends_the_campaign() {
     assert_eq!(c.poll_action(Instant(0)), Some(Action::Campaign));
     assert_eq!(Refusal::parse("closed"), None);
 }
+
+#[test]
+fn stop_by_is_the_terms_lease_end_less_the_margin_and_moves_with_each_extension() {
+    let options = CampaignOptions::new(TTL);
+    let margin = options.margin;
+    let mut c = Campaign::new(options).unwrap();
+    assert_eq!(c.stop_by(), None, "no term yet");
+    assert_eq!(c.poll_action(Instant(0)), Some(Action::Campaign));
+    c.handle_granted(Fence(1), Instant(1_000), Instant(0));
+    assert_eq!(c.stop_by(), Some(Instant(1_000).saturating_sub(margin)));
+    c.handle_extended(Instant(1_400), Instant(400));
+    assert_eq!(c.stop_by(), Some(Instant(1_400).saturating_sub(margin)));
+    // Stopping (a resignation keeps the lease while the body finishes): still the lease's.
+    c.resign(Instant(500));
+    while c.poll_action(Instant(500)).is_some() {}
+    assert_eq!(c.stop_by(), Some(Instant(1_400).saturating_sub(margin)));
+    c.handle_body_returned(Instant(510));
+    while c.poll_action(Instant(510)).is_some() {}
+    c.handle_released(Instant(520));
+    assert_eq!(c.stop_by(), None, "the term is over");
+}

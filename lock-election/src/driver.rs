@@ -153,6 +153,9 @@ pub fn run_with<C: Candidacy>(
         if control.take_resign() {
             campaign.resign(now);
         }
+        if let Some(t) = term.as_ref() {
+            mark_stop_by(t, &campaign, candidacy.now());
+        }
         if running && body.returned() {
             running = false;
             campaign.handle_body_returned(now);
@@ -191,6 +194,7 @@ pub fn run_with<C: Candidacy>(
             }
             Action::Start { fence } => {
                 let t = Term::new(fence, control.kick.clone());
+                mark_stop_by(&t, &campaign, candidacy.now());
                 body.start(&t);
                 term = Some(t);
                 running = true;
@@ -229,6 +233,15 @@ pub fn run_with<C: Candidacy>(
         candidacy.release(l);
     }
     result
+}
+
+/// Tells `term` its stop instant (see [`Term::stop_by`]) on this process's monotonic clock,
+/// from the campaign's on the candidacy's clock, which reads `now`.
+fn mark_stop_by(term: &Term, campaign: &Campaign, now: Instant) {
+    if let Some(by) = campaign.stop_by() {
+        let left = Duration::from_millis(by.0.saturating_sub(now.0));
+        term.set_stop_by(std::time::Instant::now() + left);
+    }
 }
 
 fn spawn_extension(

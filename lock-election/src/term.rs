@@ -21,6 +21,8 @@ pub struct Term {
 struct Signal {
     stopped: Mutex<Option<StopReason>>,
     wake: Condvar,
+    /// When the stop is due at the latest unless the lease is extended (set by the driver).
+    stop_by: Mutex<Option<std::time::Instant>>,
 }
 
 impl Term {
@@ -64,6 +66,29 @@ impl Term {
             .wait_timeout_while(stopped, timeout, |s| s.is_none())
             .unwrap_or_else(PoisonError::into_inner);
         *stopped
+    }
+
+    /// When the stop signal fires at the latest unless the term's lease is extended first, on
+    /// this process's monotonic clock (`None` until the driver has set it): the lease's end on
+    /// this candidate's clock less the margin, moved by each extension. For a supervisor in
+    /// another process that stops the term's work by itself if this process stops telling it
+    /// (paused, never scheduled): `lockstore elect`'s guard.
+    #[must_use]
+    pub fn stop_by(&self) -> Option<std::time::Instant> {
+        *self
+            .signal
+            .stop_by
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sets [`Term::stop_by`].
+    pub(crate) fn set_stop_by(&self, at: std::time::Instant) {
+        *self
+            .signal
+            .stop_by
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(at);
     }
 
     /// Fires the stop signal (the first reason stays).

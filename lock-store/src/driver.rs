@@ -640,6 +640,9 @@ pub enum Wanted {
     Nap(StdDuration),
     /// Wait this long (a store call failed), then ask again.
     Pause(StdDuration),
+    /// Giving up: run this operation ([`Op::CancelWait`], or the [`Op::Release`] of a lease the
+    /// key was handed meanwhile) and hand its end to [`Waiting::answered`].
+    Leave(Op),
 }
 
 /// The lease a waiting caller won.
@@ -708,8 +711,16 @@ impl Waiting {
             Want::Look => Wanted::Look,
             Want::Nap(nap) => Wanted::Nap(nap),
             Want::Pause(pause) => Wanted::Pause(pause),
+            Want::Leave => Wanted::Leave(match self.acquiring.leave_fence() {
+                Some(fence) => Op::Release {
+                    owner: owner(),
+                    fence,
+                },
+                None => Op::CancelWait { owner: owner() },
+            }),
         };
-        self.asked = matches!(want, Want::Ask | Want::Renew | Want::Look).then_some(want);
+        self.asked =
+            matches!(want, Want::Ask | Want::Renew | Want::Look | Want::Leave).then_some(want);
         wanted
     }
 
@@ -717,11 +728,20 @@ impl Waiting {
         self.acquiring.owner().to_owned()
     }
 
-    /// The caller is queued: a failure from here on must cancel its wait
-    /// ([`Op::CancelWait`]), if the store can still be reached.
+    /// The caller is queued (renewing its place, napping, looking).
     #[must_use]
     pub fn in_line(&self) -> bool {
         self.acquiring.in_line()
+    }
+
+    /// The caller gives up at local instant `t` (an aborted signal): `false` if nothing is left
+    /// to do (it was not queued, and no call is in flight); `true` if the driver goes on with
+    /// what [`Waiting::want`] asks ([`Wanted::Leave`], [`Wanted::Look`], [`Wanted::Pause`])
+    /// until [`Waiting::answered`] ends the wait with [`Error::GaveUp`]: then nothing of this
+    /// attempt is left on the key (its wait cancelled, a lease it was handed released). A lease
+    /// won but not yet taken by the caller is released the same way.
+    pub fn give_up(&mut self, t: LocalInstant) -> bool {
+        self.acquiring.give_up(Error::GaveUp, t).is_ok()
     }
 
     /// The driver now hears (`true`) or no longer hears (`false`) this caller's hand-off
@@ -730,12 +750,20 @@ impl Waiting {
         self.acquiring.watching(watched);
     }
 
+    /// The fence of a lease this attempt was handed and released while giving up (that fence
+    /// is spent), if any.
+    #[must_use]
+    pub fn released(&self) -> Option<Fence> {
+        self.acquiring.released()
+    }
+
     /// The end of the call the last [`Waiting::want`] asked for, at local instant `t`: the
     /// lease won, or `None` to go on.
     ///
     /// # Errors
     /// [`Error::WaitTimedOut`], [`Error::AlreadyWaiting`], [`Error::Lock`], [`Error::Store`]:
-    /// the wait is over (cancel it first if [`Waiting::in_line`]).
+    /// the wait is over, and nothing of it is left on the key (an error while queued leaves the
+    /// key first, through [`Wanted::Leave`]).
     pub fn answered(
         &mut self,
         ended: Result<Outcome, StoreError>,
@@ -748,7 +776,7 @@ impl Waiting {
             })
         };
         let won = match (self.asked.take(), ended) {
-            (Some(Want::Ask), Err(e)) => return Err(Error::Store(e)),
+            (Some(Want::Ask), Err(e)) => self.acquiring.ask_failed(e)?,
             (Some(Want::Ask), Ok(outcome)) => match as_response(outcome.decided) {
                 Ok(decided) => self.acquiring.asked(decided, unexpected, t)?,
                 Err(e) => return Err(e),
@@ -759,6 +787,16 @@ impl Waiting {
                     Err(e) => Err(e),
                 };
                 self.acquiring.renewed(decided, unexpected, t)?
+            }
+            (Some(Want::Leave), ended) => {
+                // An answer of the wrong kind counts as a failed call of the give-up.
+                let decided = ended.and_then(|outcome| {
+                    as_response(outcome.decided).map_err(|e| StoreError::Server {
+                        store: String::from("the store"),
+                        reason: e.to_string(),
+                    })
+                });
+                self.acquiring.left(decided, t)?
             }
             (Some(Want::Look), ended) => {
                 let decided = match ended {

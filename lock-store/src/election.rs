@@ -129,7 +129,8 @@ pub(crate) fn refusal(error: &Error) -> Refusal {
     match error {
         Error::Lock(e) => Refusal::lock(e),
         Error::Store(_) => Refusal::Unreachable,
-        Error::WaitTimedOut => Refusal::WaitTimedOut,
+        // A campaign never gives its asks up by a `GiveUp`: its shut-down ends it.
+        Error::WaitTimedOut | Error::GaveUp => Refusal::WaitTimedOut,
         Error::AlreadyWaiting => Refusal::AlreadyWaiting,
     }
 }

@@ -150,6 +150,22 @@ impl LeaseState {
         self.lost.load(Ordering::SeqCst) || LocalInstant::now() >= self.local_end()
     }
 
+    /// The answer of a release called once the lease is lost (known lost, or past its end on
+    /// this holder's clock): the refusal that ended it, or `expired` at its deadline. `None`
+    /// while it is held. The release is still sent (the store may still hold the lease, which
+    /// this holder stops believing in early: freeing it hands the key on sooner), and every
+    /// face answers the loss whatever the store says (see "Answers per face" in
+    /// docs/lock-store.md).
+    pub(crate) fn loss_answer(&self) -> Option<LockError> {
+        if !self.is_lost() {
+            return None;
+        }
+        let refusal = self.refusal.lock().unwrap_or_else(PoisonError::into_inner);
+        Some(refusal.clone().unwrap_or(LockError::Expired {
+            deadline: Instant(self.deadline.load(Ordering::SeqCst)),
+        }))
+    }
+
     /// What the loss was, once it is known (`None` before).
     pub(crate) fn lost_lease(&self) -> Option<LostLease> {
         let refusal = self.refusal.lock().unwrap_or_else(PoisonError::into_inner);
@@ -283,6 +299,20 @@ impl Lease {
         self.state.is_lost()
     }
 
+    /// How long this holder may still believe it holds the lease, on its own clock: the time
+    /// until [`is_lost`](Self::is_lost) turns true by itself unless the lease is extended
+    /// (zero once that time has come, or once it is known lost). A supervisor that must stop the
+    /// work in time on a clock of its own (another process, which may go on while this one is
+    /// paused) is told this after each extension.
+    #[must_use]
+    pub fn time_left(&self) -> Duration {
+        if self.state.lost.load(Ordering::SeqCst) {
+            return Duration::ZERO;
+        }
+        self.local_end()
+            .saturating_duration_since(LocalInstant::now())
+    }
+
     /// Moves the deadline to the store's now + `ttl` (same fence).
     ///
     /// # Errors
@@ -370,8 +400,9 @@ fn release(locks: &Locks, state: &LeaseState) -> Result<(), Error> {
     if !state.begin_release() {
         return Ok(());
     }
+    let lost = state.loss_answer();
     let decided = locks.request(&state.key, state.release_request());
-    state.released_as(decided, |r| locks.unexpected(r))
+    state.released_as(decided, lost, |r| locks.unexpected(r))
 }
 
 impl LeaseState {
@@ -382,12 +413,30 @@ impl LeaseState {
     }
 
     /// What a release's answer means for this lease (see [`Lease::release`]).
+    /// `lost`: the lease was lost before the release was sent ([`LeaseState::loss_answer`]),
+    /// which is then the answer once the store answered.
     pub(crate) fn released_as(
         &self,
         decided: Result<Decided<Response>, StoreError>,
+        lost: Option<LockError>,
         unexpected: impl FnOnce(&Response) -> Error,
     ) -> Result<(), Error> {
         let decided = decided.inspect_err(|_| self.release_unsure.store(true, Ordering::SeqCst))?;
+        if let Some(loss) = lost {
+            // Whatever the store did with it, this holder had stopped holding the lease.
+            let refusal = match &decided.reply {
+                Response::Release(Err(e)) => e.clone(),
+                _ => loss,
+            };
+            if let Response::Release(Ok(outcome)) = &decided.reply {
+                self.released_at
+                    .store(outcome_end(*outcome, decided.now).0, Ordering::SeqCst);
+            }
+            self.lose(Some(refusal.clone()));
+            self.released.store(true, Ordering::SeqCst);
+            self.changed();
+            return Err(Error::Lock(refusal));
+        }
         let unsure = decided.ambiguous || self.release_unsure.load(Ordering::SeqCst);
         let deadline = Instant(self.deadline.load(Ordering::SeqCst));
         // This release's own write took effect before the writes the re-read found: nothing
@@ -396,11 +445,7 @@ impl LeaseState {
             crate::engine::release_took_effect(&decided.reply, unsure, decided.now, deadline);
         match decided.reply {
             Response::Release(Ok(outcome)) => {
-                // A lease with a minimum hold keeps its place until then: that is when it ends.
-                let at = match outcome {
-                    ReleaseOutcome::Released => decided.now,
-                    ReleaseOutcome::HeldUntil { until } => until,
-                };
+                let at = outcome_end(outcome, decided.now);
                 self.released_at.store(at.0, Ordering::SeqCst);
                 self.released.store(true, Ordering::SeqCst);
                 self.changed();
@@ -489,6 +534,15 @@ impl LeaseState {
     fn changed(&self) {
         #[cfg(feature = "tokio")]
         self.signal.notify_waiters();
+    }
+}
+
+/// When a released lease ends at the store's `now`: then, or at the end of its minimum hold
+/// (it keeps its place until then).
+fn outcome_end(outcome: ReleaseOutcome, now: Instant) -> Instant {
+    match outcome {
+        ReleaseOutcome::Released => now,
+        ReleaseOutcome::HeldUntil { until } => until,
     }
 }
 
@@ -605,5 +659,60 @@ fn guard_thread(locks: &Locks, state: &Arc<LeaseState>) {
             .wait_timeout(guard, wake_at - now)
             .unwrap_or_else(PoisonError::into_inner)
             .0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(local_end: LocalInstant) -> LeaseState {
+        let grant = Grant {
+            fence: Fence(9),
+            deadline: Instant(50_000),
+        };
+        LeaseState::new("k", "a", grant, Duration::from_secs(5), local_end)
+    }
+
+    fn released(outcome: ReleaseOutcome, now: u64) -> Result<Decided<Response>, StoreError> {
+        Ok(Decided {
+            reply: Response::Release(Ok(outcome)),
+            events: Vec::new(),
+            now: Instant(now),
+            next_deadline: None,
+            clock: None,
+            ambiguous: false,
+        })
+    }
+
+    fn unexpected(r: &Response) -> Error {
+        panic!("unexpected {r:?}")
+    }
+
+    #[test]
+    fn a_release_after_the_loss_answers_the_loss_even_if_the_store_still_held_the_lease() {
+        // Past its end on this holder's clock, while the store (its clock a little behind this
+        // holder's bound) still holds it: the release frees it, and answers `expired`.
+        let lease = state(LocalInstant::from_nanos(0));
+        assert!(lease.begin_release());
+        let lost = lease.loss_answer();
+        let deadline = Instant(50_000);
+        assert_eq!(lost, Some(LockError::Expired { deadline }));
+        let answer =
+            lease.released_as(released(ReleaseOutcome::Released, 49_990), lost, unexpected);
+        assert_eq!(answer, Err(Error::Lock(LockError::Expired { deadline })));
+        assert!(lease.is_released() && lease.lost_lease().is_some());
+        assert_eq!(lease.released_at(), Some(Instant(49_990)));
+        // A lease still held answers as before; a minimum hold ends at its end.
+        let held = state(LocalInstant::now() + Duration::from_secs(60));
+        assert_eq!(held.loss_answer(), None);
+        let until = Instant(52_000);
+        let answer = held.released_as(
+            released(ReleaseOutcome::HeldUntil { until }, 49_000),
+            None,
+            unexpected,
+        );
+        assert_eq!(answer, Ok(()));
+        assert_eq!(held.released_at(), Some(until));
     }
 }

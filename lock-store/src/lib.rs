@@ -44,10 +44,13 @@ mod clock;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 mod collect;
 mod decider;
+#[cfg(feature = "tokio")]
+mod departures;
 pub mod driver;
 pub mod election;
 mod engine;
 mod exchange;
+mod give_up;
 mod kinds;
 mod lease;
 mod listen;
@@ -88,6 +91,7 @@ mod table;
 mod tls;
 mod url;
 
+pub use give_up::GiveUp;
 pub use lease::{Lease, LostLease};
 pub use lock_core::{
     AcquireOptions, Fence, HolderInfo, Instant, KeyInfo, LeaseEnd, Limits, LockError, Mode,

@@ -17,6 +17,7 @@ use lock_core::{
 use crate::clock::StoreClock;
 use crate::decider::{AnyDecider, Native};
 use crate::engine::{Decided, Engine, TimeSource};
+use crate::give_up::GiveUp;
 use crate::kinds::OwnedOptions;
 use crate::lease::{local_end, Lease, LeaseState};
 use crate::listen::{Hub, Subscription};
@@ -34,6 +35,9 @@ pub enum Error {
     WaitTimedOut,
     /// This owner already waits for this key (in another call or process).
     AlreadyWaiting,
+    /// The caller gave up the acquire ([`GiveUp::give_up`]) before it was handed the key (or
+    /// after, before it took it): its wait was cancelled and what it was handed released.
+    GaveUp,
 }
 
 impl fmt::Display for Error {
@@ -43,6 +47,7 @@ impl fmt::Display for Error {
             Error::Store(e) => e.fmt(f),
             Error::WaitTimedOut => f.write_str("wait timed out"),
             Error::AlreadyWaiting => f.write_str("this owner already waits for this key"),
+            Error::GaveUp => f.write_str("the caller gave up the acquire"),
         }
     }
 }
@@ -72,6 +77,8 @@ pub(crate) struct Shared {
     hub: Arc<Hub>,
     /// The longest a waiter sleeps between two looks at its key.
     pub(crate) poll: Duration,
+    /// See [`Options::adopt_held`](crate::Options::adopt_held).
+    adopt_held: bool,
 }
 
 /// Locks over one store namespace. Cheap to clone (clones share the connection); give each
@@ -98,6 +105,7 @@ impl Locks {
             Box::new(store),
             AnyDecider::Native(Native),
             Limits::default(),
+            true,
         ) {
             Ok(locks) => locks,
             Err(_) => unreachable!("the default limits are valid"),
@@ -108,6 +116,7 @@ impl Locks {
         store: Box<dyn Store>,
         decider: AnyDecider,
         limits: Limits,
+        adopt_held: bool,
     ) -> Result<Self, Error> {
         Ok(Locks {
             shared: Arc::new(Shared {
@@ -119,6 +128,7 @@ impl Locks {
                 )?),
                 hub: Arc::new(Hub::default()),
                 poll: Duration::from_millis(50),
+                adopt_held,
             }),
         })
     }
@@ -251,6 +261,26 @@ impl Locks {
         wait: Duration,
         options: &AcquireOptions<'_>,
     ) -> Result<Lease, Error> {
+        self.acquire_or_give_up(key, owner, ttl, wait, options, &GiveUp::new())
+    }
+
+    /// [`acquire_with`](Self::acquire_with), which another thread may give up through
+    /// `give_up` (see [`GiveUp`]): the acquire then cancels its wait, releases a lease it was
+    /// handed meanwhile, and answers [`Error::GaveUp`]. Given up before it starts, it asks
+    /// nothing.
+    ///
+    /// # Errors
+    /// Those of [`acquire_with`](Self::acquire_with), and [`Error::GaveUp`].
+    pub fn acquire_or_give_up(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+        wait: Duration,
+        options: &AcquireOptions<'_>,
+        give_up: &GiveUp,
+    ) -> Result<Lease, Error> {
+        let mut gave_up = false;
         let mut acquiring = Acquiring::with_options(
             key,
             owner,
@@ -259,48 +289,58 @@ impl Locks {
             self.shared.poll,
             OwnedOptions::of(options),
         );
+        acquiring.adopt_held(self.shared.adopt_held);
         let mut watcher: Option<Subscription> = None;
         let mut watch_failed = false;
         let granted = loop {
+            if !gave_up && give_up.is_given_up() {
+                gave_up = true;
+                acquiring.give_up(Error::GaveUp, LocalInstant::now())?;
+            }
             let step = match acquiring.want() {
-                Want::Ask => {
-                    let decided = self.request(key, |now| acquiring.request(now))?;
-                    acquiring.asked(decided, |r| self.unexpected(r), LocalInstant::now())
-                }
+                Want::Ask => match self.request(key, |now| acquiring.request(now)) {
+                    Ok(decided) => {
+                        acquiring.asked(decided, |r| self.unexpected(r), LocalInstant::now())
+                    }
+                    Err(e) => acquiring.ask_failed(e),
+                },
                 Want::Renew => {
                     let decided = self.request(key, |now| acquiring.request(now));
                     acquiring.renewed(decided, |r| self.unexpected(r), LocalInstant::now())
+                }
+                Want::Leave => {
+                    let decided = self.request(key, |now| acquiring.request(now));
+                    acquiring.left(decided, LocalInstant::now())
                 }
                 Want::Look => acquiring.looked(
                     self.engine().inspect(key, Instant::ZERO),
                     LocalInstant::now(),
                 ),
                 Want::Pause(pause) => {
-                    std::thread::sleep(pause);
+                    // A give-up's own pauses are not cut short by it.
+                    if gave_up {
+                        std::thread::sleep(pause);
+                    } else {
+                        give_up.sleep(pause);
+                    }
                     continue;
                 }
                 Want::Nap(nap) => {
-                    match watcher.as_ref().map(|w| w.wait(nap)) {
-                        Some(Ok(_)) => {}
+                    if nap_or_notice(watcher.as_ref(), nap, give_up).is_err() {
                         // The notice connection failed: look by ourselves from now on.
-                        Some(Err(())) => {
-                            watcher = None;
-                            acquiring.watching(false);
-                        }
-                        None => std::thread::sleep(nap),
+                        watcher = None;
+                        acquiring.watching(false);
                     }
                     continue;
                 }
             };
             match step {
+                // Handed the key after its caller gave up: the give-up releases it.
+                Ok(Some(_)) if give_up.is_given_up() => {}
                 Ok(Some(granted)) => break granted,
                 Ok(None) => {}
-                Err(e) => {
-                    if acquiring.in_line() {
-                        let _ = self.request(key, |now| Request::CancelWait { key, owner, now });
-                    }
-                    return Err(e);
-                }
+                // Over: an error that ended the wait while queued has left the key first.
+                Err(e) => return Err(e),
             }
             // Notices of hand-offs, if the store sends them (one listening connection for all
             // the waiting calls of this `Locks`).
@@ -428,5 +468,30 @@ impl Locks {
     /// [`Error::Store`].
     pub fn last_fence(&self) -> Result<Fence, Error> {
         Ok(self.engine().store_mut().last_fence()?)
+    }
+}
+
+/// A waiter's nap of `nap`: until this caller's hand-off notice if `watcher` hears them, cut
+/// short when `give_up` is given up.
+///
+/// # Errors
+/// `Err(())` if the notice connection failed.
+fn nap_or_notice(
+    watcher: Option<&Subscription>,
+    nap: Duration,
+    give_up: &GiveUp,
+) -> Result<(), ()> {
+    /// A give-up is heard within this while a waiter listens for its notice.
+    const SLICE: Duration = Duration::from_millis(20);
+    let Some(watcher) = watcher else {
+        give_up.sleep(nap);
+        return Ok(());
+    };
+    let until = std::time::Instant::now() + nap;
+    loop {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() || give_up.is_given_up() || watcher.wait(left.min(SLICE))? {
+            return Ok(());
+        }
     }
 }

@@ -27,6 +27,7 @@ pub struct Options {
     bound: Duration,
     limits: Limits,
     decider: AnyDecider,
+    adopt_held: bool,
 }
 
 impl Default for Options {
@@ -46,6 +47,7 @@ impl std::fmt::Debug for Options {
             .field("bound", &self.bound)
             .field("limits", &self.limits)
             .field("decider", &decider)
+            .field("adopt_held", &self.adopt_held)
             .finish()
     }
 }
@@ -59,6 +61,7 @@ impl Options {
             bound: DEFAULT_BOUND,
             limits: Limits::default(),
             decider: AnyDecider::Native(Native),
+            adopt_held: true,
         }
     }
 
@@ -70,6 +73,19 @@ impl Options {
     #[must_use]
     pub fn bound(mut self, bound: Duration) -> Self {
         self.bound = bound;
+        self
+    }
+
+    /// Whether an acquire whose owner already holds the key (`already-held`) takes that lease
+    /// as its own: `true` by default (the lease is the owner's, whoever asks). With `false`,
+    /// a lease this owner holds that the acquire was not handed (an earlier process that
+    /// used the same owner id and died, or a duplicate still running) is waited for like any
+    /// other holder's, and a try answers `held`: no fence serves two runs or terms. For
+    /// processes with fixed owner ids that a supervisor restarts (`lockstore run --owner`,
+    /// `lockstore elect --candidate` set it).
+    #[must_use]
+    pub fn adopt_held(mut self, adopt: bool) -> Self {
+        self.adopt_held = adopt;
         self
     }
 
@@ -98,7 +114,7 @@ impl Options {
     /// [`LockError::InvalidLimits`](crate::LockError::InvalidLimits).
     pub fn open(self, url: &str, namespace: &str) -> Result<Locks, Error> {
         let store = crate::store::open(url, namespace, self.bound)?;
-        Locks::build(store, self.decider, self.limits)
+        Locks::build(store, self.decider, self.limits, self.adopt_held)
     }
 
     /// Opens namespace `namespace` of the store at `url` for async code (see
@@ -115,15 +131,30 @@ impl Options {
         #[cfg(feature = "redis")]
         if url.starts_with("redis://") || url.starts_with("rediss://") {
             let store = crate::aio::AsyncRedisStore::open(url, namespace, self.bound).await?;
-            return crate::aio::Locks::build(std::sync::Arc::new(store), self.decider, self.limits);
+            return crate::aio::Locks::build(
+                std::sync::Arc::new(store),
+                self.decider,
+                self.limits,
+                self.adopt_held,
+            );
         }
         #[cfg(feature = "postgres")]
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let store = crate::aio::AsyncPostgresStore::open(url, namespace, self.bound).await?;
-            return crate::aio::Locks::build(std::sync::Arc::new(store), self.decider, self.limits);
+            return crate::aio::Locks::build(
+                std::sync::Arc::new(store),
+                self.decider,
+                self.limits,
+                self.adopt_held,
+            );
         }
         let pooled = pool(url, namespace, self.bound).await?;
-        crate::aio::Locks::build(std::sync::Arc::new(pooled), self.decider, self.limits)
+        crate::aio::Locks::build(
+            std::sync::Arc::new(pooled),
+            self.decider,
+            self.limits,
+            self.adopt_held,
+        )
     }
 
     /// [`aio::Locks`](crate::aio::Locks) over an async store of your own (call it within a
@@ -137,7 +168,12 @@ impl Options {
         self,
         store: impl crate::aio::AsyncStore,
     ) -> Result<crate::aio::Locks, Error> {
-        crate::aio::Locks::build(std::sync::Arc::new(store), self.decider, self.limits)
+        crate::aio::Locks::build(
+            std::sync::Arc::new(store),
+            self.decider,
+            self.limits,
+            self.adopt_held,
+        )
     }
 
     /// Locks over a store of your own (the bound is the store's: see
@@ -146,7 +182,7 @@ impl Options {
     /// # Errors
     /// [`Error::Lock`] with [`LockError::InvalidLimits`](crate::LockError::InvalidLimits).
     pub fn over(self, store: impl Store + 'static) -> Result<Locks, Error> {
-        Locks::build(Box::new(store), self.decider, self.limits)
+        Locks::build(Box::new(store), self.decider, self.limits, self.adopt_held)
     }
 }
 

@@ -17,6 +17,14 @@
 //!   the wait is over on this machine's clock.
 //! - A hand-off that ended before it looked, or a place lost to a late renewal, queues it again
 //!   (at the back) while time remains.
+//! - **Giving up** ([`Acquiring::give_up`], or an error that ends the wait while queued) is a
+//!   phase of its own with one end: this attempt leaves the key neither queued nor held. It
+//!   cancels its wait first; only if the store answers that it no longer waits does it look, and
+//!   a lease the key was handed meanwhile is released (its fence is spent; the next waiter is
+//!   handed the key at once). Cancelling first is what makes it sound: once the cancel is
+//!   answered, no hand-off to this attempt can land any more, so the look that follows sees the
+//!   last word. (Looking first, then cancelling, strands the key when the hand-off lands between
+//!   the two.) A grant the caller never took is released the same way.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,10 +32,10 @@ use std::time::Duration;
 use crate::kinds::OwnedOptions;
 use crate::local::LocalInstant;
 
-use lock_core::{AcquireOutcome, Grant, Instant, KeyInfo, LockError, Request, Response};
+use lock_core::{AcquireOutcome, Fence, Grant, Instant, KeyInfo, LockError, Request, Response};
 
 use crate::clock::{millis, StoreClock};
-use crate::engine::Decided;
+use crate::engine::{release_took_effect, Decided};
 use crate::locks::{Error, WAIT_ALIVE};
 use crate::store::StoreError;
 
@@ -90,10 +98,13 @@ pub(crate) enum Want {
     Nap(Duration),
     /// Wait this long (a store call failed), then ask again.
     Pause(Duration),
+    /// Giving up: send [`Acquiring::request`] (a `cancel-wait`, or the `release` of a lease the
+    /// key was handed meanwhile) and hand the answer to [`Acquiring::left`].
+    Leave,
 }
 
 /// A grant this caller holds: what its lease is made of.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Granted {
     pub(crate) grant: Grant,
     pub(crate) clock: Option<StoreClock>,
@@ -222,6 +233,35 @@ enum Phase {
     InLine(Line),
     /// A store call failed in line: pause, then go on.
     Pause(Line),
+    /// Handed the key: the grant was given to the driver (a give-up now releases it).
+    Granted(Fence),
+    /// This owner holds the key under another attempt (not adopted): nap this long, then ask
+    /// again.
+    Held(Duration),
+    /// Giving up: leaving nothing behind (see the module's documentation).
+    Leaving(Leaving),
+}
+
+/// Where a give-up is.
+#[derive(Clone, Copy, Debug)]
+struct Leaving {
+    step: LeaveStep,
+    /// A failed call is tried again after a pause until this local instant; `None`: once only
+    /// (the wait ended on a store failure: the store is not expected to answer).
+    retry_until: Option<LocalInstant>,
+    /// The last call failed: pause before the next.
+    paused: bool,
+}
+
+/// The next call of a give-up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LeaveStep {
+    /// `cancel-wait`: answered, no hand-off to this attempt can land any more.
+    Cancel,
+    /// The cancel found no wait: was the key handed to this attempt?
+    Look,
+    /// It was: release that lease.
+    Release(Fence),
 }
 
 /// A queued caller's view of its key.
@@ -258,6 +298,13 @@ pub(crate) struct Acquiring {
     phase: Phase,
     /// What it asks for beyond a plain exclusive lease.
     options: Arc<OwnedOptions>,
+    /// What a give-up under way ends with.
+    ending: Option<Error>,
+    /// The fence of a lease this attempt was handed and released while giving up.
+    released: Option<Fence>,
+    /// Whether a lease its owner already holds (`already-held` at its ask) is taken as this
+    /// attempt's (see [`Acquiring::adopt_held`]).
+    adopt: bool,
 }
 
 impl Acquiring {
@@ -293,7 +340,21 @@ impl Acquiring {
             watched: false,
             phase: Phase::Ask,
             options: Arc::new(options),
+            ending: None,
+            released: None,
+            adopt: true,
         }
+    }
+
+    /// Whether a lease its owner already holds, found by this attempt's ask (`already-held`),
+    /// is taken as this attempt's (`true`, the default) or treated as another holder's: the
+    /// attempt then asks again when that lease can have ended (its deadline), while its wait
+    /// lasts, and answers `held` when the wait is over. For owners whose id a restarted or
+    /// duplicated process reuses: no fence then serves two runs or terms. A lease handed to
+    /// this attempt while it waited in line, or granted by an ask whose answer was lost, is
+    /// its own either way.
+    pub(crate) fn adopt_held(&mut self, adopt: bool) {
+        self.adopt = adopt;
     }
 
     /// When the whole wait is over, in the store's time (once the first answer came).
@@ -307,10 +368,123 @@ impl Acquiring {
         &self.owner
     }
 
-    /// The caller is queued (a store call may fail from here on, and a failed call then
-    /// cancels the wait: see [`CancelWait`](Request::CancelWait)).
+    /// The caller is queued: it renews, naps and looks (not while asking, once handed the key,
+    /// or while giving up).
     pub(crate) fn in_line(&self) -> bool {
-        !matches!(self.phase, Phase::Ask)
+        matches!(self.phase, Phase::InLine(_) | Phase::Pause(_))
+    }
+
+    /// The fence of a lease this attempt was handed and released while giving up (its fence is
+    /// spent), if any.
+    pub(crate) fn released(&self) -> Option<Fence> {
+        self.released
+    }
+
+    /// The caller gives up at local instant `t` (it stopped waiting: a dropped future, an
+    /// aborted signal, a signal to a command), and the attempt is to end with `reason`. Asking,
+    /// with no call in flight, nothing is left of it: `Err(reason)` at once. Queued, or handed
+    /// a grant the caller did not take, it goes on with the give-up's calls ([`Want::Leave`],
+    /// [`Want::Look`], [`Want::Pause`]) until a step answers `Err(reason)`: then the key holds
+    /// nothing of this attempt (its wait cancelled, the lease it was handed released), unless
+    /// the store could not be reached for [`WAIT_ALIVE`] (its place then lapses by itself, and a
+    /// lease it was handed ends at its TTL). Giving up twice keeps the first give-up.
+    ///
+    /// # Errors
+    /// `reason`, when nothing is left to do.
+    pub(crate) fn give_up(&mut self, reason: Error, t: LocalInstant) -> Result<(), Error> {
+        let step = match self.phase {
+            Phase::Ask | Phase::Held(_) => return Err(reason),
+            Phase::Leaving(_) => return Ok(()),
+            Phase::InLine(_) | Phase::Pause(_) => LeaveStep::Cancel,
+            Phase::Granted(fence) => LeaveStep::Release(fence),
+        };
+        self.leave(reason, step, Some(t + WAIT_ALIVE));
+        Ok(())
+    }
+
+    /// Starts leaving at `step`, to end with `reason`.
+    fn leave(&mut self, reason: Error, step: LeaveStep, retry_until: Option<LocalInstant>) {
+        self.ending = Some(reason);
+        self.phase = Phase::Leaving(Leaving {
+            step,
+            retry_until,
+            paused: false,
+        });
+    }
+
+    /// A step's result: an error that ends the wait while this caller may still be queued
+    /// leaves first (trying each call once); a grant is noted, so that a give-up releases it.
+    fn settle(&mut self, result: Result<Option<Granted>, Error>) -> Result<Option<Granted>, Error> {
+        match result {
+            Ok(Some(granted)) => {
+                self.phase = Phase::Granted(granted.grant.fence);
+                Ok(Some(granted))
+            }
+            // The core said this caller waits no more: nothing to leave.
+            Err(Error::WaitTimedOut) => Err(Error::WaitTimedOut),
+            Err(e) if self.in_line() => {
+                self.leave(e, LeaveStep::Cancel, None);
+                Ok(None)
+            }
+            other => other,
+        }
+    }
+
+    /// The give-up is over: its reason.
+    fn left_now(&mut self) -> Result<Option<Granted>, Error> {
+        self.phase = Phase::Ask;
+        Err(self.ending.take().unwrap_or(Error::WaitTimedOut))
+    }
+
+    /// A call of the give-up failed at local instant `t`: pause and try it again while it may
+    /// (see [`Acquiring::give_up`]), else the give-up is over.
+    fn leave_failed(&mut self, t: LocalInstant) -> Result<Option<Granted>, Error> {
+        if let Phase::Leaving(leaving) = &mut self.phase {
+            if leaving.retry_until.is_some_and(|until| t < until) {
+                leaving.paused = true;
+                return Ok(None);
+            }
+        }
+        self.left_now()
+    }
+
+    /// The answer to [`Want::Leave`] at local instant `t`. `Ok(None)` while the give-up goes
+    /// on.
+    ///
+    /// # Errors
+    /// The give-up's reason, once it is over.
+    pub(crate) fn left(
+        &mut self,
+        decided: Result<Decided<Response>, StoreError>,
+        t: LocalInstant,
+    ) -> Result<Option<Granted>, Error> {
+        let Phase::Leaving(leaving) = &mut self.phase else {
+            return Ok(None);
+        };
+        let decided = match decided {
+            Ok(decided) => decided,
+            Err(_) => return self.leave_failed(t),
+        };
+        match (leaving.step, &decided.reply) {
+            // No wait to cancel: the key may have been handed to it before the cancel (or by
+            // the cancel's own advance of time). Look: from now on nothing can hand it over.
+            (LeaveStep::Cancel, Response::Done(Err(LockError::NotWaiting))) => {
+                leaving.step = LeaveStep::Look;
+                Ok(None)
+            }
+            (LeaveStep::Release(fence), Response::Release(reply)) => {
+                // An ambiguous release that took effect counts as released.
+                let unsure = decided.ambiguous;
+                let took = reply.is_ok()
+                    || release_took_effect(&decided.reply, unsure, decided.now, Instant::MAX);
+                if took {
+                    self.released = Some(fence);
+                }
+                self.left_now()
+            }
+            // Cancelled (or refused for good): nothing of this attempt is left.
+            _ => self.left_now(),
+        }
     }
 
     /// The driver now hears (`true`) or no longer hears (`false`) this caller's hand-off
@@ -328,7 +502,21 @@ impl Acquiring {
     pub(crate) fn want(&mut self) -> Want {
         let until = self.until.unwrap_or(Instant::ZERO);
         let line = match &mut self.phase {
-            Phase::Ask => return Want::Ask,
+            Phase::Ask | Phase::Granted(_) => return Want::Ask,
+            Phase::Held(nap) => {
+                let nap = *nap;
+                self.phase = Phase::Ask;
+                return Want::Nap(nap);
+            }
+            Phase::Leaving(leaving) => {
+                if std::mem::take(&mut leaving.paused) {
+                    return Want::Pause(self.poll);
+                }
+                return match leaving.step {
+                    LeaveStep::Look => Want::Look,
+                    LeaveStep::Cancel | LeaveStep::Release(_) => Want::Leave,
+                };
+            }
             Phase::Pause(line) => {
                 let line = *line;
                 self.phase = Phase::InLine(line);
@@ -376,9 +564,21 @@ impl Acquiring {
         Want::Nap(most.min(Duration::from_millis(to_next.min(to_renew).max(1))))
     }
 
-    /// The request of [`Want::Ask`] or [`Want::Renew`] at the store's `now`.
+    /// The request of [`Want::Ask`], [`Want::Renew`] or [`Want::Leave`] at the store's `now`.
     pub(crate) fn request(&self, now: Instant) -> Request<'_> {
-        let in_line = !matches!(self.phase, Phase::Ask);
+        let (key, owner) = (self.key.as_str(), self.owner.as_str());
+        if let Phase::Leaving(leaving) = &self.phase {
+            return match leaving.step {
+                LeaveStep::Release(fence) => Request::Release {
+                    key,
+                    owner,
+                    fence,
+                    now,
+                },
+                LeaveStep::Cancel | LeaveStep::Look => Request::CancelWait { key, owner, now },
+            };
+        }
+        let in_line = self.in_line();
         ask(
             &self.key,
             &self.owner,
@@ -397,8 +597,20 @@ impl Acquiring {
             ttl: self.ttl,
             wait: self.wait,
             until: self.until,
-            in_line: !matches!(self.phase, Phase::Ask),
+            in_line: self.in_line(),
             options: Arc::clone(&self.options),
+        }
+    }
+
+    /// What [`Want::Leave`] sends, apart from the key, the owner and the store's time: the
+    /// `release` of the lease with this fence, or (`None`) a `cancel-wait`.
+    pub(crate) fn leave_fence(&self) -> Option<Fence> {
+        match self.phase {
+            Phase::Leaving(Leaving {
+                step: LeaveStep::Release(fence),
+                ..
+            }) => Some(fence),
+            _ => None,
         }
     }
 
@@ -412,20 +624,49 @@ impl Acquiring {
         unexpected: impl FnOnce(&Response) -> Error,
         t: LocalInstant,
     ) -> Result<Option<Granted>, Error> {
+        let result = self.asked_inner(decided, unexpected, t);
+        self.settle(result)
+    }
+
+    fn asked_inner(
+        &mut self,
+        decided: Decided<Response>,
+        unexpected: impl FnOnce(&Response) -> Error,
+        t: LocalInstant,
+    ) -> Result<Option<Granted>, Error> {
         let until = *self
             .until
             .get_or_insert(decided.now.saturating_add(self.wait));
         match decided.reply {
+            // This owner holds the key under another attempt (an earlier process with the same
+            // id, say), and this one does not adopt it: as another holder's lease.
+            Response::Acquire(Ok(AcquireOutcome::AlreadyHeld(grant)))
+                if !self.adopt && !decided.ambiguous =>
+            {
+                let now = decided.now;
+                if now >= until {
+                    return Err(Error::Lock(LockError::Held {
+                        deadline: grant.deadline,
+                    }));
+                }
+                let nap = grant.deadline.min(until).0.saturating_sub(now.0).max(1);
+                self.phase = Phase::Held(Duration::from_millis(nap));
+                Ok(None)
+            }
             Response::Acquire(Ok(
                 AcquireOutcome::Acquired(grant) | AcquireOutcome::AlreadyHeld(grant),
             )) => Ok(Some(Granted {
                 grant,
                 clock: decided.clock,
             })),
-            Response::Acquire(Ok(AcquireOutcome::AlreadyWaiting { .. })) => {
+            // Decided again after this ask's own write lost its answer (and the record changed
+            // since): the wait found is the one this ask queued.
+            Response::Acquire(Ok(AcquireOutcome::AlreadyWaiting { .. })) if !decided.ambiguous => {
                 Err(Error::AlreadyWaiting)
             }
-            Response::Acquire(Ok(AcquireOutcome::Queued { .. })) => {
+            Response::Acquire(Ok(
+                AcquireOutcome::Queued { .. } | AcquireOutcome::AlreadyWaiting { .. },
+            )) => {
                 let now = decided.now;
                 self.phase = Phase::InLine(Line {
                     now,
@@ -443,12 +684,37 @@ impl Acquiring {
         }
     }
 
+    /// [`Want::Ask`] failed. A lost answer ([`StoreError::Lost`]: the
+    /// request may have landed, queueing this caller or handing it the key) leaves the key first,
+    /// trying each call once, then ends with the failure; any other failure ends at once (the
+    /// request never reached the store).
+    ///
+    /// # Errors
+    /// [`Error::Store`] with `e`, when nothing is left to do.
+    pub(crate) fn ask_failed(&mut self, e: StoreError) -> Result<Option<Granted>, Error> {
+        if matches!(e, StoreError::Lost { .. }) && matches!(self.phase, Phase::Ask) {
+            self.leave(Error::Store(e), LeaveStep::Cancel, None);
+            return Ok(None);
+        }
+        Err(Error::Store(e))
+    }
+
     /// The answer to [`Want::Renew`]: the grant if this caller was handed the key meanwhile.
     ///
     /// # Errors
     /// [`Error::WaitTimedOut`], [`Error::Lock`], [`Error::Store`] (a failure past the wait), or
     /// the decider's unexpected answer.
     pub(crate) fn renewed(
+        &mut self,
+        decided: Result<Decided<Response>, StoreError>,
+        unexpected: impl FnOnce(&Response) -> Error,
+        t: LocalInstant,
+    ) -> Result<Option<Granted>, Error> {
+        let result = self.renewed_inner(decided, unexpected, t);
+        self.settle(result)
+    }
+
+    fn renewed_inner(
         &mut self,
         decided: Result<Decided<Response>, StoreError>,
         unexpected: impl FnOnce(&Response) -> Error,
@@ -484,6 +750,45 @@ impl Acquiring {
     /// # Errors
     /// [`Error::WaitTimedOut`], [`Error::Lock`], [`Error::Store`] (a failure past the wait).
     pub(crate) fn looked(
+        &mut self,
+        decided: Result<Decided<Result<Option<KeyInfo>, LockError>>, StoreError>,
+        t: LocalInstant,
+    ) -> Result<Option<Granted>, Error> {
+        if matches!(self.phase, Phase::Leaving(_)) {
+            return self.looked_leaving(decided, t);
+        }
+        let result = self.looked_inner(decided, t);
+        self.settle(result)
+    }
+
+    /// The look of a give-up (its cancel found no wait): a live lease of this owner there was
+    /// handed to this attempt (nothing else could hand this owner the key while it waited, and
+    /// nothing can now), so it is released; anything else, and the give-up is over.
+    fn looked_leaving(
+        &mut self,
+        decided: Result<Decided<Result<Option<KeyInfo>, LockError>>, StoreError>,
+        t: LocalInstant,
+    ) -> Result<Option<Granted>, Error> {
+        let decided = match decided {
+            Ok(decided) => decided,
+            Err(_) => return self.leave_failed(t),
+        };
+        let owner = self.owner.as_str();
+        let held = (decided.reply.ok().flatten())
+            .and_then(|info| {
+                (info.holders.into_iter()).find(|h| h.owner == owner && h.ended.is_none())
+            })
+            .map(|h| h.fence);
+        match (held, &mut self.phase) {
+            (Some(fence), Phase::Leaving(leaving)) => {
+                leaving.step = LeaveStep::Release(fence);
+                Ok(None)
+            }
+            _ => self.left_now(),
+        }
+    }
+
+    fn looked_inner(
         &mut self,
         decided: Result<Decided<Result<Option<KeyInfo>, LockError>>, StoreError>,
         t: LocalInstant,
@@ -806,8 +1111,18 @@ mod tests {
             store: "s".into(),
             reason: "r".into(),
         };
+        // It ends the wait, but the caller is queued: it leaves the key first (trying once).
+        assert!(a
+            .looked(Err(schema), LocalInstant::now())
+            .unwrap()
+            .is_none());
+        assert_eq!(a.want(), Want::Leave);
         assert!(matches!(
-            a.looked(Err(schema), LocalInstant::now()),
+            a.request(Instant(10_100)),
+            Request::CancelWait { .. }
+        ));
+        assert!(matches!(
+            a.left(Err(lost()), LocalInstant::now()),
             Err(Error::Store(StoreError::Schema { .. }))
         ));
         // With no time left on this machine's clock, a lost connection ends it too.
@@ -824,9 +1139,173 @@ mod tests {
         ));
         b.asked(queued(10_000, 60_000), unexpected, LocalInstant::now())
             .unwrap();
+        assert!(b
+            .renewed(Err(lost()), unexpected, LocalInstant::now())
+            .unwrap()
+            .is_none());
+        assert_eq!(b.want(), Want::Leave);
+        let cancelled = decided(Response::Done(Ok(())), 10_010, None);
         assert!(matches!(
-            b.renewed(Err(lost()), unexpected, LocalInstant::now()),
+            b.left(Ok(cancelled), LocalInstant::now()),
             Err(Error::Store(StoreError::Lost { .. }))
         ));
+    }
+
+    fn done(reply: Result<(), LockError>, now: u64) -> Result<Decided<Response>, StoreError> {
+        Ok(decided(Response::Done(reply), now, None))
+    }
+
+    fn released(now: u64) -> Result<Decided<Response>, StoreError> {
+        let reply = Response::Release(Ok(lock_core::ReleaseOutcome::Released));
+        Ok(decided(reply, now, None))
+    }
+
+    #[test]
+    fn an_attempt_that_does_not_adopt_waits_for_its_owners_other_lease_to_end() {
+        let t = LocalInstant::from_nanos(0);
+        let held = |now: u64, deadline: u64| {
+            let grant = Grant {
+                fence: Fence(7),
+                deadline: Instant(deadline),
+            };
+            decided(
+                Response::Acquire(Ok(AcquireOutcome::AlreadyHeld(grant))),
+                now,
+                None,
+            )
+        };
+        let mut a = acquiring();
+        a.adopt_held(false);
+        assert_eq!(a.want(), Want::Ask);
+        // Held by this owner until 13 000 (an earlier process): ask again then, not adopted.
+        assert_eq!(a.asked(held(10_000, 13_000), unexpected, t), Ok(None));
+        assert_eq!(a.want(), Want::Nap(Duration::from_millis(3_000)));
+        assert_eq!(a.want(), Want::Ask);
+        assert_eq!(a.give_up(Error::GaveUp, t), Err(Error::GaveUp));
+        // Extended meanwhile: past the whole wait (20 000) it is `held`.
+        let mut b = acquiring();
+        b.adopt_held(false);
+        b.asked(held(10_000, 30_000), unexpected, t).unwrap();
+        assert_eq!(b.want(), Want::Nap(Duration::from_millis(10_000)));
+        let over = b.asked(held(20_000, 40_000), unexpected, t);
+        assert_eq!(
+            over,
+            Err(Error::Lock(LockError::Held {
+                deadline: Instant(40_000)
+            }))
+        );
+        // The default adopts it; an ask whose answer was lost takes it as its own grant too.
+        let mut c = acquiring();
+        assert!(c
+            .asked(held(10_000, 13_000), unexpected, t)
+            .unwrap()
+            .is_some());
+        let mut d = acquiring();
+        d.adopt_held(false);
+        let lost_answer = Decided {
+            ambiguous: true,
+            ..held(10_000, 13_000)
+        };
+        assert!(d.asked(lost_answer, unexpected, t).unwrap().is_some());
+    }
+
+    #[test]
+    fn a_give_up_in_line_cancels_first_and_ends_with_its_reason() {
+        let t = LocalInstant::from_nanos(0);
+        let mut a = waiting(60_000);
+        assert_eq!(a.give_up(Error::WaitTimedOut, t), Ok(()));
+        assert!(!a.in_line());
+        assert_eq!(a.want(), Want::Leave);
+        assert_eq!(a.leave_fence(), None);
+        assert!(matches!(
+            a.request(Instant(10_100)),
+            Request::CancelWait {
+                key: KEY,
+                owner: ME,
+                ..
+            }
+        ));
+        assert_eq!(a.left(done(Ok(()), 10_100), t), Err(Error::WaitTimedOut));
+        assert_eq!(a.released(), None);
+        // Not queued yet (no call in flight), nothing is left to do.
+        let mut b = acquiring();
+        assert_eq!(b.want(), Want::Ask);
+        assert_eq!(
+            b.give_up(Error::AlreadyWaiting, t),
+            Err(Error::AlreadyWaiting)
+        );
+    }
+
+    #[test]
+    fn a_give_up_that_finds_no_wait_looks_and_releases_the_lease_it_was_handed() {
+        let t = LocalInstant::from_nanos(0);
+        let mut a = waiting(60_000);
+        a.give_up(Error::WaitTimedOut, t).unwrap();
+        assert_eq!(a.want(), Want::Leave);
+        // The hand-off landed before the cancel: the store says it waits no more.
+        assert_eq!(
+            a.left(done(Err(LockError::NotWaiting), 10_100), t),
+            Ok(None)
+        );
+        assert_eq!(a.want(), Want::Look);
+        assert_eq!(
+            a.looked(Ok(decided(Ok(info(ME, &["c"])), 10_100, None)), t),
+            Ok(None)
+        );
+        assert_eq!(a.want(), Want::Leave);
+        assert_eq!(a.leave_fence(), Some(Fence(7)));
+        assert!(matches!(
+            a.request(Instant(10_100)),
+            Request::Release {
+                fence: Fence(7),
+                ..
+            }
+        ));
+        assert_eq!(a.left(released(10_100), t), Err(Error::WaitTimedOut));
+        assert_eq!(a.released(), Some(Fence(7)));
+        // Not handed the key (the wait had timed out, say): nothing to release.
+        let mut b = waiting(60_000);
+        b.give_up(Error::WaitTimedOut, t).unwrap();
+        b.want();
+        b.left(done(Err(LockError::NotWaiting), 10_100), t).unwrap();
+        assert_eq!(b.want(), Want::Look);
+        let over = b.looked(Ok(decided(Ok(info("c", &[])), 10_100, None)), t);
+        assert_eq!(over, Err(Error::WaitTimedOut));
+        assert_eq!(b.released(), None);
+    }
+
+    #[test]
+    fn a_grant_its_caller_never_took_is_released_by_the_give_up() {
+        let t = LocalInstant::from_nanos(0);
+        let mut a = waiting(60_000);
+        a.want();
+        let got = a.looked(Ok(decided(Ok(info(ME, &[])), 10_100, None)), t);
+        assert_eq!(got.unwrap().unwrap().grant.fence, Fence(7));
+        a.give_up(Error::WaitTimedOut, t).unwrap();
+        assert_eq!((a.want(), a.leave_fence()), (Want::Leave, Some(Fence(7))));
+        assert_eq!(a.left(released(10_100), t), Err(Error::WaitTimedOut));
+        assert_eq!(a.released(), Some(Fence(7)));
+    }
+
+    #[test]
+    fn a_give_up_rides_out_a_failing_store_for_as_long_as_its_place_can_live() {
+        let lost = || StoreError::Lost {
+            store: "s".into(),
+            reason: "r".into(),
+        };
+        let t = LocalInstant::from_nanos(1_000);
+        let mut a = waiting(60_000);
+        a.give_up(Error::WaitTimedOut, t).unwrap();
+        // Giving up twice keeps the first give-up.
+        assert_eq!(a.give_up(Error::AlreadyWaiting, t), Ok(()));
+        assert_eq!(a.want(), Want::Leave);
+        assert_eq!(a.left(Err(lost()), t + WAIT_ALIVE / 2), Ok(None));
+        assert_eq!(a.want(), Want::Pause(Duration::from_millis(50)));
+        assert_eq!(a.want(), Want::Leave);
+        // Past WAIT_ALIVE the place has lapsed by itself: the give-up is over.
+        assert_eq!(
+            a.left(Err(lost()), t + WAIT_ALIVE),
+            Err(Error::WaitTimedOut)
+        );
     }
 }

@@ -65,7 +65,7 @@ fn due_renewal(
                 let outcome = ended.unwrap().remove(0);
                 assert_eq!(waiting.answered(Ok(outcome), t).unwrap(), None);
             }
-            Wanted::Ask(op) => panic!("a waiter in line asked {op:?}"),
+            Wanted::Ask(op) | Wanted::Leave(op) => panic!("a waiter in line asked {op:?}"),
         }
     }
 }

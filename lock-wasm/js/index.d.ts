@@ -604,7 +604,7 @@ export interface StoreLease {
   readonly fence: number;
   /** The current deadline, in the store's time (moves with `extend` and keep-alive). */
   readonly deadline: Millis;
-  /** When the release took effect, in the store's time (`null` before). */
+  /** When the released lease ends, in the store's time (`null` before): the release's instant, or the end of its minimum hold (it keeps its place until then). */
   readonly releasedAt: Millis | null;
   /** Not released and not lost (read from this process's clock at each call). */
   readonly held: boolean;

@@ -112,6 +112,49 @@ for (const store of STORES) {
       assert.deepEqual(info?.waiters ?? [], []);
     });
 
+    it('aborts raced against the release leave nothing behind, and the same owner asks again at once (never already-waiting, never a lease the store does not hold)', async () => {
+      const a = await open();
+      const b = await open();
+      const gone = new Error('the caller is gone');
+      let handed = 0;
+      for (let round = 0; round < 24; round += 1) {
+        const key = `race${round}`;
+        const holder = await a.tryAcquire(key, { ttl: 30_000, owner: 'h' });
+        const controller = new AbortController();
+        const settled = b.acquire(key, { ttl: 30_000, owner: 'w', signal: controller.signal }).then(
+          (lease) => ({ lease }),
+          (error) => ({ error }),
+        );
+        while ((await a.inspect(key))?.waiters.length !== 1) await sleep(2);
+        // The release and the abort land in either order, or together.
+        const releasing = holder.release();
+        if (round % 3 === 1) await releasing;
+        if (round % 3 === 2) await sleep(1);
+        controller.abort(gone);
+        await releasing;
+        // The same owner asks again without waiting for the abort to settle.
+        const again = b.tryAcquire(key, { ttl: 30_000, owner: 'w' });
+        const { lease, error } = await settled;
+        if (lease === undefined) assert.equal(error, gone);
+        else handed += 1; // handed the key before the abort
+        const retry = await again;
+        assert.notEqual(retry, null, `round ${round}: the retry found the key held: ${JSON.stringify(await a.inspect(key))}`);
+        const held = (await a.inspect(key)).holders.filter((h) => h.ended === null);
+        assert.deepEqual(
+          held.map((h) => [h.owner, h.fence]),
+          [['w', retry.fence]],
+          `round ${round}: the retry's lease is the one the store holds`,
+        );
+        await retry.release();
+        if (lease !== undefined) await lease.release();
+        // Nothing of the waiter that left stays: another owner takes the key now.
+        const x = await a.tryAcquire(key, { ttl: 30_000, owner: 'x' });
+        assert.notEqual(x, null, `round ${round}: stranded: ${JSON.stringify(await a.inspect(key))}`);
+        await x.release();
+      }
+      assert.ok(handed < 24, 'every round was handed the key before its abort');
+    });
+
     it("a process's concurrent calls on one key take turns: 64 waiters queue at once, none lost to contention, served in queue order", async () => {
       const a = await open();
       const holder = await a.tryAcquire('turns', { ttl: 30_000, owner: 'holder' });
@@ -197,7 +240,10 @@ for (const store of STORES) {
       assert.equal((await ra.lost).reason, 'stolen');
       await thief.release();
       const job = await a.tryAcquire('nightly', { ttl: 30_000, minHold: 20_000, owner: 'a' });
-      await job.release();
+      const granted = (await a.inspect('nightly')).holders[0].grantedAt;
+      assert.equal(await job.release(), true);
+      // As in Rust: the released lease ends at its minimum hold's end, not at the release.
+      assert.equal(job.releasedAt, granted + 20_000);
       assert.equal(await b.tryAcquire('nightly', { ttl: 5000, owner: 'b' }), null, 'kept until its minimum hold');
       assert.equal((await b.inspect('nightly')).holders[0].ended, 'released');
     });
@@ -328,6 +374,7 @@ for (const store of STORES) {
       assert.equal(lease.isLost, true);
       assert.ok(signal.aborted && signal.reason.code === 'expired');
       assert.equal(calls, 1);
+      assert.equal(await lease.release(), false);
       assert.equal(await lease.release(), false);
       await next?.release();
     });

@@ -195,11 +195,12 @@ async fn release(locks: &Locks, state: &LeaseState) -> Result<(), Error> {
     if !state.begin_release() {
         return Ok(());
     }
+    let lost = state.loss_answer();
     let decided = locks
         .engine()
         .request(state.key(), state.release_request())
         .await;
-    state.released_as(decided, |r| locks.unexpected(r))
+    state.released_as(decided, lost, |r| locks.unexpected(r))
 }
 
 async fn extend(locks: &Locks, state: &LeaseState, ttl: Duration) -> Result<(), Error> {
@@ -218,8 +219,12 @@ impl Drop for Lease {
             return;
         }
         let (locks, state) = (self.locks.clone(), Arc::clone(&self.state));
+        // Until the release is done, a new acquire by this owner waits rather than being handed
+        // this lease as "already held" and losing it to the release.
+        let id = locks.releasing_dropped(state.key(), state.owner());
         self.locks.runtime().spawn(async move {
             let _ = release(&locks, &state).await;
+            locks.released_dropped(state.key(), state.owner(), id);
         });
     }
 }

@@ -1,17 +1,18 @@
 //! [`Locks`] for async code: the blocking [`crate::Locks`]'s API, awaited.
 
 use crate::local::LocalInstant;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lock_core::{AcquireOptions, Fence, KeyInfo, Limits, QueryPage, Request, Response};
+use lock_core::{AcquireOptions, Fence, KeyInfo, Limits, QueryPage, Response};
 use tokio::runtime::Handle;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, Notify};
 
 use crate::aio::engine::AsyncEngine;
 use crate::aio::lease::Lease;
 use crate::aio::store::AsyncStore;
 use crate::decider::AnyDecider;
+use crate::departures::{AttemptId, Departures};
 use crate::kinds::OwnedOptions;
 use crate::lease::{local_end, LeaseState};
 use crate::listen::{AsyncSubscription, Hub};
@@ -27,6 +28,12 @@ struct Shared {
     poll: Duration,
     /// Where its tasks run (acquires, releases of dropped leases, keep-alives).
     runtime: Handle,
+    /// The attempts that may still act on their keys (acquires, releases of dropped leases).
+    departures: Mutex<Departures>,
+    /// Woken when an attempt its caller left is over.
+    departed: Notify,
+    /// See [`Options::adopt_held`](crate::Options::adopt_held).
+    adopt_held: bool,
 }
 
 /// Locks over one store namespace, for async code (tokio). Cheap to clone (clones share the
@@ -35,9 +42,13 @@ struct Shared {
 ///
 /// Every call is **cancel-safe**: dropping an [`acquire`](Self::acquire) future at any point
 /// leaves nothing behind. The acquire runs in a task of its own, which never stops in the
-/// middle of a store call; told that its caller is gone, it leaves the key's queue, and a grant
-/// it was handed meanwhile is released, as if the acquire had returned a lease that was dropped
-/// at once.
+/// middle of a store call; told that its caller is gone, it gives up (see
+/// [`crate::Locks::acquire`]): it cancels its wait, and if the key was handed to it before the
+/// cancel landed, releases that lease (its fence is spent; the next waiter is handed the key at
+/// once). A new acquire of the same key by the same owner, right after a dropped one (a
+/// `timeout` loop), waits until that give-up is over before it asks: it is never answered
+/// "already waiting" for the wait its caller ended, and never handed the lease the give-up is
+/// releasing. The same holds after a dropped [`Lease`].
 #[derive(Clone)]
 pub struct Locks {
     shared: Arc<Shared>,
@@ -82,6 +93,7 @@ impl Locks {
         store: Arc<dyn AsyncStore>,
         decider: AnyDecider,
         limits: Limits,
+        adopt_held: bool,
     ) -> Result<Self, Error> {
         let runtime = Handle::try_current().map_err(|_| {
             Error::Store(StoreError::Server {
@@ -95,6 +107,9 @@ impl Locks {
                 hub: Arc::new(Hub::default()),
                 poll: Duration::from_millis(50),
                 runtime,
+                departures: Mutex::new(Departures::default()),
+                departed: Notify::new(),
+                adopt_held,
             }),
         })
     }
@@ -163,26 +178,51 @@ impl Locks {
         wait: Duration,
         options: &AcquireOptions<'_>,
     ) -> Result<Lease, Error> {
-        // Never sent: dropped with this future, which the task sees as its caller gone.
-        let (caller, gone) = oneshot::channel::<()>();
+        // An attempt of this owner on this key given up a moment ago (or a lease of it dropped)
+        // may still be leaving the key: asking now would meet what it leaves.
+        self.after_departures(key, owner).await;
+        let id = self.departures().begin(key, owner, false);
+        let mut caller = Attending {
+            locks: self,
+            key,
+            owner,
+            id,
+            attending: true,
+        };
+        // The answer; the task hears its caller leave when this receiver is dropped.
+        let (answer, heard) = oneshot::channel::<Result<Lease, Error>>();
         let (locks, key, owner) = (self.clone(), key.to_owned(), owner.to_owned());
         let options = OwnedOptions::of(options);
-        let task = self
-            .shared
-            .runtime
-            .spawn(async move { (locks.acquiring(&key, &owner, ttl, wait, options, gone)).await });
-        let answer = task.await;
-        drop(caller);
-        answer.unwrap_or_else(|e| {
+        self.shared.runtime.spawn(async move {
+            let attempt = Finishing {
+                locks: &locks,
+                key: &key,
+                owner: &owner,
+                id,
+            };
+            let mut answer = answer;
+            let result = locks
+                .acquiring(&key, &owner, ttl, wait, options, &mut answer)
+                .await;
+            // Its caller left after the lease was decided and before it was heard: release it
+            // here, still counted as this attempt (a new acquire by the owner waits for it).
+            if let Err(Ok(lease)) = answer.send(result) {
+                let _ = lease.release().await;
+            }
+            drop(attempt);
+        });
+        let answer = heard.await;
+        caller.attending = false;
+        answer.unwrap_or_else(|_| {
             Err(Error::Store(StoreError::Server {
                 store: self.describe(),
-                reason: format!("the acquire task failed: {e}"),
+                reason: "the acquire task failed".into(),
             }))
         })
     }
 
-    /// The task of one acquire: [`Acquiring`] driven on this `Locks`, stopping (and cleaning
-    /// up) when `gone` says the caller left.
+    /// The task of one acquire: [`Acquiring`] driven on this `Locks`, giving up (a transition of
+    /// the protocol, which leaves nothing behind) when `answer`'s receiver is dropped.
     async fn acquiring(
         &self,
         key: &str,
@@ -190,18 +230,20 @@ impl Locks {
         ttl: Duration,
         wait: Duration,
         options: OwnedOptions,
-        gone: oneshot::Receiver<()>,
+        answer: &mut oneshot::Sender<Result<Lease, Error>>,
     ) -> Result<Lease, Error> {
         let engine = &self.shared.engine;
         let poll = self.shared.poll;
         let mut acquiring = Acquiring::with_options(key, owner, ttl, wait, poll, options);
+        acquiring.adopt_held(self.shared.adopt_held);
         let mut watcher: Option<AsyncSubscription> = None;
         let mut watch_failed = false;
-        let mut gone = Caller(Some(gone));
+        let mut gave_up = false;
         let granted: Granted = loop {
-            if gone.left() {
-                self.abandon(key, owner).await;
-                return Err(Error::WaitTimedOut);
+            if !gave_up && answer.is_closed() {
+                gave_up = true;
+                // Nobody hears this error: the caller is gone.
+                acquiring.give_up(Error::WaitTimedOut, LocalInstant::now())?;
             }
             let step = match acquiring.want() {
                 Want::Ask => {
@@ -210,23 +252,22 @@ impl Locks {
                         Ok(decided) => {
                             acquiring.asked(decided, |r| self.unexpected(r), LocalInstant::now())
                         }
-                        Err(e) => {
-                            if gone.left() {
-                                self.abandon(key, owner).await;
-                            }
-                            return Err(Error::Store(e));
-                        }
+                        Err(e) => acquiring.ask_failed(e),
                     }
                 }
                 Want::Renew => {
                     let decided = engine.renew_wait(key, owner, acquiring.until()).await;
                     acquiring.renewed(decided, |r| self.unexpected(r), LocalInstant::now())
                 }
+                Want::Leave => {
+                    let decided = engine.request(key, |now| acquiring.request(now)).await;
+                    acquiring.left(decided, LocalInstant::now())
+                }
                 Want::Look => acquiring.looked(engine.look(key).await, LocalInstant::now()),
                 Want::Pause(pause) => {
                     tokio::select! {
                         () = tokio::time::sleep(pause) => {}
-                        () = gone.leaving() => {}
+                        () = answer.closed(), if !gave_up => {}
                     }
                     continue;
                 }
@@ -234,12 +275,12 @@ impl Locks {
                     let heard = match watcher.as_mut() {
                         Some(w) => tokio::select! {
                             heard = w.wait(nap) => heard.map(|_| ()),
-                            () = gone.leaving() => Ok(()),
+                            () = answer.closed() => Ok(()),
                         },
                         None => {
                             tokio::select! {
                                 () = tokio::time::sleep(nap) => {}
-                                () = gone.leaving() => {}
+                                () = answer.closed() => {}
                             }
                             Ok(())
                         }
@@ -253,15 +294,12 @@ impl Locks {
                 }
             };
             match step {
+                // Handed the key after its caller left: the give-up releases it.
+                Ok(Some(_)) if answer.is_closed() => {}
                 Ok(Some(granted)) => break granted,
                 Ok(None) => {}
-                Err(e) => {
-                    if acquiring.in_line() {
-                        let cancel = |now| Request::CancelWait { key, owner, now };
-                        let _ = engine.request(key, cancel).await;
-                    }
-                    return Err(e);
-                }
+                // Over: an error that ended the wait while queued has left the key first.
+                Err(e) => return Err(e),
             }
             if acquiring.in_line() && watcher.is_none() && !watch_failed {
                 match self.subscribe(key, owner).await {
@@ -280,12 +318,42 @@ impl Locks {
             ttl,
             local_end(granted.clock, granted.grant.deadline),
         );
-        let lease = Lease::new(self.clone(), state);
-        if gone.left() {
-            let _ = lease.release().await;
-            return Err(Error::WaitTimedOut);
+        Ok(Lease::new(self.clone(), state))
+    }
+
+    /// The attempts of this `Locks` that may still act on their keys.
+    fn departures(&self) -> std::sync::MutexGuard<'_, Departures> {
+        // Every change is one step on a map: nothing is left half-done by a panic.
+        (self.shared.departures)
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Completes once no attempt of `owner` on `key` that its caller left is still under way.
+    async fn after_departures(&self, key: &str, owner: &str) {
+        loop {
+            let departed = self.shared.departed.notified();
+            tokio::pin!(departed);
+            // Registered before the check: a wake-up between the two is not lost.
+            departed.as_mut().enable();
+            if !self.departures().must_wait(key, owner) {
+                return;
+            }
+            departed.await;
         }
-        Ok(lease)
+    }
+
+    /// The release of a dropped lease of `owner` on `key` begins: a new acquire by the same
+    /// owner waits for it ([`Locks::released_dropped`] when it is over).
+    pub(crate) fn releasing_dropped(&self, key: &str, owner: &str) -> AttemptId {
+        self.departures().begin(key, owner, true)
+    }
+
+    /// Attempt `id` is over (see [`Locks::releasing_dropped`]).
+    pub(crate) fn released_dropped(&self, key: &str, owner: &str, id: AttemptId) {
+        if self.departures().finish(key, owner, id) {
+            self.shared.departed.notify_waiters();
+        }
     }
 
     /// Takes `key` now whatever its holders (see [`crate::Locks::steal`]).
@@ -321,30 +389,6 @@ impl Locks {
             hub.subscribe_async(&key, &owner, || open.map(|open| open()).transpose())
         });
         subscribed.await.ok()?.ok()?
-    }
-
-    /// Leaves nothing of an acquire whose caller is gone: if `owner` holds `key`, releases it;
-    /// if it waits for it, leaves the queue. Best effort: a store that cannot be reached lets
-    /// the lease end at its deadline and the wait within [`WAIT_ALIVE`](crate::WAIT_ALIVE).
-    async fn abandon(&self, key: &str, owner: &str) {
-        let engine = &self.shared.engine;
-        let Ok(Ok(Some(info))) = engine.inspect(key).await.map(|d| d.reply) else {
-            return;
-        };
-        let held = (info.holders.iter()).find(|h| h.owner == owner && h.ended.is_none());
-        if let Some(fence) = held.map(|h| h.fence) {
-            let release = |now| Request::Release {
-                key,
-                owner,
-                fence,
-                now,
-            };
-            let _ = engine.request(key, release).await;
-        } else if info.waiters.iter().any(|w| w.owner == owner) {
-            let _ = engine
-                .request(key, |now| Request::CancelWait { key, owner, now })
-                .await;
-        }
     }
 
     /// Runs `work` while holding `key`, releasing when it returns. If the lease is lost first
@@ -434,27 +478,36 @@ impl Locks {
     }
 }
 
-/// The caller of an acquire, which the acquire's task hears leave (its future dropped).
-struct Caller(Option<oneshot::Receiver<()>>);
+/// The caller's side of an acquire: if it is dropped while the answer is still due (its future
+/// dropped), its attempt is marked as left, so that a new acquire by the same owner waits for
+/// the attempt's give-up.
+struct Attending<'a> {
+    locks: &'a Locks,
+    key: &'a str,
+    owner: &'a str,
+    id: AttemptId,
+    attending: bool,
+}
 
-impl Caller {
-    /// Whether the caller left.
-    fn left(&mut self) -> bool {
-        let closed = match &mut self.0 {
-            None => return true,
-            Some(rx) => matches!(rx.try_recv(), Err(oneshot::error::TryRecvError::Closed)),
-        };
-        if closed {
-            self.0 = None;
+impl Drop for Attending<'_> {
+    fn drop(&mut self) {
+        if self.attending {
+            (self.locks.departures()).leave(self.key, self.owner, self.id);
         }
-        closed
     }
+}
 
-    /// Completes when the caller leaves (at once if it has).
-    async fn leaving(&mut self) {
-        if let Some(rx) = &mut self.0 {
-            let _ = rx.await;
-            self.0 = None;
-        }
+/// The task's side of an acquire: its attempt is over when this is dropped (also if the task
+/// panics or its runtime shuts down).
+struct Finishing<'a> {
+    locks: &'a Locks,
+    key: &'a str,
+    owner: &'a str,
+    id: AttemptId,
+}
+
+impl Drop for Finishing<'_> {
+    fn drop(&mut self) {
+        self.locks.released_dropped(self.key, self.owner, self.id);
     }
 }

@@ -193,6 +193,8 @@ const WAIT_STORE_ERROR: u32 = 4;
 const WAIT_TIMED_OUT: u32 = 5;
 /// Status of `finish_waiting`: this owner already waits for this key.
 const WAIT_ALREADY_WAITING: u32 = 6;
+/// Status of `RawClient::finish_waiting`: the give-up (`RawWaiting::give_up`) is over.
+const WAIT_GAVE_UP: u32 = 7;
 
 /// An `acquire` with a wait (not part of the package's public API): the Rust `Locks`' waiting
 /// rules, driven through a `RawClient`.
@@ -234,8 +236,9 @@ impl RawWaiting {
         }
     }
 
-    /// What to do next: 1 (or 2, a renewal) or 3: `call_waiting`; 4: nap `nap_ms()` or until
-    /// this owner's hand-off notice; 5: pause `nap_ms()`.
+    /// What to do next: 1 (an ask, or a call of a give-up), 2 (a renewal) or 3 (a look):
+    /// `call_waiting`; 4: nap `nap_ms()` or until this owner's hand-off notice; 5: pause
+    /// `nap_ms()`.
     pub fn want(&mut self) -> u32 {
         match self.waiting.want() {
             Wanted::Ask(op) => {
@@ -258,7 +261,20 @@ impl RawWaiting {
                 self.nap_ms = pause.as_secs_f64() * 1000.0;
                 WANT_PAUSE
             }
+            Wanted::Leave(op) => {
+                self.op = Some(op);
+                WANT_CALL
+            }
         }
+    }
+
+    /// The caller gives up at local instant `t` ms (its signal aborted): `false` if nothing is
+    /// left to do; `true` to go on with what `want` asks until `finish_waiting` ends the wait
+    /// (its status is then to be ignored): the wait is cancelled, and a lease it was handed
+    /// meanwhile (or won and not yet taken) released.
+    pub fn give_up(&mut self, t: f64) -> bool {
+        self.won = None;
+        self.waiting.give_up(local(t))
     }
 
     /// How long to nap or pause (ms).
@@ -437,7 +453,8 @@ impl RawClient {
 
     /// Ends `call` (a `call_waiting`) and hands its end to `waiting`, at local instant `t`:
     /// 0 go on, 1 won, 2 a lock error, 3 install the namespace and call again, 4 a store
-    /// error, 5 the wait timed out, 6 this owner already waits for the key.
+    /// error, 5 the wait timed out, 6 this owner already waits for the key, 7 the give-up is
+    /// over.
     pub fn finish_waiting(&mut self, waiting: &mut RawWaiting, call: RawCall, t: f64) -> u32 {
         let Some(client) = self.client.as_mut() else {
             return FAILED;
@@ -520,6 +537,7 @@ impl RawClient {
             }
             Err(Error::WaitTimedOut) => WAIT_TIMED_OUT,
             Err(Error::AlreadyWaiting) => WAIT_ALREADY_WAITING,
+            Err(Error::GaveUp) => WAIT_GAVE_UP,
         }
     }
 

@@ -11,7 +11,7 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use lock_store::election::{Body, CampaignOptions, Election, Leader, StopReason, Term};
 use lock_store::Locks;
 
-use crate::{guard, show, tree};
+use crate::{guard, show, stop_line, tree};
 
 /// A term's body: the command, under its guard, as `lockstore run` starts it.
 pub struct ProcessBody {
@@ -28,17 +28,29 @@ pub struct ProcessBody {
     /// How long what the command left running after it exited gets between `SIGTERM` and
     /// `SIGKILL` (`--grace`).
     pub grace: Duration,
+    /// The term in progress (its stop instant, told to the guard).
+    pub term: Option<Term>,
+    /// The line to the guard (see [`stop_line`]).
+    pub teller: Option<stop_line::Teller>,
 }
 
 impl ProcessBody {
     fn pid(&self) -> Option<Pid> {
         self.child.as_ref().map(Pid::from_child)
     }
+
+    /// Tells the guard the term's stop instant, if it moved.
+    fn tell(&mut self) {
+        let by = self.term.as_ref().and_then(Term::stop_by);
+        if let (Some(by), Some(teller)) = (by, self.teller.as_mut()) {
+            teller.tell(by.saturating_duration_since(std::time::Instant::now()));
+        }
+    }
 }
 
 impl Body for ProcessBody {
     fn start(&mut self, term: &Term) {
-        eprintln!(
+        say!(
             "lockstore: {} leads \"{}\" with fence {}",
             self.candidate,
             self.name,
@@ -51,9 +63,23 @@ impl Body for ProcessBody {
                 return;
             }
         };
+        let (teller, guard_end) = match stop_line::open() {
+            Ok(line) => line,
+            Err(e) => {
+                self.failed = Some((126, format!("cannot open the guard's line: {e}")));
+                return;
+            }
+        };
+        self.teller = Some(teller);
+        self.term = Some(term.clone());
+        // The guard stops the command by itself at the term's stop instant, unless told of an
+        // extension first (this process may be paused).
+        self.tell();
         let spawned = Command::new(me)
             .arg(guard::COMMAND)
             .arg(std::process::id().to_string())
+            .arg(std::os::fd::AsRawFd::as_raw_fd(&guard_end).to_string())
+            .arg(self.grace.as_millis().to_string())
             .arg("--")
             .args(&self.command)
             .env("EXPIRING_LOCK_KEY", &self.name)
@@ -61,6 +87,7 @@ impl Body for ProcessBody {
             .env("EXPIRING_LOCK_OWNER", &self.candidate)
             .stdin(Stdio::null())
             .spawn();
+        drop(guard_end);
         match spawned {
             Ok(mut child) => {
                 guard::wait_started(&mut child);
@@ -73,7 +100,7 @@ impl Body for ProcessBody {
     }
 
     fn stop(&mut self, term: &Term, reason: StopReason) {
-        eprintln!(
+        say!(
             "lockstore: {} stops leading \"{}\" (fence {}): {}",
             self.candidate,
             self.name,
@@ -86,6 +113,7 @@ impl Body for ProcessBody {
     }
 
     fn returned(&mut self) -> bool {
+        self.tell();
         let Some(child) = self.child.as_mut() else {
             return true;
         };
@@ -98,6 +126,7 @@ impl Body for ProcessBody {
                     self.failed = Some((127, format!("{}: command not found", self.command[0])));
                 }
                 self.child = None;
+                self.term = None;
                 tree::stop_leftovers(self.grace, None);
                 true
             }
@@ -109,7 +138,7 @@ impl Body for ProcessBody {
     }
 
     fn abandon(&mut self) {
-        eprintln!(
+        say!(
             "lockstore: the command did not stop within the grace: SIGKILL ({})",
             self.name
         );
@@ -138,6 +167,8 @@ pub struct ElectArgs<'a> {
     pub options: CampaignOptions,
     /// Shown to readers of the leader.
     pub metadata: &'a str,
+    /// The bound on each store call.
+    pub bound: Duration,
 }
 
 /// Campaigns until `SIGTERM`, `SIGINT` or `SIGHUP` (then the current term, if any, stops and
@@ -158,9 +189,10 @@ pub fn elect(args: &ElectArgs<'_>, command: Vec<String>) -> Result<u8, (u8, Stri
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP, SIGUSR1])
         .map_err(|e| (crate::STORE, format!("cannot handle signals: {e}")))?;
     let Some(locks) = open_when_reachable(args, &mut signals)? else {
-        eprintln!(
+        say!(
             "lockstore: {} leaves \"{}\" after 0 terms",
-            args.candidate, args.name
+            args.candidate,
+            args.name
         );
         return Ok(0);
     };
@@ -185,6 +217,8 @@ pub fn elect(args: &ElectArgs<'_>, command: Vec<String>) -> Result<u8, (u8, Stri
         child: None,
         failed: None,
         grace: Duration::from_millis(args.options.grace.0),
+        term: None,
+        teller: None,
     };
     let terms = election
         .run_with(&mut body)
@@ -192,9 +226,10 @@ pub fn elect(args: &ElectArgs<'_>, command: Vec<String>) -> Result<u8, (u8, Stri
     if let Some(failed) = body.failed {
         return Err(failed);
     }
-    eprintln!(
+    say!(
         "lockstore: {} leaves \"{}\" after {terms} terms",
-        args.candidate, args.name
+        args.candidate,
+        args.name
     );
     Ok(0)
 }
@@ -211,17 +246,23 @@ fn open_when_reachable(
     let server = !args.url.starts_with("sqlite:") && !args.url.starts_with("memory:");
     let mut said = false;
     loop {
-        match Locks::open(args.url, args.namespace) {
+        // A term this candidate id holds that this process did not take (a restarted
+        // candidate's predecessor, a duplicate) is waited for, never led again: no fence serves
+        // two terms.
+        let options = lock_store::Options::new()
+            .bound(args.bound)
+            .adopt_held(false);
+        match options.open(args.url, args.namespace) {
             Ok(locks) => {
                 if said {
-                    eprintln!("lockstore: the store answers; {} campaigns", args.candidate);
+                    say!("lockstore: the store answers; {} campaigns", args.candidate);
                 }
                 return Ok(Some(locks));
             }
             Err(lock_store::Error::Store(e @ lock_store::StoreError::Connect { .. })) if server => {
                 if !said {
                     said = true;
-                    eprintln!(
+                    say!(
                         "lockstore: {e}; {} campaigns once it answers (asked again every {})",
                         args.candidate,
                         show::duration(pause)

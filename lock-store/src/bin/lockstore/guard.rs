@@ -4,8 +4,14 @@
 //! parent that is no longer `lockstore`, looked at every 10 ms (on Linux the parent-death
 //! signal it asks for is caught rather than let end it).
 //!
+//! It does not trust `lockstore` to be scheduled, either: `lockstore` tells it, after each
+//! extension of the lease, when the lease can end on this machine's clock ([`stop_line`]); if
+//! that instant comes without a later one (`lockstore` stopped by `SIGSTOP`, or never run), the
+//! guard stops the command's tree itself: `SIGTERM`, then `SIGKILL` after the grace.
+//!
 //! It ignores the terminal's signals (Ctrl-C reaches the command directly, in the same process
-//! group) and those `lockstore` passes on to the tree: only `lockstore` stops the command.
+//! group) and those `lockstore` passes on to the tree: besides its own clock, only `lockstore`
+//! stops the command.
 
 use std::process::{Command, ExitCode};
 use std::time::Duration;
@@ -13,9 +19,9 @@ use std::time::Duration;
 use rustix::process::{Pid, Signal};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 
-use crate::tree;
+use crate::{stop_line, tree};
 
-/// The hidden subcommand: `lockstore __guard PARENT_PID -- CMD [ARGS...]`.
+/// The hidden subcommand: `lockstore __guard PARENT_PID STOP_FD GRACE_MS -- CMD [ARGS...]`.
 pub const COMMAND: &str = "__guard";
 
 /// How long [`wait_started`] waits for the guard to start its command at most.
@@ -47,20 +53,27 @@ const CANNOT_RUN: u8 = 126;
 
 /// Runs the guard (see the module's documentation).
 pub fn run(args: &[String]) -> ExitCode {
-    let (Some(parent), Some(command)) = (
+    let number = |i: usize| args.get(i).and_then(|p| p.parse::<u64>().ok());
+    let (Some(parent), Some(line), Some(grace), Some(command)) = (
         args.first().and_then(|p| p.parse::<i32>().ok()),
+        number(1).and_then(|fd| i32::try_from(fd).ok()),
+        number(2).map(Duration::from_millis),
         args.iter()
             .position(|a| a == "--")
             .map(|i| &args[i + 1..])
             .filter(|c| !c.is_empty()),
     ) else {
-        eprintln!("lockstore: {COMMAND} is lockstore run's own");
+        say!("lockstore: {COMMAND} is lockstore run's own");
+        return ExitCode::from(2);
+    };
+    let Ok(mut line) = stop_line::Listener::adopt(line) else {
+        say!("lockstore: {COMMAND} is lockstore run's own");
         return ExitCode::from(2);
     };
     // Signals first: the parent-death signal must find its handler.
     let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGUSR1, SIGTERM, SIGINT, SIGHUP])
     else {
-        eprintln!("lockstore: the guard cannot handle signals");
+        say!("lockstore: the guard cannot handle signals");
         return ExitCode::from(2);
     };
     #[cfg(target_os = "linux")]
@@ -76,7 +89,7 @@ pub fn run(args: &[String]) -> ExitCode {
     let child = match Command::new(&command[0]).args(&command[1..]).spawn() {
         Ok(child) => child,
         Err(e) => {
-            eprintln!("lockstore: cannot start {}: {e}", command[0]);
+            say!("lockstore: cannot start {}: {e}", command[0]);
             return ExitCode::from(if e.kind() == std::io::ErrorKind::NotFound {
                 NOT_FOUND
             } else {
@@ -85,6 +98,8 @@ pub fn run(args: &[String]) -> ExitCode {
         }
     };
     let pid = Pid::from_child(&child);
+    // When the guard itself began stopping the command (the lease's end came on its clock).
+    let mut stopping: Option<std::time::Instant> = None;
     loop {
         // Orphans adopted by the guard are reaped with the command itself.
         // (Any child: those of other sessions and process groups too.)
@@ -108,6 +123,24 @@ pub fn run(args: &[String]) -> ExitCode {
                 std::thread::sleep(Duration::from_millis(1));
             }
             return ExitCode::from(KILLED);
+        }
+        match stopping {
+            None if line.due() => {
+                say!(
+                    "lockstore: the lease can end within its margin and no extension was heard of (lockstore paused, or its store silent): stopping the command"
+                );
+                let first = if grace.is_zero() {
+                    Signal::KILL
+                } else {
+                    Signal::TERM
+                };
+                tree::signal_all(Some(pid), None, first);
+                stopping = Some(std::time::Instant::now());
+            }
+            Some(since) if since.elapsed() >= grace => {
+                tree::signal_all(Some(pid), None, Signal::KILL);
+            }
+            _ => {}
         }
         std::thread::sleep(Duration::from_millis(10));
     }

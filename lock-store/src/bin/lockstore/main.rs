@@ -29,8 +29,22 @@
 //! in the background is stopped the same way (`SIGTERM`, then `SIGKILL` after `--grace`)
 //! before the lock is released: nothing it started outlives the lease.
 //!
+//! While `lockstore run` waits in line (`--wait`), `SIGTERM`, `SIGINT` or `SIGHUP` make it give
+//! up: it leaves the line (a lease it was handed meanwhile is released at once, never left to
+//! its TTL), says so, and exits with 128 + the signal, without running the command.
+//! `SIGTERM` and `SIGINT` passed on to a running command are followed by `SIGKILL` if it still
+//! runs `--grace` later (as `timeout -k`); `SIGHUP` is only passed on (a reload, for many).
+//!
+//! An owner id given with `--owner` is never taken over: if the store shows that owner holding
+//! the key already (an earlier run that still runs, or one that died before its lease ended),
+//! `run` waits for that lease like any other holder's (`--wait`), or exits with [`HELD`], and
+//! says why; a fence never serves two runs.
+//!
 //! The command runs under a small guard process (`lockstore` itself, `__guard`): if `lockstore`
-//! dies, even by `SIGKILL`, the guard kills the whole tree at once. On Linux, `lockstore` and
+//! dies, even by `SIGKILL`, the guard kills the whole tree at once. If `lockstore` is only
+//! stopped (`SIGSTOP`, a frozen cgroup, never scheduled), the guard stops the command by itself
+//! a fifth of `--ttl` before the lease ends on this machine's clock (`SIGTERM`, then `SIGKILL`
+//! after `--grace`): `lockstore` tells it that instant after each extension. On Linux, `lockstore` and
 //! the guard adopt orphans (child subreapers), so a process that leaves its parent (a daemon's
 //! double fork, `setsid`) stays in the tree. Elsewhere the tree is the command's own process
 //! only: a `SIGKILL` of `lockstore` stops it, not what it started.
@@ -42,9 +56,19 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
 
+/// `eprintln!` that never panics: a closed stderr (a supervisor's pipe gone) must not end
+/// `lockstore` and leave its command or its campaign behind.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod elect;
 mod guard;
 mod show;
+mod stop_line;
 mod tree;
 
 use lock_store::{AcquireOptions, Error, LockError, Locks, Mode, StoreError};
@@ -65,16 +89,19 @@ Exit status:
   0    done (run: the command succeeded)
   1-125, 128+N   run: the command's own status; 128+N when signal N ended it
   2    usage: an unknown command or option, a bad value
-  3    held: the key is held by another owner (and --wait ran out)
+  3    held: the key is held by another owner, or by this --owner in another run (and
+       --wait ran out)
   4    lost: the lock was lost while the command ran (the command was stopped)
   5    store error: unreachable, refused, a bad URL, missing rights
   6    no such namespace (inspect, list: nothing was ever locked in it)
+  128+N  run, waiting in line: signal N made it give up (it left the line)
   126  run: the command cannot run (not executable)
   127  run: the command was not found
 
 Environment:
   LOCKSTORE_URL        the store, when --store is not given
   LOCKSTORE_NAMESPACE  the namespace, when --namespace is not given (default: default)
+  LOCKSTORE_BOUND      the bound on each store call, when --bound is not given (default: 5s)
   run sets for its command: EXPIRING_LOCK_KEY, EXPIRING_LOCK_FENCE, EXPIRING_LOCK_OWNER
 
 Stores: redis://HOST[:PORT][/DB], postgres://USER@HOST[:PORT]/DB, mysql://USER@HOST[:PORT]/DB
@@ -198,6 +225,16 @@ struct Target {
         default_value = "default"
     )]
     namespace: String,
+    /// The longest one store call may take (connecting included), and one request as a whole:
+    /// then it fails rather than hangs.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        value_parser = duration,
+        env = "LOCKSTORE_BOUND",
+        default_value = "5s"
+    )]
+    bound: Duration,
 }
 
 #[derive(Args)]
@@ -352,7 +389,7 @@ fn main() -> ExitCode {
         Cmd::Demo { stores } => demo(stores),
     };
     result.unwrap_or_else(|Failed(code, message)| {
-        eprintln!("lockstore: {message}");
+        say!("lockstore: {message}");
         ExitCode::from(code)
     })
 }
@@ -375,7 +412,9 @@ fn duration(text: &str) -> Result<Duration, String> {
 }
 
 fn open(at: &Target) -> Result<Locks, Failed> {
-    Ok(Locks::open(&at.url, &at.namespace)?)
+    // A lease this owner holds that this process did not take is another run's: never adopted.
+    let options = lock_store::Options::new().bound(at.bound).adopt_held(false);
+    Ok(options.open(&at.url, &at.namespace)?)
 }
 
 /// This process's default owner name: host and process id.
@@ -398,36 +437,57 @@ fn run(o: &RunArgs, steal: bool) -> Result<ExitCode, Failed> {
     }
     let locks = open(&o.at)?;
     let options = o.kinds.options();
+    // Signals from now on: one while it waits in line makes it give up (before any lease is
+    // taken, so no signal can end `lockstore` with a key held and no command run); later ones
+    // are passed on to the command.
+    let received = catch_signals().map_err(|e| Failed(STORE, e))?;
+    let give_up = lock_store::GiveUp::new();
+    let listening = listen_while_waiting(received, give_up.clone());
     let taken = if steal {
         locks.steal(key, &owner, o.ttl, &options)
     } else {
-        locks.acquire_with(key, &owner, o.ttl, o.wait, &options)
+        locks.acquire_or_give_up(key, &owner, o.ttl, o.wait, &options, &give_up)
     };
-    let lease = match taken {
-        Ok(lease) => lease,
-        Err(Error::Lock(LockError::Held { .. }) | Error::WaitTimedOut) => {
-            let holder = locks
-                .inspect(key)
-                .ok()
-                .flatten()
-                .map(|i| {
-                    format!(
-                        " by {} (fence {})",
-                        i.holder().unwrap().owner,
-                        i.holder().unwrap().fence.0
-                    )
-                })
-                .unwrap_or_default();
-            eprintln!("lockstore: key \"{key}\" is held{holder}; not running the command");
+    let (mut received, signalled) = listening.stop();
+    let lease = match (taken, signalled) {
+        (Ok(lease), None) => lease,
+        // A signal after the grant and before the command: the command never runs.
+        (Ok(lease), Some(signal)) => {
+            let _ = lease.release();
+            say!(
+                "lockstore: {} before \"{key}\" was taken: released, not running the command",
+                signal_name(signal)
+            );
+            return Ok(ExitCode::from(signal_status(signal)));
+        }
+        (Err(Error::GaveUp), Some(signal)) => {
+            say!(
+                "lockstore: {} while waiting for \"{key}\": left the line, not running the command",
+                signal_name(signal)
+            );
+            return Ok(ExitCode::from(signal_status(signal)));
+        }
+        (Err(Error::Lock(LockError::Held { .. }) | Error::WaitTimedOut), _) => {
+            let holder = locks.inspect(key).ok().flatten();
+            let holder = holder.as_ref().and_then(|i| i.holder());
+            match holder {
+                Some(h) if h.owner == owner => say!(
+                    "lockstore: key \"{key}\" is held by this owner id, {owner} (fence {}), in another run (still running, or one that died before its lease ended); not running the command (owner ids must differ between runs that may overlap)",
+                    h.fence.0
+                ),
+                Some(h) => say!(
+                    "lockstore: key \"{key}\" is held by {} (fence {}); not running the command",
+                    h.owner,
+                    h.fence.0
+                ),
+                None => say!("lockstore: key \"{key}\" is held; not running the command"),
+            }
             return Ok(ExitCode::from(HELD));
         }
-        Err(e) => return Err(e.into()),
+        (Err(e), _) => return Err(e.into()),
     };
     let fail = |e: String| Failed(STORE, e);
-    // Signals for the command, from now on (before it starts, so none is missed; before the
-    // line below, so a supervisor that signals on reading it reaches the command).
-    let mut received = catch_signals().map_err(fail)?;
-    eprintln!(
+    say!(
         "lockstore: {owner} {} \"{key}\" with fence {} ({})",
         if steal { "stole" } else { "holds" },
         lease.fence().0,
@@ -436,9 +496,17 @@ fn run(o: &RunArgs, steal: bool) -> Result<ExitCode, Failed> {
     tree::adopt_orphans();
     let me =
         std::env::current_exe().map_err(|e| fail(format!("cannot find lockstore itself: {e}")))?;
+    let (mut teller, guard_end) =
+        stop_line::open().map_err(|e| fail(format!("cannot open the guard's line: {e}")))?;
+    // The guard stops the command by itself a margin before the lease ends on this machine's
+    // clock, unless told of an extension first.
+    let margin = guard_margin(o.ttl);
+    teller.tell(lease.time_left().saturating_sub(margin));
     let mut child = Command::new(me)
         .arg(guard::COMMAND)
         .arg(std::process::id().to_string())
+        .arg(std::os::fd::AsRawFd::as_raw_fd(&guard_end).to_string())
+        .arg(o.grace.as_millis().to_string())
         .arg("--")
         .args(&o.command)
         .env("EXPIRING_LOCK_KEY", key)
@@ -447,6 +515,7 @@ fn run(o: &RunArgs, steal: bool) -> Result<ExitCode, Failed> {
         .stdin(Stdio::inherit())
         .spawn()
         .map_err(|e| Failed(126, format!("cannot start {}: {e}", o.command[0])))?;
+    drop(guard_end);
     guard::wait_started(&mut child);
     let lost = Arc::new(AtomicBool::new(false));
     let (lost_tx, lost_heard) = mpsc::channel();
@@ -455,7 +524,7 @@ fn run(o: &RunArgs, steal: bool) -> Result<ExitCode, Failed> {
         lease.on_lost(move |l| {
             lost.store(true, Ordering::SeqCst);
             let _ = lost_tx.send(());
-            eprintln!(
+            say!(
                 "lockstore: lost \"{}\" (fence {}): {}; stopping the command",
                 l.key,
                 l.fence.0,
@@ -464,16 +533,36 @@ fn run(o: &RunArgs, steal: bool) -> Result<ExitCode, Failed> {
         });
     }
     lease.keep_alive();
-    let status = supervise(&mut child, &lost, &lost_heard, o.grace, &mut received).map_err(fail)?;
-    let released = lease.release();
-    if lost.load(Ordering::SeqCst) {
+    let watch = Watch {
+        lost: &lost,
+        lost_heard: &lost_heard,
+        lease: &lease,
+        teller: &mut teller,
+        margin,
+    };
+    let status = supervise(&mut child, watch, o.grace, &mut received).map_err(fail)?;
+    // Within the margin of its end (the guard stops the command then by itself: extensions
+    // went unanswered), the lease is as good as lost: the key may be handed on any moment.
+    let ending = lease.time_left() <= margin;
+    if lost.load(Ordering::SeqCst) || lease.is_lost() || ending {
+        if ending && !lost.load(Ordering::SeqCst) {
+            say!(
+                "lockstore: the lease of \"{key}\" (fence {}) was not extended and ends within its margin: lost",
+                lease.fence().0
+            );
+        }
+        // Lost: the store frees the key at the lease's deadline, whatever is sent now; a
+        // release (and the extension in flight before it) could hold `lockstore` up to its
+        // bound twice over a silent store. Exit now.
+        std::mem::forget(lease);
         return Ok(ExitCode::from(LOST));
     }
+    let released = lease.release();
     match released {
-        Err(e) => eprintln!("lockstore: release: {e}"),
+        Err(e) => say!("lockstore: release: {e}"),
         // A minimum hold keeps the key after a command that ended early.
         Ok(()) => match lease.released_at() {
-            Some(at) if !o.kinds.min_hold.is_zero() && at.0 > show::now_ms() => eprintln!(
+            Some(at) if !o.kinds.min_hold.is_zero() && at.0 > show::now_ms() => say!(
                 "lockstore: \"{key}\" stays held until {} (its minimum hold)",
                 show::until(at)
             ),
@@ -499,25 +588,45 @@ fn catch_signals() -> Result<Caught, String> {
     Caught::new(PASSED_ON.map(|(raw, _)| raw)).map_err(|e| format!("cannot handle signals: {e}"))
 }
 
-/// Waits for the command's guard, passing on the signals `lockstore` receives to the tree; if
+/// What [`supervise`] watches besides the guard: the lease's loss, and the guard's line.
+struct Watch<'a> {
+    lost: &'a AtomicBool,
+    lost_heard: &'a mpsc::Receiver<()>,
+    lease: &'a lock_store::Lease,
+    teller: &'a mut stop_line::Teller,
+    /// The guard stops the command this long before the lease's end (see [`guard_margin`]).
+    margin: Duration,
+}
+
+/// How long before the lease's end on this machine's clock the guard of `run` stops the command
+/// by itself when `lockstore` stopped telling it of extensions: a fifth of the TTL (the
+/// election's default margin), so that the command has stopped before the store can hand the
+/// key to anyone else.
+fn guard_margin(ttl: Duration) -> Duration {
+    ttl / 5
+}
+
+/// Waits for the command's guard, passing on the signals `lockstore` receives to the tree
+/// (`SIGTERM` and `SIGINT` followed by `SIGKILL` if the tree still runs `grace` later); if
 /// the lock is lost, stops the tree: `SIGTERM` (the moment the loss is heard), then `SIGKILL`
-/// after `grace`. Once the guard has exited, stops what the command left running the same way.
+/// after `grace`. Tells the guard, after each extension, when the lease ends on this
+/// machine's clock. Once the guard has exited, stops what the command left running the same
+/// way.
 fn supervise(
     guard: &mut std::process::Child,
-    lost: &AtomicBool,
-    lost_heard: &mpsc::Receiver<()>,
+    watch: Watch<'_>,
     grace: Duration,
     received: &mut Caught,
 ) -> Result<std::process::ExitStatus, String> {
     use rustix::process::{Pid, Signal};
     let guard_pid = Some(Pid::from_child(guard));
     let mut kill_at: Option<Instant> = None;
-    let stop = |kill_at: &mut Option<Instant>| {
+    let stop = |kill_at: &mut Option<Instant>, first: Option<Signal>| {
         if kill_at.is_none() {
-            let first = if grace.is_zero() {
-                Signal::KILL
-            } else {
-                Signal::TERM
+            let first = match (first, grace.is_zero()) {
+                (_, true) => Signal::KILL,
+                (Some(signal), false) => signal,
+                (None, false) => Signal::TERM,
             };
             tree::signal_all(guard_pid, guard_pid, first);
             *kill_at = Some(Instant::now() + grace);
@@ -527,6 +636,7 @@ fn supervise(
         if let Some(status) = guard.try_wait().map_err(|e| e.to_string())? {
             break status;
         }
+        (watch.teller).tell(watch.lease.time_left().saturating_sub(watch.margin));
         for origin in received.pending() {
             // A signal from the terminal (Ctrl-C, a hangup) was sent by the kernel to the whole
             // foreground process group, the command included: passing it on would deliver it
@@ -535,21 +645,87 @@ fn supervise(
                 continue;
             }
             if let Some((_, signal)) = PASSED_ON.iter().find(|(r, _)| *r == origin.signal) {
-                tree::signal_all(guard_pid, guard_pid, *signal);
+                if *signal == Signal::HUP {
+                    tree::signal_all(guard_pid, guard_pid, *signal);
+                } else if kill_at.is_none() {
+                    // An operator's stop, escalated after the grace (as `timeout -k`).
+                    stop(&mut kill_at, Some(*signal));
+                } else {
+                    tree::signal_all(guard_pid, guard_pid, *signal);
+                }
             }
         }
-        if lost.load(Ordering::SeqCst) {
-            stop(&mut kill_at);
+        if watch.lost.load(Ordering::SeqCst) {
+            stop(&mut kill_at, None);
         }
         if kill_at.is_some_and(|t| Instant::now() >= t) {
             tree::signal_all(guard_pid, None, Signal::KILL);
         }
         // Woken at once by a loss; the guard's exit is looked for every 10 ms.
-        let _ = lost_heard.recv_timeout(Duration::from_millis(10));
+        let _ = watch.lost_heard.recv_timeout(Duration::from_millis(10));
     };
     // What the command left behind (adopted by `lockstore` when the guard exited).
     tree::stop_leftovers(grace, kill_at);
     Ok(status)
+}
+
+/// The signals caught while `run` waits in line, on a thread of their own: the first makes the
+/// acquire give up. [`Listening::stop`] hands the signals back for the command.
+struct Listening {
+    done: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<(Caught, Option<i32>)>,
+}
+
+fn listen_while_waiting(mut received: Caught, give_up: lock_store::GiveUp) -> Listening {
+    let done = Arc::new(AtomicBool::new(false));
+    let thread = {
+        let done = Arc::clone(&done);
+        std::thread::spawn(move || {
+            let mut first = None;
+            loop {
+                // Read before the flag: a signal that came before the acquire returned is
+                // never left for the command.
+                let stopping = done.load(Ordering::SeqCst);
+                // Any origin: no command runs yet, so the terminal's reached nobody else.
+                if let Some(origin) = received.pending().next() {
+                    first.get_or_insert(origin.signal);
+                    give_up.give_up();
+                }
+                if stopping {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            (received, first)
+        })
+    };
+    Listening { done, thread }
+}
+
+impl Listening {
+    /// Stops listening: the signals, and the first one heard while waiting, if any.
+    fn stop(self) -> (Caught, Option<i32>) {
+        self.done.store(true, Ordering::SeqCst);
+        match self.thread.join() {
+            Ok(caught) => caught,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+}
+
+/// A signal's name, for messages.
+fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        signal_hook::consts::SIGTERM => "SIGTERM",
+        signal_hook::consts::SIGINT => "SIGINT",
+        signal_hook::consts::SIGHUP => "SIGHUP",
+        _ => "a signal",
+    }
+}
+
+/// The exit status for a signal that ended `lockstore`'s wait: 128 + its number, as a shell's.
+fn signal_status(signal: i32) -> u8 {
+    u8::try_from(128 + signal).unwrap_or(1)
 }
 
 fn exit_code(status: std::process::ExitStatus) -> u8 {
@@ -579,6 +755,7 @@ fn elect_cmd(a: ElectArgs) -> Result<ExitCode, Failed> {
         candidate: &candidate,
         options,
         metadata: &a.metadata,
+        bound: a.at.bound,
     };
     match elect::elect(&args, a.command) {
         Ok(code) => Ok(ExitCode::from(code)),

@@ -231,9 +231,10 @@ export class StoreClient {
    * process lives, looking at the key's next deadline or at a hand-off notice (`notices`, if the
    * store sends them), riding out a store that fails while time remains. Answers
    * `{fence, deadline, localEnd}`; throws a LockError (`wait-timed-out`, `already-waiting`, the
-   * core's) or a StoreError, or `signal.reason` when it aborts (its place in the queue is
-   * cancelled first, or the lease it was handed meanwhile released, if the store can be
-   * reached).
+   * core's) or a StoreError, or `signal.reason` when it aborts: it gives up first (its place in
+   * the queue cancelled; a lease it was handed before the cancel landed, or won after the abort,
+   * released), so that nothing of it is left when the promise rejects (if the store answers
+   * within `WAIT_ALIVE`; else its place lapses by itself).
    * @param {{poll?: number, signal?: AbortSignal, notices?: {subscribe: Function}, request?: import('../../index.d.ts').RequestOptions}} [options]
    */
   async wait(key, owner, ttl, wait, options = {}) {
@@ -241,16 +242,21 @@ export class StoreClient {
     const waiting = new RawWaiting(key, owner, ttl, wait, options.poll ?? 50, o[0], o[1], o[2], o[3], o[4]);
     const { signal, notices } = options;
     let heard = null;
+    // Giving up is the engine's (lock-store's queue.rs): the loop only runs the calls it asks.
+    let leaving = false;
+    const giveUp = () => {
+      leaving = true;
+      if (!waiting.give_up(performance.now())) throw signal?.reason;
+    };
     try {
       for (;;) {
-        if (signal?.aborted) {
-          if (waiting.in_line()) await this.#leave(key, owner);
-          throw signal.reason;
-        }
+        if (!leaving && signal?.aborted) giveUp();
         const want = waiting.want();
         if (want === WANT_NAP || want === WANT_PAUSE) {
           const nap = waiting.nap_ms();
-          if (want === WANT_NAP && heard !== null) {
+          if (leaving) {
+            await sleep(nap);
+          } else if (want === WANT_NAP && heard !== null) {
             if ((await heard.wait(nap, signal)) === 'failed') {
               // The notice connection failed: look by ourselves from now on.
               heard.close();
@@ -273,11 +279,16 @@ export class StoreClient {
           // A namespace that does not exist is created by the first write, and only then.
           if (ended.status === WAIT_INSTALL) await this.#driver.install(this.#bound);
         } while (ended.status === WAIT_INSTALL);
-        if (ended.status === WON) return { fence: waiting.fence(), deadline: waiting.deadline(), localEnd: waiting.local_end() };
-        if (ended.status !== GO_ON) {
-          if (waiting.in_line()) await this.#leave(key, owner);
-          throw ended.error;
+        if (ended.status === WON) {
+          // Won after the signal aborted: the give-up releases it (the caller never takes it).
+          if (signal?.aborted) {
+            giveUp();
+            continue;
+          }
+          return { fence: waiting.fence(), deadline: waiting.deadline(), localEnd: waiting.local_end() };
         }
+        // Over: the give-up is done, or an error ended the wait (the engine left the key first).
+        if (ended.status !== GO_ON) throw leaving ? signal?.reason : ended.error;
         if (waiting.in_line() && heard === null && notices !== undefined) {
           heard = notices.subscribe(key, owner);
           waiting.watching(true);
@@ -337,25 +348,6 @@ export class StoreClient {
       entries.forEach(({ resolve }, i) => resolve(ended[i]));
     } catch (e) {
       for (const { reject } of entries) reject(e);
-    }
-  }
-
-  /**
-   * Leaves nothing of a wait given up (aborted, or ended by an error) while in line: if `owner`
-   * holds `key` now (the key was handed to it before it looked), releases that lease; if it still
-   * waits, leaves the line. As the Rust async client's `abandon`. Best effort: a store that
-   * cannot be reached lets the lease end at its TTL and the place at its wait deadline.
-   */
-  async #leave(key, owner) {
-    try {
-      const { reply } = await this.run('inspect', key);
-      const info = reply.info;
-      if (info === undefined || info === null) return;
-      const held = info.holders.find((h) => h.owner === owner && h.ended === null);
-      if (held !== undefined) await this.run('release', key, { owner, fence: held.fence });
-      else if (info.waiters.some((w) => w.owner === owner)) await this.run('cancel-wait', key, { owner });
-    } catch {
-      // Unreachable: the lease ends at its TTL, the place at its wait deadline.
     }
   }
 

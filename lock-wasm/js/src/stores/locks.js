@@ -71,6 +71,8 @@ export class StoreLocks {
   #ownerSeq = 0;
   #closed = false;
   #leases = new Set();
+  /** @type {Map<string, Promise<void>>} acquires giving up, by key and owner (#departing) */
+  #departures = new Map();
 
   /** @internal use `Locks.open(url, namespace)` */
   constructor(driver, client, options) {
@@ -131,6 +133,7 @@ export class StoreLocks {
     const { ttl, owner, keepAlive, onLost, request } = leaseOptions('tryAcquire', options, LEASE_OPTIONS);
     text('key', key);
     const who = this.#owner(owner);
+    await this.#afterDepartures(key, who);
     const answer =
       request === undefined
         ? await this.#client.run('try-acquire', key, { owner: who, ttl })
@@ -149,7 +152,10 @@ export class StoreLocks {
   /**
    * Takes `key`, waiting in its FIFO queue (shared by every replica) until it is handed over.
    * Rejects with LockError `wait-timed-out` after `timeout` ms, with `signal.reason` when `signal`
-   * aborts (the place in the queue is cancelled first), or with the core's error or a StoreError.
+   * aborts, or with the core's error or a StoreError. An abort gives up before the promise
+   * rejects: the place in the queue is cancelled, and a lease the key was handed before the
+   * cancel landed (or after the abort) is released, so that the next waiter is handed the key at
+   * once; a new `acquire` or `tryAcquire` by the same owner on the same key waits for that.
    * @returns {Promise<StoreLease>}
    */
   async acquire(key, options) {
@@ -161,8 +167,43 @@ export class StoreLocks {
     if (signal?.aborted) throw signal.reason;
     const wait = timeout === undefined ? FOREVER : ms('timeout', timeout);
     const who = this.#owner(owner);
-    const won = await this.#client.wait(key, who, ttl, wait, { poll: this.#poll, signal, notices: this.#notices, request });
+    await this.#afterDepartures(key, who);
+    const waiting = this.#client.wait(key, who, ttl, wait, { poll: this.#poll, signal, notices: this.#notices, request });
+    // Once its signal aborts, this attempt is giving up until `waiting` settles: a new acquire
+    // by the same owner on the same key waits for that (see #afterDepartures).
+    const departs = () => this.#departing(key, who, waiting);
+    signal?.addEventListener('abort', departs, { once: true });
+    let won;
+    try {
+      won = await waiting;
+    } finally {
+      signal?.removeEventListener('abort', departs);
+    }
     return this.#lease(key, who, ttl, won.fence, won.deadline, won.localEnd, keepAlive, onLost);
+  }
+
+  /**
+   * Notes that an acquire of `key` by `owner` gives up until `settles` settles: the store tells
+   * attempts apart by their owner only, so a new acquire of the same owner asking meanwhile would
+   * be answered `already-waiting` for the wait being cancelled, or handed, as already held, the
+   * lease the give-up is about to release (as the Rust async client's `Departures`).
+   */
+  #departing(key, owner, settles) {
+    const id = `${key}\u0000${owner}`;
+    const done = settles.then(
+      () => {},
+      () => {},
+    );
+    this.#departures.set(id, done);
+    done.then(() => {
+      if (this.#departures.get(id) === done) this.#departures.delete(id);
+    });
+  }
+
+  /** Resolves once no acquire of `key` by `owner` that gave up is still leaving the key. */
+  async #afterDepartures(key, owner) {
+    const id = `${key}\u0000${owner}`;
+    while (this.#departures.has(id)) await this.#departures.get(id);
   }
 
   /**
@@ -238,6 +279,7 @@ export class StoreLocks {
     const { ttl, owner, keepAlive, onLost, request } = leaseOptions('steal', options, LEASE_OPTIONS);
     text('key', key);
     const who = this.#owner(owner);
+    await this.#afterDepartures(key, who);
     const answer = await this.#client.run('steal', key, { owner: who, ttl, options: request });
     const { reply } = answer;
     if (reply.error !== undefined) throw reply.error;
@@ -316,6 +358,8 @@ export class StoreLease {
   #state = 'held'; // held | released | lost
   /** An attempt to release failed with a store error (it may have taken effect). */
   #releaseUnsure = false;
+  /** A release was answered (a lost lease stays 'lost', but is not released again). */
+  #releaseSent = false;
   #loss;
   /** @type {number} */
   #localEnd = 0;
@@ -430,11 +474,17 @@ export class StoreLease {
 
   /**
    * Releases the lease. `true` if this call released it, `false` if it was already released or
-   * lost (the store's refusal then reports the loss).
+   * lost. A lease lost on this process's clock may still be held by the store (this process stops
+   * believing early): the release is sent all the same, to hand the key on sooner, and answers
+   * `false` (the loss) whatever the store says, as the Rust faces answer the loss (see "Answers
+   * per face" in docs/lock-store.md).
    */
   async release() {
-    if (this.#state !== 'held') return false;
-    return (await this[RELEASE_OR_REFUSAL]()) === null;
+    if (this.#state === 'released' || this.#releaseSent) return false;
+    const lost = !this.held;
+    const refusal = await this[RELEASE_OR_REFUSAL]();
+    this.#releaseSent = true;
+    return !lost && refusal === null;
   }
 
   /**
@@ -456,7 +506,8 @@ export class StoreLease {
       this.#notHolder(reply.error);
       return reply.error;
     }
-    this.releasedAt = now;
+    // With a minimum hold, the lease keeps its place until its end: that is when it ends.
+    this.releasedAt = reply.type === 'held-until' ? reply.until : now;
     if (this.#state === 'held') {
       this.#state = 'released';
       this[STOP]();
