@@ -597,7 +597,8 @@ pub(crate) fn local_end(clock: Option<StoreClock>, deadline: Instant) -> LocalIn
 /// thread of their own: a store call that hangs (up to its bound) never delays the lease's end,
 /// which this thread's timer alone decides.
 fn guard_thread(locks: &Locks, state: &Arc<LeaseState>) {
-    let period = (state.ttl() / 3).max(Duration::from_millis(1));
+    let period = crate::keep_alive::extend_every(state.ttl());
+    let retry = crate::keep_alive::retry_after(state.ttl());
     let mut next_extend = LocalInstant::now() + period;
     let mut extending = false;
     let mut guard = state.guard();
@@ -616,7 +617,7 @@ fn guard_thread(locks: &Locks, state: &Arc<LeaseState>) {
                     guard.extend = false;
                     now
                 }
-                Extended::Failed => now + period.min(Duration::from_millis(100)),
+                Extended::Failed => now + retry,
             };
         }
         let end = state.local_end();
@@ -645,7 +646,7 @@ fn guard_thread(locks: &Locks, state: &Arc<LeaseState>) {
                 });
             if started.is_err() {
                 extending = false;
-                next_extend = now + period.min(Duration::from_millis(100));
+                next_extend = now + retry;
             }
             continue;
         }

@@ -51,6 +51,7 @@ pub mod election;
 mod engine;
 mod exchange;
 mod give_up;
+pub mod keep_alive;
 mod kinds;
 mod lease;
 mod listen;

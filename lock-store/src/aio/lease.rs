@@ -152,7 +152,8 @@ impl Lease {
         }
         let (locks, state) = (self.locks.clone(), Arc::clone(&self.state));
         *keeper = Some(self.locks.runtime().spawn(async move {
-            let period = (state.ttl() / 3).max(Duration::from_millis(1));
+            let period = crate::keep_alive::extend_every(state.ttl());
+            let retry = crate::keep_alive::retry_after(state.ttl());
             let mut next = period;
             loop {
                 tokio::time::sleep(next).await;
@@ -162,7 +163,7 @@ impl Lease {
                 next = match extend(&locks, &state, state.ttl()).await {
                     Ok(()) => period,
                     Err(Error::Lock(_)) => return,
-                    Err(_) => period.min(Duration::from_millis(100)),
+                    Err(_) => retry,
                 };
             }
         }));

@@ -878,3 +878,21 @@ pub fn namespace_error(name: &str) -> String {
         .map(|e| e.to_string())
         .unwrap_or_default()
 }
+
+/// How long after a lease of `ttl` ms was granted or extended its keep-alive extends it (ms):
+/// lock-store's `keep_alive::extend_every`, the one policy of every face.
+#[wasm_bindgen(js_name = keepAliveEvery)]
+#[must_use]
+pub fn keep_alive_every(ttl: f64) -> f64 {
+    let ttl = std::time::Duration::from_millis(ms(ttl));
+    lock_store::keep_alive::extend_every(ttl).as_secs_f64() * 1000.0
+}
+
+/// How long after an unanswered extension of a lease of `ttl` ms its keep-alive tries again
+/// (ms): lock-store's `keep_alive::retry_after`.
+#[wasm_bindgen(js_name = keepAliveRetry)]
+#[must_use]
+pub fn keep_alive_retry(ttl: f64) -> f64 {
+    let ttl = std::time::Duration::from_millis(ms(ttl));
+    lock_store::keep_alive::retry_after(ttl).as_secs_f64() * 1000.0
+}

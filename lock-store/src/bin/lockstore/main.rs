@@ -248,14 +248,17 @@ struct RunArgs {
     /// within it. 30s, 500ms, 2m, 1h (a bare number is seconds).
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     ttl: Duration,
-    /// How long to wait in line for the key (0s: fail at once if held).
+    /// How long to wait in line for the key (0s: fail at once if held). SIGTERM, SIGINT or
+    /// SIGHUP meanwhile leave the line (exit 128 + N; the command does not run).
     #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "0s")]
     wait: Duration,
-    /// How long the command may take to stop after SIGTERM once the lock is lost (then
-    /// SIGKILL; 0s: SIGKILL at once).
+    /// How long the command may take to stop after SIGTERM (the lock lost, its guard's own
+    /// stop, or an operator's SIGTERM or SIGINT passed on), then SIGKILL; 0s: SIGKILL at once.
     #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "10s")]
     grace: Duration,
-    /// Who holds the lock (default: this host and lockstore's process id).
+    /// Who holds the lock (default: this host and lockstore's process id). A lease this id
+    /// already holds (another run, or one that died before its lease ended) is never taken
+    /// over: it is waited for, or the key is held (exit 3).
     #[arg(long, value_name = "NAME")]
     owner: Option<String>,
     #[command(flatten)]
@@ -281,7 +284,8 @@ struct ElectArgs {
     /// margin, so that it never outlives the lease).
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     grace: Option<Duration>,
-    /// This candidate's id (default: this host and lockstore's process id).
+    /// This candidate's id (default: this host and lockstore's process id). A term this id
+    /// still holds (a restarted candidate's predecessor) is waited for, never led again.
     #[arg(long, value_name = "ID")]
     candidate: Option<String>,
     /// Shown to every reader of the leader (an address, say).

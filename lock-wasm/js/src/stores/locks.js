@@ -5,7 +5,7 @@
 
 import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import { namespaceError } from '../../engine/lock_wasm.js';
+import { keepAliveEvery, keepAliveRetry, namespaceError } from '../../engine/lock_wasm.js';
 import { CLOSED, LockError, StoreError, ms, text } from '../errors.js';
 import { Election, leaderOf } from '../election.js';
 import { LOCAL_END, RELEASE_OR_REFUSAL, STOP } from '../internal.js';
@@ -14,9 +14,6 @@ import { StoreClient } from './client.js';
 import { Notices } from './notices.js';
 import { openDriver } from './open.js';
 
-/** Renew a kept-alive lease when a third of its TTL has passed; retry a failed renewal sooner. */
-const KEEP_ALIVE_FRACTION = 3;
-const RETRY_FRACTION = 10;
 /** The longest delay `setTimeout` honours (ms). */
 const MAX_TIMER_DELAY = 2 ** 31 - 1;
 const FOREVER = Number.MAX_SAFE_INTEGER;
@@ -380,7 +377,8 @@ export class StoreLease {
     this.#ttl = ttl;
     this.#loss = new Loss(onLost);
     this.#believeUntil(localEnd);
-    if (keepAlive) this.#scheduleRenewal(ttl / KEEP_ALIVE_FRACTION);
+    // The keep-alive schedule is the engine's (lock-store's keep_alive.rs), as in Rust.
+    if (keepAlive) this.#scheduleRenewal(keepAliveEvery(ttl));
   }
 
   /**
@@ -442,11 +440,11 @@ export class StoreLease {
     if (this.#state !== 'held') return;
     try {
       await this.extend();
-      this.#scheduleRenewal(this.#ttl / KEEP_ALIVE_FRACTION);
+      this.#scheduleRenewal(keepAliveEvery(this.#ttl));
     } catch (error) {
       if (this.#state !== 'held') return;
       // A store that failed: try again soon, while the lease may still be held.
-      if (error instanceof StoreError) this.#scheduleRenewal(this.#ttl / RETRY_FRACTION);
+      if (error instanceof StoreError) this.#scheduleRenewal(keepAliveRetry(this.#ttl));
     }
   }
 
