@@ -19,7 +19,7 @@ stores=(--store "sqlite://$PWD/target/lockstore-demo.db")
 for url in "${LOCK_STORE_REDIS_URL:-}" "${LOCK_STORE_POSTGRES_URL:-}" "${LOCK_STORE_MYSQL_URL:-}"; do
   if [ -n "$url" ]; then stores+=(--store "$url"); fi
 done
-cargo run -q -p lock-store --features all-stores --bin lockstore -- demo "${stores[@]}"
+cargo run -q -p lockstore --features all-stores -- demo "${stores[@]}"
 echo
 scripts/build-npm.sh
 scripts/build-web.sh

@@ -24,9 +24,9 @@ section() {
 scripts/setup.sh --js --browser
 export PROPTEST_CASES="${PROPTEST_CASES:-1024}"
 section "cargo test (vectors, model-based proptest with $PROPTEST_CASES cases, loader, doctests)"
-# lock-store's tests and doctests run in the next section, with every store and the component:
-# a superset of its default features (built once, not twice).
-cargo test --workspace --exclude lock-store
+# lock-store's and lockstore's tests and doctests run in the next section, with every store and
+# the component: a superset of their default features (built once, not twice).
+cargo test --workspace --exclude lock-store --exclude lockstore
 section "shared stores (lock-store): every vector (native core and component deciding), the service API and its async face (tokio), faults, bursts and contention, against Redis, PostgreSQL and MariaDB"
 # shellcheck source=scripts/services.sh
 source scripts/services.sh
@@ -35,6 +35,8 @@ trap stop_services EXIT
 # The npm engine first: a Node process contends beside the Rust ones (processes.rs, every store).
 scripts/build-npm.sh >/dev/null
 LOCKSTORE_NODE_WORKERS=1 cargo test -p lock-store --features all-stores,component,tokio
+section "the lockstore CLI and real processes (lockstore): run, elect, signals, pauses, process trees, contention and gray failures across processes, on every store"
+LOCKSTORE_NODE_WORKERS=1 cargo test -p lockstore --features all-stores,tokio
 section "lock-store builds with each store's feature alone, its tests too (nobody compiles clients they do not use)"
 for store in sqlite redis postgres mysql; do
   cargo check -q -p lock-store --no-default-features --features "$store" --tests

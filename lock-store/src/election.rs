@@ -12,7 +12,7 @@ use lock_election::{Asked, Candidacy, Electorate, Extended};
 pub use lock_election::{Body, Control, Leader, Term};
 
 use crate::lease::Lease;
-use crate::local::LocalInstant;
+use crate::local::{LocalInstant, ProcessClock};
 use crate::locks::{Error, Locks};
 
 impl Locks {
@@ -102,7 +102,7 @@ impl Candidacy for StoreCandidacy<'_> {
                 lease,
             },
             Err(error) => Asked::Refused {
-                refusal: refusal(&error),
+                refusal: error.refusal(),
                 error,
             },
         }
@@ -119,19 +119,6 @@ impl Candidacy for StoreCandidacy<'_> {
 
     fn release(&self, lease: Lease) {
         let _ = lease.release();
-    }
-}
-
-/// A store's answer to a campaign's ask, in the lock's names (the recipe decides what follows;
-/// a place in line this candidate id left behind lapses within `WAIT_ALIVE`). Shared by the
-/// async election.
-pub(crate) fn refusal(error: &Error) -> Refusal {
-    match error {
-        Error::Lock(e) => Refusal::lock(e),
-        Error::Store(_) => Refusal::Unreachable,
-        // A campaign never gives its asks up by a `GiveUp`: its shut-down ends it.
-        Error::WaitTimedOut | Error::GaveUp => Refusal::WaitTimedOut,
-        Error::AlreadyWaiting => Refusal::AlreadyWaiting,
     }
 }
 

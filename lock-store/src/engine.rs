@@ -4,76 +4,17 @@
 
 use std::time::Duration as StdDuration;
 
-use crate::local::LocalInstant;
+use crate::local::{LocalInstant, ProcessClock};
 
 use lock_core::{
     Event, Fence, Instant, KeyEvent, KeyInfo, Limits, LockError, QueryPage, Request, Response, Step,
 };
 
-use crate::clock::StoreClock;
 use crate::decider::{DecideError, Decider, Decision, Native};
-use crate::exchange::{Exchange, Io, Memory, Stop};
 use crate::store::{new_version, Store, StoreError, TOMBSTONE};
-
-/// Where `now` comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TimeSource {
-    /// The store's clock (Redis `TIME`, PostgreSQL `clock_timestamp()`, MariaDB `SYSDATE(6)`,
-    /// this machine's clock for SQLite and memory): what replicas use.
-    Store,
-    /// The caller passes `now` with every call (tests and the conformance vectors).
-    Caller,
-}
-
-/// The answer to one call, with the key's events and the instant it was decided at.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Decided<R> {
-    /// The answer.
-    pub reply: R,
-    /// The key's events, oldest first (expiries, hand-offs, wait time-outs this call applied).
-    pub events: Vec<KeyEvent>,
-    /// The instant the transition ran at (the store's time, or the caller's).
-    pub now: Instant,
-    /// The key's next change by time alone after this call (to arm a waiter's timer).
-    pub next_deadline: Option<Instant>,
-    /// What this client knew of the store's clock when it decided (with the store's time;
-    /// `None` with the caller's, or when no store was touched): a holder's lease ends on its
-    /// own clock at the earliest local instant the store's clock can reach the deadline.
-    pub(crate) clock: Option<StoreClock>,
-    /// A write of this call was sent and its answer lost, and the record read afterwards was
-    /// neither the one it wrote nor the one it replaced: the write may have taken effect before
-    /// other writes. The reply is decided on that later record (a release there may answer
-    /// `not-held`; see `Lease::release`).
-    pub ambiguous: bool,
-}
-
-/// Whether a release's refusal means that the release took effect ("An ambiguous release" in
-/// docs/stores.md): a `not-held` or `not-owner` decided while `unsure` (this call's write lost
-/// its answer and the record read after it had been written again, or an earlier attempt of the
-/// same lease failed with a store error) and while the store's clock (`now`) is before the
-/// lease's `deadline`. Nothing but its owner's release ends a lease before its deadline, so the
-/// release was this one. Every face's lease asks this, so that they answer alike.
-#[must_use]
-pub fn release_took_effect(
-    reply: &Response,
-    unsure: bool,
-    now: Instant,
-    deadline: Instant,
-) -> bool {
-    unsure
-        && now < deadline
-        && matches!(
-            reply,
-            Response::Release(Err(LockError::NotHeld | LockError::NotOwner))
-        )
-}
-
-/// How long an emptied record stays as a tombstone (store's time) before the store may collect
-/// it: far longer than any one decision takes from its read to its write.
-pub const TOMBSTONE_LIFE: lock_core::Duration = lock_core::Duration(60_000);
-
-/// Most compare-and-set attempts per call before [`StoreError::Contention`].
-pub const MAX_ATTEMPTS: u32 = 32;
+use lock_protocol::decided::{refuse_invalid, Decided, TimeSource};
+use lock_protocol::exchange::{decide_error, stopped};
+use lock_protocol::exchange::{Exchange, Io, Memory, Stop};
 
 /// Decides calls on one store, keeping the records it last saw so that an uncontended call is
 /// one compare-and-set (one round trip). `D` decides: the native core by default, or the lock
@@ -229,7 +170,7 @@ impl<S: Store, D: Decider> Engine<S, D> {
         if let Err(e) = self.limits.check_query(prefix, after, limit) {
             return Ok((Err(e), Vec::new()));
         }
-        let names = crate::driver::query_order(prefix, after, self.store.keys()?);
+        let names = lock_protocol::driver::query_order(prefix, after, self.store.keys()?);
         let mut in_use = Vec::new();
         let mut events = Vec::new();
         for key in names {
@@ -372,119 +313,6 @@ impl<S: Store, D: Decider> Engine<S, D> {
     /// The error of an exchange that stopped.
     fn stopped(&self, key: &str, stop: Stop) -> StoreError {
         stopped(&self.store.describe(), key, stop)
-    }
-}
-
-/// Puts the store's fresh tokens in every answer of requests decided together (only the
-/// last step can have asked for any: [`Decider::handle_each`] stops after it).
-pub(crate) fn settle_each(step: &mut Step<Vec<Step<Response>>>, fresh: &[Fence]) {
-    for step in &mut step.reply {
-        step.settle(fresh);
-    }
-}
-
-impl Decided<Vec<Step<Response>>> {
-    /// Each request's own answer out of those decided together, in order.
-    pub(crate) fn split(self) -> impl Iterator<Item = Decided<Response>> {
-        let Decided {
-            reply,
-            now,
-            next_deadline,
-            clock,
-            ambiguous,
-            ..
-        } = self;
-        reply.into_iter().map(move |step| Decided {
-            reply: step.reply,
-            events: step.events,
-            now,
-            next_deadline,
-            clock,
-            ambiguous,
-        })
-    }
-}
-
-impl<R> Decided<R> {
-    /// The same decision with its reply mapped by `f`.
-    pub(crate) fn map<T>(self, f: impl FnOnce(R) -> T) -> Decided<T> {
-        Decided {
-            reply: f(self.reply),
-            events: self.events,
-            now: self.now,
-            next_deadline: self.next_deadline,
-            clock: self.clock,
-            ambiguous: self.ambiguous,
-        }
-    }
-
-    /// An answer given without touching the store (bad input).
-    pub(crate) fn unchanged(reply: R, at: Instant) -> Self {
-        Decided {
-            reply,
-            events: Vec::new(),
-            now: at,
-            next_deadline: None,
-            clock: None,
-            ambiguous: false,
-        }
-    }
-}
-
-/// Bad input is refused before the store is touched (a key the store could not even hold,
-/// such as one with a NUL, never reaches it): `Some` answer if `make(at)` is invalid. The core's
-/// check is a few comparisons, so valid requests (the hot path) pay nothing more; an invalid one
-/// is answered by the decider itself, on an empty record.
-pub(crate) fn refuse_invalid<'r, D: Decider>(
-    decider: &mut D,
-    limits: &Limits,
-    at: Instant,
-    make: &impl Fn(Instant) -> Request<'r>,
-) -> Result<Option<Decided<Response>>, DecideError> {
-    if make(at).validate(limits).is_ok() {
-        return Ok(None);
-    }
-    let empty = decider.empty();
-    let probe = decider.handle(&empty, make(at), limits)?;
-    if let Response::Acquire(Err(e))
-    | Response::Done(Err(e))
-    | Response::Extend(Err(e))
-    | Response::Release(Err(e)) = &probe.step.reply
-    {
-        if e.is_invalid_request() && !probe.step.changed {
-            return Ok(Some(Decided::unchanged(probe.step.reply, at)));
-        }
-    }
-    Ok(None)
-}
-
-/// A decider's failure as the store error a caller hears.
-pub(crate) fn decide_error(store: &str, key: &str, e: DecideError) -> StoreError {
-    match e {
-        DecideError::Corrupt(error) => StoreError::Corrupt {
-            key: key.to_owned(),
-            error,
-        },
-        DecideError::Failed(reason) => StoreError::Decider {
-            store: store.to_owned(),
-            reason,
-        },
-    }
-}
-
-/// The error of an exchange on `key` of `store` that stopped.
-pub(crate) fn stopped(store: &str, key: &str, stop: Stop) -> StoreError {
-    match stop {
-        Stop::Store(e) => e,
-        Stop::Decide(e) => decide_error(store, key, e),
-        Stop::Fences { asked, got } => StoreError::Server {
-            store: store.to_owned(),
-            reason: format!("asked for {asked} fencing tokens, got {got}"),
-        },
-        Stop::Contention => StoreError::Contention {
-            key: key.to_owned(),
-            attempts: MAX_ATTEMPTS,
-        },
     }
 }
 

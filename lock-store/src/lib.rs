@@ -40,19 +40,18 @@
 
 #[cfg(feature = "tokio")]
 pub mod aio;
-mod clock;
+#[cfg(feature = "tokio")]
+mod async_store;
+#[cfg(all(feature = "tokio", any(feature = "redis", feature = "postgres")))]
+mod bounded;
+mod client;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 mod collect;
 mod decider;
-#[cfg(feature = "tokio")]
-mod departures;
-pub mod driver;
 pub mod election;
 mod engine;
-mod exchange;
 mod give_up;
-pub mod keep_alive;
-mod kinds;
+mod held;
 mod lease;
 mod listen;
 mod local;
@@ -64,7 +63,6 @@ mod noop;
 mod options;
 #[cfg(feature = "postgres")]
 mod postgres;
-mod queue;
 #[cfg(feature = "redis")]
 mod redis;
 #[cfg(feature = "sqlite")]
@@ -93,11 +91,16 @@ mod tls;
 mod url;
 
 pub use give_up::GiveUp;
-pub use lease::{Lease, LostLease};
+pub use held::LostLease;
+pub use lease::Lease;
 pub use lock_core::{
     AcquireOptions, Fence, HolderInfo, Instant, KeyInfo, LeaseEnd, Limits, LockError, Mode,
     QueryPage, WaiterInfo, QUERY_MAX,
 };
+/// The protocol for drivers in other runtimes (the npm package's engine), sans IO: the
+/// `lock-protocol` crate's, re-exported.
+pub use lock_protocol::driver;
+pub use lock_protocol::keep_alive;
 pub use locks::{Error, Locks, WAIT_ALIVE};
 pub use options::Options;
 pub use store::StoreError;

@@ -5,88 +5,35 @@
 //! (also on drop), `with_lock`, inspect. Every answer is decided by `lock-core` on the key's
 //! record; this module only waits, retries and keeps the holder's own view conservative.
 
-use crate::local::LocalInstant;
+use crate::local::{LocalInstant, ProcessClock};
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use lock_core::{
-    AcquireOptions, Fence, Grant, Instant, KeyInfo, Limits, LockError, QueryPage, Request, Response,
+    AcquireOptions, Fence, Grant, Instant, KeyInfo, Limits, QueryPage, Request, Response,
 };
 
-use crate::clock::StoreClock;
+use crate::client::Client;
 use crate::decider::{AnyDecider, Native};
-use crate::engine::{Decided, Engine, TimeSource};
+use crate::engine::Engine;
 use crate::give_up::GiveUp;
-use crate::kinds::OwnedOptions;
-use crate::lease::{local_end, Lease, LeaseState};
-use crate::listen::{Hub, Subscription};
-use crate::queue::{steal_request, stolen, Acquiring, Want};
+use crate::held::{local_end, LeaseState};
+use crate::lease::Lease;
+use crate::listen::Subscription;
 use crate::store::{Store, StoreError};
+use lock_protocol::clock::StoreClock;
+use lock_protocol::decided::Decided;
+use lock_protocol::kinds::OwnedOptions;
+use lock_protocol::queue::{steal_request, stolen, Acquiring, Want};
 
-/// Why a call failed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Error {
-    /// The lock refused (`held`, `expired`, `not-owner`, a validation error...).
-    Lock(LockError),
-    /// The store failed (unreachable, lost connection, corrupt record...).
-    Store(StoreError),
-    /// `acquire` waited `wait` without being handed the lock.
-    WaitTimedOut,
-    /// This owner already waits for this key (in another call or process).
-    AlreadyWaiting,
-    /// The caller gave up the acquire ([`GiveUp::give_up`]) before it was handed the key (or
-    /// after, before it took it): its wait was cancelled and what it was handed released.
-    GaveUp,
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Lock(e) => e.fmt(f),
-            Error::Store(e) => e.fmt(f),
-            Error::WaitTimedOut => f.write_str("wait timed out"),
-            Error::AlreadyWaiting => f.write_str("this owner already waits for this key"),
-            Error::GaveUp => f.write_str("the caller gave up the acquire"),
-        }
-    }
-}
-
-impl std::error::Error for Error {}
-
-impl From<StoreError> for Error {
-    fn from(e: StoreError) -> Self {
-        Error::Store(e)
-    }
-}
-
-impl From<LockError> for Error {
-    fn from(e: LockError) -> Self {
-        Error::Lock(e)
-    }
-}
-
-/// How far ahead a waiter keeps its place alive: it queues with a wait deadline at most this far
-/// ahead and renews it (`renew-wait`) while it waits, so a waiter whose process dies leaves the
-/// queue within this time and is never handed the key.
-pub const WAIT_ALIVE: Duration = Duration::from_secs(2);
-
-pub(crate) struct Shared {
-    engine: Mutex<Engine<Box<dyn Store>, AnyDecider>>,
-    /// The notices of hand-offs, heard on one connection for all waiting calls.
-    hub: Arc<Hub>,
-    /// The longest a waiter sleeps between two looks at its key.
-    pub(crate) poll: Duration,
-    /// See [`Options::adopt_held`](crate::Options::adopt_held).
-    adopt_held: bool,
-}
+pub use lock_protocol::{Error, WAIT_ALIVE};
 
 /// Locks over one store namespace. Cheap to clone (clones share the connection); give each
 /// thread that blocks in `acquire` its own `Locks` (or a clone: calls take turns on the
 /// connection, never while sleeping).
 #[derive(Clone)]
 pub struct Locks {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) client: Client,
 }
 
 impl fmt::Debug for Locks {
@@ -119,17 +66,7 @@ impl Locks {
         adopt_held: bool,
     ) -> Result<Self, Error> {
         Ok(Locks {
-            shared: Arc::new(Shared {
-                engine: Mutex::new(Engine::with_decider(
-                    store,
-                    decider,
-                    limits,
-                    TimeSource::Store,
-                )?),
-                hub: Arc::new(Hub::default()),
-                poll: Duration::from_millis(50),
-                adopt_held,
-            }),
+            client: Client::new(store, decider, limits, adopt_held)?,
         })
     }
 
@@ -158,28 +95,19 @@ impl Locks {
         crate::Options::new().open(url, namespace)
     }
 
-    /// A decider's answer of the wrong kind for the request (a broken component, say): the
-    /// one place it becomes an error.
+    /// A decider's answer of the wrong kind for the request: the one place it becomes an error.
     pub(crate) fn unexpected(&self, answer: &Response) -> Error {
-        Error::Store(StoreError::Server {
-            store: self.describe(),
-            reason: format!("unexpected answer {answer:?}"),
-        })
+        self.client.unexpected(answer)
     }
 
     /// The store and namespace, for messages (no password).
     #[must_use]
     pub fn describe(&self) -> String {
-        self.engine().store_mut().describe()
+        self.client.describe()
     }
 
     fn engine(&self) -> std::sync::MutexGuard<'_, Engine<Box<dyn Store>, AnyDecider>> {
-        // The engine holds no invariant across a panic: at worst a remembered record is stale,
-        // and the next compare-and-set corrects it.
-        self.shared
-            .engine
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.client.engine()
     }
 
     /// One request on `key` at the store's time.
@@ -188,7 +116,7 @@ impl Locks {
         key: &str,
         make: impl Fn(Instant) -> Request<'r>,
     ) -> Result<Decided<Response>, StoreError> {
-        self.engine().request(key, Instant::ZERO, make)
+        self.client.request(key, make)
     }
 
     /// Takes `key` for `owner` for `ttl` if nobody else holds it.
@@ -286,10 +214,10 @@ impl Locks {
             owner,
             ttl,
             wait,
-            self.shared.poll,
+            self.client.poll,
             OwnedOptions::of(options),
         );
-        acquiring.adopt_held(self.shared.adopt_held);
+        acquiring.adopt_held(self.client.adopt_held);
         let mut watcher: Option<Subscription> = None;
         let mut watch_failed = false;
         let granted = loop {
@@ -345,7 +273,7 @@ impl Locks {
             // Notices of hand-offs, if the store sends them (one listening connection for all
             // the waiting calls of this `Locks`).
             if acquiring.in_line() && watcher.is_none() && !watch_failed {
-                let subscribed = (self.shared.hub).subscribe(key, owner, || {
+                let subscribed = (self.client.hub).subscribe(key, owner, || {
                     // The store is held only to learn how to connect: the other calls of
                     // this `Locks` (a lease's keep-alive, say) do not wait for the connect.
                     let open = self.engine().store_mut().watcher();
@@ -366,7 +294,7 @@ impl Locks {
 
     /// Takes `key` now whatever its holders (Web Locks' `steal`, Redisson's `forceUnlock` and
     /// acquire): every live lease ends with a `stolen` event, and its holder's next call
-    /// answers [`LockError::Stolen`] (its `on_lost` runs with that refusal); the stealer gets a
+    /// answers [`LockError::Stolen`](crate::LockError::Stolen) (its `on_lost` runs with that refusal); the stealer gets a
     /// fresh fence; the queue is kept. Exclusive only. For an operator's forced take-over: the
     /// old holder may still be working, so the resource must check fences.
     ///
@@ -394,7 +322,7 @@ impl Locks {
         clock: Option<StoreClock>,
     ) -> Lease {
         let state = LeaseState::new(key, owner, grant, ttl, local_end(clock, grant.deadline));
-        Lease::new(self.clone(), state)
+        Lease::new(self.client.clone(), state)
     }
 
     /// Runs `work` while holding `key`, releasing when it returns.

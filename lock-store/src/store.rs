@@ -15,15 +15,14 @@
 //! # Ok::<(), lock_store::StoreError>(())
 //! ```
 
-use std::fmt;
 use std::time::Duration;
 
-use lock_core::{Fence, Instant, LockError};
+use lock_core::{Fence, Instant};
 
 #[cfg(feature = "component")]
 pub use crate::decider::{Component, ComponentRecord};
 pub use crate::decider::{DecideError, Decider, Decision, InspectReply, Native};
-pub use crate::engine::{Decided, Engine, TimeSource, MAX_ATTEMPTS, TOMBSTONE_LIFE};
+pub use crate::engine::Engine;
 pub use crate::memory::MemoryStore;
 #[cfg(feature = "mysql")]
 pub use crate::mysql::MysqlStore;
@@ -36,69 +35,11 @@ pub use crate::redis::RedisStore;
 pub use crate::sqlite::SqliteStore;
 pub use crate::table::{StoreTable, TableFault};
 pub use crate::url::{open, DEFAULT_BOUND};
-
-/// A record as a store keeps it: opaque bytes (a [`lock_core::KeyRecord`]), the version a
-/// compare-and-set checks, and the fencing tokens allocated at its last write.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Stored {
-    /// Changes at every write (a random non-zero number chosen by the writer).
-    pub version: u64,
-    /// The encoded record.
-    pub bytes: Vec<u8>,
-    /// The tokens the store allocated at the write that stored these bytes, in order.
-    pub fences: Vec<Fence>,
-}
-
-/// One read: the key's record (if any) and the store's clock at the read.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Read {
-    /// The record, `None` if the key has none.
-    pub record: Option<Stored>,
-    /// The store's time, milliseconds since the Unix epoch.
-    pub now: Instant,
-}
-
-/// A compare-and-set: replace the record whose version is `expected` (0: no record) and whose
-/// bytes are `replaces` by `bytes` (`None`: delete it) with version `version`, allocating
-/// `fresh_fences` tokens from the namespace's counter in the same atomic step.
-///
-/// The store compares the bytes as well as the version: a record damaged in place (its version
-/// left as it was) is never written over by a client that remembers it as it was; the write is
-/// a conflict, whose read reports the damage ([`StoreError::Corrupt`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Write<'a> {
-    /// The version the writer decided on; 0 if it saw no record.
-    pub expected: u64,
-    /// The bytes of the record the writer decided on (a [`TOMBSTONE`]'s included); ignored when
-    /// `expected` is 0.
-    pub replaces: &'a [u8],
-    /// The new version (non-zero, never reused).
-    pub version: u64,
-    /// The new record, or `None` to delete it.
-    pub bytes: Option<&'a [u8]>,
-    /// How many fresh fencing tokens to allocate (0 for a deletion).
-    pub fresh_fences: usize,
-    /// The decision assumed the store's time had reached this instant; a store whose clock is
-    /// behind it refuses the write as a conflict (a client never decides ahead of the store).
-    /// `None` in test mode, where the caller supplies time.
-    pub not_before: Option<Instant>,
-    /// When the store may drop the record by itself (a free record whose memory ran out), in
-    /// the store's time; `None` to keep it.
-    pub forget_at: Option<Instant>,
-}
-
-/// What a compare-and-set did.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Written {
-    /// The record was replaced; these are the fresh tokens, in order.
-    Done {
-        /// The allocated tokens.
-        fences: Vec<Fence>,
-    },
-    /// Someone else wrote first (or the store's clock was behind `not_before`): nothing changed,
-    /// and this is the record now, read in the same step.
-    Conflict(Read),
-}
+pub use lock_protocol::decided::{Decided, TimeSource, MAX_ATTEMPTS, TOMBSTONE_LIFE};
+pub use lock_protocol::records::{
+    check_namespace, Read, Stored, Write, Written, MAX_FENCE, TOMBSTONE,
+};
+pub use lock_protocol::StoreError;
 
 /// A store of key records for one namespace.
 ///
@@ -282,216 +223,6 @@ pub(crate) fn no_answer(store: String, bound: std::time::Duration) -> StoreError
         reason: format!("no answer within {bound:?}"),
     }
 }
-
-/// Why a store call failed. Lock refusals are never errors here: they are answers.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum StoreError {
-    /// The URL cannot be used: unknown scheme, missing part, bad parameter.
-    Url {
-        /// The URL as given (without password).
-        url: String,
-        /// What is wrong with it.
-        reason: String,
-    },
-    /// The URL names a store this build was compiled without.
-    NotCompiled {
-        /// The scheme (`redis`, `postgres`, `mysql`, `sqlite`).
-        scheme: String,
-        /// The cargo feature that adds it.
-        feature: &'static str,
-    },
-    /// A namespace name that is not 1-40 of `a-z`, `0-9`, `_`, starting with a letter.
-    Namespace {
-        /// The name given.
-        name: String,
-    },
-    /// The server could not be reached or refused the connection.
-    Connect {
-        /// The store.
-        store: String,
-        /// The server's or the OS's words.
-        reason: String,
-    },
-    /// The connection failed during a call (dropped, timed out): a write may or may not have
-    /// happened. The client re-reads to find out, then reconnects.
-    Lost {
-        /// The store.
-        store: String,
-        /// What happened.
-        reason: String,
-    },
-    /// The namespace's tables, scripts or schema are not ours, not the version this build
-    /// writes, or cannot be created (permissions).
-    Schema {
-        /// The store.
-        store: String,
-        /// What is wrong.
-        reason: String,
-    },
-    /// The namespace does not exist in this store: nothing was ever written to it (a misspelt
-    /// name?), or it was uninstalled. Reads answer this, never "free"; the first write creates
-    /// it (see [`Store::install`]).
-    NoNamespace {
-        /// The store and namespace.
-        store: String,
-    },
-    /// A stored record does not decode: it is reported, never reset. A record of a newer
-    /// format than this client reads (a newer client wrote it, during a rolling upgrade) is
-    /// this error with [`LockError::SnapshotVersion`] naming both versions.
-    Corrupt {
-        /// The key.
-        key: String,
-        /// The decoder's error.
-        error: LockError,
-    },
-    /// Other writers kept winning the compare-and-set.
-    Contention {
-        /// The key.
-        key: String,
-        /// How many attempts were made.
-        attempts: u32,
-    },
-    /// A fencing token would reach 2^53 (JavaScript numbers): the namespace is used up.
-    FencesExhausted {
-        /// The store.
-        store: String,
-    },
-    /// The decider failed (the lock component trapped, or answered something this build does
-    /// not know); the store is untouched.
-    Decider {
-        /// The store.
-        store: String,
-        /// What happened.
-        reason: String,
-    },
-    /// Any other error the server answered.
-    Server {
-        /// The store.
-        store: String,
-        /// The server's words.
-        reason: String,
-    },
-}
-
-impl StoreError {
-    /// Every [`StoreError::code`], in declaration order.
-    pub const CODES: [&'static str; 12] = [
-        "url",
-        "not-compiled",
-        "namespace",
-        "connect",
-        "lost",
-        "schema",
-        "no-namespace",
-        "corrupt",
-        "contention",
-        "fences-exhausted",
-        "decider",
-        "server",
-    ];
-
-    /// The error's kebab-case name, the same in Rust and JS (the npm package's
-    /// `StoreError.code`).
-    #[must_use]
-    pub fn code(&self) -> &'static str {
-        let index = match self {
-            StoreError::Url { .. } => 0,
-            StoreError::NotCompiled { .. } => 1,
-            StoreError::Namespace { .. } => 2,
-            StoreError::Connect { .. } => 3,
-            StoreError::Lost { .. } => 4,
-            StoreError::Schema { .. } => 5,
-            StoreError::NoNamespace { .. } => 6,
-            StoreError::Corrupt { .. } => 7,
-            StoreError::Contention { .. } => 8,
-            StoreError::FencesExhausted { .. } => 9,
-            StoreError::Decider { .. } => 10,
-            StoreError::Server { .. } => 11,
-        };
-        Self::CODES[index]
-    }
-}
-
-impl fmt::Display for StoreError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StoreError::Url { url, reason } => write!(f, "bad store URL \"{url}\": {reason}"),
-            StoreError::NotCompiled { scheme, feature } => write!(
-                f,
-                "this build has no {scheme} store (enable the lock-store feature \"{feature}\")"
-            ),
-            StoreError::Namespace { name } => write!(
-                f,
-                "bad namespace \"{name}\": use 1-40 of a-z, 0-9 and _, starting with a letter"
-            ),
-            StoreError::Connect { store, reason } => {
-                write!(f, "cannot connect to {store}: {reason}")
-            }
-            StoreError::Lost { store, reason } => {
-                write!(f, "lost the connection to {store}: {reason}")
-            }
-            StoreError::Schema { store, reason } => write!(f, "{store}: {reason}"),
-            StoreError::NoNamespace { store } => write!(
-                f,
-                "{store} does not exist (nothing was ever locked in it; the first lock creates it)"
-            ),
-            StoreError::Corrupt {
-                key,
-                error: LockError::SnapshotVersion { found, supported },
-            } => write!(
-                f,
-                "the record of key \"{key}\" is in format version {found}, newer than this \
-                 client reads (up to {supported}): a newer client wrote it; upgrade this one \
-                 (the record is left as it is)"
-            ),
-            StoreError::Corrupt { key, error } => {
-                write!(f, "the record of key \"{key}\" is corrupt: {error}")
-            }
-            StoreError::Contention { key, attempts } => write!(
-                f,
-                "key \"{key}\": other writers won {attempts} compare-and-set attempts in a row"
-            ),
-            StoreError::FencesExhausted { store } => {
-                write!(f, "{store}: the fencing-token counter reached 2^53")
-            }
-            StoreError::Decider { store, reason } => {
-                write!(f, "{store}: the decider failed: {reason}")
-            }
-            StoreError::Server { store, reason } => write!(f, "{store}: {reason}"),
-        }
-    }
-}
-
-impl std::error::Error for StoreError {}
-
-/// Highest fencing token a store issues: JavaScript numbers are exact up to here.
-pub const MAX_FENCE: u64 = (1 << 53) - 1;
-
-/// Checks a namespace name: 1-40 of `a-z`, `0-9`, `_`, starting with a letter (safe as a SQL
-/// identifier part and a Redis key prefix).
-///
-/// # Errors
-/// [`StoreError::Namespace`].
-pub fn check_namespace(name: &str) -> Result<(), StoreError> {
-    let ok = (1..=40).contains(&name.len())
-        && name.starts_with(|c: char| c.is_ascii_lowercase())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-    if ok {
-        Ok(())
-    } else {
-        Err(StoreError::Namespace {
-            name: name.to_owned(),
-        })
-    }
-}
-
-/// The bytes of a tombstone: what an engine leaves of a record whose key emptied, for its version
-/// (see `Engine`), until the store collects it. Never a valid record (those are longer and start
-/// with `LOCKKREC`); stores list no key for it.
-pub const TOMBSTONE: &[u8] = b"LOCKTOMB";
 
 /// A random non-zero version number (the OS-seeded hasher keys of the standard library).
 #[must_use]

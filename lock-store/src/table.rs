@@ -24,8 +24,9 @@ use lock_core::{
 };
 
 use crate::decider::{Decider, Native};
-use crate::engine::{Decided, Engine, TimeSource};
+use crate::engine::Engine;
 use crate::store::{Store, StoreError};
+use lock_protocol::decided::{Decided, TimeSource};
 
 /// Why a [`StoreTable`] call failed (not a lock refusal: those are replies).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -21,9 +21,8 @@ pub use lock_election::Leader;
 use tokio::sync::{watch, Notify};
 
 use crate::aio::{Lease, Locks};
-use crate::election::refusal;
-use crate::local::LocalInstant;
-use crate::locks::Error;
+use crate::local::{LocalInstant, ProcessClock};
+use lock_protocol::Error;
 
 /// A campaign waits in line this long at a time, then asks again at once (a shut-down is
 /// heard at once: it drops the wait).
@@ -227,7 +226,7 @@ impl<'l> Election<'l> {
                                 lease = Some(l);
                             }
                             Some(Err(e)) => {
-                                if campaign.handle_refused(refusal(&e), now()).is_err() {
+                                if campaign.handle_refused(e.refusal(), now()).is_err() {
                                     return Err(e);
                                 }
                             }

@@ -11,17 +11,18 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration as StdDuration;
 
-use crate::local::LocalInstant;
+use crate::local::{LocalInstant, ProcessClock};
 
 use lock_core::{Fence, Instant, KeyInfo, Limits, LockError, Request, Response, Step};
 
 use crate::aio::batch::{Batch, Entry};
 use crate::aio::renewals::{self, Renewal};
-use crate::aio::store::AsyncStore;
+use crate::async_store::AsyncStore;
 use crate::decider::{DecideError, Decider, Decision};
-use crate::engine::{decide_error, refuse_invalid, stopped, Decided, TimeSource};
-use crate::exchange::{Exchange, Io, Memory, Stop};
 use crate::store::{new_version, no_answer, StoreError};
+use lock_protocol::decided::{refuse_invalid, Decided, TimeSource};
+use lock_protocol::exchange::{decide_error, stopped};
+use lock_protocol::exchange::{Exchange, Io, Memory, Stop};
 
 /// Decides calls on one async store with the store's clock.
 pub(crate) struct AsyncEngine<D: Decider> {

@@ -4,14 +4,14 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use crate::local::LocalInstant;
+use crate::local::{LocalInstant, ProcessClock};
 
 use lock_core::{Fence, Instant};
 use tokio::task::JoinHandle;
 
 use crate::aio::Locks;
-use crate::lease::{LeaseState, LostLease};
-use crate::locks::Error;
+use crate::held::{LeaseState, LostLease};
+use lock_protocol::Error;
 
 /// A held lock, from [`aio::Locks`](Locks). Dropping it releases it (on the runtime, errors
 /// ignored); [`release`](Self::release) reports them.
@@ -152,8 +152,8 @@ impl Lease {
         }
         let (locks, state) = (self.locks.clone(), Arc::clone(&self.state));
         *keeper = Some(self.locks.runtime().spawn(async move {
-            let period = crate::keep_alive::extend_every(state.ttl());
-            let retry = crate::keep_alive::retry_after(state.ttl());
+            let period = lock_protocol::keep_alive::extend_every(state.ttl());
+            let retry = lock_protocol::keep_alive::retry_after(state.ttl());
             let mut next = period;
             loop {
                 tokio::time::sleep(next).await;

@@ -1,6 +1,6 @@
 //! [`Locks`] for async code: the blocking [`crate::Locks`]'s API, awaited.
 
-use crate::local::LocalInstant;
+use crate::local::{LocalInstant, ProcessClock};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -10,15 +10,15 @@ use tokio::sync::{oneshot, Notify};
 
 use crate::aio::engine::AsyncEngine;
 use crate::aio::lease::Lease;
-use crate::aio::store::AsyncStore;
+use crate::async_store::AsyncStore;
 use crate::decider::AnyDecider;
-use crate::departures::{AttemptId, Departures};
-use crate::kinds::OwnedOptions;
-use crate::lease::{local_end, LeaseState};
+use crate::held::{local_end, LeaseState};
 use crate::listen::{AsyncSubscription, Hub};
-use crate::locks::Error;
-use crate::queue::{steal_request, stolen, Acquiring, Granted, Want};
 use crate::store::StoreError;
+use lock_protocol::departures::{AttemptId, Departures};
+use lock_protocol::kinds::OwnedOptions;
+use lock_protocol::queue::{steal_request, stolen, Acquiring, Granted, Want};
+use lock_protocol::Error;
 
 struct Shared {
     engine: AsyncEngine<AnyDecider>,

@@ -2,9 +2,10 @@
 //! the blocking [`crate::Locks`] and [`crate::Lease`], every call awaited.
 //!
 //! # How it runs
-//! The decision loop is the blocking face's, sans IO (`exchange.rs`: read or reuse a record,
-//! decide in `lock-core`, compare-and-set, re-read an ambiguous result, retry a conflict), and
-//! so is an acquire's waiting (`queue.rs`: ask, renew the place, look, nap). This module only
+//! The decision loop is the blocking face's, sans IO (`lock-protocol`'s `exchange.rs`: read or
+//! reuse a record, decide in `lock-core`, compare-and-set, re-read an ambiguous result, retry a
+//! conflict), and so is an acquire's waiting and giving up (`queue.rs`: ask, renew the place,
+//! look, nap, give up). This module only
 //! awaits what they ask for: store calls on an [`AsyncStore`], naps on tokio's timers, hand-off
 //! notices from one listening connection per [`Locks`]. Nothing is decided here.
 //!
@@ -24,19 +25,16 @@
 //! - Dropping a [`Lease`] releases it in a task.
 
 mod batch;
-#[cfg(any(feature = "redis", feature = "postgres"))]
-pub(crate) mod bounded;
 pub mod election;
 mod engine;
 mod lease;
 mod locks;
 mod renewals;
-mod store;
 
+pub use crate::async_store::{AsyncStore, OpenStore, Pooled, StoreFuture, POOL_SIZE};
 #[cfg(feature = "postgres")]
 pub use crate::postgres::AsyncPostgresStore;
 #[cfg(feature = "redis")]
 pub use crate::redis::AsyncRedisStore;
 pub use lease::Lease;
 pub use locks::Locks;
-pub use store::{AsyncStore, OpenStore, Pooled, StoreFuture, POOL_SIZE};

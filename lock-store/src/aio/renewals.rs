@@ -18,15 +18,15 @@ use lock_core::{Instant, Limits, Response, Step};
 use crate::aio::batch::Entry;
 use crate::aio::engine::AsyncEngine;
 use crate::decider::{DecideError, Decider, Decision};
-use crate::engine::{settle_each, Decided};
-use crate::queue::renew_wait;
 use crate::store::StoreError;
+use lock_protocol::decided::{settle_each, Decided};
+use lock_protocol::queue::renew_wait;
 
 /// What a renewal hears: the answer its own transition gave.
 pub(crate) type Answer = Result<Decided<Response>, StoreError>;
 
 /// One waiter's renewal: its owner and the end of its whole wait (see
-/// [`Acquiring::until`](crate::queue::Acquiring)).
+/// [`Acquiring::until`](lock_protocol::queue::Acquiring)).
 pub(crate) struct Renewal {
     owner: String,
     until: Instant,

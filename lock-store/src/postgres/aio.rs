@@ -20,8 +20,8 @@ use super::{
     cas, channel, classify, found, install_on, is_conflict, prepare, read_row, step, target,
     written, Effect, Statements, Target,
 };
-use crate::aio::bounded::within;
-use crate::aio::{AsyncStore, StoreFuture};
+use crate::async_store::{AsyncStore, StoreFuture};
+use crate::bounded::within;
 use crate::collect::CollectWalk;
 use crate::store::{notice, OpenWatcher, Read, StoreError, Write, Written};
 

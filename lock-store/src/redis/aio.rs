@@ -17,8 +17,8 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, Value};
 
 use super::space::{Space, NO_SCRIPT};
-use crate::aio::bounded::within;
-use crate::aio::{AsyncStore, StoreFuture};
+use crate::async_store::{AsyncStore, StoreFuture};
+use crate::bounded::within;
 use crate::store::{check_namespace, OpenWatcher, Read, StoreError, Write, Written};
 
 /// Records in Redis, for async code (see [`RedisStore`](crate::store::RedisStore) for the

@@ -417,7 +417,7 @@ pub fn runtime(workers: usize) -> tokio::runtime::Runtime {
 /// created exclusively (`O_EXCL`), which the Node workers (`tests/js/lib/contend-worker.mjs`)
 /// take the same way. Answers whether the write was taken. A writer killed between creating
 /// and removing the guard would leave it behind: the tests that kill writers mid-write
-/// (`tests/election.rs`) use their own resource, locked with `flock`.
+/// (`lockstore/tests/election.rs`) use their own resource, locked with `flock`.
 pub fn fenced_write(resource: &std::path::Path, fence: u64, again: bool) -> bool {
     let guard = std::path::PathBuf::from(format!("{}.lock", resource.display()));
     loop {

@@ -1,4 +1,4 @@
-//! `RawClient`: `lock-store`'s decision loop (its [`driver`](lock_store::driver)) for the npm
+//! `RawClient`: the store client protocol (its [`driver`](lock_protocol::driver)) for the npm
 //! package's store clients, which do the IO in JS (ioredis, pg, mysql2, better-sqlite3) and
 //! hand every answer back here: the reads and compare-and-sets, the re-read of an ambiguous
 //! write, the pauses after conflicts, the tombstones and the bounds on the store's clock are the
@@ -8,11 +8,12 @@
 //! float), turned into nanoseconds. Record versions cross as decimal strings (they are 64-bit).
 
 use lock_core::{AcquireOutcome, Fence, Instant, Reply, Response};
-use lock_store::driver::{
+use lock_protocol::decided::TimeSource;
+use lock_protocol::driver::{
     Call, Client, LocalInstant, Next, Op, Outcome, OwnedOptions, Waiting, Wanted, Won,
 };
-use lock_store::store::{Read, Stored, TimeSource, Written};
-use lock_store::{Error, StoreError};
+use lock_protocol::records::{Read, Stored, Written};
+use lock_protocol::{Error, StoreError};
 use wasm_bindgen::prelude::*;
 
 use super::answer::Answer;
@@ -113,7 +114,7 @@ pub struct RawCall {
 impl RawCall {
     /// Makes this release the release of a lease whose deadline is `deadline_ms` (store's time;
     /// `unsure`: an earlier attempt of it failed with a store error): a refusal that means the
-    /// release took effect answers done, as the Rust `Lease` does (lock-store's
+    /// release took effect answers done, as the Rust `Lease` does (lock-protocol's
     /// `Outcome::settle_release`).
     pub fn of_lease(&mut self, deadline_ms: f64, unsure: bool) {
         self.lease = Some((at(deadline_ms), unsure));
@@ -471,7 +472,7 @@ impl RawClient {
     }
 
     /// The renewals gathered by `batch_add`, on `key`, decided together in one call at local
-    /// instant `t` (lock-store's `Client::call_together`: one compare-and-set for all); `None`
+    /// instant `t` (lock-protocol's `Client::call_together`: one compare-and-set for all); `None`
     /// if none were gathered.
     pub fn call_batch(&mut self, key: &str, t: f64) -> Option<RawCall> {
         let ops = std::mem::take(&mut self.batch);
@@ -873,26 +874,26 @@ fn outcome_json(outcome: &Outcome, t: LocalInstant) -> String {
 /// Why `name` cannot be a namespace (`""`: it can), as every store checks it.
 #[wasm_bindgen(js_name = namespaceError)]
 pub fn namespace_error(name: &str) -> String {
-    lock_store::store::check_namespace(name)
+    lock_protocol::records::check_namespace(name)
         .err()
         .map(|e| e.to_string())
         .unwrap_or_default()
 }
 
 /// How long after a lease of `ttl` ms was granted or extended its keep-alive extends it (ms):
-/// lock-store's `keep_alive::extend_every`, the one policy of every face.
+/// lock-protocol's `keep_alive::extend_every`, the one policy of every face.
 #[wasm_bindgen(js_name = keepAliveEvery)]
 #[must_use]
 pub fn keep_alive_every(ttl: f64) -> f64 {
     let ttl = std::time::Duration::from_millis(ms(ttl));
-    lock_store::keep_alive::extend_every(ttl).as_secs_f64() * 1000.0
+    lock_protocol::keep_alive::extend_every(ttl).as_secs_f64() * 1000.0
 }
 
 /// How long after an unanswered extension of a lease of `ttl` ms its keep-alive tries again
-/// (ms): lock-store's `keep_alive::retry_after`.
+/// (ms): lock-protocol's `keep_alive::retry_after`.
 #[wasm_bindgen(js_name = keepAliveRetry)]
 #[must_use]
 pub fn keep_alive_retry(ttl: f64) -> f64 {
     let ttl = std::time::Duration::from_millis(ms(ttl));
-    lock_store::keep_alive::retry_after(ttl).as_secs_f64() * 1000.0
+    lock_protocol::keep_alive::retry_after(ttl).as_secs_f64() * 1000.0
 }

@@ -1,4 +1,4 @@
-// A Node worker of lock-store's contention test (lock-store/tests/processes.rs): three owners of
+// A Node worker of lock-store's contention test (lockstore/tests/processes.rs): three owners of
 // one process contend through the npm package's store client on the same namespace and keys as
 // the Rust workers, write to the same fenced resource, and log each grant in the Rust workers'
 // format, so that the Rust checker judges one history of Rust and Node replicas.

@@ -1,4 +1,4 @@
-// A Node waiter for lock-store's mixed-queue test (lock-store/tests/processes.rs): waits for a
+// A Node waiter for lock-store's mixed-queue test (lockstore/tests/processes.rs): waits for a
 // key through the npm package's store client, holds it, releases it, and says so on stdout.
 // Usage: node wait-worker.mjs URL NAMESPACE KEY OWNER TTL_MS WAIT_MS HOLD_MS
 

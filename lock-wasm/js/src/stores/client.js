@@ -1,5 +1,5 @@
-// StoreClient: one namespace of a shared store, decided by lock-store's decision loop inside the
-// engine (RawClient). The driver (redis.js, ...) only sends what the loop asks for, a read of a
+// StoreClient: one namespace of a shared store, decided by the store client protocol
+// (lock-protocol) inside the engine (RawClient). The driver (redis.js, ...) only sends what the loop asks for, a read of a
 // key's record with the store's time or a compare-and-set, and hands back the answers with the
 // local instants each request left and was answered; every decision, re-read and pause is the
 // Rust clients' own. Calls are bounded as the Rust engine bounds them: a whole call (its reads,
@@ -227,7 +227,7 @@ export class StoreClient {
 
   /**
    * An acquire of `key` for `owner` waiting up to `wait` ms, by the Rust clients' waiting rules
-   * (lock-store's queue.rs, in the engine): queued with a short wait deadline renewed while this
+   * (lock-protocol's queue.rs, in the engine): queued with a short wait deadline renewed while this
    * process lives, looking at the key's next deadline or at a hand-off notice (`notices`, if the
    * store sends them), riding out a store that fails while time remains. Answers
    * `{fence, deadline, localEnd}`; throws a LockError (`wait-timed-out`, `already-waiting`, the
@@ -242,7 +242,7 @@ export class StoreClient {
     const waiting = new RawWaiting(key, owner, ttl, wait, options.poll ?? 50, o[0], o[1], o[2], o[3], o[4]);
     const { signal, notices } = options;
     let heard = null;
-    // Giving up is the engine's (lock-store's queue.rs): the loop only runs the calls it asks.
+    // Giving up is the engine's (lock-protocol's queue.rs): the loop only runs the calls it asks.
     let leaving = false;
     const giveUp = () => {
       leaving = true;
@@ -304,7 +304,7 @@ export class StoreClient {
    * What `waiting` wants (`want`: a renewal of its place or a look), asked together with every
    * other waiter of this process on `key` that wants the same before the key's turn comes, as
    * the async Rust engine does: renewals are decided in one call, one compare-and-set for all
-   * (lock-store's `Client::call_together`; each renewal rewrites the record that holds every
+   * (lock-protocol's `Client::call_together`; each renewal rewrites the record that holds every
    * waiter, and a thousand waiters renewing one by one would need 1 500 writes a second), and
    * looks are answered by one read sent after each was asked. Answers its own end, as `#waited`
    * reads it.
@@ -442,7 +442,7 @@ export class StoreClient {
   async query(prefix, after, limit, at = 0) {
     this.checkQuery(prefix, after, limit);
     const encoder = new TextEncoder();
-    // `lock_store::driver::query_order`: the names `QueryPage::matches` takes (the prefix, then
+    // `lock_protocol::driver::query_order`: the names `QueryPage::matches` takes (the prefix, then
     // after the cursor), in byte order. (Written here rather than called in the engine, whose
     // build would grow a string sort.)
     const bytes = (name) => encoder.encode(name);

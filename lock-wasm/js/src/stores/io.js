@@ -37,7 +37,7 @@ export function bounded(driver, bound, call) {
   return Promise.race([call(), timeout]).finally(() => clearTimeout(timer));
 }
 
-/** The words of a store error, as lock-store's `StoreError` says them (its `Display`). */
+/** The words of a store error, as lock-protocol's `StoreError` says them (its `Display`). */
 const WORDS = {
   connect: (store, reason) => `cannot connect to ${store}: ${reason}`,
   lost: (store, reason) => `lost the connection to ${store}: ${reason}`,

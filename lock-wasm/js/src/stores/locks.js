@@ -1,6 +1,6 @@
 // StoreLocks and StoreLease: the Locks/Lease API over a shared store, so that replicas (Node and
-// Rust alike) share one lock. Every decision is lock-store's decision loop's and the core's, in
-// the engine (StoreClient); this file keeps the leases: when each must be believed lost (on this
+// Rust alike) share one lock. Every decision is the store client protocol's (lock-protocol) and
+// the core's, in the engine (StoreClient); this file keeps the leases: when each must be believed lost (on this
 // process's clock, before any other client can be handed the key), keep-alive, and the signals.
 
 import { hostname } from 'node:os';
@@ -377,7 +377,7 @@ export class StoreLease {
     this.#ttl = ttl;
     this.#loss = new Loss(onLost);
     this.#believeUntil(localEnd);
-    // The keep-alive schedule is the engine's (lock-store's keep_alive.rs), as in Rust.
+    // The keep-alive schedule is the engine's (lock-protocol's keep_alive.rs), as in Rust.
     if (keepAlive) this.#scheduleRenewal(keepAliveEvery(ttl));
   }
 

@@ -7,6 +7,7 @@
 //!
 //! The worker processes are this test binary run again with `LOCKSTORE_WORKER` set (see
 //! [`worker`]).
+#[path = "../../lock-store/tests/common/mod.rs"]
 mod common;
 
 use std::collections::BTreeMap;

@@ -1,7 +1,7 @@
 //! An `acquire` with a wait, sans IO: [`Acquiring`] says what to do next (ask for the key,
 //! renew the place in its queue, look whether the key was handed over, or nap) and is handed
-//! the answers. The blocking [`Locks`](crate::Locks) and the async
-//! [`aio::Locks`](crate::aio::Locks) drive the same machine, so that they wait, renew, time out
+//! the answers. `lock-store`'s blocking `Locks` and async
+//! `aio::Locks` drive the same machine, so that they wait, renew, time out
 //! and give up on a lost connection alike; neither decides anything of the lock (the core does,
 //! through the engines).
 //!
@@ -35,13 +35,18 @@ use crate::local::LocalInstant;
 use lock_core::{AcquireOutcome, Fence, Grant, Instant, KeyInfo, LockError, Request, Response};
 
 use crate::clock::{millis, StoreClock};
-use crate::engine::{release_took_effect, Decided};
-use crate::locks::{Error, WAIT_ALIVE};
-use crate::store::StoreError;
+use crate::decided::{release_took_effect, Decided};
+use crate::error::Error;
+use crate::error::StoreError;
+
+/// How far ahead a waiter keeps its place alive: it queues with a wait deadline at most this far
+/// ahead and renews it (`renew-wait`) while it waits, so a waiter whose process dies leaves the
+/// queue within this time and is never handed the key.
+pub const WAIT_ALIVE: Duration = Duration::from_secs(2);
 
 /// With a store that announces hand-offs, a waiter still looks by itself at least this often
 /// (a notice can be lost).
-pub(crate) const WATCHED_POLL: Duration = Duration::from_secs(1);
+pub const WATCHED_POLL: Duration = Duration::from_secs(1);
 
 /// A waiter renews when less than this remains of its kept-alive wait.
 const RENEW_WHEN_LEFT: u64 = WAIT_ALIVE.as_millis() as u64 * 2 / 3;
@@ -68,12 +73,7 @@ fn wait_alive(until: Instant, now: Instant) -> lock_core::Duration {
 /// [`Acquiring::until`]), at the store's `now`: it names the end of the whole wait, and the core
 /// keeps the place [`WAIT_ALIVE`] ahead (the waiter's `wait_alive`). A driver may send it as it
 /// is, or with the renewals of other callers on the same key (one write for all).
-pub(crate) fn renew_wait<'a>(
-    key: &'a str,
-    owner: &'a str,
-    until: Instant,
-    now: Instant,
-) -> Request<'a> {
+pub fn renew_wait<'a>(key: &'a str, owner: &'a str, until: Instant, now: Instant) -> Request<'a> {
     Request::RenewWait {
         key,
         owner,
@@ -84,7 +84,7 @@ pub(crate) fn renew_wait<'a>(
 
 /// What the driver does next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Want {
+pub enum Want {
     /// Send [`Acquiring::request`] (an acquire, or a try-acquire when no wait remains) and hand
     /// the answer to [`Acquiring::asked`].
     Ask,
@@ -105,13 +105,15 @@ pub(crate) enum Want {
 
 /// A grant this caller holds: what its lease is made of.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Granted {
-    pub(crate) grant: Grant,
-    pub(crate) clock: Option<StoreClock>,
+pub struct Granted {
+    /// The lease's fence and deadline.
+    pub grant: Grant,
+    /// What the client knew of the store's clock when it was decided.
+    pub clock: Option<StoreClock>,
 }
 
 /// The request of a steal of `key` for `owner` (see `Locks::steal`), at the store's `now`.
-pub(crate) fn steal_request<'a>(
+pub fn steal_request<'a>(
     key: &'a str,
     owner: &'a str,
     ttl: Duration,
@@ -131,7 +133,7 @@ pub(crate) fn steal_request<'a>(
 ///
 /// # Errors
 /// [`Error::Lock`], or the decider's unexpected answer.
-pub(crate) fn stolen(
+pub fn stolen(
     decided: Decided<Response>,
     unexpected: impl FnOnce(&Response) -> Error,
 ) -> Result<Granted, Error> {
@@ -159,7 +161,7 @@ pub struct Asking {
 
 impl Asking {
     /// The request for `key` and `owner` at the store's `now`.
-    pub(crate) fn request<'a>(&'a self, key: &'a str, owner: &'a str, now: Instant) -> Request<'a> {
+    pub fn request<'a>(&'a self, key: &'a str, owner: &'a str, now: Instant) -> Request<'a> {
         ask(
             key,
             owner,
@@ -284,7 +286,7 @@ struct Line {
 }
 
 /// One `acquire` of `key` for `owner` (see the module's documentation).
-pub(crate) struct Acquiring {
+pub struct Acquiring {
     key: String,
     owner: String,
     ttl: lock_core::Duration,
@@ -311,18 +313,13 @@ impl Acquiring {
     /// An acquire of `key` for `owner` for `ttl`, waiting up to `wait`; `poll` is the longest
     /// nap without notices.
     #[cfg(test)]
-    pub(crate) fn new(
-        key: &str,
-        owner: &str,
-        ttl: Duration,
-        wait: Duration,
-        poll: Duration,
-    ) -> Self {
+    pub fn new(key: &str, owner: &str, ttl: Duration, wait: Duration, poll: Duration) -> Self {
         Acquiring::with_options(key, owner, ttl, wait, poll, OwnedOptions::default())
     }
 
-    /// [`Acquiring::new`] with `options`.
-    pub(crate) fn with_options(
+    /// An acquire of `key` for `owner` for `ttl`, waiting up to `wait`, with `options`; `poll` is
+    /// the longest nap without notices.
+    pub fn with_options(
         key: &str,
         owner: &str,
         ttl: Duration,
@@ -353,30 +350,29 @@ impl Acquiring {
     /// duplicated process reuses: no fence then serves two runs or terms. A lease handed to
     /// this attempt while it waited in line, or granted by an ask whose answer was lost, is
     /// its own either way.
-    pub(crate) fn adopt_held(&mut self, adopt: bool) {
+    pub fn adopt_held(&mut self, adopt: bool) {
         self.adopt = adopt;
     }
 
     /// When the whole wait is over, in the store's time (once the first answer came).
-    #[cfg(feature = "tokio")]
-    pub(crate) fn until(&self) -> Instant {
+    pub fn until(&self) -> Instant {
         self.until.unwrap_or(Instant::ZERO)
     }
 
     /// The waiter.
-    pub(crate) fn owner(&self) -> &str {
+    pub fn owner(&self) -> &str {
         &self.owner
     }
 
     /// The caller is queued: it renews, naps and looks (not while asking, once handed the key,
     /// or while giving up).
-    pub(crate) fn in_line(&self) -> bool {
+    pub fn in_line(&self) -> bool {
         matches!(self.phase, Phase::InLine(_) | Phase::Pause(_))
     }
 
     /// The fence of a lease this attempt was handed and released while giving up (its fence is
     /// spent), if any.
-    pub(crate) fn released(&self) -> Option<Fence> {
+    pub fn released(&self) -> Option<Fence> {
         self.released
     }
 
@@ -391,7 +387,7 @@ impl Acquiring {
     ///
     /// # Errors
     /// `reason`, when nothing is left to do.
-    pub(crate) fn give_up(&mut self, reason: Error, t: LocalInstant) -> Result<(), Error> {
+    pub fn give_up(&mut self, reason: Error, t: LocalInstant) -> Result<(), Error> {
         let step = match self.phase {
             Phase::Ask | Phase::Held(_) => return Err(reason),
             Phase::Leaving(_) => return Ok(()),
@@ -453,7 +449,7 @@ impl Acquiring {
     ///
     /// # Errors
     /// The give-up's reason, once it is over.
-    pub(crate) fn left(
+    pub fn left(
         &mut self,
         decided: Result<Decided<Response>, StoreError>,
         t: LocalInstant,
@@ -489,7 +485,7 @@ impl Acquiring {
 
     /// The driver now hears (`true`) or no longer hears (`false`) this caller's hand-off
     /// notices. A hand-off before it listened was not heard: it looks once at once.
-    pub(crate) fn watching(&mut self, watched: bool) {
+    pub fn watching(&mut self, watched: bool) {
         if watched && !self.watched {
             if let Phase::InLine(line) = &mut self.phase {
                 line.look_first = true;
@@ -499,7 +495,7 @@ impl Acquiring {
     }
 
     /// What to do next.
-    pub(crate) fn want(&mut self) -> Want {
+    pub fn want(&mut self) -> Want {
         let until = self.until.unwrap_or(Instant::ZERO);
         let line = match &mut self.phase {
             Phase::Ask | Phase::Granted(_) => return Want::Ask,
@@ -565,7 +561,7 @@ impl Acquiring {
     }
 
     /// The request of [`Want::Ask`], [`Want::Renew`] or [`Want::Leave`] at the store's `now`.
-    pub(crate) fn request(&self, now: Instant) -> Request<'_> {
+    pub fn request(&self, now: Instant) -> Request<'_> {
         let (key, owner) = (self.key.as_str(), self.owner.as_str());
         if let Phase::Leaving(leaving) = &self.phase {
             return match leaving.step {
@@ -592,7 +588,7 @@ impl Acquiring {
     }
 
     /// What [`Acquiring::request`] asks, apart from the key, the owner and the store's time.
-    pub(crate) fn asking(&self) -> Asking {
+    pub fn asking(&self) -> Asking {
         Asking {
             ttl: self.ttl,
             wait: self.wait,
@@ -604,7 +600,7 @@ impl Acquiring {
 
     /// What [`Want::Leave`] sends, apart from the key, the owner and the store's time: the
     /// `release` of the lease with this fence, or (`None`) a `cancel-wait`.
-    pub(crate) fn leave_fence(&self) -> Option<Fence> {
+    pub fn leave_fence(&self) -> Option<Fence> {
         match self.phase {
             Phase::Leaving(Leaving {
                 step: LeaveStep::Release(fence),
@@ -618,7 +614,7 @@ impl Acquiring {
     ///
     /// # Errors
     /// [`Error::AlreadyWaiting`], [`Error::Lock`], or the decider's unexpected answer.
-    pub(crate) fn asked(
+    pub fn asked(
         &mut self,
         decided: Decided<Response>,
         unexpected: impl FnOnce(&Response) -> Error,
@@ -691,7 +687,7 @@ impl Acquiring {
     ///
     /// # Errors
     /// [`Error::Store`] with `e`, when nothing is left to do.
-    pub(crate) fn ask_failed(&mut self, e: StoreError) -> Result<Option<Granted>, Error> {
+    pub fn ask_failed(&mut self, e: StoreError) -> Result<Option<Granted>, Error> {
         if matches!(e, StoreError::Lost { .. }) && matches!(self.phase, Phase::Ask) {
             self.leave(Error::Store(e), LeaveStep::Cancel, None);
             return Ok(None);
@@ -704,7 +700,7 @@ impl Acquiring {
     /// # Errors
     /// [`Error::WaitTimedOut`], [`Error::Lock`], [`Error::Store`] (a failure past the wait), or
     /// the decider's unexpected answer.
-    pub(crate) fn renewed(
+    pub fn renewed(
         &mut self,
         decided: Result<Decided<Response>, StoreError>,
         unexpected: impl FnOnce(&Response) -> Error,
@@ -749,7 +745,7 @@ impl Acquiring {
     ///
     /// # Errors
     /// [`Error::WaitTimedOut`], [`Error::Lock`], [`Error::Store`] (a failure past the wait).
-    pub(crate) fn looked(
+    pub fn looked(
         &mut self,
         decided: Result<Decided<Result<Option<KeyInfo>, LockError>>, StoreError>,
         t: LocalInstant,
@@ -905,7 +901,11 @@ mod tests {
     fn waiting(next: u64) -> Acquiring {
         let mut a = acquiring();
         assert!(a
-            .asked(queued(10_000, next), unexpected, LocalInstant::now())
+            .asked(
+                queued(10_000, next),
+                unexpected,
+                LocalInstant::from_nanos(1_000_000_000)
+            )
             .unwrap()
             .is_none());
         a
@@ -976,7 +976,11 @@ mod tests {
             }
         ));
         assert!(a
-            .asked(queued(10_000, 10_020), unexpected, LocalInstant::now())
+            .asked(
+                queued(10_000, 10_020),
+                unexpected,
+                LocalInstant::from_nanos(1_000_000_000)
+            )
             .unwrap()
             .is_none());
         assert!(a.in_line());
@@ -986,7 +990,7 @@ mod tests {
         assert!(a
             .looked(
                 Ok(decided(Ok(info("a", &[ME])), 10_020, None)),
-                LocalInstant::now()
+                LocalInstant::from_nanos(1_000_000_000)
             )
             .unwrap()
             .is_none());
@@ -996,7 +1000,7 @@ mod tests {
         let got = a
             .looked(
                 Ok(decided(Ok(info(ME, &[])), 10_030, None)),
-                LocalInstant::now(),
+                LocalInstant::from_nanos(1_000_000_000),
             )
             .unwrap();
         assert_eq!(got.unwrap().grant.fence, Fence(7));
@@ -1009,7 +1013,7 @@ mod tests {
         assert_eq!(a.want(), Want::Look);
         a.looked(
             Ok(decided(Ok(info("a", &[ME])), 10_700, Some(60_000))),
-            LocalInstant::now(),
+            LocalInstant::from_nanos(1_000_000_000),
         )
         .unwrap();
         // 1 300 ms of the kept-alive 2 s remain: renew.
@@ -1028,7 +1032,11 @@ mod tests {
             Some(60_000),
         );
         assert!(a
-            .renewed(Ok(renewed), unexpected, LocalInstant::now())
+            .renewed(
+                Ok(renewed),
+                unexpected,
+                LocalInstant::from_nanos(1_000_000_000)
+            )
             .unwrap()
             .is_none());
         // Watched: at most WATCHED_POLL, and the next renewal is due in 2 000 - 1 333 ms.
@@ -1042,7 +1050,11 @@ mod tests {
             Some(60_000),
         );
         assert!(a
-            .renewed(Ok(renewed), unexpected, LocalInstant::now())
+            .renewed(
+                Ok(renewed),
+                unexpected,
+                LocalInstant::from_nanos(1_000_000_000)
+            )
             .unwrap()
             .is_none());
         assert_eq!(a.want(), Want::Nap(Duration::from_millis(667)));
@@ -1052,7 +1064,7 @@ mod tests {
         assert_eq!(b.want(), Want::Look);
         b.looked(
             Ok(decided(Ok(info("a", &[ME])), 10_000, Some(10_100))),
-            LocalInstant::now(),
+            LocalInstant::from_nanos(1_000_000_000),
         )
         .unwrap();
         assert_eq!(b.want(), Want::Nap(Duration::from_millis(100)));
@@ -1067,7 +1079,7 @@ mod tests {
         assert!(a
             .looked(
                 Ok(decided(Ok(info("c", &[])), 10_050, None)),
-                LocalInstant::now()
+                LocalInstant::from_nanos(1_000_000_000)
             )
             .unwrap()
             .is_none());
@@ -1081,13 +1093,17 @@ mod tests {
                 ..
             }
         ));
-        a.asked(queued(19_990, 60_000), unexpected, LocalInstant::now())
-            .unwrap();
+        a.asked(
+            queued(19_990, 60_000),
+            unexpected,
+            LocalInstant::from_nanos(1_000_000_000),
+        )
+        .unwrap();
         a.want();
         a.want();
         let over = a.looked(
             Ok(decided(Ok(info("c", &[])), 20_000, None)),
-            LocalInstant::now(),
+            LocalInstant::from_nanos(1_000_000_000),
         );
         assert_eq!(over.unwrap_err(), Error::WaitTimedOut);
     }
@@ -1102,7 +1118,7 @@ mod tests {
         a.want();
         a.want();
         assert!(a
-            .looked(Err(lost()), LocalInstant::now())
+            .looked(Err(lost()), LocalInstant::from_nanos(1_000_000_000))
             .unwrap()
             .is_none());
         assert_eq!(a.want(), Want::Pause(Duration::from_millis(50)));
@@ -1113,7 +1129,7 @@ mod tests {
         };
         // It ends the wait, but the caller is queued: it leaves the key first (trying once).
         assert!(a
-            .looked(Err(schema), LocalInstant::now())
+            .looked(Err(schema), LocalInstant::from_nanos(1_000_000_000))
             .unwrap()
             .is_none());
         assert_eq!(a.want(), Want::Leave);
@@ -1122,7 +1138,7 @@ mod tests {
             Request::CancelWait { .. }
         ));
         assert!(matches!(
-            a.left(Err(lost()), LocalInstant::now()),
+            a.left(Err(lost()), LocalInstant::from_nanos(1_000_000_000)),
             Err(Error::Store(StoreError::Schema { .. }))
         ));
         // With no time left on this machine's clock, a lost connection ends it too.
@@ -1137,16 +1153,24 @@ mod tests {
             b.request(Instant(10_000)),
             Request::TryAcquire { .. }
         ));
-        b.asked(queued(10_000, 60_000), unexpected, LocalInstant::now())
-            .unwrap();
+        b.asked(
+            queued(10_000, 60_000),
+            unexpected,
+            LocalInstant::from_nanos(1_000_000_000),
+        )
+        .unwrap();
         assert!(b
-            .renewed(Err(lost()), unexpected, LocalInstant::now())
+            .renewed(
+                Err(lost()),
+                unexpected,
+                LocalInstant::from_nanos(1_000_000_000)
+            )
             .unwrap()
             .is_none());
         assert_eq!(b.want(), Want::Leave);
         let cancelled = decided(Response::Done(Ok(())), 10_010, None);
         assert!(matches!(
-            b.left(Ok(cancelled), LocalInstant::now()),
+            b.left(Ok(cancelled), LocalInstant::from_nanos(1_000_000_000)),
             Err(Error::Store(StoreError::Lost { .. }))
         ));
     }

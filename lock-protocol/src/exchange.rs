@@ -2,7 +2,7 @@
 //! compare-and-set ([`Io`]) and is handed its result; it decides (through a [`Decider`]),
 //! settles fencing tokens, re-reads after a conflict or a lost answer, and finishes with the
 //! reply and the record to remember. It never touches a store, a socket or a clock: the driver
-//! does the IO and passes local time in. The blocking [`Engine`](crate::store::Engine) drives it
+//! does the IO and passes local time in. `lock-store`'s blocking `Engine` drives it
 //! today; an async driver (or a Node one, through the npm engine) drives the same loop and
 //! re-decides nothing.
 //!
@@ -29,24 +29,28 @@ use crate::local::LocalInstant;
 use lock_core::{Fence, Instant, Limits, Step};
 
 use crate::clock::{StoreClock, READ_LIFE};
+use crate::decided::{Decided, TimeSource, MAX_ATTEMPTS, TOMBSTONE_LIFE};
 use crate::decider::{DecideError, Decider, Decision};
-use crate::engine::{Decided, TimeSource, MAX_ATTEMPTS, TOMBSTONE_LIFE};
-use crate::store::{Read, StoreError, Write, Written, TOMBSTONE};
+use crate::error::StoreError;
+use crate::records::{Read, Write, Written, TOMBSTONE};
 
 /// A record as last seen: its version, as the decider keeps it, and what the read that
 /// fetched it (and the writes since) tell of the store's clock.
 #[derive(Clone, Debug)]
-pub(crate) struct Seen<R> {
-    pub(crate) version: u64,
+pub struct Seen<R> {
+    /// The record's version (0: none).
+    pub version: u64,
     /// The record's bytes as stored (a [`TOMBSTONE`]'s; empty for none): a write replaces
     /// exactly these or nothing.
-    pub(crate) bytes: Vec<u8>,
-    pub(crate) record: R,
-    pub(crate) clock: StoreClock,
+    pub bytes: Vec<u8>,
+    /// The record as the decider keeps it.
+    pub record: R,
+    /// What the read (and the writes since) tell of the store's clock.
+    pub clock: StoreClock,
 }
 
 /// The call's transition: runs on a record at an instant, through the decider.
-pub(crate) type Decide<'f, D, R> = dyn FnMut(
+pub type Decide<'f, D, R> = dyn FnMut(
         &mut D,
         &<D as Decider>::Record,
         Instant,
@@ -55,13 +59,13 @@ pub(crate) type Decide<'f, D, R> = dyn FnMut(
 
 /// The records a client last saw, one per key, which its next call on the key starts from
 /// (an uncontended call is then one compare-and-set): what every driver keeps between calls.
-pub(crate) struct Memory<Rec> {
+pub struct Memory<Rec> {
     seen: HashMap<String, Seen<Rec>>,
     /// Test mode: every call starts from an outdated record (the one seen before the last).
-    pub(crate) stale: bool,
+    pub stale: bool,
     previous: HashMap<String, Seen<Rec>>,
     /// How long a remembered record's read is trusted (see [`READ_LIFE`]).
-    pub(crate) read_life: StdDuration,
+    pub read_life: StdDuration,
 }
 
 impl<Rec> Default for Memory<Rec> {
@@ -78,7 +82,7 @@ impl<Rec> Default for Memory<Rec> {
 impl<Rec: Clone> Memory<Rec> {
     /// The record a call on `key` at local instant `t` starts from: the one last seen (an
     /// outdated one in stale mode), or none (a read first).
-    pub(crate) fn start<D: Decider<Record = Rec>>(
+    pub fn start<D: Decider<Record = Rec>>(
         &self,
         key: &str,
         t: LocalInstant,
@@ -104,7 +108,7 @@ impl<Rec: Clone> Memory<Rec> {
     }
 
     /// Keeps what a call on `key` ended with.
-    pub(crate) fn keep(&mut self, key: &str, seen: Seen<Rec>) {
+    pub fn keep(&mut self, key: &str, seen: Seen<Rec>) {
         if let Some(old) = self.seen.insert(key.to_owned(), seen) {
             if self.stale {
                 self.previous.insert(key.to_owned(), old);
@@ -113,7 +117,7 @@ impl<Rec: Clone> Memory<Rec> {
     }
 
     /// Forgets every record (the next call on each key reads it).
-    pub(crate) fn forget(&mut self) {
+    pub fn forget(&mut self) {
         self.seen.clear();
         self.previous.clear();
     }
@@ -121,7 +125,7 @@ impl<Rec: Clone> Memory<Rec> {
 
 /// What the exchange needs done next.
 #[derive(Debug)]
-pub(crate) enum Io<'a> {
+pub enum Io<'a> {
     /// Read the key (the driver notes when the request left and when the answer came).
     Read,
     /// Send this compare-and-set.
@@ -132,13 +136,18 @@ pub(crate) enum Io<'a> {
 
 /// Why an exchange stopped without an answer.
 #[derive(Debug)]
-pub(crate) enum Stop {
+pub enum Stop {
     /// A store call failed.
     Store(StoreError),
     /// The decider could not decide (a record that does not decode, a component that failed).
     Decide(DecideError),
     /// The store answered another number of fencing tokens than the write asked for.
-    Fences { asked: usize, got: usize },
+    Fences {
+        /// How many the write asked for.
+        asked: usize,
+        /// How many the store answered.
+        got: usize,
+    },
     /// [`MAX_ATTEMPTS`] compare-and-sets met a conflict.
     Contention,
 }
@@ -151,15 +160,18 @@ impl From<StoreError> for Stop {
 
 /// How an exchange ended: the answer, the record to remember, and whether a write of it took
 /// effect (whose hand-offs the driver announces).
-pub(crate) struct Finished<Rec, R> {
-    pub(crate) decided: Decided<R>,
-    pub(crate) remember: Seen<Rec>,
-    pub(crate) wrote: bool,
+pub struct Finished<Rec, R> {
+    /// The answer.
+    pub decided: Decided<R>,
+    /// The record to remember for the next call on the key.
+    pub remember: Seen<Rec>,
+    /// A write of this exchange took effect.
+    pub wrote: bool,
 }
 
 impl<Rec, R> Finished<Rec, R> {
     /// The owners this call's write handed the key to (whose waiters the driver tells).
-    pub(crate) fn handed_to(&self) -> impl Iterator<Item = &str> {
+    pub fn handed_to(&self) -> impl Iterator<Item = &str> {
         let events = if self.wrote {
             &self.decided.events[..]
         } else {
@@ -204,7 +216,7 @@ enum Phase<Rec, R> {
 }
 
 /// One call on one key (see the module's documentation).
-pub(crate) struct Exchange<D: Decider, R> {
+pub struct Exchange<D: Decider, R> {
     time: TimeSource,
     at: Instant,
     limits: Limits,
@@ -225,7 +237,7 @@ impl<D: Decider, R> Exchange<D, R> {
     /// `remembered` (a record seen by an earlier call, decided on from memory) or from a read.
     /// `random` seeds the versions written and the pauses; `settle` puts the store's tokens in
     /// the reply.
-    pub(crate) fn new(
+    pub fn new(
         time: TimeSource,
         at: Instant,
         limits: Limits,
@@ -255,7 +267,7 @@ impl<D: Decider, R> Exchange<D, R> {
 
     /// Decides what is next at local instant `t`: an [`Io`] to do, or the end. `decide` runs
     /// the call's transition on a record at an instant.
-    pub(crate) fn poll(
+    pub fn poll(
         &mut self,
         decider: &mut D,
         t: LocalInstant,
@@ -381,7 +393,7 @@ impl<D: Decider, R> Exchange<D, R> {
 
     /// The answer to [`Io::Read`]: `sent` when the request left, `arrived` when the answer
     /// came (local time).
-    pub(crate) fn handle_read(
+    pub fn handle_read(
         &mut self,
         decider: &mut D,
         read: Result<Read, StoreError>,
@@ -403,7 +415,7 @@ impl<D: Decider, R> Exchange<D, R> {
     }
 
     /// The answer to [`Io::Write`], which arrived at local instant `arrived`.
-    pub(crate) fn handle_written(
+    pub fn handle_written(
         &mut self,
         decider: &mut D,
         written: Result<Written, StoreError>,
@@ -435,7 +447,7 @@ impl<D: Decider, R> Exchange<D, R> {
     }
 
     /// How the exchange ended, once [`poll`](Self::poll) answered no more IO (taken once).
-    pub(crate) fn finished(&mut self) -> Option<Finished<D::Record, R>> {
+    pub fn finished(&mut self) -> Option<Finished<D::Record, R>> {
         self.finished.take()
     }
 
@@ -591,6 +603,36 @@ impl<D: Decider, R> Exchange<D, R> {
     }
 }
 
+/// A decider's failure as the store error a caller hears.
+pub fn decide_error(store: &str, key: &str, e: DecideError) -> StoreError {
+    match e {
+        DecideError::Corrupt(error) => StoreError::Corrupt {
+            key: key.to_owned(),
+            error,
+        },
+        DecideError::Failed(reason) => StoreError::Decider {
+            store: store.to_owned(),
+            reason,
+        },
+    }
+}
+
+/// The error of an exchange on `key` of `store` that stopped.
+pub fn stopped(store: &str, key: &str, stop: Stop) -> StoreError {
+    match stop {
+        Stop::Store(e) => e,
+        Stop::Decide(e) => decide_error(store, key, e),
+        Stop::Fences { asked, got } => StoreError::Server {
+            store: store.to_owned(),
+            reason: format!("asked for {asked} fencing tokens, got {got}"),
+        },
+        Stop::Contention => StoreError::Contention {
+            key: key.to_owned(),
+            attempts: MAX_ATTEMPTS,
+        },
+    }
+}
+
 /// The exchange driven by hand: every store answer is scripted and local time is a value, so
 /// each rule of the loop is checked without a store, a socket or a clock.
 #[cfg(test)]
@@ -599,7 +641,7 @@ mod tests {
 
     use super::*;
     use crate::decider::Native;
-    use crate::store::Stored;
+    use crate::records::Stored;
 
     type Ex = Exchange<Native, Response>;
 
@@ -712,7 +754,7 @@ mod tests {
     #[test]
     fn a_fresh_call_reads_decides_at_the_stores_time_and_writes_once() {
         let limits = limits();
-        let t = LocalInstant::now();
+        let t = LocalInstant::from_nanos(1_000_000_000);
         let mut ex = fresh(&limits);
         assert_eq!(poll(&mut ex, t, &mut acquire).unwrap(), Asked::Read);
         ex.handle_read(&mut Native, read(None, 5_000), t, t)
@@ -774,7 +816,7 @@ mod tests {
     #[test]
     fn a_conflict_decides_again_on_the_record_it_returned_and_pauses_from_the_second() {
         let limits = limits();
-        let t = LocalInstant::now();
+        let t = LocalInstant::from_nanos(1_000_000_000);
         let mut ex = fresh(&limits);
         read_nothing(&mut ex, t);
         let Asked::Write { .. } = poll(&mut ex, t, &mut acquire).unwrap() else {
@@ -839,7 +881,7 @@ mod tests {
     #[test]
     fn a_lost_answer_is_resolved_by_reading_ours_back_or_is_ambiguous() {
         let limits = limits();
-        let t = LocalInstant::now();
+        let t = LocalInstant::from_nanos(1_000_000_000);
         let lost = || StoreError::Lost {
             store: "test".into(),
             reason: "reset".into(),
@@ -901,7 +943,7 @@ mod tests {
     #[test]
     fn a_refusal_from_memory_is_confirmed_on_a_fresh_read() {
         let limits = limits();
-        let t = LocalInstant::now();
+        let t = LocalInstant::from_nanos(1_000_000_000);
         let mut native = Native;
         let stored = Stored {
             version: 5,
@@ -940,7 +982,7 @@ mod tests {
     #[test]
     fn an_emptied_record_is_written_as_a_tombstone_with_the_stores_time() {
         let limits = limits();
-        let t = LocalInstant::now();
+        let t = LocalInstant::from_nanos(1_000_000_000);
         let mut ex = fresh(&limits);
         let mut release = release(42);
         poll(&mut ex, t, &mut release).unwrap();
@@ -999,7 +1041,7 @@ mod tests {
     #[test]
     fn conflicts_without_end_stop_at_the_most_attempts() {
         let limits = limits();
-        let t = LocalInstant::now();
+        let t = LocalInstant::from_nanos(1_000_000_000);
         let mut ex = fresh(&limits);
         read_nothing(&mut ex, t);
         let mut writes = 0;

@@ -2,7 +2,7 @@
 //! while this process leads; `lockstore leader NAME`: who leads. The recipe is the core's
 //! (`lock_store::election`); this file gives it a process as the term's body.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use rustix::process::{Pid, Signal};
@@ -56,13 +56,6 @@ impl Body for ProcessBody {
             self.name,
             term.fence().0
         );
-        let me = match std::env::current_exe() {
-            Ok(me) => me,
-            Err(e) => {
-                self.failed = Some((126, format!("cannot find lockstore itself: {e}")));
-                return;
-            }
-        };
         let (teller, guard_end) = match stop_line::open() {
             Ok(line) => line,
             Err(e) => {
@@ -75,18 +68,16 @@ impl Body for ProcessBody {
         // The guard stops the command by itself at the term's stop instant, unless told of an
         // extension first (this process may be paused).
         self.tell();
-        let spawned = Command::new(me)
-            .arg(guard::COMMAND)
-            .arg(std::process::id().to_string())
-            .arg(std::os::fd::AsRawFd::as_raw_fd(&guard_end).to_string())
-            .arg(self.grace.as_millis().to_string())
-            .arg("--")
-            .args(&self.command)
-            .env("EXPIRING_LOCK_KEY", &self.name)
-            .env("EXPIRING_LOCK_FENCE", term.fence().0.to_string())
-            .env("EXPIRING_LOCK_OWNER", &self.candidate)
-            .stdin(Stdio::null())
-            .spawn();
+        let lease = (self.name.as_str(), term.fence().0, self.candidate.as_str());
+        let spawned = guard::command(&guard_end, self.grace, lease, &self.command)
+            .map(|mut guard| guard.stdin(Stdio::null()).spawn());
+        let spawned = match spawned {
+            Ok(spawned) => spawned,
+            Err(e) => {
+                self.failed = Some((126, e));
+                return;
+            }
+        };
         drop(guard_end);
         match spawned {
             Ok(mut child) => {

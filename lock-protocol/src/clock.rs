@@ -10,7 +10,7 @@ use lock_core::Instant;
 
 /// A duration of this machine's clock as the core's whole milliseconds (rounded down,
 /// saturating).
-pub(crate) fn millis(d: StdDuration) -> lock_core::Duration {
+pub fn millis(d: StdDuration) -> lock_core::Duration {
     lock_core::Duration(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
@@ -21,7 +21,7 @@ pub(crate) fn millis(d: StdDuration) -> lock_core::Duration {
 pub const MAX_DRIFT: f64 = 0.001;
 
 /// How long a read's upper bound is trusted by default (see
-/// [`Engine::set_read_life`](crate::Engine::set_read_life)): a record remembered for longer is
+/// `lock-store`'s `Engine::set_read_life`): a record remembered for longer is
 /// read again before the next decision on it. The drift allowance grows with the time since
 /// the read ([`MAX_DRIFT`] of it: 30 ms here); without a fresh read it would, after hours of
 /// extensions from memory, exceed the lease itself.
@@ -104,6 +104,16 @@ impl StoreClock {
     }
 }
 
+/// Where a holder stops believing in its lease ending at `deadline` (store's time), on its own
+/// clock: the first instant at which the store's clock may have reached it (see
+/// [`StoreClock::earliest_local`]), so before any other client can be handed the key. At once
+/// (`now`) if the decision carried no clock (never with the store's time, which `Locks` always
+/// uses).
+#[must_use]
+pub fn local_end(clock: Option<StoreClock>, deadline: Instant, now: LocalInstant) -> LocalInstant {
+    clock.map_or(now, |c| c.earliest_local(deadline))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,7 +122,7 @@ mod tests {
 
     #[test]
     fn the_lower_bound_goes_on_between_calls_shorter_than_a_millisecond() {
-        let t0 = LocalInstant::now();
+        let t0 = LocalInstant::from_nanos(1_000_000_000);
         let mut clock = StoreClock::from_read(Instant(1_000), t0, t0);
         // A thousand writes 0.6 ms apart, each done at the instant the bound gave: the bound
         // must move with them (0.6 s), not stay at the read's time.
@@ -127,7 +137,7 @@ mod tests {
 
     #[test]
     fn a_write_raises_the_lower_bound_only_when_it_says_more() {
-        let t0 = LocalInstant::now();
+        let t0 = LocalInstant::from_nanos(1_000_000_000);
         let mut clock = StoreClock::from_read(Instant(1_000), t0, t0);
         clock.reached(Instant(900), t0 + MS * 10);
         assert_eq!(clock.at_least_at(t0 + MS * 10), Instant(1_010));
@@ -139,7 +149,7 @@ mod tests {
 
     #[test]
     fn a_read_ages_from_when_it_was_sent_and_writes_do_not_renew_it() {
-        let t0 = LocalInstant::now();
+        let t0 = LocalInstant::from_nanos(1_000_000_000);
         let mut clock = StoreClock::from_read(Instant(1_000), t0, t0 + MS * 5);
         assert_eq!(clock.read_age(t0 + READ_LIFE), READ_LIFE);
         clock.reached(Instant(20_000), t0 + READ_LIFE);
@@ -148,7 +158,7 @@ mod tests {
 
     #[test]
     fn the_holder_stops_before_the_store_can_reach_the_deadline() {
-        let sent = LocalInstant::now();
+        let sent = LocalInstant::from_nanos(1_000_000_000);
         let arrived = sent + MS * 40;
         let clock = StoreClock::from_read(Instant(10_000), sent, arrived);
         // The store read its clock at 10 000.999 ms at the latest, just after `sent`: it can

@@ -1,19 +1,20 @@
-//! The decision loop of this crate for drivers in other runtimes, sans IO: the npm package's
-//! store clients drive it through the package's WebAssembly engine, so that a Node replica
-//! reads, decides, writes, re-reads after a conflict or a lost answer and bounds the store's
-//! clock exactly as a Rust replica does, on the same records. Nothing here does IO or reads a
+//! The protocol for drivers, sans IO: the npm package's store clients drive it through the
+//! package's WebAssembly engine, so that a Node replica reads, decides, writes, re-reads after a
+//! conflict or a lost answer, bounds the store's clock, waits and gives up exactly as a Rust
+//! replica does, on the same records. Nothing here does IO or reads a
 //! clock: the driver sends the reads and compare-and-sets [`Next`] asks for, notes the local
 //! instants (its own monotonic clock, as a [`LocalInstant`]) at which each left and was
 //! answered, and hands the answers back.
 //!
 //! ```
-//! use lock_store::driver::{Client, LocalInstant, Next, Op};
-//! use lock_store::store::{Read, TimeSource, Written};
-//! use lock_store::{Instant, Limits};
+//! use lock_protocol::decided::TimeSource;
+//! use lock_protocol::driver::{Client, LocalInstant, Next, Op};
+//! use lock_protocol::records::{Read, Written};
+//! use lock_core::{Fence, Instant, Limits};
 //!
 //! let mut client = Client::new("memory: namespace \"jobs\"", Limits::default(), TimeSource::Store, 7)?;
 //! let t = LocalInstant::from_nanos(1_000_000);
-//! let op = Op::TryAcquire { owner: "a".into(), ttl: lock_store::driver::Duration(5_000) };
+//! let op = Op::TryAcquire { owner: "a".into(), ttl: lock_protocol::driver::Duration(5_000) };
 //! let mut call = client.call("k", op, Instant::ZERO, t);
 //! // No record remembered: a read first; the store answers nothing there at its time 9 000.
 //! assert!(matches!(client.poll(&mut call, t)?, Next::Read));
@@ -21,7 +22,7 @@
 //! // Then one compare-and-set, which the store does, allocating one fencing token.
 //! let Next::Write(write) = client.poll(&mut call, t)? else { panic!() };
 //! assert_eq!((write.expected, write.fresh_fences), (0, 1));
-//! let done = Written::Done { fences: vec![lock_store::Fence(41)] };
+//! let done = Written::Done { fences: vec![Fence(41)] };
 //! client.handle_written(&mut call, Ok(done), t)?;
 //! assert!(matches!(client.poll(&mut call, t)?, Next::Done));
 //! let outcome = client.finish(call)?;
@@ -38,13 +39,14 @@ pub use crate::local::LocalInstant;
 pub use crate::queue::Asking;
 pub use lock_core::Duration;
 
+use crate::clock::local_end;
+use crate::decided::{refuse_invalid, Decided, TimeSource};
 use crate::decider::{Decider, InspectReply, Native};
-use crate::engine::{refuse_invalid, stopped, Decided, TimeSource};
-use crate::exchange::{Exchange, Io, Memory, Stop};
-use crate::lease::local_end;
-use crate::locks::Error;
+use crate::error::Error;
+use crate::error::StoreError;
+use crate::exchange::{stopped, Exchange, Io, Memory, Stop};
 use crate::queue::{Acquiring, Granted, Want};
-use crate::store::{Read, StoreError, Write, Written};
+use crate::records::{Read, Write, Written};
 
 /// One operation on one key, owned (the driver's call, before it is decided).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -246,7 +248,7 @@ pub struct Outcome {
     /// The answer, with the key's events and the store's time it was decided at.
     pub decided: Decided<Reply>,
     /// The owners this call's write handed the key to: the driver tells their waiters (as
-    /// [`Store::announce`](crate::store::Store::announce) does), best effort.
+    /// a store's `announce` does), best effort.
     pub handed_to: Vec<String>,
 }
 
@@ -257,7 +259,7 @@ impl Outcome {
     #[must_use]
     pub fn local_end(&self, deadline: Instant, now: LocalInstant) -> LocalInstant {
         match self.decided.clock {
-            Some(clock) => local_end(Some(clock), deadline),
+            Some(clock) => local_end(Some(clock), deadline, now),
             None => now,
         }
     }
@@ -271,7 +273,7 @@ impl Outcome {
         let Reply::Response(reply) = &mut decided.reply else {
             return false;
         };
-        let done = crate::engine::release_took_effect(
+        let done = crate::decided::release_took_effect(
             reply,
             unsure || decided.ambiguous,
             decided.now,
@@ -291,7 +293,7 @@ impl Outcome {
 /// as `Locks::query` does. (The Node client does the same in JS, so that the npm engine carries
 /// no sort of strings: `tests/js/store-vectors.test.js` runs the query vectors through it.)
 #[must_use]
-pub(crate) fn query_order(prefix: &str, after: &str, mut names: Vec<String>) -> Vec<String> {
+pub fn query_order(prefix: &str, after: &str, mut names: Vec<String>) -> Vec<String> {
     names.retain(|name| lock_core::QueryPage::matches(prefix, after, name));
     names.sort_unstable();
     names
@@ -333,7 +335,7 @@ impl Client {
     }
 
     /// Test mode: every call starts from the record seen before the last one (see
-    /// [`Engine::set_stale`](crate::store::Engine::set_stale)).
+    /// `lock-store`'s `Engine::set_stale`).
     pub fn set_stale(&mut self, stale: bool) {
         self.memory.stale = stale;
     }
@@ -385,7 +387,7 @@ impl Client {
                 self.limits.clone(),
                 remembered,
                 self.random,
-                crate::engine::settle_each,
+                crate::decided::settle_each,
             )),
         };
         Call {
@@ -421,7 +423,7 @@ impl Client {
             self.limits.clone(),
             remembered,
             self.random,
-            crate::engine::settle_each,
+            crate::decided::settle_each,
         ));
         Some(Call {
             key: key.to_owned(),
@@ -810,7 +812,7 @@ impl Waiting {
         Ok(won.map(|Granted { grant, clock }| Won {
             fence: grant.fence,
             deadline: grant.deadline,
-            local_end: clock.map_or(t, |c| local_end(Some(c), grant.deadline)),
+            local_end: local_end(clock, grant.deadline, t),
         }))
     }
 }

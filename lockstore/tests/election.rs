@@ -9,6 +9,7 @@
 //! leader is refused by fence, and the candidate that stays leads when the others leave.
 //! Also `Election::run` in one process (threads), and `lockstore leader`.
 
+#[path = "../../lock-store/tests/common/mod.rs"]
 mod common;
 
 use std::io::{BufRead, BufReader, Write};

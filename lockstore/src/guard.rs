@@ -43,6 +43,35 @@ pub fn wait_started(guard: &mut std::process::Child) {
     }
 }
 
+/// The command that starts the guard of `command` (`lockstore` itself, [`COMMAND`]): its line
+/// from `lockstore` (`line`, see [`stop_line`]), the grace between its `SIGTERM` and `SIGKILL`,
+/// and the lease the command runs under (`EXPIRING_LOCK_KEY`, `EXPIRING_LOCK_FENCE`,
+/// `EXPIRING_LOCK_OWNER` in its environment). `run` and `elect` start it alike.
+///
+/// # Errors
+/// `lockstore` cannot find itself.
+pub fn command(
+    line: &std::os::fd::OwnedFd,
+    grace: Duration,
+    lease: (&str, u64, &str),
+    command: &[String],
+) -> Result<Command, String> {
+    let me = std::env::current_exe().map_err(|e| format!("cannot find lockstore itself: {e}"))?;
+    let (key, fence, owner) = lease;
+    let mut guard = Command::new(me);
+    guard
+        .arg(COMMAND)
+        .arg(std::process::id().to_string())
+        .arg(std::os::fd::AsRawFd::as_raw_fd(line).to_string())
+        .arg(grace.as_millis().to_string())
+        .arg("--")
+        .args(command)
+        .env("EXPIRING_LOCK_KEY", key)
+        .env("EXPIRING_LOCK_FENCE", fence.to_string())
+        .env("EXPIRING_LOCK_OWNER", owner);
+    Ok(guard)
+}
+
 /// The guard's exit status when it killed the tree (`lockstore` is gone: nobody reads it).
 const KILLED: u8 = 137;
 /// The guard's exit status when the command is not found (as a shell's, `env(1)`'s).

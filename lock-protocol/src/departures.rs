@@ -11,11 +11,11 @@ use std::collections::HashMap;
 
 /// One attempt of this process on a key (see [`Departures::begin`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct AttemptId(u64);
+pub struct AttemptId(u64);
 
 /// The attempts of one `Locks` that may still act on their key, per key and owner.
 #[derive(Debug, Default)]
-pub(crate) struct Departures {
+pub struct Departures {
     next: u64,
     /// Per (key, owner): each attempt under way, and whether its caller left it.
     attempts: HashMap<(String, String), Vec<(AttemptId, bool)>>,
@@ -24,7 +24,7 @@ pub(crate) struct Departures {
 impl Departures {
     /// An attempt of `owner` on `key` begins; its caller is there (`left`: false), or has
     /// already let it go (`left`: true, as for the release of a dropped lease).
-    pub(crate) fn begin(&mut self, key: &str, owner: &str, left: bool) -> AttemptId {
+    pub fn begin(&mut self, key: &str, owner: &str, left: bool) -> AttemptId {
         self.next += 1;
         let id = AttemptId(self.next);
         (self.attempts)
@@ -36,7 +36,7 @@ impl Departures {
 
     /// The caller of attempt `id` left it (a dropped future): from now on a new acquire by the
     /// same owner waits for it. Nothing if the attempt has finished.
-    pub(crate) fn leave(&mut self, key: &str, owner: &str, id: AttemptId) {
+    pub fn leave(&mut self, key: &str, owner: &str, id: AttemptId) {
         let entry = (self.attempts).get_mut(&(key.to_owned(), owner.to_owned()));
         if let Some(attempt) = entry.and_then(|e| e.iter_mut().find(|(a, _)| *a == id)) {
             attempt.1 = true;
@@ -45,7 +45,7 @@ impl Departures {
 
     /// Attempt `id` is over: it acts on its key no more. Answers whether an acquire may have
     /// been waiting for it (then wake the waiting acquires).
-    pub(crate) fn finish(&mut self, key: &str, owner: &str, id: AttemptId) -> bool {
+    pub fn finish(&mut self, key: &str, owner: &str, id: AttemptId) -> bool {
         let name = (key.to_owned(), owner.to_owned());
         let Some(entry) = self.attempts.get_mut(&name) else {
             return false;
@@ -62,7 +62,7 @@ impl Departures {
 
     /// Whether a new acquire of `key` by `owner` must wait: an attempt its caller left is still
     /// leaving the key.
-    pub(crate) fn must_wait(&self, key: &str, owner: &str) -> bool {
+    pub fn must_wait(&self, key: &str, owner: &str) -> bool {
         (self.attempts.get(&(key.to_owned(), owner.to_owned())))
             .is_some_and(|e| e.iter().any(|(_, left)| *left))
     }

@@ -12,6 +12,7 @@
 //!
 //! Checks are of order (what happened before what, on one clock) and of liveness with margins
 //! far wider than any busy machine needs, never of how fast.
+#[path = "../../lock-store/tests/common/mod.rs"]
 mod common;
 
 use std::collections::BTreeSet;

@@ -498,24 +498,15 @@ fn run(o: &RunArgs, steal: bool) -> Result<ExitCode, Failed> {
         locks.describe()
     );
     tree::adopt_orphans();
-    let me =
-        std::env::current_exe().map_err(|e| fail(format!("cannot find lockstore itself: {e}")))?;
     let (mut teller, guard_end) =
         stop_line::open().map_err(|e| fail(format!("cannot open the guard's line: {e}")))?;
     // The guard stops the command by itself a margin before the lease ends on this machine's
     // clock, unless told of an extension first.
     let margin = guard_margin(o.ttl);
     teller.tell(lease.time_left().saturating_sub(margin));
-    let mut child = Command::new(me)
-        .arg(guard::COMMAND)
-        .arg(std::process::id().to_string())
-        .arg(std::os::fd::AsRawFd::as_raw_fd(&guard_end).to_string())
-        .arg(o.grace.as_millis().to_string())
-        .arg("--")
-        .args(&o.command)
-        .env("EXPIRING_LOCK_KEY", key)
-        .env("EXPIRING_LOCK_FENCE", lease.fence().0.to_string())
-        .env("EXPIRING_LOCK_OWNER", &owner)
+    let lease_of = (key.as_str(), lease.fence().0, owner.as_str());
+    let mut child = guard::command(&guard_end, o.grace, lease_of, &o.command)
+        .map_err(fail)?
         .stdin(Stdio::inherit())
         .spawn()
         .map_err(|e| Failed(126, format!("cannot start {}: {e}", o.command[0])))?;

@@ -1,6 +1,7 @@
 //! `lockstore`'s conventions: help and version, exit statuses (`flock(1)`, `timeout(1)`,
 //! `env(1)`), the store from the environment, `--json`, and read-only commands that create
 //! nothing. Over SQLite files (the server stores have the same paths: `read_only.rs`).
+#[path = "../../lock-store/tests/common/mod.rs"]
 mod common;
 
 use std::path::{Path, PathBuf};

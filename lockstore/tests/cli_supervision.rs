@@ -7,6 +7,7 @@
 //!   within its TTL): never a second run or term on one fence;
 //! - an operator's `SIGTERM` escalated to `SIGKILL` after `--grace`; a closed stderr never ends
 //!   a campaign; `--bound`, and a prompt exit once a lost lease's command has stopped.
+#[path = "../../lock-store/tests/common/mod.rs"]
 mod common;
 
 use std::io::{BufRead, BufReader};
