@@ -154,6 +154,11 @@ pub fn run(host: &LockHost, say: &(dyn Fn(&str) + Sync)) -> Result<(), String> {
         ));
         b.control().shut_down();
         let third = leads("plugin-c")?;
+        // Handed the key is not leading yet: its term starts once its campaign hears the grant
+        // (a shut-down before that starts no term). Its body's first write says it began.
+        wait_for("plugin-c's write", || {
+            (resource.seen() >= third.fence).then_some(())
+        })?;
         say(&format!(
             "  plugin-b left: plugin-c, next in line, leads with fence {}",
             third.fence
