@@ -189,7 +189,7 @@ impl Locks {
         wait: Duration,
         options: &AcquireOptions<'_>,
     ) -> Result<Lease, Error> {
-        self.acquire_or_give_up(key, owner, ttl, wait, options, &GiveUp::new())
+        self.acquiring(key, owner, ttl, wait, options, None)
     }
 
     /// [`acquire_with`](Self::acquire_with), which another thread may give up through
@@ -208,6 +208,21 @@ impl Locks {
         options: &AcquireOptions<'_>,
         give_up: &GiveUp,
     ) -> Result<Lease, Error> {
+        self.acquiring(key, owner, ttl, wait, options, Some(give_up))
+    }
+
+    /// An acquire, given up through `give_up` if any (without one, nothing is allocated or
+    /// locked for it, and naps wait for the notice in one piece).
+    fn acquiring(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+        wait: Duration,
+        options: &AcquireOptions<'_>,
+        give_up: Option<&GiveUp>,
+    ) -> Result<Lease, Error> {
+        let given_up = || give_up.is_some_and(GiveUp::is_given_up);
         let mut gave_up = false;
         let mut acquiring = Acquiring::with_options(
             key,
@@ -221,7 +236,7 @@ impl Locks {
         let mut watcher: Option<Subscription> = None;
         let mut watch_failed = false;
         let granted = loop {
-            if !gave_up && give_up.is_given_up() {
+            if !gave_up && given_up() {
                 gave_up = true;
                 acquiring.give_up(Error::GaveUp, LocalInstant::now())?;
             }
@@ -246,10 +261,11 @@ impl Locks {
                 ),
                 Want::Pause(pause) => {
                     // A give-up's own pauses are not cut short by it.
-                    if gave_up {
-                        std::thread::sleep(pause);
-                    } else {
-                        give_up.sleep(pause);
+                    match give_up.filter(|_| !gave_up) {
+                        Some(give_up) => {
+                            give_up.sleep(pause);
+                        }
+                        None => std::thread::sleep(pause),
                     }
                     continue;
                 }
@@ -264,7 +280,7 @@ impl Locks {
             };
             match step {
                 // Handed the key after its caller gave up: the give-up releases it.
-                Ok(Some(_)) if give_up.is_given_up() => {}
+                Ok(Some(_)) if given_up() => {}
                 Ok(Some(granted)) => break granted,
                 Ok(None) => {}
                 // Over: an error that ended the wait while queued has left the key first.
@@ -400,26 +416,34 @@ impl Locks {
 }
 
 /// A waiter's nap of `nap`: until this caller's hand-off notice if `watcher` hears them, cut
-/// short when `give_up` is given up.
+/// short when `give_up` is given up (heard within 20 ms while listening for the notice).
 ///
 /// # Errors
 /// `Err(())` if the notice connection failed.
 fn nap_or_notice(
     watcher: Option<&Subscription>,
     nap: Duration,
-    give_up: &GiveUp,
+    give_up: Option<&GiveUp>,
 ) -> Result<(), ()> {
     /// A give-up is heard within this while a waiter listens for its notice.
     const SLICE: Duration = Duration::from_millis(20);
-    let Some(watcher) = watcher else {
-        give_up.sleep(nap);
-        return Ok(());
-    };
-    let until = std::time::Instant::now() + nap;
-    loop {
-        let left = until.saturating_duration_since(std::time::Instant::now());
-        if left.is_zero() || give_up.is_given_up() || watcher.wait(left.min(SLICE))? {
-            return Ok(());
+    match (watcher, give_up) {
+        (None, None) => std::thread::sleep(nap),
+        (None, Some(give_up)) => {
+            give_up.sleep(nap);
+        }
+        (Some(watcher), None) => {
+            watcher.wait(nap)?;
+        }
+        (Some(watcher), Some(give_up)) => {
+            let until = std::time::Instant::now() + nap;
+            loop {
+                let left = until.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() || give_up.is_given_up() || watcher.wait(left.min(SLICE))? {
+                    break;
+                }
+            }
         }
     }
+    Ok(())
 }
