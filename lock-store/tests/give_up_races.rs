@@ -196,3 +196,30 @@ fn a_blocking_wait_that_ends_as_the_holder_releases_strands_nothing() {
         eprintln!("{label}: {timed_out} timed out, {handed} handed the key");
     });
 }
+
+#[test]
+fn the_same_owner_right_after_a_dropped_lease_gets_a_lease_the_store_holds() {
+    each_store("giveup_drop", |label, url, ns| {
+        common::runtime(2).block_on(async {
+            let mine = aio::Locks::open(url, ns).await.unwrap();
+            let judge = aio::Locks::open(url, ns).await.unwrap();
+            for round in 0..rounds() {
+                let key = format!("job{round}");
+                let first = mine.try_acquire(&key, "p", 30 * S).await.unwrap();
+                // Dropped: released in a task; the next acquire by "p" waits for that release
+                // rather than being handed this lease as already held and losing it to it.
+                drop(first);
+                let again = mine.try_acquire(&key, "p", 30 * S).await;
+                let again = again.unwrap_or_else(|e| panic!("{label} round {round}: {e}"));
+                tokio::task::yield_now().await;
+                assert!(
+                    store_holds(&judge, &key, "p", again.fence().0).await,
+                    "{label} round {round}: fence {} is not held: {:?}",
+                    again.fence().0,
+                    judge.inspect(&key).await
+                );
+                again.release().await.unwrap();
+            }
+        });
+    });
+}

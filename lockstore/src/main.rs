@@ -710,12 +710,7 @@ impl Listening {
 
 /// A signal's name, for messages.
 fn signal_name(signal: i32) -> &'static str {
-    match signal {
-        signal_hook::consts::SIGTERM => "SIGTERM",
-        signal_hook::consts::SIGINT => "SIGINT",
-        signal_hook::consts::SIGHUP => "SIGHUP",
-        _ => "a signal",
-    }
+    signal_hook::low_level::signal_name(signal).unwrap_or("a signal")
 }
 
 /// The exit status for a signal that ended `lockstore`'s wait: 128 + its number, as a shell's.
