@@ -43,13 +43,9 @@ fn each_store(purpose: &str, check: impl Fn(&str, &str, &str, &Path)) {
     }
 }
 
-/// Waits (at most 20 s) until `f` answers true.
+/// Waits until `f` answers true (`common::eventually`'s liveness margin).
 fn until(what: &str, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(start.elapsed() < 20 * S, "waited 20 s for {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    common::eventually(what, || f().then_some(()));
 }
 
 /// Whether `owner` waits in `key`'s line.
