@@ -21,8 +21,8 @@
 
 use alloc::vec::Vec;
 
+use crate::frame::{against_limits, corrupt, Reader, Writer};
 use crate::key_state::{KeyState, Lease, Room, Waiter};
-use crate::snapshot::{against_limits, corrupt, Reader, Writer};
 use crate::{
     AcquireOptions, Corruption, Fence, Instant, LeaseEnd, LimitName, Limits, LockError, Mode,
 };

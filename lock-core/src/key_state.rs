@@ -18,8 +18,7 @@ use alloc::vec::Vec;
 use foldhash::fast::FixedState;
 use hashbrown::HashTable;
 
-use crate::stored_name::{same, Name};
-use crate::table::hash_name;
+use crate::stored_name::{hash_name, same, Name};
 use crate::{
     AcquireOptions, AcquireOutcome, Corruption, Duration, EventKind, Fence, Grant, HolderInfo,
     Instant, KeyEvent, KeyInfo, LeaseEnd, Limits, LockError, Mode, ReleaseOutcome, WaiterInfo,
@@ -1419,3 +1418,14 @@ impl<'a> NameSet<'a> {
         true
     }
 }
+
+/// One held key: its name and its state.
+#[derive(Clone, Debug)]
+pub(crate) struct Record {
+    pub(crate) key: Name,
+    pub(crate) state: KeyState,
+}
+
+// A held key in the table: its name (24 bytes on 64-bit) and its state; with its timer (24
+// bytes), heap position and hash index, what one live lease costs (docs/bench-core.md).
+const _: () = assert!(core::mem::size_of::<Record>() <= 96);

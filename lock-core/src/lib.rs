@@ -55,6 +55,7 @@ pub mod election;
 mod error;
 mod event;
 mod expired_log;
+mod frame;
 mod key_codec;
 mod key_state;
 mod limits;

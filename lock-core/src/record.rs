@@ -60,9 +60,9 @@
 
 use alloc::vec::Vec;
 
+use crate::frame::{against_limits, close_frame, corrupt, open_frame, start_frame, Reader};
 use crate::key_codec::{read_flag, read_key, write_key, KEY_VERSION};
 use crate::key_state::{ExpiredLeases, FenceSource, KeyState, Lease, Room, Waiter};
-use crate::snapshot::{against_limits, close_frame, corrupt, open_frame, start_frame, Reader};
 use crate::stored_name::Name;
 use crate::{
     AcquireOptions, AcquireOutcome, Corruption, Duration, EventKind, Fence, Grant, Instant,

@@ -37,20 +37,17 @@
 
 use alloc::vec::Vec;
 
-use crate::crc32::crc32;
 use crate::expired_log::{ExpiredLog, ExpiredRecord};
+use crate::frame::{against_limits, close_frame, corrupt, open_frame, start_frame, Reader};
 use crate::key_codec::{read_flag, read_key, write_key, KEY_VERSION};
-use crate::key_state::{FenceCounter, KeyState, Lease, Room, Waiter};
+use crate::key_state::{FenceCounter, KeyState, Lease, Record, Room, Waiter};
 use crate::stored_name::Name;
-use crate::table::Record;
-use crate::{Corruption, Duration, Fence, Instant, LimitName, Limits, LockError, Stats};
+use crate::{Corruption, Fence, Instant, LimitName, Limits, LockError, Stats};
 
 /// The magic bytes that open every snapshot.
 pub const MAGIC: [u8; 8] = *b"LOCKSNAP";
 /// The format version this build writes, the newest it reads (it reads every version from 1).
 pub const VERSION: u16 = KEY_VERSION;
-const HEADER: usize = 8 + 2 + 4;
-const TRAILER: usize = 4;
 
 /// What the table hands to the encoder.
 pub(crate) struct SnapshotRef<'a> {
@@ -90,25 +87,6 @@ fn stats_from(counters: &[u64]) -> Stats {
     Stats::from_values(values)
 }
 
-pub(crate) struct Writer(pub(crate) Vec<u8>);
-
-impl Writer {
-    pub(crate) fn u32(&mut self, v: u32) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    pub(crate) fn u64(&mut self, v: u64) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    pub(crate) fn len(&mut self, n: usize) {
-        // Every count and length is bounded by limits far below u32::MAX.
-        self.u32(u32::try_from(n).unwrap_or(u32::MAX));
-    }
-    pub(crate) fn str(&mut self, s: &str) {
-        self.len(s.len());
-        self.0.extend_from_slice(s.as_bytes());
-    }
-}
-
 pub(crate) fn encode(s: &SnapshotRef<'_>) -> Vec<u8> {
     let mut w = start_frame(&MAGIC, VERSION, 96 + s.keys.len() * 64);
     w.u64(s.clock.as_millis());
@@ -133,79 +111,6 @@ pub(crate) fn encode(s: &SnapshotRef<'_>) -> Vec<u8> {
     close_frame(w)
 }
 
-pub(crate) const fn corrupt(reason: Corruption) -> LockError {
-    LockError::SnapshotCorrupt { reason }
-}
-
-pub(crate) struct Reader<'a> {
-    pub(crate) rest: &'a [u8],
-}
-
-impl<'a> Reader<'a> {
-    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], LockError> {
-        if self.rest.len() < n {
-            return Err(corrupt(Corruption::BodyEndsEarly));
-        }
-        let (head, tail) = self.rest.split_at(n);
-        self.rest = tail;
-        Ok(head)
-    }
-    pub(crate) fn u32(&mut self) -> Result<u32, LockError> {
-        let mut b = [0u8; 4];
-        b.copy_from_slice(self.take(4)?);
-        Ok(u32::from_le_bytes(b))
-    }
-    pub(crate) fn u64(&mut self) -> Result<u64, LockError> {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(self.take(8)?);
-        Ok(u64::from_le_bytes(b))
-    }
-    pub(crate) fn instant(&mut self) -> Result<Instant, LockError> {
-        self.u64().map(Instant::from_millis)
-    }
-    pub(crate) fn duration(&mut self) -> Result<Duration, LockError> {
-        self.u64().map(Duration::from_millis)
-    }
-    pub(crate) fn fence(&mut self) -> Result<Fence, LockError> {
-        self.u64().map(Fence::new)
-    }
-    /// A count of items that each take at least `min_item_bytes`, refused if the rest cannot hold
-    /// them (so a forged count never makes us allocate).
-    pub(crate) fn count(&mut self, min_item_bytes: usize) -> Result<usize, LockError> {
-        let n = self.u32()? as usize;
-        if n.saturating_mul(min_item_bytes) > self.rest.len() {
-            return Err(corrupt(Corruption::CountTooLarge));
-        }
-        Ok(n)
-    }
-    pub(crate) fn str(&mut self) -> Result<&'a str, LockError> {
-        let n = self.u32()? as usize;
-        core::str::from_utf8(self.take(n)?).map_err(|_| corrupt(Corruption::NotUtf8))
-    }
-}
-
-/// Maps a key/owner/TTL validation error to a snapshot error: too long means the snapshot was
-/// written under larger limits; empty or invalid means corruption.
-pub(crate) fn against_limits(result: Result<(), LockError>) -> Result<(), LockError> {
-    match result {
-        Ok(()) => Ok(()),
-        Err(LockError::KeyTooLong { .. }) => Err(LockError::SnapshotExceedsLimits {
-            limit: LimitName::MaxKeyBytes,
-        }),
-        Err(LockError::OwnerTooLong { .. }) => Err(LockError::SnapshotExceedsLimits {
-            limit: LimitName::MaxOwnerBytes,
-        }),
-        Err(LockError::TtlTooLong { .. }) => Err(LockError::SnapshotExceedsLimits {
-            limit: LimitName::MaxTtl,
-        }),
-        Err(LockError::KeyEmpty | LockError::KeyInvalid) => Err(corrupt(Corruption::InvalidKey)),
-        Err(LockError::OwnerEmpty | LockError::OwnerInvalid) => {
-            Err(corrupt(Corruption::InvalidOwner))
-        }
-        Err(_) => Err(corrupt(Corruption::InvalidTtl)),
-    }
-}
-
 pub(crate) fn decode(bytes: &[u8], limits: &Limits) -> Result<Decoded, LockError> {
     let (version, body) = open_frame(bytes, &MAGIC, VERSION)?;
     let mut r = Reader { rest: body };
@@ -214,67 +119,6 @@ pub(crate) fn decode(bytes: &[u8], limits: &Limits) -> Result<Decoded, LockError
         return Err(corrupt(Corruption::BodyTooLong));
     }
     Ok(decoded)
-}
-
-/// Starts a frame: `magic`, `version`, a body length to be patched by [`close_frame`].
-pub(crate) fn start_frame(magic: &[u8; 8], version: u16, capacity: usize) -> Writer {
-    let mut w = Writer(Vec::with_capacity(HEADER + capacity + TRAILER));
-    w.0.extend_from_slice(magic);
-    w.0.extend_from_slice(&version.to_le_bytes());
-    w.u32(0);
-    w
-}
-
-/// Ends a frame started by [`start_frame`]: patches the body length, appends the CRC.
-pub(crate) fn close_frame(mut w: Writer) -> Vec<u8> {
-    let body_len = w.0.len() - HEADER;
-    let body_len = u32::try_from(body_len).unwrap_or(u32::MAX).to_le_bytes();
-    w.0[10..14].copy_from_slice(&body_len);
-    let crc = crc32(&w.0);
-    w.u32(crc);
-    w.0
-}
-
-/// Checks a frame (magic, a version from 1 to `newest`, length, checksum) and returns its
-/// version and body.
-pub(crate) fn open_frame<'a>(
-    bytes: &'a [u8],
-    magic: &[u8; 8],
-    newest: u16,
-) -> Result<(u16, &'a [u8]), LockError> {
-    if bytes.len() < magic.len() {
-        return Err(if magic.starts_with(bytes) {
-            LockError::SnapshotTruncated
-        } else {
-            LockError::SnapshotBadMagic
-        });
-    }
-    if bytes[..8] != *magic {
-        return Err(LockError::SnapshotBadMagic);
-    }
-    if bytes.len() < HEADER {
-        return Err(LockError::SnapshotTruncated);
-    }
-    let version = u16::from_le_bytes([bytes[8], bytes[9]]);
-    if !(1..=newest).contains(&version) {
-        return Err(LockError::SnapshotVersion {
-            found: version,
-            supported: newest,
-        });
-    }
-    let body_len = u32::from_le_bytes([bytes[10], bytes[11], bytes[12], bytes[13]]) as usize;
-    let total = HEADER.saturating_add(body_len).saturating_add(TRAILER);
-    if bytes.len() < total {
-        return Err(LockError::SnapshotTruncated);
-    }
-    if bytes.len() > total {
-        return Err(corrupt(Corruption::BytesAfterEnd));
-    }
-    let (framed, crc) = bytes.split_at(HEADER + body_len);
-    if crc32(framed) != u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]) {
-        return Err(LockError::SnapshotChecksum);
-    }
-    Ok((version, &framed[HEADER..]))
 }
 
 fn decode_body(r: &mut Reader<'_>, limits: &Limits, version: u16) -> Result<Decoded, LockError> {

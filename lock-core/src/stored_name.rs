@@ -10,7 +10,9 @@
 
 use alloc::boxed::Box;
 use core::fmt;
-use core::hash::{Hash, Hasher};
+use core::hash::{BuildHasher, Hash, Hasher};
+
+use foldhash::fast::FixedState;
 
 /// Longest name kept inline: with its length byte and the enum's tag, a [`Name`] is 24 bytes
 /// on 64-bit targets (three words: a `Box<str>` and its tag would take that anyway) and 16 on
@@ -126,6 +128,15 @@ fn word(bytes: &[u8]) -> u64 {
     let mut w = [0u8; 8];
     w.copy_from_slice(bytes);
     u64::from_ne_bytes(w)
+}
+
+/// The index's hash of a key: its bytes alone. foldhash's `write` already mixes in the length,
+/// so the length prefix that `Hash for [u8]` adds would only cost one more multiply (emulated
+/// with four on wasm32).
+pub(crate) fn hash_name(hasher: &FixedState, name: &[u8]) -> u64 {
+    let mut state = hasher.build_hasher();
+    state.write(name);
+    state.finish()
 }
 
 #[cfg(test)]

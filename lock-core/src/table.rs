@@ -3,30 +3,18 @@
 use alloc::collections::{BinaryHeap, VecDeque};
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::hash::{BuildHasher, Hasher};
 
 use foldhash::fast::FixedState;
 use hashbrown::HashTable;
 
 use crate::expired_log::{ExpiredLog, ExpiredOfKey, ExpiredRecord};
-use crate::key_state::{FenceCounter, KeyState, Room, Transition};
-use crate::stored_name::Name;
+use crate::key_state::{FenceCounter, KeyState, Record, Room, Transition};
+use crate::stored_name::{hash_name, Name};
 use crate::timer_heap::{Timer, TimerHeap};
 use crate::{
     snapshot, AcquireOptions, AcquireOutcome, Duration, Event, EventKind, Fence, Grant, Instant,
     KeyEvent, KeyInfo, Limits, LockError, QueryPage, ReleaseOutcome, Stats,
 };
-
-/// One held key: its name and its state.
-#[derive(Clone, Debug)]
-pub(crate) struct Record {
-    pub(crate) key: Name,
-    pub(crate) state: KeyState,
-}
-
-// A held key in the table: its name (24 bytes on 64-bit) and its state; with its timer (24
-// bytes), heap position and hash index, what one live lease costs (docs/bench-core.md).
-const _: () = assert!(core::mem::size_of::<Record>() <= 96);
 
 /// A table of expiring, owner-checked, fenced locks, driven entirely by the caller's clock.
 ///
@@ -898,13 +886,4 @@ impl LockTable {
             }
         }
     }
-}
-
-/// The index's hash of a key: its bytes alone. foldhash's `write` already mixes in the length,
-/// so the length prefix that `Hash for [u8]` adds would only cost one more multiply (emulated
-/// with four on wasm32).
-pub(crate) fn hash_name(hasher: &FixedState, name: &[u8]) -> u64 {
-    let mut state = hasher.build_hasher();
-    state.write(name);
-    state.finish()
 }
