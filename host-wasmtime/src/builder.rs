@@ -7,12 +7,27 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use crate::clock::{Clock, MonotonicClock};
-use crate::host::Recovery;
 use crate::inner::{slice_for, Inner, PersistErrorHook, Persistence, State};
-use crate::persist::{self, Reservation, CLOCK_BLOCK, FENCE_BLOCK};
+use crate::persist::{self, Recovery, Reservation, CLOCK_BLOCK, FENCE_BLOCK};
 use crate::timer::{self, Shutdown};
 use crate::{ComponentTable, Error, HostError, LockComponent, LockHost, SandboxLimits};
 use lock_core::{Fence, Instant};
+
+impl LockHost {
+    /// A host with default limits, the embedded component and the real clock.
+    ///
+    /// # Errors
+    /// See [`LockHostBuilder::build`].
+    pub fn new() -> Result<Self, Error> {
+        Self::builder().build()
+    }
+
+    /// A builder for limits, clock, sandbox and persistence.
+    #[must_use]
+    pub fn builder() -> LockHostBuilder {
+        LockHostBuilder::default()
+    }
+}
 
 /// Builds a [`LockHost`].
 #[derive(Default)]

@@ -7,12 +7,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::builder::LockHostBuilder;
-use crate::inner::{run_callbacks, span, Callbacks, Inner, State, WaitOutcome};
-use crate::lease::{Lease, LeaseShared};
+use crate::inner::{span, Inner, State, WaitOutcome};
+use crate::lease::Lease;
+use crate::lease_shared::{run_callbacks, Callbacks, LeaseShared};
+use crate::persist::Recovery;
 use crate::timer::Shutdown;
 use crate::{ComponentTable, Error, HostError};
-use lock_core::{AcquireOptions, AcquireOutcome, Fence, Grant, Instant, KeyInfo, QueryPage, Stats};
+use lock_core::{AcquireOptions, AcquireOutcome, Grant, Instant, KeyInfo, QueryPage, Stats};
 
 /// A thread-safe, cheap-to-clone handle over one lock table in one component instance.
 ///
@@ -38,36 +39,7 @@ impl std::fmt::Debug for LockHost {
     }
 }
 
-/// What a host found in its persisted files at start.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Recovery {
-    /// Whether a table file was there (otherwise the table started empty).
-    pub loaded: bool,
-    /// Live leases restored.
-    pub leases: usize,
-    /// Waiters dropped: they belonged to the previous process, which cannot collect a hand-off.
-    pub waiters_dropped: u32,
-    /// Every fence this host issues is above this (the previous run's reservation).
-    pub fence_floor: Fence,
-    /// The clock reading the host resumed at.
-    pub clock: Instant,
-}
-
 impl LockHost {
-    /// A host with default limits, the embedded component and the real clock.
-    ///
-    /// # Errors
-    /// See [`LockHostBuilder::build`].
-    pub fn new() -> Result<Self, Error> {
-        Self::builder().build()
-    }
-
-    /// A builder for limits, clock, sandbox and persistence.
-    #[must_use]
-    pub fn builder() -> LockHostBuilder {
-        LockHostBuilder::default()
-    }
-
     /// The host clock's current reading (ms).
     #[must_use]
     pub fn now(&self) -> Instant {
@@ -407,7 +379,8 @@ impl LockHost {
             .clone();
         self.inner.arm(st, g.deadline);
         Ok(Lease {
-            host: self.clone(),
+            inner: Arc::clone(&self.inner),
+            _shutdown: Arc::clone(&self._shutdown),
             shared,
         })
     }

@@ -10,17 +10,13 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use crate::clock::Clock;
-use crate::host::Recovery;
-use crate::lease::{ended_by, End, LeaseShared, LostCallback, LostLease};
-use crate::persist::{self, Reservation, CLOCK_BLOCK};
+use crate::lease_shared::{ended_by, run_callbacks, Callbacks, End, LeaseShared};
+use crate::persist::{self, Recovery, Reservation, CLOCK_BLOCK};
 use crate::{ComponentTable, Error, HostError};
 use lock_core::{Event, EventKind, Fence, Grant, Instant};
 
 /// What [`LockHostBuilder::on_persist_error`] keeps.
 pub(crate) type PersistErrorHook = Box<dyn Fn(&Error) + Send + Sync>;
-
-/// Callbacks collected under the lock, run after it is released.
-pub(crate) type Callbacks = Vec<(LostCallback, LostLease)>;
 
 /// Persistence settings and the two files' writers.
 pub(crate) struct Persistence {
@@ -82,13 +78,6 @@ pub(crate) enum WaitOutcome {
     Granted(Grant),
     TimedOut,
     Failed(Error),
-}
-
-pub(crate) fn run_callbacks(callbacks: Callbacks) {
-    for (callback, lost) in callbacks {
-        // A panicking callback must not take the timer thread (or a caller) down.
-        let _ = catch_unwind(AssertUnwindSafe(|| callback(&lost)));
-    }
 }
 
 /// Most key wake-ups per catch-up call for these limits (see [`State::slice`]).

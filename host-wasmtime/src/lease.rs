@@ -1,117 +1,14 @@
-//! [`Lease`]: the guard a caller holds, and what the host shares with it to report its loss.
+//! [`Lease`]: the guard a caller holds.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
-use crate::inner::{run_callbacks, schedule_keepalive, span, Callbacks};
-use crate::{Error, LockHost};
-use lock_core::{Fence, Instant, LockError};
-
-/// What an `on_lost` callback is told.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LostLease {
-    /// The key.
-    pub key: String,
-    /// The owner that lost it.
-    pub owner: String,
-    /// The lost lease's fencing token.
-    pub fence: Fence,
-    /// When it ended (table clock, ms): its deadline, or the instant it was stolen.
-    pub at: Instant,
-    /// It was stolen (another owner took the key by force), rather than expired.
-    pub stolen: bool,
-}
-
-/// A lost-lock callback.
-pub(crate) type LostCallback = Box<dyn FnOnce(&LostLease) + Send>;
-
-/// State shared by a guard and the host.
-pub(crate) struct LeaseShared {
-    pub(crate) key: String,
-    pub(crate) owner: String,
-    pub(crate) fence: Fence,
-    pub(crate) ttl: lock_core::Duration,
-    pub(crate) deadline: AtomicU64,
-    /// Set once, by [`LeaseShared::lose`]: the lease ended other than by its holder's release.
-    lost: AtomicBool,
-    pub(crate) released: AtomicBool,
-    on_lost: Mutex<Option<LostCallback>>,
-    /// How it ended, once lost.
-    end: Mutex<Option<End>>,
-}
-
-impl LeaseShared {
-    pub(crate) fn new(
-        key: &str,
-        owner: &str,
-        fence: Fence,
-        ttl: lock_core::Duration,
-        deadline: Instant,
-    ) -> Self {
-        LeaseShared {
-            key: key.to_owned(),
-            owner: owner.to_owned(),
-            fence,
-            ttl,
-            deadline: AtomicU64::new(deadline.0),
-            lost: AtomicBool::new(false),
-            released: AtomicBool::new(false),
-            on_lost: Mutex::new(None),
-            end: Mutex::new(None),
-        }
-    }
-
-    /// Marks the lease lost at `at`. Only the first call does anything: it returns the
-    /// callback to run (outside the host's lock), so `on_lost` fires exactly once whichever
-    /// path (expiry event, a refused release or extend) learns of the loss first. Called with
-    /// the host's state locked, like [`Lease::on_lost`], so the two never miss each other.
-    pub(crate) fn lose(&self, end: End, callbacks: &mut Callbacks) {
-        if self.lost.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        *self.end.lock().unwrap_or_else(PoisonError::into_inner) = Some(end);
-        let callback = self.on_lost.lock().ok().and_then(|mut c| c.take());
-        if let Some(callback) = callback {
-            callbacks.push((callback, self.lost_lease(end)));
-        }
-    }
-
-    fn lost_lease(&self, end: End) -> LostLease {
-        LostLease {
-            key: self.key.clone(),
-            owner: self.owner.clone(),
-            fence: self.fence,
-            at: end.at,
-            stolen: end.stolen,
-        }
-    }
-
-    pub(crate) fn is_lost(&self) -> bool {
-        self.lost.load(Ordering::SeqCst)
-    }
-}
-
-/// How a lost lease ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct End {
-    /// When (table clock).
-    pub(crate) at: Instant,
-    /// Stolen rather than expired.
-    pub(crate) stolen: bool,
-}
-
-/// If a release or extend was refused because the lease is over, how it ended (at its
-/// deadline if the table no longer remembers it).
-pub(crate) fn ended_by(error: &LockError, deadline: Instant) -> Option<End> {
-    let (at, stolen) = match error {
-        LockError::Expired { deadline: at } => (*at, false),
-        LockError::Stolen { at } => (*at, true),
-        LockError::NotHeld | LockError::NotOwner => (deadline, false),
-        _ => return None,
-    };
-    Some(End { at, stolen })
-}
+use crate::inner::{schedule_keepalive, span, Inner};
+use crate::lease_shared::{run_callbacks, End, LeaseShared, LostLease};
+use crate::timer::Shutdown;
+use crate::Error;
+use lock_core::{Fence, Instant};
 
 /// A held lock. Released when dropped (or by [`release`](Lease::release), which is idempotent).
 ///
@@ -120,7 +17,9 @@ pub(crate) fn ended_by(error: &LockError, deadline: Instant) -> Option<End> {
 /// callback runs exactly once, whichever call notices first (the timer, a refused `release` or
 /// `extend`, any request that finds the lease expired).
 pub struct Lease {
-    pub(crate) host: LockHost,
+    pub(crate) inner: Arc<Inner>,
+    /// Keeps the host's timer thread running while the lease lives.
+    pub(crate) _shutdown: Arc<Shutdown>,
     pub(crate) shared: Arc<LeaseShared>,
 }
 
@@ -169,7 +68,7 @@ impl Lease {
     /// another lock/host error.
     pub fn extend(&self, ttl: Duration) -> Result<(), Error> {
         let shared = &self.shared;
-        let inner = &self.host.inner;
+        let inner = &self.inner;
         inner.request(|st, now, callbacks| {
             let ttl = span(ttl);
             match inner.call(
@@ -192,7 +91,7 @@ impl Lease {
     /// Keeps the lease alive: the timer thread extends it by its TTL whenever two thirds of the
     /// TTL have passed, until it is released or lost.
     pub fn keep_alive(&self) {
-        if let Ok(mut st) = self.host.inner.lock() {
+        if let Ok(mut st) = self.inner.lock() {
             if !self.is_lost() && !self.shared.released.load(Ordering::SeqCst) {
                 schedule_keepalive(&mut st, &self.shared);
                 let due = st
@@ -200,7 +99,7 @@ impl Lease {
                     .get(&self.shared.fence)
                     .copied()
                     .unwrap_or(Instant::ZERO);
-                self.host.inner.arm_keepalive(&mut st, due);
+                self.inner.arm_keepalive(&mut st, due);
             }
         }
     }
@@ -210,7 +109,7 @@ impl Lease {
     pub fn on_lost(&self, callback: impl FnOnce(&LostLease) + Send + 'static) {
         // Under the host's lock, so a loss being reported right now cannot slip between the
         // check and the registration.
-        let Ok(_st) = self.host.inner.lock() else {
+        let Ok(_st) = self.inner.lock() else {
             return;
         };
         if !self.is_lost() {
@@ -243,7 +142,7 @@ impl Lease {
         if self.shared.released.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        let (shared, inner) = (&self.shared, &self.host.inner);
+        let (shared, inner) = (&self.shared, &self.inner);
         let result = inner.request(|st, now, callbacks| {
             let r = inner.call(
                 st.table

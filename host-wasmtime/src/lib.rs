@@ -26,6 +26,7 @@ mod error;
 mod host;
 mod inner;
 mod lease;
+mod lease_shared;
 mod persist;
 mod reserve;
 mod timer;
@@ -37,9 +38,11 @@ pub use component::{
     LockComponent, RecordStep, SandboxLimits, CACHE_DIR_ENV, LOCK_COMPONENT,
 };
 pub use error::Error;
-pub use host::{LockHost, Recovery};
-pub use lease::{Lease, LostLease};
+pub use host::LockHost;
+pub use lease::Lease;
+pub use lease_shared::LostLease;
 pub use lock_core::{AcquireOptions, Mode, QueryPage};
+pub use persist::Recovery;
 pub use persist::{CLOCK_BLOCK, FENCE_BLOCK};
 
 /// The README's Rust examples (core, host, stores), compiled and run as doctests so they cannot

@@ -25,6 +25,21 @@ use lock_core::{crc32, Fence, Instant};
 
 use crate::Error;
 
+/// What a host found in its persisted files at start.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// Whether a table file was there (otherwise the table started empty).
+    pub loaded: bool,
+    /// Live leases restored.
+    pub leases: usize,
+    /// Waiters dropped: they belonged to the previous process, which cannot collect a hand-off.
+    pub waiters_dropped: u32,
+    /// Every fence this host issues is above this (the previous run's reservation).
+    pub fence_floor: Fence,
+    /// The clock reading the host resumed at.
+    pub clock: Instant,
+}
+
 const MAGIC: &[u8; 8] = b"LOCKHOST";
 const VERSION: u16 = 2;
 /// Magic, version, wall clock.

@@ -4,7 +4,8 @@ use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::inner::{run_callbacks, Inner};
+use crate::inner::Inner;
+use crate::lease_shared::run_callbacks;
 use lock_core::Instant;
 
 /// Stops the timer thread and saves the table when the last [`LockHost`](crate::LockHost)
