@@ -15,12 +15,14 @@ use crate::local::{LocalInstant, ProcessClock};
 
 use lock_core::{Fence, Instant, KeyInfo, Limits, LockError, Request, Response, Step};
 
+use tokio::sync::oneshot;
+
 use crate::aio::batch::{Batch, Entry};
 use crate::aio::renewals::{self, Renewal};
 use crate::async_store::AsyncStore;
 use crate::decider::{DecideError, Decider, Decision};
 use crate::store::{new_version, no_answer, StoreError};
-use lock_protocol::decided::{refuse_invalid, Decided, TimeSource};
+use lock_protocol::decided::{refuse_invalid, settle_each, Decided, TimeSource};
 use lock_protocol::exchange::{decide_error, stopped};
 use lock_protocol::exchange::{Exchange, Io, Memory, Stop};
 
@@ -204,6 +206,66 @@ impl<D: Decider> AsyncEngine<D> {
             }
         };
         self.in_batch(key, |slot| &slot.looks, || (), decide).await
+    }
+
+    /// Renews `owner`'s place on `key` (its whole wait ending at `until`), with whatever other
+    /// renewals of this engine on the key are due (`renewals.rs`): the answer is this
+    /// renewal's own.
+    pub(crate) async fn renew_wait(
+        &self,
+        key: &str,
+        owner: &str,
+        until: Instant,
+    ) -> renewals::Answer {
+        let decide = move |batch: Vec<Entry<Renewal, renewals::Answer>>| async move {
+            let limits = &self.limits;
+            let decide = |d: &mut D, record: &D::Record, now| {
+                renewals::decide_together(d, record, now, key, &batch, limits)
+            };
+            let decided = self.run_in_turn(key, decide, settle_each).await;
+            renewals::answer_each(batch, decided);
+        };
+        let call = || Renewal::new(owner, until);
+        self.in_batch(key, |slot| &slot.renewals, call, decide)
+            .await
+    }
+
+    /// Queues `call` on `key`'s batch (`which` of its slot) and waits for its answer: another
+    /// task's batch may answer it; else this task takes the key's turn and runs `decide` on
+    /// every call queued by then (its own among them), which answers each.
+    async fn in_batch<T, A, F>(
+        &self,
+        key: &str,
+        which: fn(&Slot) -> &Batch<T, A>,
+        call: impl Fn() -> T,
+        decide: impl Fn(Vec<Entry<T, A>>) -> F,
+    ) -> A
+    where
+        F: std::future::Future<Output = ()>,
+    {
+        loop {
+            // Held until this call is answered or left: the key's slot stays.
+            let slot = self.slot(key);
+            let batch = which(&slot);
+            let (_queued, mut heard): (_, oneshot::Receiver<A>) = batch.queue(call());
+            let turn = tokio::select! {
+                biased;
+                answer = &mut heard => match answer {
+                    Ok(answer) => return answer,
+                    Err(_) => continue,
+                },
+                turn = self.turn(key) => turn,
+            };
+            let taken = batch.take();
+            if !taken.is_empty() {
+                decide(taken).await;
+            }
+            drop(turn);
+            // Answered by now, or left out: then asked again.
+            if let Ok(answer) = heard.await {
+                return answer;
+            }
+        }
     }
 
     /// One store call held to what remains of the request's bound (the whole bound for its

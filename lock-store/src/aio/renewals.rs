@@ -1,5 +1,5 @@
 //! The `renew-wait`s of one key's waiters, decided together: one read and one compare-and-set
-//! for all the renewals of an [`AsyncEngine`] that are due at once, instead of one each.
+//! for all the renewals of an async engine that are due at once (`AsyncEngine::renew_wait`), instead of one each.
 //!
 //! Every waiter renews its place about every `WAIT_ALIVE / 3` (`queue.rs`), and each renewal
 //! rewrites the key's whole record, which holds every waiter. A thousand tasks waiting on one
@@ -16,10 +16,9 @@
 use lock_core::{Instant, Limits, Response, Step};
 
 use crate::aio::batch::Entry;
-use crate::aio::engine::AsyncEngine;
 use crate::decider::{DecideError, Decider, Decision};
 use crate::store::StoreError;
-use lock_protocol::decided::{settle_each, Decided};
+use lock_protocol::decided::Decided;
 use lock_protocol::queue::renew_wait;
 
 /// What a renewal hears: the answer its own transition gave.
@@ -32,37 +31,31 @@ pub(crate) struct Renewal {
     until: Instant,
 }
 
-impl<D: Decider> AsyncEngine<D> {
-    /// Renews `owner`'s place on `key` (its whole wait ending at `until`), with whatever other
-    /// renewals of this engine on the key are due: the answer is this renewal's own.
-    pub(crate) async fn renew_wait(&self, key: &str, owner: &str, until: Instant) -> Answer {
-        let call = || Renewal {
+impl Renewal {
+    /// `owner`'s renewal, its whole wait ending at `until`.
+    pub(crate) fn new(owner: &str, until: Instant) -> Self {
+        Renewal {
             owner: owner.to_owned(),
             until,
-        };
-        let decide = move |batch| self.decide_renewals(key, batch);
-        self.in_batch(key, |slot| &slot.renewals, call, decide)
-            .await
+        }
     }
+}
 
-    /// Decides `batch` (in its order) in one exchange and answers each renewal decided.
-    async fn decide_renewals(&self, key: &str, batch: Vec<Entry<Renewal, Answer>>) {
-        let limits = self.limits();
-        let decide = |d: &mut D, record: &D::Record, now| {
-            decide_together(d, record, now, key, &batch, limits)
-        };
-        match self.run_in_turn(key, decide, settle_each).await {
-            Ok(decided) => {
-                let answers = decided.split();
-                // Renewals past the end of the batch are dropped unanswered: asked again.
-                for (renewal, answer) in batch.into_iter().zip(answers) {
-                    let _ = renewal.answer.send(Ok(answer));
-                }
+/// Answers each renewal of `batch` with its own part of `decided` (renewals past the end of
+/// what was decided are dropped unanswered: asked again).
+pub(crate) fn answer_each(
+    batch: Vec<Entry<Renewal, Answer>>,
+    decided: Result<Decided<Vec<Step<Response>>>, StoreError>,
+) {
+    match decided {
+        Ok(decided) => {
+            for (renewal, answer) in batch.into_iter().zip(decided.split()) {
+                let _ = renewal.answer.send(Ok(answer));
             }
-            Err(e) => {
-                for renewal in batch {
-                    let _ = renewal.answer.send(Err(e.clone()));
-                }
+        }
+        Err(e) => {
+            for renewal in batch {
+                let _ = renewal.answer.send(Err(e.clone()));
             }
         }
     }
@@ -70,7 +63,7 @@ impl<D: Decider> AsyncEngine<D> {
 
 /// Runs the renewals of `batch` one after the other on `record` at `now`, as one transition
 /// (see [`Decider::handle_each`]).
-fn decide_together<D: Decider>(
+pub(crate) fn decide_together<D: Decider>(
     decider: &mut D,
     record: &D::Record,
     now: Instant,
