@@ -10,10 +10,10 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use crate::clock::Clock;
-use crate::lease_shared::{ended_by, run_callbacks, Callbacks, End, LeaseShared};
+use crate::lease_shared::{run_callbacks, Callbacks, LeaseShared};
 use crate::persist::{self, Recovery, Reservation, CLOCK_BLOCK};
 use crate::{ComponentTable, Error, HostError};
-use lock_core::{Event, EventKind, Fence, Grant, Instant};
+use lock_core::{Event, EventKind, Fence, Grant, Instant, LeaseLoss};
 
 /// What [`LockHostBuilder::on_persist_error`] keeps.
 pub(crate) type PersistErrorHook = Box<dyn Fn(&Error) + Send + Sync>;
@@ -255,7 +255,7 @@ impl Inner {
         callbacks: &mut Callbacks,
     ) -> Error {
         let deadline = Instant(shared.deadline.load(std::sync::atomic::Ordering::SeqCst));
-        if let Some(end) = ended_by(&e, deadline) {
+        if let Some(end) = e.lease_loss(deadline) {
             self.forget(st, shared.fence);
             shared.lose(end, callbacks);
         }
@@ -290,7 +290,7 @@ impl Inner {
                         if let Some(shared) = st.watchers.get(&fence).cloned() {
                             self.forget(st, fence);
                             let stolen = matches!(kind, EventKind::Stolen { .. });
-                            shared.lose(End { at, stolen }, callbacks);
+                            shared.lose(LeaseLoss { at, stolen }, callbacks);
                         }
                     }
                     EventKind::Granted {

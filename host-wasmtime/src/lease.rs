@@ -5,10 +5,10 @@ use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use crate::inner::{schedule_keepalive, span, Inner};
-use crate::lease_shared::{run_callbacks, End, LeaseShared, LostLease};
+use crate::lease_shared::{run_callbacks, LeaseShared, LostLease};
 use crate::timer::Shutdown;
 use crate::Error;
-use lock_core::{Fence, Instant};
+use lock_core::{Fence, Instant, LeaseLoss};
 
 /// A held lock. Released when dropped (or by [`release`](Lease::release), which is idempotent).
 ///
@@ -124,7 +124,7 @@ impl Lease {
             .end
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let info = self.shared.lost_lease(end.unwrap_or(End {
+        let info = self.shared.lost_lease(end.unwrap_or(LeaseLoss {
             at: self.deadline(),
             stolen: false,
         }));

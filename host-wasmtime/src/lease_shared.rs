@@ -5,7 +5,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
-use lock_core::{Fence, Instant, LockError};
+use lock_core::{Fence, Instant, LeaseLoss};
 
 /// What an `on_lost` callback is told.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,7 +37,7 @@ pub(crate) struct LeaseShared {
     pub(crate) released: AtomicBool,
     pub(crate) on_lost: Mutex<Option<LostCallback>>,
     /// How it ended, once lost.
-    pub(crate) end: Mutex<Option<End>>,
+    pub(crate) end: Mutex<Option<LeaseLoss>>,
 }
 
 impl LeaseShared {
@@ -65,7 +65,7 @@ impl LeaseShared {
     /// callback to run (outside the host's lock), so `on_lost` fires exactly once whichever
     /// path (expiry event, a refused release or extend) learns of the loss first. Called with
     /// the host's state locked, like [`Lease::on_lost`], so the two never miss each other.
-    pub(crate) fn lose(&self, end: End, callbacks: &mut Callbacks) {
+    pub(crate) fn lose(&self, end: LeaseLoss, callbacks: &mut Callbacks) {
         if self.lost.swap(true, Ordering::SeqCst) {
             return;
         }
@@ -76,7 +76,7 @@ impl LeaseShared {
         }
     }
 
-    pub(crate) fn lost_lease(&self, end: End) -> LostLease {
+    pub(crate) fn lost_lease(&self, end: LeaseLoss) -> LostLease {
         LostLease {
             key: self.key.clone(),
             owner: self.owner.clone(),
@@ -89,27 +89,6 @@ impl LeaseShared {
     pub(crate) fn is_lost(&self) -> bool {
         self.lost.load(Ordering::SeqCst)
     }
-}
-
-/// How a lost lease ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct End {
-    /// When (table clock).
-    pub(crate) at: Instant,
-    /// Stolen rather than expired.
-    pub(crate) stolen: bool,
-}
-
-/// If a release or extend was refused because the lease is over, how it ended (at its
-/// deadline if the table no longer remembers it).
-pub(crate) fn ended_by(error: &LockError, deadline: Instant) -> Option<End> {
-    let (at, stolen) = match error {
-        LockError::Expired { deadline: at } => (*at, false),
-        LockError::Stolen { at } => (*at, true),
-        LockError::NotHeld | LockError::NotOwner => (deadline, false),
-        _ => return None,
-    };
-    Some(End { at, stolen })
 }
 
 /// Callbacks collected under the lock, run after it is released.

@@ -39,6 +39,31 @@ impl ErrorCode {
     pub const fn is_capacity(self) -> bool {
         matches!(self.0, 9..=11)
     }
+
+    /// Whether a refusal of this kind, answering a holder's `extend` or `release`, means that
+    /// the holder does not hold the lease any more (`expired`, `stolen`, `not-held`,
+    /// `not-owner`): see [`LockError::lease_loss`]. Every face's lease asks this (the npm
+    /// engine by the code alone).
+    ///
+    /// ```
+    /// use lock_core::ErrorCode;
+    /// let ends = |name| ErrorCode::parse(name).is_some_and(ErrorCode::is_lease_loss);
+    /// assert!(ends("expired") && ends("stolen") && ends("not-held") && ends("not-owner"));
+    /// assert!(!ends("ttl-too-long") && !ends("held"));
+    /// ```
+    #[must_use]
+    pub fn is_lease_loss(self) -> bool {
+        matches!(self.name(), "expired" | "stolen" | "not-held" | "not-owner")
+    }
+}
+
+/// How a lease ended, as a refusal of its holder's call tells it ([`LockError::lease_loss`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeaseLoss {
+    /// When (table or store time): the lease's deadline, or the instant it was stolen.
+    pub at: Instant,
+    /// It was stolen (another owner took the key by force), rather than expired.
+    pub stolen: bool,
 }
 
 impl fmt::Display for ErrorCode {
@@ -211,6 +236,31 @@ pub enum LockError {
 }
 
 impl LockError {
+    /// If this refusal of a holder's `extend` or `release` means that the holder lost the lease
+    /// ([`ErrorCode::is_lease_loss`]), how it ended: stolen at the instant the refusal names, or
+    /// expired at its deadline (`deadline`, the lease's deadline as the holder knew it, when the
+    /// refusal does not name one: `not-held`, `not-owner`). `None` for any other refusal (bad
+    /// input, capacity), which leaves the lease as it was.
+    ///
+    /// ```
+    /// use lock_core::{Instant, LeaseLoss, LockError};
+    /// let known = Instant(5_000);
+    /// assert_eq!(LockError::Stolen { at: Instant(4_200) }.lease_loss(known),
+    ///            Some(LeaseLoss { at: Instant(4_200), stolen: true }));
+    /// assert_eq!(LockError::NotHeld.lease_loss(known), Some(LeaseLoss { at: known, stolen: false }));
+    /// assert_eq!(LockError::TtlZero.lease_loss(known), None);
+    /// ```
+    #[must_use]
+    pub const fn lease_loss(&self, deadline: Instant) -> Option<LeaseLoss> {
+        let (at, stolen) = match self {
+            LockError::Expired { deadline: at } => (*at, false),
+            LockError::Stolen { at } => (*at, true),
+            LockError::NotHeld | LockError::NotOwner => (deadline, false),
+            _ => return None,
+        };
+        Some(LeaseLoss { at, stolen })
+    }
+
     /// True for the errors of [`Request::validate`](crate::Request::validate): the request
     /// itself is bad (its key, owner or TTL), whatever state the key is in. A host that keeps
     /// records elsewhere refuses such a request without reading the record.
@@ -637,6 +687,18 @@ mod tests {
         }
         assert_eq!(ErrorCode::parse(""), None);
         assert_eq!(ErrorCode::parse("Held"), None);
+    }
+
+    #[test]
+    fn the_code_and_the_error_agree_on_which_refusals_end_a_lease() {
+        let known = crate::Instant(7);
+        for e in LockError::examples() {
+            assert_eq!(
+                e.error_code().is_lease_loss(),
+                e.lease_loss(known).is_some(),
+                "{e:?}"
+            );
+        }
     }
 
     #[test]

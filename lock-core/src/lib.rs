@@ -75,7 +75,7 @@ pub mod wire;
 
 pub use call::{Call, LockBackend, Reply, Request, Response};
 pub use crc32::crc32;
-pub use error::{ErrorCode, LockError, PayloadValue};
+pub use error::{ErrorCode, LeaseLoss, LockError, PayloadValue};
 pub use event::{Event, EventKind, KeyEvent};
 pub use key_state::{
     ExpiredLeases, FenceCounter, FenceSource, KeyState, Lease, Room, Transition, Waiter,

@@ -2,7 +2,7 @@
 //! time comes from, the ambiguous-release rule, the bad-input check before any IO, and how an
 //! exchange that stopped is reported.
 
-use lock_core::{Fence, Instant, KeyEvent, Limits, LockError, Request, Response, Step};
+use lock_core::{Fence, Instant, KeyEvent, Limits, Request, Response, Step};
 
 use crate::clock::StoreClock;
 use crate::decider::{DecideError, Decider};
@@ -37,27 +37,6 @@ pub struct Decided<R> {
     /// other writes. The reply is decided on that later record (a release there may answer
     /// `not-held`; see `Lease::release`).
     pub ambiguous: bool,
-}
-
-/// Whether a release's refusal means that the release took effect ("An ambiguous release" in
-/// docs/stores.md): a `not-held` or `not-owner` decided while `unsure` (this call's write lost
-/// its answer and the record read after it had been written again, or an earlier attempt of the
-/// same lease failed with a store error) and while the store's clock (`now`) is before the
-/// lease's `deadline`. Nothing but its owner's release ends a lease before its deadline, so the
-/// release was this one. Every face's lease asks this, so that they answer alike.
-#[must_use]
-pub fn release_took_effect(
-    reply: &Response,
-    unsure: bool,
-    now: Instant,
-    deadline: Instant,
-) -> bool {
-    unsure
-        && now < deadline
-        && matches!(
-            reply,
-            Response::Release(Err(LockError::NotHeld | LockError::NotOwner))
-        )
 }
 
 /// How long an emptied record stays as a tombstone (store's time) before the store may collect

@@ -13,12 +13,35 @@ use std::collections::HashMap;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct AttemptId(u64);
 
+impl AttemptId {
+    /// Its number, for a driver that holds attempts as numbers (the npm engine): unique within
+    /// its [`Departures`], counting from 1.
+    #[must_use]
+    pub const fn number(self) -> u64 {
+        self.0
+    }
+
+    /// The attempt that [`number`](Self::number) named.
+    #[must_use]
+    pub const fn from_number(number: u64) -> Self {
+        AttemptId(number)
+    }
+}
+
+/// One attempt under way: its owner, and whether its caller left it.
+#[derive(Debug)]
+struct Attempt {
+    owner: String,
+    id: AttemptId,
+    left: bool,
+}
+
 /// The attempts of one `Locks` that may still act on their key, per key and owner.
 #[derive(Debug, Default)]
 pub struct Departures {
     next: u64,
-    /// Per (key, owner): each attempt under way, and whether its caller left it.
-    attempts: HashMap<(String, String), Vec<(AttemptId, bool)>>,
+    /// Per key: each attempt under way (looked up by `&str`, nothing allocated to ask).
+    attempts: HashMap<String, Vec<Attempt>>,
 }
 
 impl Departures {
@@ -27,44 +50,50 @@ impl Departures {
     pub fn begin(&mut self, key: &str, owner: &str, left: bool) -> AttemptId {
         self.next += 1;
         let id = AttemptId(self.next);
-        (self.attempts)
-            .entry((key.to_owned(), owner.to_owned()))
-            .or_default()
-            .push((id, left));
+        let attempt = Attempt {
+            owner: owner.to_owned(),
+            id,
+            left,
+        };
+        match self.attempts.get_mut(key) {
+            Some(on_key) => on_key.push(attempt),
+            None => {
+                self.attempts.insert(key.to_owned(), vec![attempt]);
+            }
+        }
         id
     }
 
     /// The caller of attempt `id` left it (a dropped future): from now on a new acquire by the
     /// same owner waits for it. Nothing if the attempt has finished.
-    pub fn leave(&mut self, key: &str, owner: &str, id: AttemptId) {
-        let entry = (self.attempts).get_mut(&(key.to_owned(), owner.to_owned()));
-        if let Some(attempt) = entry.and_then(|e| e.iter_mut().find(|(a, _)| *a == id)) {
-            attempt.1 = true;
+    pub fn leave(&mut self, key: &str, id: AttemptId) {
+        let on_key = self.attempts.get_mut(key);
+        if let Some(attempt) = on_key.and_then(|a| a.iter_mut().find(|a| a.id == id)) {
+            attempt.left = true;
         }
     }
 
     /// Attempt `id` is over: it acts on its key no more. Answers whether an acquire may have
     /// been waiting for it (then wake the waiting acquires).
-    pub fn finish(&mut self, key: &str, owner: &str, id: AttemptId) -> bool {
-        let name = (key.to_owned(), owner.to_owned());
-        let Some(entry) = self.attempts.get_mut(&name) else {
+    pub fn finish(&mut self, key: &str, id: AttemptId) -> bool {
+        let Some(on_key) = self.attempts.get_mut(key) else {
             return false;
         };
-        let Some(at) = entry.iter().position(|(a, _)| *a == id) else {
+        let Some(at) = on_key.iter().position(|a| a.id == id) else {
             return false;
         };
-        let (_, left) = entry.swap_remove(at);
-        if entry.is_empty() {
-            self.attempts.remove(&name);
+        let attempt = on_key.swap_remove(at);
+        if on_key.is_empty() {
+            self.attempts.remove(key);
         }
-        left
+        attempt.left
     }
 
     /// Whether a new acquire of `key` by `owner` must wait: an attempt its caller left is still
     /// leaving the key.
+    #[must_use]
     pub fn must_wait(&self, key: &str, owner: &str) -> bool {
-        (self.attempts.get(&(key.to_owned(), owner.to_owned())))
-            .is_some_and(|e| e.iter().any(|(_, left)| *left))
+        (self.attempts.get(key)).is_some_and(|a| a.iter().any(|a| a.left && a.owner == owner))
     }
 }
 
@@ -78,25 +107,22 @@ mod tests {
         let live = d.begin("k", "a", false);
         // A live attempt does not hold back another (the store answers a duplicate).
         assert!(!d.must_wait("k", "a"));
-        d.leave("k", "a", live);
+        d.leave("k", live);
         assert!(d.must_wait("k", "a"));
         assert!(!d.must_wait("k", "b") && !d.must_wait("other", "a"));
         let dropped = d.begin("k", "a", true);
-        assert!(d.finish("k", "a", live));
+        assert!(d.finish("k", live));
         assert!(
             d.must_wait("k", "a"),
             "the dropped lease's release is still under way"
         );
-        assert!(d.finish("k", "a", dropped));
+        assert!(d.finish("k", dropped));
         assert!(!d.must_wait("k", "a"));
         // Finished attempts are forgotten; leaving or finishing one again changes nothing.
-        d.leave("k", "a", live);
-        assert!(!d.must_wait("k", "a") && !d.finish("k", "a", live));
+        d.leave("k", live);
+        assert!(!d.must_wait("k", "a") && !d.finish("k", live));
         let kept = d.begin("k", "a", false);
-        assert!(
-            !d.finish("k", "a", kept),
-            "nobody waited for a live attempt"
-        );
+        assert!(!d.finish("k", kept), "nobody waited for a live attempt");
         assert!(d.attempts.is_empty());
     }
 }

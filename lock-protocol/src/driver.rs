@@ -273,7 +273,7 @@ impl Outcome {
         let Reply::Response(reply) = &mut decided.reply else {
             return false;
         };
-        let done = crate::decided::release_took_effect(
+        let done = crate::holding::release_took_effect(
             reply,
             unsure || decided.ambiguous,
             decided.now,

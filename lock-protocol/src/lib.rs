@@ -17,9 +17,9 @@
 //!   look, nap, ride out a failing store, and **give up**: a transition with one end, where the
 //!   attempt leaves the key neither queued nor held ([`queue`]'s documentation). [`departures`]
 //!   keeps a new attempt of the same owner from asking before a give-up is over.
-//! - **Holding** ([`keep_alive`]: the extension schedule and retry rule;
-//!   [`decided::release_took_effect`]: the ambiguous-release rule; [`clock::local_end`]: when a
-//!   holder stops believing in its lease).
+//! - **Holding** ([`keep_alive`]: the extension schedule and retry rule; [`holding`]: the
+//!   ambiguous-release rule, what a release's or an extension's answer means, what a release
+//!   answers after a loss; [`clock::local_end`]: when a holder stops believing in its lease).
 //! - The records a store keeps ([`records`]) and the errors ([`Error`], [`StoreError`]).
 
 #![forbid(unsafe_code)]
@@ -32,6 +32,7 @@ pub mod departures;
 pub mod driver;
 pub mod error;
 pub mod exchange;
+pub mod holding;
 pub mod keep_alive;
 pub mod kinds;
 mod local;

@@ -35,9 +35,10 @@ use crate::local::LocalInstant;
 use lock_core::{AcquireOutcome, Fence, Grant, Instant, KeyInfo, LockError, Request, Response};
 
 use crate::clock::{millis, StoreClock};
-use crate::decided::{release_took_effect, Decided};
+use crate::decided::Decided;
 use crate::error::Error;
 use crate::error::StoreError;
+use crate::holding::release_took_effect;
 
 /// How far ahead a waiter keeps its place alive: it queues with a wait deadline at most this far
 /// ahead and renews it (`renew-wait`) while it waits, so a waiter whose process dies leaves the

@@ -1,6 +1,6 @@
 //! What a held lease is, on either face: its fence and deadline, its end on this holder's
-//! clock, its loss and the answer of a release (the ambiguous-release rule, the answer after a
-//! loss). The blocking [`Lease`](crate::Lease) and the async [`aio::Lease`](crate::aio::Lease)
+//! clock, its loss, and what the answers of its extensions and releases mean (decided by
+//! lock-protocol's `holding`; kept here in atomics the lease's threads and tasks share). The blocking [`Lease`](crate::Lease) and the async [`aio::Lease`](crate::aio::Lease)
 //! both keep one; neither face knows the other.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -9,11 +9,12 @@ use std::time::Duration;
 
 use crate::local::{LocalInstant, ProcessClock};
 
-use lock_core::{Fence, Grant, Instant, LockError, ReleaseOutcome, Request, Response};
+use lock_core::{Fence, Grant, Instant, LockError, Request, Response};
 
 use crate::store::StoreError;
 use lock_protocol::clock::{millis, StoreClock};
 use lock_protocol::decided::Decided;
+use lock_protocol::holding::{self, Extension, Released};
 use lock_protocol::Error;
 
 /// What an `on_lost` callback is told.
@@ -164,9 +165,7 @@ impl LeaseState {
             return None;
         }
         let refusal = self.refusal.lock().unwrap_or_else(PoisonError::into_inner);
-        Some(refusal.clone().unwrap_or(LockError::Expired {
-            deadline: Instant(self.deadline.load(Ordering::SeqCst)),
-        }))
+        Some(holding::loss_answer(refusal.clone(), self.deadline()))
     }
 
     /// What the loss was, once it is known (`None` before).
@@ -244,9 +243,9 @@ impl LeaseState {
         !self.released.load(Ordering::SeqCst)
     }
 
-    /// What a release's answer means for this lease (see [`Lease::release`]).
-    /// `lost`: the lease was lost before the release was sent ([`LeaseState::loss_answer`]),
-    /// which is then the answer once the store answered.
+    /// What a release's answer means for this lease (see [`Lease::release`]): lock-protocol's
+    /// [`holding::released`]. `lost`: the lease was lost before the release was sent
+    /// ([`LeaseState::loss_answer`]), which is then the answer once the store answered.
     pub(crate) fn released_as(
         &self,
         decided: Result<Decided<Response>, StoreError>,
@@ -254,64 +253,37 @@ impl LeaseState {
         unexpected: impl FnOnce(&Response) -> Error,
     ) -> Result<(), Error> {
         let decided = decided.inspect_err(|_| self.release_unsure.store(true, Ordering::SeqCst))?;
-        if let Some(loss) = lost {
-            // Whatever the store did with it, this holder had stopped holding the lease.
-            let refusal = match &decided.reply {
-                Response::Release(Err(e)) => e.clone(),
-                _ => loss,
-            };
-            if let Response::Release(Ok(outcome)) = &decided.reply {
-                self.released_at
-                    .store(outcome_end(*outcome, decided.now).0, Ordering::SeqCst);
-            }
-            self.lose(Some(refusal.clone()));
-            self.released.store(true, Ordering::SeqCst);
-            self.changed();
-            return Err(Error::Lock(refusal));
-        }
         let unsure = decided.ambiguous || self.release_unsure.load(Ordering::SeqCst);
-        let deadline = Instant(self.deadline.load(Ordering::SeqCst));
-        // This release's own write took effect before the writes the re-read found: nothing
-        // else ends a lease before its deadline.
-        let done = lock_protocol::decided::release_took_effect(
-            &decided.reply,
-            unsure,
-            decided.now,
-            deadline,
-        );
-        match decided.reply {
-            Response::Release(Ok(outcome)) => {
-                let at = outcome_end(outcome, decided.now);
+        let end = holding::released(&decided.reply, unsure, decided.now, self.deadline(), lost);
+        let answer = match end {
+            Some(Released::Released { at }) => {
                 self.released_at.store(at.0, Ordering::SeqCst);
-                self.released.store(true, Ordering::SeqCst);
-                self.changed();
                 Ok(())
             }
-            Response::Release(Err(_)) if done => {
-                self.released_at.store(decided.now.0, Ordering::SeqCst);
-                self.released.store(true, Ordering::SeqCst);
-                self.changed();
-                Ok(())
+            Some(Released::Lost { refusal, freed_at }) => {
+                if let Some(at) = freed_at {
+                    self.released_at.store(at.0, Ordering::SeqCst);
+                }
+                self.lose(Some(refusal.clone()));
+                Err(Error::Lock(refusal))
             }
-            Response::Release(Err(e)) => {
-                self.lose(Some(e.clone()));
-                self.released.store(true, Ordering::SeqCst);
-                self.changed();
-                Err(Error::Lock(e))
-            }
-            other => Err(unexpected(&other)),
-        }
+            None => return Err(unexpected(&decided.reply)),
+        };
+        self.released.store(true, Ordering::SeqCst);
+        self.changed();
+        answer
     }
 
-    /// What an extension's answer means for this lease (see [`Lease::extend`]).
+    /// What an extension's answer means for this lease (see [`Lease::extend`]): lock-protocol's
+    /// [`holding::extended`].
     pub(crate) fn extended_as(
         &self,
         decided: Result<Decided<Response>, StoreError>,
         unexpected: impl FnOnce(&Response) -> Error,
     ) -> Result<(), Error> {
         let decided = decided?;
-        match decided.reply {
-            Response::Extend(Ok(grant)) => {
+        match holding::extended(&decided.reply) {
+            Some(Extension::Extended(grant)) => {
                 self.deadline.store(grant.deadline.0, Ordering::SeqCst);
                 *self
                     .local_end
@@ -321,19 +293,12 @@ impl LeaseState {
                 self.changed();
                 Ok(())
             }
-            Response::Extend(Err(e)) => {
-                if matches!(
-                    e,
-                    LockError::Expired { .. }
-                        | LockError::Stolen { .. }
-                        | LockError::NotHeld
-                        | LockError::NotOwner
-                ) {
-                    self.lose(Some(e.clone()));
-                }
+            Some(Extension::Lost(e)) => {
+                self.lose(Some(e.clone()));
                 Err(Error::Lock(e))
             }
-            other => Err(unexpected(&other)),
+            Some(Extension::Refused(e)) => Err(Error::Lock(e)),
+            None => Err(unexpected(&decided.reply)),
         }
     }
 
@@ -373,15 +338,6 @@ impl LeaseState {
     }
 }
 
-/// When a released lease ends at the store's `now`: then, or at the end of its minimum hold
-/// (it keeps its place until then).
-fn outcome_end(outcome: ReleaseOutcome, now: Instant) -> Instant {
-    match outcome {
-        ReleaseOutcome::Released => now,
-        ReleaseOutcome::HeldUntil { until } => until,
-    }
-}
-
 /// Where a holder stops believing in its lease ending at `deadline` (store's time), on this
 /// process's clock (see [`lock_protocol::clock::local_end`]).
 pub(crate) fn local_end(clock: Option<StoreClock>, deadline: Instant) -> LocalInstant {
@@ -391,6 +347,7 @@ pub(crate) fn local_end(clock: Option<StoreClock>, deadline: Instant) -> LocalIn
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lock_core::ReleaseOutcome;
 
     fn state(local_end: LocalInstant) -> LeaseState {
         let grant = Grant {

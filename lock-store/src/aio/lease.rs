@@ -225,7 +225,7 @@ impl Drop for Lease {
         let id = locks.releasing_dropped(state.key(), state.owner());
         self.locks.runtime().spawn(async move {
             let _ = release(&locks, &state).await;
-            locks.released_dropped(state.key(), state.owner(), id);
+            locks.released_dropped(state.key(), id);
         });
     }
 }

@@ -185,7 +185,6 @@ impl Locks {
         let mut caller = Attending {
             locks: self,
             key,
-            owner,
             id,
             attending: true,
         };
@@ -197,7 +196,6 @@ impl Locks {
             let attempt = Finishing {
                 locks: &locks,
                 key: &key,
-                owner: &owner,
                 id,
             };
             let mut answer = answer;
@@ -350,8 +348,8 @@ impl Locks {
     }
 
     /// Attempt `id` is over (see [`Locks::releasing_dropped`]).
-    pub(crate) fn released_dropped(&self, key: &str, owner: &str, id: AttemptId) {
-        if self.departures().finish(key, owner, id) {
+    pub(crate) fn released_dropped(&self, key: &str, id: AttemptId) {
+        if self.departures().finish(key, id) {
             self.shared.departed.notify_waiters();
         }
     }
@@ -484,7 +482,6 @@ impl Locks {
 struct Attending<'a> {
     locks: &'a Locks,
     key: &'a str,
-    owner: &'a str,
     id: AttemptId,
     attending: bool,
 }
@@ -492,7 +489,7 @@ struct Attending<'a> {
 impl Drop for Attending<'_> {
     fn drop(&mut self) {
         if self.attending {
-            (self.locks.departures()).leave(self.key, self.owner, self.id);
+            (self.locks.departures()).leave(self.key, self.id);
         }
     }
 }
@@ -502,12 +499,11 @@ impl Drop for Attending<'_> {
 struct Finishing<'a> {
     locks: &'a Locks,
     key: &'a str,
-    owner: &'a str,
     id: AttemptId,
 }
 
 impl Drop for Finishing<'_> {
     fn drop(&mut self) {
-        self.locks.released_dropped(self.key, self.owner, self.id);
+        self.locks.released_dropped(self.key, self.id);
     }
 }

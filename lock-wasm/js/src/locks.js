@@ -5,6 +5,7 @@
 import { ALREADY_WAITING, CLOSED, LockError, WAIT_TIMED_OUT, ms, text } from './errors.js';
 import { Election, leaderOf } from './election.js';
 import { ENDED, EXTEND, LOSE, RELEASE, RENEW_AT, TIMERS, TRY_ACQUIRE_OR_NULL } from './internal.js';
+import { isLeaseLoss } from '../engine/lock_wasm.js';
 import { LockTable } from './table.js';
 import { Loss } from './loss.js';
 
@@ -450,13 +451,12 @@ export class Locks {
    * report it from the error.
    */
   #notHolder(lease, error) {
-    if (!lease.held || !['expired', 'stolen', 'not-held', 'not-owner'].includes(error.code)) return;
+    if (!lease.held || !isLeaseLoss(error.code)) return;
     this.#forget(lease);
-    if (error.code === 'expired') {
-      lease[LOSE]({ key: lease.key, owner: lease.owner, fence: lease.fence, at: error.details.deadline, reason: 'expired' });
-    } else if (error.code === 'stolen') {
-      lease[LOSE]({ key: lease.key, owner: lease.owner, fence: lease.fence, at: error.details.at, reason: 'stolen' });
-    }
+    // When: the instant of the steal, the deadline the refusal names, or the known deadline.
+    const { at, deadline } = error.details;
+    const reason = error.code === 'stolen' ? 'stolen' : 'expired';
+    lease[LOSE]({ key: lease.key, owner: lease.owner, fence: lease.fence, at: at ?? deadline ?? lease.deadline, reason });
   }
 
   #lease(key, owner, ttl, outcome, keepAlive, onLost) {

@@ -12,6 +12,7 @@ use lock_protocol::decided::TimeSource;
 use lock_protocol::driver::{
     Call, Client, LocalInstant, Next, Op, Outcome, OwnedOptions, Waiting, Wanted, Won,
 };
+use lock_protocol::holding;
 use lock_protocol::records::{Read, Stored, Written};
 use lock_protocol::{Error, StoreError};
 use wasm_bindgen::prelude::*;
@@ -769,9 +770,10 @@ impl RawClient {
         }
     }
 
-    /// After `finish`: `{now, nextDeadline, ambiguous, handedTo, localEnd}` (`localEnd`: for a
-    /// grant or an extension, the local instant in ms at which its holder stops believing in
-    /// it; else null).
+    /// After `finish`: `{now, nextDeadline, ambiguous, handedTo, localEnd, releasedAt}`
+    /// (`localEnd`: for a grant or an extension, the local instant in ms at which its holder
+    /// stops believing in it, else null; `releasedAt`: for a release done, when the lease ended,
+    /// store's time, by lock-protocol's `holding::released_at`, else 0).
     pub fn outcome_json(&self) -> String {
         self.outcome.clone()
     }
@@ -856,6 +858,10 @@ fn outcome_json(outcome: &Outcome, t: LocalInstant) -> String {
     let next = decided
         .next_deadline
         .map_or_else(|| String::from("null"), |d| d.0.to_string());
+    let released_at = match &decided.reply {
+        Reply::Response(Response::Release(Ok(o))) => holding::released_at(*o, decided.now),
+        _ => Instant::ZERO,
+    };
     Obj::new()
         .num("now", decided.now.0)
         .raw("nextDeadline", &next)
@@ -868,6 +874,7 @@ fn outcome_json(outcome: &Outcome, t: LocalInstant) -> String {
             &json::array(outcome.handed_to.iter().map(|o| json::string(o))),
         )
         .raw("localEnd", &local_end)
+        .num("releasedAt", released_at.0)
         .done()
 }
 

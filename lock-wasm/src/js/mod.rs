@@ -12,13 +12,14 @@
 
 mod answer;
 mod client;
+mod departures;
 mod election;
 mod json;
 mod records;
 
 use lock_core::{
-    AcquireOutcome, Duration, Event, EventKind, Fence, Instant, Limits, LockError, LockTable,
-    PayloadValue,
+    AcquireOutcome, Duration, ErrorCode, Event, EventKind, Fence, Instant, Limits, LockError,
+    LockTable, PayloadValue,
 };
 use wasm_bindgen::prelude::*;
 
@@ -62,6 +63,15 @@ const OUT_PENDING: usize = 3;
 #[wasm_bindgen(js_name = errorCodesJson)]
 pub fn error_codes_json() -> String {
     json::array(LockError::CODES.iter().map(|c| json::string(c)))
+}
+
+/// Whether a refusal with error code `code`, answering a holder's extend or release, means
+/// that the holder lost the lease (`lock-core`'s `ErrorCode::is_lease_loss`, which every face's
+/// lease asks; `false` for an unknown code).
+#[wasm_bindgen(js_name = isLeaseLoss)]
+#[must_use]
+pub fn is_lease_loss(code: &str) -> bool {
+    ErrorCode::parse(code).is_some_and(ErrorCode::is_lease_loss)
 }
 
 /// The fields of [`Limits`] in the order `RawTable::new` takes them, with their JS names.

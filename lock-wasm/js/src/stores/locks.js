@@ -5,7 +5,7 @@
 
 import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import { keepAliveEvery, keepAliveRetry, namespaceError } from '../../engine/lock_wasm.js';
+import { RawDepartures, isLeaseLoss, keepAliveEvery, keepAliveRetry, namespaceError } from '../../engine/lock_wasm.js';
 import { CLOSED, LockError, StoreError, ms, text } from '../errors.js';
 import { Election, leaderOf } from '../election.js';
 import { LOCAL_END, RELEASE_OR_REFUSAL, STOP } from '../internal.js';
@@ -55,6 +55,19 @@ function leaseOptions(call, options, names) {
 let instances = 0;
 
 /**
+ * A promise and the function that resolves it (Node 20 has no Promise.withResolvers).
+ * @returns {{promise: Promise<void>, resolve: () => void}}
+ */
+function wakeUp() {
+  /** @type {() => void} */
+  let resolve = () => {};
+  const promise = new Promise((r) => {
+    resolve = () => r(undefined);
+  });
+  return { promise, resolve };
+}
+
+/**
  * Locks shared through a store (`redis://`, `rediss://`, `postgres://`): the same API as the
  * in-process `Locks`,
  * asynchronous because every call is a round trip. Open with `await Locks.open(url, namespace)`.
@@ -68,8 +81,10 @@ export class StoreLocks {
   #ownerSeq = 0;
   #closed = false;
   #leases = new Set();
-  /** @type {Map<string, Promise<void>>} acquires giving up, by key and owner (#departing) */
-  #departures = new Map();
+  /** The acquires under way and those giving up (lock-protocol's Departures, in the engine). */
+  #departures = new RawDepartures();
+  /** Settles when an attempt that an acquire may be waiting for finishes (#afterDepartures). */
+  #departed = wakeUp();
 
   /** @internal use `Locks.open(url, namespace)` */
   constructor(driver, client, options) {
@@ -165,42 +180,40 @@ export class StoreLocks {
     const wait = timeout === undefined ? FOREVER : ms('timeout', timeout);
     const who = this.#owner(owner);
     await this.#afterDepartures(key, who);
+    this.#open(); // closed while it waited
+    const attempt = this.#departures.begin(key, who);
     const waiting = this.#client.wait(key, who, ttl, wait, { poll: this.#poll, signal, notices: this.#notices, request });
     // Once its signal aborts, this attempt is giving up until `waiting` settles: a new acquire
     // by the same owner on the same key waits for that (see #afterDepartures).
-    const departs = () => this.#departing(key, who, waiting);
+    const departs = () => this.#departures.leave(key, attempt);
     signal?.addEventListener('abort', departs, { once: true });
     let won;
     try {
       won = await waiting;
     } finally {
       signal?.removeEventListener('abort', departs);
+      this.#finished(key, attempt);
     }
     return this.#lease(key, who, ttl, won.fence, won.deadline, won.localEnd, keepAlive, onLost);
   }
 
   /**
-   * Notes that an acquire of `key` by `owner` gives up until `settles` settles: the store tells
-   * attempts apart by their owner only, so a new acquire of the same owner asking meanwhile would
-   * be answered `already-waiting` for the wait being cancelled, or handed, as already held, the
-   * lease the give-up is about to release (as the Rust async client's `Departures`).
+   * Attempt `attempt` on `key` is over; wakes the acquires that may wait for it. The
+   * store tells attempts apart by their owner only, so a new acquire of the same owner asking
+   * while one gives up would be answered `already-waiting` for the wait being cancelled, or
+   * handed, as already held, the lease the give-up is about to release: the engine's
+   * Departures (lock-protocol, as the Rust async client) says when a new one must wait.
    */
-  #departing(key, owner, settles) {
-    const id = `${key}\u0000${owner}`;
-    const done = settles.then(
-      () => {},
-      () => {},
-    );
-    this.#departures.set(id, done);
-    done.then(() => {
-      if (this.#departures.get(id) === done) this.#departures.delete(id);
-    });
+  #finished(key, attempt) {
+    if (this.#closed || !this.#departures.finish(key, attempt)) return;
+    const departed = this.#departed;
+    this.#departed = wakeUp();
+    departed.resolve();
   }
 
   /** Resolves once no acquire of `key` by `owner` that gave up is still leaving the key. */
   async #afterDepartures(key, owner) {
-    const id = `${key}\u0000${owner}`;
-    while (this.#departures.has(id)) await this.#departures.get(id);
+    while (!this.#closed && this.#departures.must_wait(key, owner)) await this.#departed.promise;
   }
 
   /**
@@ -316,6 +329,8 @@ export class StoreLocks {
     await this.#notices?.close().catch(() => {});
     await this.#driver.close();
     this.#client.free();
+    this.#departures.free();
+    this.#departed.resolve();
   }
 
   /** `await using locks = await Locks.open(...)`: closed when the scope ends. */
@@ -343,7 +358,7 @@ export class StoreLocks {
   }
 
   async #release(lease, unsure) {
-    if (this.#closed) return { reply: {}, now: null };
+    if (this.#closed) return { reply: {}, releasedAt: null };
     return this.#client.run('release', lease.key, { owner: lease.owner, fence: lease.fence, lease: { deadline: lease.deadline, unsure } });
   }
 }
@@ -499,13 +514,13 @@ export class StoreLease {
       if (e instanceof StoreError) this.#releaseUnsure = true;
       throw e;
     }
-    const { reply, now } = answer;
+    const { reply } = answer;
     if (reply.error !== undefined) {
       this.#notHolder(reply.error);
       return reply.error;
     }
-    // With a minimum hold, the lease keeps its place until its end: that is when it ends.
-    this.releasedAt = reply.type === 'held-until' ? reply.until : now;
+    // The engine's (lock-protocol's holding): now, or the end of a minimum hold.
+    this.releasedAt = answer.releasedAt ?? null;
     if (this.#state === 'held') {
       this.#state = 'released';
       this[STOP]();
@@ -525,11 +540,12 @@ export class StoreLease {
     this.#locks.ended(this);
   }
 
-  /** The store says this owner does not hold the lease any more. */
+  /** If the store's refusal means this owner does not hold the lease any more, it is lost. */
   #notHolder(error) {
-    if (this.#state !== 'held') return;
-    if (error.code === 'stolen') this.#lose(error.details.at, 'stolen');
-    else if (['expired', 'not-held', 'not-owner'].includes(error.code)) this.#lose(error.details.deadline ?? this.deadline);
+    if (this.#state !== 'held' || !isLeaseLoss(error.code)) return;
+    // When: the instant of the steal, the deadline the refusal names, or the known deadline.
+    const { at, deadline } = error.details;
+    this.#lose(at ?? deadline ?? this.deadline, error.code === 'stolen' ? 'stolen' : 'expired');
   }
 
   #lose(at, reason = 'expired') {
