@@ -168,6 +168,20 @@ describe('leases', () => {
     assert.equal(errors.length, 1);
     assert.ok(locks.tryAcquire('k', { ttl: 10 }));
   });
+
+  it('a loss whose expiry event was dropped is reported by the refusal of the release, whichever refusal (lock-core lease_loss)', async () => {
+    // One pending event at most and no memory of expired leases: of three leases expiring at
+    // once, two hear no event, and their release is refused `not-held`, which ends a lease.
+    const { time, locks } = setup({ maxPendingEvents: 1, maxExpiredRecords: 0 });
+    const lost = [];
+    const leases = ['k1', 'k2', 'k3'].map((key) => locks.tryAcquire(key, { owner: 'a', ttl: 100, onLost: (info) => lost.push(info) }));
+    await time.advance(100);
+    assert.equal(lost.length, 1, 'one expiry event kept');
+    assert.deepEqual(leases.map((l) => l.release()), [false, false, false]);
+    assert.deepEqual(leases.map((l) => l.isLost), [true, true, true]);
+    const told = lost.map(({ key, at, reason }) => [key, at, reason]).sort();
+    assert.deepEqual(told, [['k1', 100, 'expired'], ['k2', 100, 'expired'], ['k3', 100, 'expired']]);
+  });
 });
 
 describe('withLock', () => {
