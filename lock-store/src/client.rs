@@ -3,11 +3,12 @@
 //! on it and so do its leases, neither knowing the other.
 
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use lock_core::{Instant, Limits, Request, Response};
 use lock_protocol::decided::{Decided, TimeSource};
+use lock_protocol::departures::{AttemptId, Departures};
 use lock_protocol::Error;
 
 use crate::decider::AnyDecider;
@@ -18,6 +19,11 @@ use crate::store::{Store, StoreError};
 /// What the clones of one `Locks` share.
 struct Shared {
     engine: Mutex<Engine<Box<dyn Store>, AnyDecider>>,
+    /// The releases of leases dropped inside an async runtime, which run on threads of their
+    /// own past the drop (see `Lease`'s `Drop`): lock-protocol's same-owner rule.
+    departures: Mutex<Departures>,
+    /// Notified when one of them is over.
+    departed: Condvar,
 }
 
 /// A `Locks`' store, its hand-off notices and its settings. Cheap to clone.
@@ -52,6 +58,8 @@ impl Client {
         Ok(Client {
             shared: Arc::new(Shared {
                 engine: Mutex::new(engine),
+                departures: Mutex::new(Departures::default()),
+                departed: Condvar::new(),
             }),
             hub: Arc::new(Hub::default()),
             poll: Duration::from_millis(50),
@@ -75,6 +83,40 @@ impl Client {
         make: impl Fn(Instant) -> Request<'r>,
     ) -> Result<Decided<Response>, StoreError> {
         self.engine().request(key, Instant::ZERO, make)
+    }
+
+    fn departures(&self) -> MutexGuard<'_, Departures> {
+        (self.shared.departures)
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The release of a dropped lease of `owner` on `key` goes on past the drop: until
+    /// [`released_dropped`](Self::released_dropped), a new acquire of the key by the same owner
+    /// waits ([`after_departures`](Self::after_departures)), so that it is never handed, as
+    /// already held, the lease being released.
+    pub(crate) fn releasing_dropped(&self, key: &str, owner: &str) -> AttemptId {
+        self.departures().begin(key, owner, true)
+    }
+
+    /// The release `id` (see [`releasing_dropped`](Self::releasing_dropped)) is over.
+    pub(crate) fn released_dropped(&self, key: &str, id: AttemptId) {
+        if self.departures().finish(key, id) {
+            self.shared.departed.notify_all();
+        }
+    }
+
+    /// Returns once no release of a dropped lease of `owner` on `key` is under way, or once
+    /// `stop` answers true (looked at every 20 ms while waiting). Each such release is bounded
+    /// by the store's call bound.
+    pub(crate) fn after_departures(&self, key: &str, owner: &str, stop: impl Fn() -> bool) {
+        let mut departures = self.departures();
+        while departures.must_wait(key, owner) && !stop() {
+            let nap = Duration::from_millis(20);
+            departures = (self.shared.departed.wait_timeout(departures, nap))
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
     }
 
     /// A decider's answer of the wrong kind for the request (a broken component, say): the

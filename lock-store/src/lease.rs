@@ -192,7 +192,9 @@ impl Drop for Lease {
     /// Releases the lease. Inside an async runtime (a `Lease` dropped in async code), the
     /// release runs on a thread of its own and the drop waits for it at most 200 ms, so
     /// that the executor's thread is never held for a store that stopped answering (up to its
-    /// bound), while a healthy release is done when the drop returns.
+    /// bound), while a healthy release is done when the drop returns. A release still under
+    /// way then holds back the same owner's next acquire of the key on this `Locks` (and its
+    /// clones) until it is over.
     fn drop(&mut self) {
         if self.state.is_released() {
             self.state.stop();
@@ -201,16 +203,22 @@ impl Drop for Lease {
         if tokio::runtime::Handle::try_current().is_ok() {
             self.state.stop();
             let (locks, state) = (self.locks.clone(), Arc::clone(&self.state));
+            // Past the drop, the same owner's next acquire of the key waits for this release.
+            let id = locks.releasing_dropped(state.key(), state.owner());
             let (done_tx, done) = std::sync::mpsc::channel();
             let spawned = std::thread::Builder::new()
                 .name("lock-store-release".into())
                 .spawn(move || {
                     let _ = release(&locks, &state);
+                    locks.released_dropped(state.key(), id);
                     let _ = done_tx.send(());
                 });
-            if spawned.is_ok() {
-                let _ = done.recv_timeout(DROP_WAIT);
-                return;
+            match spawned {
+                Ok(_) => {
+                    let _ = done.recv_timeout(DROP_WAIT);
+                    return;
+                }
+                Err(_) => self.locks.released_dropped(self.state.key(), id),
             }
         }
         let _ = release(&self.locks, &self.state);
@@ -290,5 +298,41 @@ fn guard_thread(locks: &Client, state: &Arc<LeaseState>) {
             .wait_timeout(guard, wake_at - now)
             .unwrap_or_else(PoisonError::into_inner)
             .0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::memory::MemoryStore;
+    use crate::Locks;
+
+    #[test]
+    fn a_dropped_lease_still_being_released_holds_back_its_owner_on_the_key() {
+        // As when a lease dropped in async code is released on a thread of its own past the
+        // drop: the same owner's next acquire must not be handed, as already held, the lease
+        // that release is about to end.
+        let locks = Locks::new(MemoryStore::new("held_back").unwrap());
+        let ttl = Duration::from_secs(30);
+        let first = locks.try_acquire("k", "a", ttl).unwrap();
+        let id = locks.client.releasing_dropped("k", "a");
+        let next = std::thread::scope(|s| {
+            let next = s.spawn(|| locks.try_acquire("k", "a", ttl));
+            // Time for a next acquire that did not wait to adopt the first lease.
+            std::thread::sleep(Duration::from_millis(100));
+            first.release().unwrap();
+            locks.client.released_dropped("k", id);
+            next.join().unwrap()
+        });
+        let next = next.unwrap();
+        assert_ne!(next.fence(), first.fence(), "the lease being released");
+        let holders = locks.inspect("k").unwrap().unwrap().holders;
+        assert_eq!(holders[0].fence, next.fence());
+        // Another owner, or another key, never waits for it.
+        let id = locks.client.releasing_dropped("k", "a");
+        assert!(locks.try_acquire("other", "a", ttl).is_ok());
+        assert!(locks.try_acquire("k", "b", ttl).is_err(), "held by a");
+        locks.client.released_dropped("k", id);
     }
 }

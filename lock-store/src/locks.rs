@@ -223,6 +223,8 @@ impl Locks {
         give_up: Option<&GiveUp>,
     ) -> Result<Lease, Error> {
         let given_up = || give_up.is_some_and(GiveUp::is_given_up);
+        // A lease of this owner on this key dropped a moment ago may still be being released.
+        self.client.after_departures(key, owner, given_up);
         let mut gave_up = false;
         let mut acquiring = Acquiring::with_options(
             key,
