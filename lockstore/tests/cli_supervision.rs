@@ -142,17 +142,6 @@ fn logging_command(tag: &str, log: &Path) -> Vec<String> {
     vec!["sh".into(), "-c".into(), script]
 }
 
-/// Reads the child's stdout until the line `line`.
-fn wait_for_line(child: &mut Child, line: &str) {
-    let mut reader = BufReader::new(child.stdout.as_mut().unwrap());
-    let mut text = String::new();
-    while !text.lines().any(|l| l == line) {
-        let mut l = String::new();
-        assert!(reader.read_line(&mut l).unwrap() > 0, "no {line:?}: {text}");
-        text.push_str(&l);
-    }
-}
-
 /// Checks the shared log: `first` stopped before `second` started, and never wrote after.
 fn stopped_before(log: &Path, first: &str, second: &str, label: &str) {
     let text = std::fs::read_to_string(log).unwrap();
@@ -184,7 +173,7 @@ fn a_stopped_lockstore_run_cannot_keep_its_command_running_past_the_lease() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        wait_for_line(&mut first, "started");
+        common::wait_for_line(&mut first, "started");
         let locks = Locks::open(url, ns).unwrap();
         let second = lockstore()
             .args(["run", "--store", url, "--namespace", ns, "--key", "job"])
@@ -228,12 +217,12 @@ fn a_stopped_lockstore_elect_cannot_keep_its_command_leading_past_the_lease() {
                 .unwrap()
         };
         let mut a = elect("a");
-        wait_for_line(&mut a, "started");
+        common::wait_for_line(&mut a, "started");
         let mut b = elect("b");
         let locks = Locks::open(url, ns).unwrap();
         until("b in line", || waits(&locks, "sched", "b"));
         signal(&a, Signal::STOP);
-        wait_for_line(&mut b, "started");
+        common::wait_for_line(&mut b, "started");
         until("b's first write", || {
             std::fs::read_to_string(&log).is_ok_and(|t| t.contains("b writes"))
         });
@@ -266,7 +255,7 @@ fn one_owner_id_never_runs_twice_on_one_fence() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        wait_for_line(&mut first, "started");
+        common::wait_for_line(&mut first, "started");
         // An overlapping run with the same fixed owner: refused (exit 3), and it says why.
         let second = lockstore()
             .args(["run", "--store", url, "--namespace", ns, "--key", "cron"])
@@ -342,7 +331,7 @@ fn an_operators_sigterm_to_a_command_that_ignores_it_is_followed_by_sigkill_afte
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_for_line(&mut run, "started");
+    common::wait_for_line(&mut run, "started");
     signal(&run, Signal::TERM);
     let out = exit_of(run, "escalate");
     // 137: the command was killed (128 + SIGKILL), and the key released at once.
@@ -363,11 +352,11 @@ fn a_closed_stderr_never_ends_a_campaign() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_for_line(&mut elect, "started");
+    common::wait_for_line(&mut elect, "started");
     // Its supervisor's pipe goes away; then it has things to say (a resignation, a new term).
     drop(elect.stderr.take());
     signal(&elect, Signal::USR1);
-    wait_for_line(&mut elect, "started");
+    common::wait_for_line(&mut elect, "started");
     signal(&elect, Signal::TERM);
     let out = exit_of(elect, "stderr");
     assert_eq!(out.status.code(), Some(0), "{out:?}");
@@ -398,7 +387,7 @@ fn bound_limits_each_store_call_and_a_lost_run_exits_once_its_command_stopped() 
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        wait_for_line(&mut run, "started");
+        common::wait_for_line(&mut run, "started");
         // The path goes silent: extensions get no answer; the lease ends on lockstore's clock.
         proxy.set(common::proxy::Fault::Blackhole);
         let silent = Instant::now();

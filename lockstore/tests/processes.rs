@@ -991,23 +991,6 @@ fn supervised(ignore_term: bool, extra: &[&str]) -> (Child, String, String, Path
     (child, url, ns, dir)
 }
 
-/// Reads the child's stdout until `line` (at most 10 s).
-fn wait_for_line(child: &mut Child, line: &str) {
-    use std::io::BufRead;
-    let out = child.stdout.as_mut().unwrap();
-    let mut reader = std::io::BufReader::new(out);
-    let mut text = String::new();
-    let start = LocalInstant::now();
-    while !text.lines().any(|l| l == line) {
-        assert!(start.elapsed() < Duration::from_secs(10), "no {line:?}");
-        let mut l = String::new();
-        if reader.read_line(&mut l).unwrap() == 0 {
-            panic!("output ended before {line:?}: {text:?}");
-        }
-        text.push_str(&l);
-    }
-}
-
 /// Asserts that `job` is free at once (released, not expired at its TTL).
 fn assert_released(url: &str, ns: &str) {
     let locks = Locks::open(url, ns).unwrap();
@@ -1038,7 +1021,7 @@ fn lose_the_lock(url: &str, ns: &str) {
 #[test]
 fn a_lost_lock_stops_the_command_with_sigterm() {
     let (mut child, url, ns, dir) = supervised(false, &["--grace", "10s"]);
-    wait_for_line(&mut child, "started");
+    common::wait_for_line(&mut child, "started");
     lose_the_lock(&url, &ns);
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -1055,7 +1038,7 @@ fn a_lost_lock_stops_the_command_with_sigterm() {
 #[test]
 fn a_command_that_ignores_sigterm_is_killed_after_the_grace() {
     let (mut child, url, ns, dir) = supervised(true, &["--grace", "300ms"]);
-    wait_for_line(&mut child, "started");
+    common::wait_for_line(&mut child, "started");
     lose_the_lock(&url, &ns);
     let start = LocalInstant::now();
     let out = child.wait_with_output().unwrap();
@@ -1070,7 +1053,7 @@ fn a_command_that_ignores_sigterm_is_killed_after_the_grace() {
 #[test]
 fn a_signal_to_lockstore_reaches_the_command_and_the_key_is_released() {
     let (mut child, url, ns, dir) = supervised(false, &["--ttl", "30s"]);
-    wait_for_line(&mut child, "started");
+    common::wait_for_line(&mut child, "started");
     let pid = rustix::process::Pid::from_child(&child);
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
     let out = child.wait_with_output().unwrap();
@@ -1268,9 +1251,9 @@ fn a_killed_lockstore_takes_the_commands_whole_tree_with_it() {
             tree_under_lockstore(&owner, ignore, &["--ttl", "30s", "--grace", "60s"]);
         match moment {
             "at once" => {}
-            "while it runs" => wait_for_line(&mut child, "started"),
+            "while it runs" => common::wait_for_line(&mut child, "started"),
             _ => {
-                wait_for_line(&mut child, "started");
+                common::wait_for_line(&mut child, "started");
                 // Being stopped: a SIGTERM sent to lockstore is passed on to the tree, which
                 // ignores it; lockstore waits for it to finish (a long grace).
                 let pid = rustix::process::Pid::from_child(&child);
@@ -1296,7 +1279,7 @@ fn a_killed_lockstore_takes_the_commands_whole_tree_with_it() {
 fn a_lost_lock_stops_the_commands_whole_tree() {
     let owner = common::unique_namespace("losttree");
     let (mut child, dir, url) = tree_under_lockstore(&owner, false, &["--ttl", "600ms"]);
-    wait_for_line(&mut child, "started");
+    common::wait_for_line(&mut child, "started");
     tree_is_up(&owner);
     lose_the_lock(&url, "tree");
     let status = child.wait().unwrap();

@@ -444,3 +444,24 @@ pub fn fenced_write(resource: &std::path::Path, fence: u64, again: bool) -> bool
     std::fs::remove_file(&guard).unwrap();
     taken
 }
+
+/// Reads `child`'s stdout until the whole line `line` (at most 10 s; fails if the output ends
+/// first).
+pub fn wait_for_line(child: &mut std::process::Child, line: &str) {
+    use std::io::BufRead;
+    let out = child.stdout.as_mut().unwrap();
+    let mut reader = std::io::BufReader::new(out);
+    let mut text = String::new();
+    let start = std::time::Instant::now();
+    while !text.lines().any(|l| l == line) {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "no {line:?}: {text:?}"
+        );
+        let mut l = String::new();
+        if reader.read_line(&mut l).unwrap() == 0 {
+            panic!("output ended before {line:?}: {text:?}");
+        }
+        text.push_str(&l);
+    }
+}
