@@ -1,7 +1,8 @@
 -- The Redis store's compare-and-set, sent byte for byte (EVALSHA names it by the SHA-1 of this file).
 -- KEYS: record, counter. ARGV: expected, version, delete (0/1), bytes, fresh fences,
--- not_before (ms, -1: none), forget_at (ms, -1: none), seed counter from time (0/1), the
--- bytes replaced (compared with the version: a record damaged in place is a conflict).
+-- not_before (ms, -1: none), forget_at (ms, -1: none), tokens at least the server's time (0/1:
+-- 0 in the tests that expect tokens 1, 2, 3...), the bytes replaced (compared with the
+-- version: a record damaged in place is a conflict).
 -- Replies the fences written (a string, empty for none), or on a conflict an array: the
 -- server's time (seconds, microseconds) and the record's v, r, f.
 -- Written for the server's time per call (measured with INFO commandstats): no table is made
@@ -17,16 +18,22 @@ end
 local n = tonumber(ARGV[5])
 local fences = ''
 if n > 0 then
-  local last = redis.call('INCRBY', KEYS[2], n)
-  if last == n and ARGV[8] == '1' then
-    -- The counter was missing (a new namespace, or Redis lost its data): restart above every
-    -- token issued before, at the server's time in microseconds.
-    last = t[1] * 1000000 + t[2] + n
-    redis.call('SET', KEYS[2], string.format('%d', last))
+  local first = tonumber(redis.call('GET', KEYS[2]) or '0') + 1
+  if ARGV[8] == '1' then
+    -- Every token is also at least the server's time in microseconds: a server that lost the
+    -- tail of the writes (a replica promoted before it had them, a restart from an older file,
+    -- a new namespace) still never hands out a token issued before it (docs/stores.md).
+    local now = t[1] * 1000000 + t[2]
+    if now > first then
+      first = now
+    end
   end
+  -- (n - 1) first: first + n could round away at 2^53 (Lua numbers are doubles).
+  local last = first + (n - 1)
   if last > 9007199254740991 then
     return redis.error_reply('EXHAUSTED fencing tokens reached 2^53')
   end
+  redis.call('SET', KEYS[2], string.format('%d', last))
   if n == 1 then
     fences = string.format('%d', last)
   else

@@ -79,8 +79,9 @@ impl RedisStore {
         }
     }
 
-    /// Whether a missing counter restarts at the server's time in microseconds (the default)
-    /// or at 0 (tests that expect tokens 1, 2, 3...).
+    /// Whether every token is also at least the server's time in microseconds (the default:
+    /// tokens never repeat after a data loss or a failover) or counts from 1 (tests that expect
+    /// tokens 1, 2, 3...).
     pub fn set_seed_from_time(&mut self, seed: bool) {
         self.seed_from_time = seed;
     }

@@ -20,10 +20,38 @@ pub struct Throwaway {
     port: u16,
     dir: std::path::PathBuf,
     persistence: &'static [&'static str],
+    /// More arguments (`--replicaof`...).
+    extra: Vec<String>,
 }
 
 impl Throwaway {
     pub fn new(offset: u16, persistence: &'static [&'static str]) -> Self {
+        Self::with_args(offset, persistence, Vec::new())
+    }
+
+    /// A replica of `primary` (it starts syncing at once: no diskless-sync delay); answers once
+    /// its link to the primary is up.
+    pub fn replica_of(offset: u16, primary: &Throwaway) -> Self {
+        let follow = ["--replicaof", "127.0.0.1", &primary.port.to_string()];
+        let mut extra: Vec<String> = follow.iter().map(|a| a.to_string()).collect();
+        extra.extend(["--repl-diskless-sync-delay".into(), "0".into()]);
+        let replica = Self::with_args(offset, NO_PERSISTENCE, extra);
+        for _ in 0..200 {
+            if replica
+                .info("replication")
+                .contains("master_link_status:up")
+            {
+                return replica;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!(
+            "the replica on {} never linked to its primary",
+            replica.port
+        );
+    }
+
+    fn with_args(offset: u16, persistence: &'static [&'static str], extra: Vec<String>) -> Self {
         let port = 16390 + offset + (std::process::id() % 50) as u16 * 4;
         let dir = std::env::temp_dir().join(super::unique_namespace("redis_restart"));
         std::fs::create_dir_all(&dir).unwrap();
@@ -31,9 +59,33 @@ impl Throwaway {
             port,
             dir,
             persistence,
+            extra,
         };
         server.start();
         server
+    }
+
+    /// A command's answer on a connection of its own.
+    pub fn query<T: redis::FromRedisValue>(&self, cmd: &mut redis::Cmd) -> T {
+        let mut c = redis::Client::open(self.url())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        cmd.query(&mut c).unwrap()
+    }
+
+    /// `INFO section`.
+    pub fn info(&self, section: &str) -> String {
+        self.query(redis::cmd("INFO").arg(section))
+    }
+
+    /// Its process.
+    pub fn pid(&self) -> rustix::process::Pid {
+        let pid: i32 = (self.info("server").lines())
+            .find_map(|l| l.strip_prefix("process_id:"))
+            .and_then(|p| p.trim().parse().ok())
+            .expect("INFO server has process_id");
+        rustix::process::Pid::from_raw(pid).unwrap()
     }
 
     pub fn url(&self) -> String {
@@ -44,6 +96,7 @@ impl Throwaway {
         let ok = std::process::Command::new("redis-server")
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(self.persistence)
+            .args(&self.extra)
             .args(["--daemonize", "yes", "--dir"])
             .arg(&self.dir)
             .status()
@@ -72,18 +125,7 @@ impl Throwaway {
 
     /// Kills it with SIGKILL (no shutdown, no save).
     pub fn kill(&self) {
-        let mut c = redis::Client::open(self.url())
-            .unwrap()
-            .get_connection()
-            .unwrap();
-        let info: String = redis::cmd("INFO").arg("server").query(&mut c).unwrap();
-        let pid: i32 = info
-            .lines()
-            .find_map(|l| l.strip_prefix("process_id:"))
-            .and_then(|p| p.trim().parse().ok())
-            .expect("INFO server has process_id");
-        let pid = rustix::process::Pid::from_raw(pid).unwrap();
-        rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
+        rustix::process::kill_process(self.pid(), rustix::process::Signal::KILL).unwrap();
         while redis::Client::open(self.url())
             .unwrap()
             .get_connection()

@@ -109,7 +109,7 @@ export class RedisDriver {
     return this.#redis;
   }
 
-  /** Test mode: the counter of a new namespace starts at 0, not at the server's time. */
+  /** Test mode (`false`): tokens count from 1 instead of being at least the server's time in µs. */
   setSeedFromTime(seed) {
     this.#seedFromTime = seed;
   }
