@@ -748,66 +748,9 @@ mod mysql_faults {
 #[cfg(feature = "postgres")]
 #[test]
 fn postgres_restart_keeps_leases_and_fences() {
-    use std::process::Command;
-    let bin = std::fs::read_dir("/usr/lib/postgresql")
-        .expect("PostgreSQL's server binaries (Debian's postgresql package)")
-        .filter_map(Result::ok)
-        .map(|e| e.path().join("bin"))
-        .filter(|p| p.join("initdb").exists())
-        .max()
-        .expect("initdb");
-    let dir = std::env::temp_dir().join(common::unique_namespace("pg_restart"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let root = running_as_root();
-    if root {
-        assert!(Command::new("chown")
-            .args(["-R", "postgres"])
-            .arg(&dir)
-            .status()
-            .unwrap()
-            .success());
-    }
-    let run = |program: &str, args: &[&str]| {
-        let mut cmd = if root {
-            let mut c = Command::new("runuser");
-            c.args(["-u", "postgres", "--"]).arg(bin.join(program));
-            c
-        } else {
-            Command::new(bin.join(program))
-        };
-        let out = cmd.args(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{program}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    let data = dir.join("data");
-    let data = data.to_str().unwrap();
     let port = 15500 + (std::process::id() % 400) as u16;
-    let options = format!(
-        "-p {port} -k {} -c listen_addresses=127.0.0.1",
-        dir.display()
-    );
-    let log = dir.join("postgres.log");
-    let log = log.to_str().unwrap();
-    run("initdb", &["-D", data, "-A", "trust", "-U", "postgres"]);
-    run(
-        "pg_ctl",
-        &["-D", data, "-o", &options, "-l", log, "-w", "start"],
-    );
-    let _stop = common::Cleanup(|| {
-        let _ = Command::new(if root { "runuser" } else { "true" })
-            .args(if root {
-                vec!["-u", "postgres", "--"]
-            } else {
-                vec![]
-            })
-            .arg(bin.join("pg_ctl"))
-            .args(["-D", data, "-m", "immediate", "-w", "stop"])
-            .output();
-    });
-    let url = format!("postgres://postgres@127.0.0.1:{port}/postgres");
+    let server = common::postgres_server::Cluster::init("pg_restart", port);
+    let url = server.url();
     let locks = lock_store::Locks::open(&url, "restart").unwrap();
     // The async face on the same server: its connections die with the server too.
     #[cfg(feature = "tokio")]
@@ -854,12 +797,7 @@ fn postgres_restart_keeps_leases_and_fences() {
             highest = highest.max(other.fence());
             other.release().unwrap();
         }
-        run(
-            "pg_ctl",
-            &[
-                "-D", data, "-m", mode, "-w", "restart", "-o", &options, "-l", log,
-            ],
-        );
+        server.restart(mode);
         let info = loop {
             match locks.inspect(&key) {
                 Ok(info) => break info,
@@ -942,14 +880,4 @@ fn postgres_restart_keeps_leases_and_fences() {
                 .unwrap();
         }
     }
-}
-
-/// Whether this process runs as root (PostgreSQL refuses to run as root).
-#[cfg(feature = "postgres")]
-fn running_as_root() -> bool {
-    std::process::Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| o.stdout.starts_with(b"0"))
-        .unwrap_or(false)
 }

@@ -2,6 +2,7 @@
 //! cannot have, and where the servers are.
 #![allow(dead_code)]
 
+pub mod postgres_server;
 pub mod proxy;
 #[cfg(feature = "redis")]
 pub mod redis_server;

@@ -93,7 +93,7 @@ pub fn free_port() -> u16 {
 
 /// Whether this process runs as root (PostgreSQL then runs as the `postgres` user).
 fn root() -> bool {
-    rustix::process::geteuid().is_root()
+    crate::common::postgres_server::running_as_root()
 }
 
 fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
@@ -207,23 +207,12 @@ pub fn redis(dir: &Path, pki: &Pki, pem: &Pem) -> Server {
 /// Role `certuser` (see [`CERT_USER`]) may connect only over TLS with a client certificate
 /// signed by the CA (`clientcert=verify-ca` in `pg_hba.conf`).
 pub fn postgres(dir: &Path, pki: &Pki, pem: &Pem) -> Server {
-    let bin = std::fs::read_dir("/usr/lib/postgresql")
-        .expect("PostgreSQL's binaries in /usr/lib/postgresql (Debian: postgresql)")
-        .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
-        .filter(|b| b.join("initdb").exists())
-        .max()
-        .expect("initdb");
+    let bin = crate::common::postgres_server::bin_dir();
     let dir = dir.join("postgres");
     std::fs::create_dir_all(&dir).unwrap();
     let owner = root().then_some("postgres");
     let as_owner = |program: PathBuf| {
-        let mut c = if root() {
-            let mut c = Command::new("runuser");
-            c.args(["-u", "postgres", "--"]).arg(program);
-            c
-        } else {
-            Command::new(program)
-        };
+        let mut c = crate::common::postgres_server::as_owner(&program);
         c.stdout(Stdio::null());
         c
     };

@@ -1,0 +1,178 @@
+//! Throwaway PostgreSQL clusters of a test's own (Debian's server binaries, its own port and
+//! directory): a primary, and standbys streaming from it, for the tests that restart, crash or
+//! fail over their store server. Run as the `postgres` user when the tests run as root.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The newest server binaries under /usr/lib/postgresql (Debian's `postgresql` package).
+pub fn bin_dir() -> PathBuf {
+    std::fs::read_dir("/usr/lib/postgresql")
+        .expect("PostgreSQL's server binaries in /usr/lib/postgresql (Debian: postgresql)")
+        .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
+        .filter(|b| b.join("initdb").exists())
+        .max()
+        .expect("initdb")
+}
+
+/// Whether the tests run as root (then the server runs as `postgres`, which initdb needs).
+pub fn running_as_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// `program` run as the cluster's owner.
+pub fn as_owner(program: &Path) -> Command {
+    if running_as_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(program);
+        c
+    } else {
+        Command::new(program)
+    }
+}
+
+fn run(cmd: &mut Command, what: &str) {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{what}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// One cluster: its data directory, port and log; stopped (immediately) and removed on drop.
+pub struct Cluster {
+    dir: PathBuf,
+    port: u16,
+}
+
+impl Cluster {
+    /// A new cluster on `port` (`initdb`, trust authentication, replication allowed from
+    /// 127.0.0.1), started.
+    pub fn init(name: &str, port: u16) -> Self {
+        let cluster = Self::at(name, port);
+        let mut initdb = as_owner(&bin_dir().join("initdb"));
+        initdb.arg("-D").arg(cluster.data());
+        run(
+            initdb.args(["-A", "trust", "-U", "postgres", "--no-sync"]),
+            "initdb",
+        );
+        // Streaming replication to the tests' standbys; no fsync (throwaway data).
+        let conf = cluster.data().join("postgresql.conf");
+        let mut text = std::fs::read_to_string(&conf).unwrap();
+        text.push_str("\nwal_level = replica\nmax_wal_senders = 4\nfsync = off\n");
+        std::fs::write(&conf, text).unwrap();
+        cluster.start();
+        cluster
+    }
+
+    /// A standby of `primary` on `port` (`pg_basebackup -R`), started and streaming.
+    pub fn standby_of(primary: &Cluster, name: &str, port: u16) -> Self {
+        let cluster = Self::at(name, port);
+        let mut backup = as_owner(&bin_dir().join("pg_basebackup"));
+        backup.args(["-h", "127.0.0.1", "-p", &primary.port.to_string()]);
+        backup.args(["-U", "postgres", "-R", "--no-sync", "-D"]);
+        run(backup.arg(cluster.data()), "pg_basebackup");
+        cluster.start();
+        super::eventually("the standby streams", || {
+            let state = primary.query("SELECT state FROM pg_stat_replication");
+            (state == "streaming").then_some(())
+        });
+        cluster
+    }
+
+    fn at(name: &str, port: u16) -> Self {
+        let dir = std::env::temp_dir().join(super::unique_namespace(name));
+        std::fs::create_dir_all(&dir).unwrap();
+        if running_as_root() {
+            let mut chown = Command::new("chown");
+            run(chown.args(["-R", "postgres"]).arg(&dir), "chown");
+        }
+        Cluster { dir, port }
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    /// `pg_ctl -D <data> args...`, waiting for it (`-w`).
+    pub fn pg_ctl(&self, args: &[&str]) {
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1",
+            self.port,
+            self.dir.display()
+        );
+        let log = self.dir.join("postgres.log");
+        let mut cmd = as_owner(&bin_dir().join("pg_ctl"));
+        cmd.arg("-D").arg(self.data()).arg("-w").args(args);
+        if args.contains(&"start") || args.contains(&"restart") {
+            cmd.arg("-o").arg(&options).arg("-l").arg(log);
+        }
+        run(&mut cmd, &format!("pg_ctl {args:?}"));
+    }
+
+    /// Starts it.
+    pub fn start(&self) {
+        self.pg_ctl(&["start"]);
+    }
+
+    /// Stops it: `fast` (clean) or `immediate` (as a crash: no checkpoint).
+    pub fn stop(&self, mode: &str) {
+        self.pg_ctl(&["-m", mode, "stop"]);
+    }
+
+    /// Restarts it (`fast` or `immediate`).
+    pub fn restart(&self, mode: &str) {
+        self.pg_ctl(&["-m", mode, "restart"]);
+    }
+
+    /// Promotes a standby to a primary (a new timeline), once it accepts writes.
+    pub fn promote(&self) {
+        self.pg_ctl(&["promote"]);
+        super::eventually("the promoted standby accepts writes", || {
+            (self.query("SELECT pg_is_in_recovery()") == "f").then_some(())
+        });
+    }
+
+    /// Its URL (database `postgres`).
+    pub fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// One value of `sql` as `psql` prints it unaligned (`""` for none).
+    pub fn query(&self, sql: &str) -> String {
+        let out = Command::new(bin_dir().join("psql"))
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(["-U", "postgres", "-d", "postgres", "-Atc", sql])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{sql}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// Waits until `standby` replayed everything this primary wrote so far.
+    pub fn caught_up(&self, standby: &Cluster) {
+        let written = self.query("SELECT pg_current_wal_lsn()");
+        super::eventually("the standby replays the primary's writes", || {
+            let behind = standby.query(&format!(
+                "SELECT pg_wal_lsn_diff('{written}', pg_last_wal_replay_lsn()) > 0"
+            ));
+            (behind == "f").then_some(())
+        });
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let mut cmd = as_owner(&bin_dir().join("pg_ctl"));
+        let _ = (cmd.arg("-D").arg(self.data()))
+            .args(["-m", "immediate", "-w", "stop"])
+            .output();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
