@@ -189,6 +189,44 @@ mod postgres_standby {
     }
 
     #[test]
+    fn a_move_near_the_end_of_the_tokens_stops_at_2_53_and_the_grant_is_refused() {
+        // The local server; another server named in 'authority', the sequence within a million
+        // of the end: the move stops at 2^53 - 1, the grant is refused, nothing is written.
+        let url = common::postgres_url();
+        let ns = common::unique_namespace("fence_end");
+        let _gone = common::Cleanup(|| common::uninstall(&url, &ns));
+        let locks = open(&url, &ns, true);
+        drop(grants(&locks, "job", 1));
+        let psql = |sql: String| {
+            let out = std::process::Command::new(common::postgres_server::bin_dir().join("psql"))
+                .arg(&url)
+                .args(["-Atc", &sql])
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        psql(format!("SELECT setval('{ns}.fences', 9007199254740000)"));
+        psql(format!(
+            "UPDATE {ns}.meta SET value = 'another server' WHERE name = 'authority'"
+        ));
+        let refused = locks.try_acquire("other", "b", TTL);
+        assert!(
+            matches!(
+                refused,
+                Err(lock_store::Error::Store(
+                    lock_store::StoreError::FencesExhausted { .. }
+                ))
+            ),
+            "{refused:?}"
+        );
+        assert_eq!(locks.inspect("other").unwrap(), None);
+    }
+
+    #[test]
     fn with_the_sequence_alone_the_promoted_standby_issues_fences_again() {
         // The control: the sequence is logged 32 values ahead, so a standby that missed forty
         // grants is behind some of them.
