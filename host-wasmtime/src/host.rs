@@ -54,7 +54,7 @@ impl LockHost {
 
     /// The last failed periodic save, shutdown save or token reservation, until a save
     /// succeeds (`None` if all is well or without persistence). Failures are also passed to
-    /// the hook set with [`LockHostBuilder::on_persist_error`].
+    /// the hook set with [`LockHostBuilder::on_persist_error`](crate::LockHostBuilder::on_persist_error).
     #[must_use]
     pub fn persist_error(&self) -> Option<Error> {
         self.inner

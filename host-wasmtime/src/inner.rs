@@ -15,7 +15,7 @@ use crate::persist::{self, Recovery, Reservation, CLOCK_BLOCK};
 use crate::{ComponentTable, Error, HostError};
 use lock_core::{Event, EventKind, Fence, Grant, Instant, LeaseLoss};
 
-/// What [`LockHostBuilder::on_persist_error`] keeps.
+/// What [`LockHostBuilder::on_persist_error`](crate::LockHostBuilder::on_persist_error) keeps.
 pub(crate) type PersistErrorHook = Box<dyn Fn(&Error) + Send + Sync>;
 
 /// Persistence settings and the two files' writers.
