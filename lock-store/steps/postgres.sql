@@ -52,34 +52,19 @@ SET plan_cache_mode = force_generic_plan
 -- $1 key. The server's time in milliseconds, and the row (none: NULLs).
 SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint, r.version, r.record, r.fences FROM (SELECT 1) AS one LEFT JOIN {ns}.records AS r ON r.key = $1
 
--- Fences across servers. A standby promoted before it replayed the last grants (or a server
--- restored from an older backup) has a sequence behind the tokens already issued. So the first
--- write that takes tokens on a server that did not take the last ones (its start time differs
--- from the one the namespace's meta row 'authority' names: a restart, a promotion, another
--- server) first moves the sequence to at least the server's time in microseconds and a million
--- above its last value (the million: nextvals of other sessions racing the move can never be
--- handed out again; at most 2^53 - 1, where the next nextval fails as exhausted), under an
--- advisory lock, and names this server in 'authority'. Tokens issued before were below the old
--- server's time plus the tokens it issued since it took over: below this server's time as long
--- as the namespace issued fewer than one token per microsecond on average and this server's
--- clock is not behind the old one's by more than the failover took (docs/stores.md). Off (the
--- last parameter false) in the tests that count from 1.
-
 -- step: update
 -- $1 key, $2 expected, $3 version, $4 record, $5 tokens, $6 forget_at, $7 not_before, $8 the
--- record replaced, $9 fences across servers (above). The row is locked first (locked) and the
--- tokens taken in the UPDATE that joins it: a writer that loses the race waits for the lock,
--- finds the version changed and takes none. (Without it, two UPDATEs of one row both computed
--- their new row, nextval included, before the loser found the version changed: every lost race
--- burnt tokens.) not_before is a timestamptz compared with clock_timestamp() as it is. The
--- tokens are taken after took_over (their subquery scans it).
-WITH locked AS MATERIALIZED (SELECT key FROM {ns}.records WHERE key = $1 AND version = $2 AND record = $8 AND ($7::timestamptz IS NULL OR clock_timestamp() >= $7::timestamptz) FOR NO KEY UPDATE), took_over AS MATERIALIZED (SELECT setval('{ns}.fences', LEAST(GREATEST(floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint, (SELECT last_value FROM {ns}.fences) + 1000000), 9007199254740991)) FROM locked, LATERAL (SELECT pg_advisory_xact_lock(hashtext('expiring-locks fences ' || '{ns}'))) AS serialised WHERE $5::int > 0 AND $9::boolean AND (SELECT value FROM {ns}.meta WHERE name = 'authority') IS DISTINCT FROM extract(epoch FROM pg_postmaster_start_time())::text), claimed AS (INSERT INTO {ns}.meta (name, value) SELECT 'authority', extract(epoch FROM pg_postmaster_start_time())::text FROM took_over ON CONFLICT (name) DO UPDATE SET value = excluded.value) UPDATE {ns}.records AS r SET version = $3, record = $4, forget_at = $6, fences = CASE WHEN $5::int = 0 THEN '{}'::bigint[] ELSE ARRAY(SELECT nextval('{ns}.fences') FROM (SELECT count(*) FROM took_over) AS after_took_over, generate_series(1, $5::int)) END FROM locked WHERE r.key = locked.key RETURNING r.fences
+-- record replaced. The row is locked first (locked) and the tokens taken in the UPDATE that
+-- joins it: a writer that loses the race waits for the lock, finds the version changed and
+-- takes none. (Without it, two UPDATEs of one row both computed their new row, nextval
+-- included, before the loser found the version changed: every lost race burnt tokens.)
+-- not_before is a timestamptz compared with clock_timestamp() as it is.
+WITH locked AS MATERIALIZED (SELECT key FROM {ns}.records WHERE key = $1 AND version = $2 AND record = $8 AND ($7::timestamptz IS NULL OR clock_timestamp() >= $7::timestamptz) FOR NO KEY UPDATE) UPDATE {ns}.records AS r SET version = $3, record = $4, forget_at = $6, fences = CASE WHEN $5::int = 0 THEN '{}'::bigint[] WHEN $5::int = 1 THEN ARRAY[nextval('{ns}.fences')] ELSE ARRAY(SELECT nextval('{ns}.fences') FROM generate_series(1, $5::int)) END FROM locked WHERE r.key = locked.key RETURNING r.fences
 
 -- step: insert
--- $1 key, $2 version, $3 record, $4 tokens, $5 forget_at, $6 not_before, $7 fences across
--- servers (above). The NOT EXISTS spares a token when the row is already there (ON CONFLICT
--- alone would take it first).
-WITH took_over AS MATERIALIZED (SELECT setval('{ns}.fences', LEAST(GREATEST(floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint, (SELECT last_value FROM {ns}.fences) + 1000000), 9007199254740991)) FROM LATERAL (SELECT pg_advisory_xact_lock(hashtext('expiring-locks fences ' || '{ns}'))) AS serialised WHERE $4::int > 0 AND $7::boolean AND (SELECT value FROM {ns}.meta WHERE name = 'authority') IS DISTINCT FROM extract(epoch FROM pg_postmaster_start_time())::text AND ($6::timestamptz IS NULL OR clock_timestamp() >= $6::timestamptz) AND NOT EXISTS (SELECT 1 FROM {ns}.records AS e WHERE e.key = $1)), claimed AS (INSERT INTO {ns}.meta (name, value) SELECT 'authority', extract(epoch FROM pg_postmaster_start_time())::text FROM took_over ON CONFLICT (name) DO UPDATE SET value = excluded.value) INSERT INTO {ns}.records AS r (key, version, record, fences, forget_at) SELECT $1, $2, $3, CASE WHEN $4::int = 0 THEN '{}'::bigint[] ELSE ARRAY(SELECT nextval('{ns}.fences') FROM (SELECT count(*) FROM took_over) AS after_took_over, generate_series(1, $4::int)) END, $5 WHERE ($6::timestamptz IS NULL OR clock_timestamp() >= $6::timestamptz) AND NOT EXISTS (SELECT 1 FROM {ns}.records AS e WHERE e.key = $1) ON CONFLICT (key) DO NOTHING RETURNING r.fences
+-- $1 key, $2 version, $3 record, $4 tokens, $5 forget_at, $6 not_before. The NOT EXISTS
+-- spares a token when the row is already there (ON CONFLICT alone would take it first).
+INSERT INTO {ns}.records AS r (key, version, record, fences, forget_at) SELECT $1, $2, $3, CASE WHEN $4::int = 0 THEN '{}'::bigint[] WHEN $4::int = 1 THEN ARRAY[nextval('{ns}.fences')] ELSE ARRAY(SELECT nextval('{ns}.fences') FROM generate_series(1, $4::int)) END, $5 WHERE ($6::timestamptz IS NULL OR clock_timestamp() >= $6::timestamptz) AND NOT EXISTS (SELECT 1 FROM {ns}.records AS e WHERE e.key = $1) ON CONFLICT (key) DO NOTHING RETURNING r.fences
 
 -- step: delete
 -- $1 key, $2 expected, $3 not_before, $4 the record replaced.

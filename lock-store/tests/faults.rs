@@ -465,7 +465,15 @@ mod redis_faults {
     #[test]
     fn redis_without_the_script_loads_it_again() {
         let server = Throwaway::new(2, NO_PERSISTENCE);
-        let locks = lock_store::Locks::open(&server.url(), "noscript").unwrap();
+        // Tokens counted from 1 (no time floor), so that a token burnt by the refused call
+        // would show.
+        let mut store = common::installed(lock_store::store::RedisStore::open(
+            &server.url(),
+            "noscript",
+            Duration::from_secs(5),
+        ));
+        store.set_seed_from_time(false);
+        let locks = lock_store::Locks::new(store);
         let first = locks
             .try_acquire("k", "a", Duration::from_secs(60))
             .unwrap();

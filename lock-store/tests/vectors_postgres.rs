@@ -8,14 +8,11 @@ use std::time::Duration;
 use lock_store::store::PostgresStore;
 
 fn open(namespace: &str) -> PostgresStore {
-    let mut store = common::installed(PostgresStore::open(
+    common::installed(PostgresStore::open(
         &common::postgres_url(),
         namespace,
         Duration::from_secs(5),
-    ));
-    // Tokens 1, 2, 3... as the vectors expect.
-    store.set_seed_from_time(false);
-    store
+    ))
 }
 
 #[test]

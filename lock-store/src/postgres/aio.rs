@@ -45,8 +45,6 @@ pub struct AsyncPostgresStore {
     /// The schema holds objects of an earlier build: the next write installs again first.
     upgrade: AtomicBool,
     walk: Mutex<CollectWalk<String>>,
-    /// See [`AsyncPostgresStore::seed_from_time`].
-    seed_from_time: bool,
 }
 
 impl std::fmt::Debug for AsyncPostgresStore {
@@ -121,23 +119,11 @@ impl AsyncPostgresStore {
             installed: AtomicBool::new(false),
             upgrade: AtomicBool::new(false),
             walk: Mutex::new(CollectWalk::default()),
-            seed_from_time: true,
         };
         match store.connection().await {
             Ok(_) | Err(StoreError::NoNamespace { .. }) => Ok(store),
             Err(e) => Err(e),
         }
-    }
-
-    /// Whether the tokens' sequence is moved up to the server's time in microseconds when a
-    /// server that did not issue the last tokens takes them (a restart, a promoted standby, a
-    /// restored backup: the default, so that no token is issued twice across servers), or
-    /// counts on from where it is (tests that expect tokens 1, 2, 3...). See
-    /// `steps/postgres.sql`.
-    #[must_use]
-    pub fn seed_from_time(mut self, seed: bool) -> Self {
-        self.seed_from_time = seed;
-        self
     }
 
     fn live(&self) -> std::sync::MutexGuard<'_, Vec<(u64, Arc<Conn>)>> {
@@ -386,9 +372,7 @@ impl AsyncStore for AsyncPostgresStore {
                 let _ = self.install_schema().await;
             }
             let answer = self
-                .call(|c| async move {
-                    cas(&c.client, &c.statements, key, write, self.seed_from_time).await
-                })
+                .call(|c| async move { cas(&c.client, &c.statements, key, write).await })
                 .await?;
             let due = self
                 .walk

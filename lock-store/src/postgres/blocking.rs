@@ -174,8 +174,6 @@ pub struct PostgresStore {
     /// The schema holds objects of an earlier build (see `steps/postgres.sql`): the next write installs
     /// again first, which removes them (reads change nothing).
     upgrade: bool,
-    /// See [`PostgresStore::set_seed_from_time`].
-    seed_from_time: bool,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -215,21 +213,11 @@ impl PostgresStore {
             walk: CollectWalk::default(),
             installed: false,
             upgrade: false,
-            seed_from_time: true,
         };
         match store.connection() {
             Ok(_) | Err(StoreError::NoNamespace { .. }) => Ok(store),
             Err(e) => Err(e),
         }
-    }
-
-    /// Whether the tokens' sequence is moved up to the server's time in microseconds when a
-    /// server that did not issue the last tokens takes them (a restart, a promoted standby, a
-    /// restored backup: the default, so that no token is issued twice across servers), or
-    /// counts on from where it is (tests that expect tokens 1, 2, 3...). See
-    /// `steps/postgres.sql`.
-    pub fn set_seed_from_time(&mut self, seed: bool) {
-        self.seed_from_time = seed;
     }
 
     /// A new connection and its driver, within the bound.
@@ -411,11 +399,7 @@ impl Store for PostgresStore {
             self.connection()?;
         }
         let result = match &self.conn {
-            Some(c) => {
-                let seed = self.seed_from_time;
-                self.bound
-                    .run(cas(&c.client, &c.statements, key, write, seed))
-            }
+            Some(c) => self.bound.run(cas(&c.client, &c.statements, key, write)),
             None => unreachable_connection(),
         };
         let row = match result {

@@ -329,14 +329,11 @@ pub(super) async fn install_on(
 
 /// Sends the compare-and-set `write` of `key`: its row (the fresh tokens) if it wrote, none if
 /// it did not (see [`Statements`]).
-/// `seed_from_time`: fences across servers (see `steps/postgres.sql`; false in the tests that
-/// count from 1).
 pub(super) async fn cas(
     client: &Client,
     s: &Statements,
     key: &str,
     write: &Write<'_>,
-    seed_from_time: bool,
 ) -> Result<Option<Row>, tokio_postgres::Error> {
     let n = i32::try_from(write.fresh_fences).unwrap_or(i32::MAX);
     let expected = version_to_sql(write.expected);
@@ -348,15 +345,7 @@ pub(super) async fn cas(
     {
         (Some(_), 0) => (
             &s.insert,
-            vec![
-                &key,
-                &version,
-                &bytes,
-                &n,
-                &forget_at,
-                &not_before,
-                &seed_from_time,
-            ],
+            vec![&key, &version, &bytes, &n, &forget_at, &not_before],
         ),
         (Some(_), _) => (
             &s.update,
@@ -369,7 +358,6 @@ pub(super) async fn cas(
                 &forget_at,
                 &not_before,
                 &replaces,
-                &seed_from_time,
             ],
         ),
         (None, _) => (&s.delete, vec![&key, &expected, &not_before, &replaces]),

@@ -64,8 +64,6 @@ export class PostgresDriver {
   #writes = 0;
   #after = '';
   #dropped = false;
-  /** Fences across servers (steps/postgres.sql); `false` in the tests that count from 1. */
-  #seedFromTime = true;
 
   constructor(pg, url, client, namespace, shown) {
     this.#pg = pg;
@@ -198,9 +196,9 @@ export class PostgresDriver {
     let rows;
     try {
       if (bytes !== null && w.expected === '0') {
-        ({ rows } = await this.#query('insert', [key, versionToSql(w.version), bytes, n, forgetAt, notBefore, this.#seedFromTime], bound));
+        ({ rows } = await this.#query('insert', [key, versionToSql(w.version), bytes, n, forgetAt, notBefore], bound));
       } else if (bytes !== null) {
-        ({ rows } = await this.#query('update', [key, versionToSql(w.expected), versionToSql(w.version), bytes, n, forgetAt, notBefore, replaces, this.#seedFromTime], bound));
+        ({ rows } = await this.#query('update', [key, versionToSql(w.expected), versionToSql(w.version), bytes, n, forgetAt, notBefore, replaces], bound));
       } else {
         ({ rows } = await this.#query('delete', [key, versionToSql(w.expected), notBefore, replaces], bound));
       }
@@ -299,14 +297,6 @@ export class PostgresDriver {
       throw this.#failure(e);
     });
     this.drop();
-  }
-
-  /**
-   * Test mode (`false`): the sequence counts on from where it is, instead of being moved up to
-   * the server's time when a server that did not issue the last tokens takes them.
-   */
-  setSeedFromTime(seed) {
-    this.#seedFromTime = seed;
   }
 
   async close() {
