@@ -279,7 +279,7 @@ fn a_release_killed_between_its_write_and_its_answer_is_known_done() {
 /// one race that may burn a token on PostgreSQL (see docs/stores.md).
 #[test]
 fn contention_burns_no_fencing_token() {
-    common::each_store("noburn", |label, open| {
+    common::each_store_counting_from_one("noburn", |label, open| {
         let first = Locks::new(open());
         first
             .try_acquire("job", "first", Duration::from_secs(30))
