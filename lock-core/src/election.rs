@@ -603,7 +603,25 @@ impl Campaign {
         self.actions.contains(&Action::Start { fence })
     }
 
+    /// Takes back the start of `term` (and its extension) before it was polled: the term
+    /// never began.
+    fn unstart(&mut self, term: Term) {
+        self.actions.retain(|a| {
+            !matches!(a, Action::Start { fence } | Action::Extend { fence }
+                if *fence == term.fence)
+        });
+        self.terms -= 1;
+    }
+
     fn stop(&mut self, term: Term, reason: StopReason, now: Instant) {
+        if self.start_pending(term.fence) {
+            // Its start was never polled: no body runs, so no term begins (it would begin
+            // after the stop was decided, possibly past the lease's end, beside the next
+            // leader's). The key goes to the next in line, unless it is gone already.
+            self.unstart(term);
+            self.end_term(term, reason, now);
+            return;
+        }
         self.actions.push_back(Action::Stop {
             fence: term.fence,
             reason,
@@ -652,11 +670,7 @@ impl Campaign {
                     // Heard of its grant in time, but asked for its start too late to lead
                     // (this process was paused in between): as for a grant heard too late, no
                     // term begins, and the key goes to the next in line.
-                    self.actions.retain(|a| {
-                        !matches!(a, Action::Start { fence } | Action::Extend { fence }
-                            if *fence == term.fence)
-                    });
-                    self.terms -= 1;
+                    self.unstart(term);
                     self.actions
                         .push_back(Action::Release { fence: term.fence });
                     self.phase = Phase::Releasing;

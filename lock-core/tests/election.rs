@@ -681,6 +681,10 @@ fn stop_by_is_the_terms_lease_end_less_the_margin_and_moves_with_each_extension(
     assert_eq!(c.poll_action(Instant(0)), Some(Action::Campaign));
     c.handle_granted(Fence(1), Instant(1_000), Instant(0));
     assert_eq!(c.stop_by(), Some(Instant(1_000).saturating_sub(margin)));
+    assert_eq!(
+        c.poll_action(Instant(0)),
+        Some(Action::Start { fence: Fence(1) })
+    );
     c.handle_extended(Instant(1_400), Instant(400));
     assert_eq!(c.stop_by(), Some(Instant(1_400).saturating_sub(margin)));
     // Stopping (a resignation keeps the lease while the body finishes): still the lease's.
@@ -691,4 +695,58 @@ fn stop_by_is_the_terms_lease_end_less_the_margin_and_moves_with_each_extension(
     while c.poll_action(Instant(510)).is_some() {}
     c.handle_released(Instant(520));
     assert_eq!(c.stop_by(), None, "the term is over");
+}
+
+/// Found by the proptest on a clean-clone CI run: c0 is handed the key and paused before it
+/// polls its start; a resignation reaches its campaign meanwhile; it resumes past its lease's
+/// end, after c2 began the next term. The resignation takes back the start that was never
+/// polled: no stale term begins (it began, and stopped at once, beside c2's).
+#[test]
+fn a_resignation_before_the_start_was_polled_begins_no_term() {
+    let moves = [
+        (2, 0, 1),
+        (2, 0, 1),
+        (2, 2, 14),
+        (0, 1, 1),
+        (1, 0, 20),
+        (2, 1, 3),
+        (0, 0, 1),
+        (0, 1, 19),
+    ];
+    let w = play(&moves);
+    let stale = w.terms.iter().find(|t| t.fence == Fence(4));
+    assert!(
+        stale.is_none(),
+        "the resigned grant began a term: {:?}",
+        w.terms
+    );
+    w.check();
+}
+
+/// A resignation or a shut-down heard between a grant and the poll of its start: no start, no
+/// stop, the key released; a resignation campaigns again, a shut-down is over.
+#[test]
+fn a_stop_before_the_start_is_polled_releases_without_a_term() {
+    for leave in [false, true] {
+        let mut c = Campaign::new(CampaignOptions::new(TTL)).unwrap();
+        assert_eq!(c.poll_action(Instant(0)), Some(Action::Campaign));
+        c.handle_granted(Fence(1), Instant(1_000), Instant(0));
+        if leave {
+            c.shut_down(Instant(10));
+        } else {
+            c.resign(Instant(10));
+        }
+        assert_eq!(
+            c.poll_action(Instant(10)),
+            Some(Action::Release { fence: Fence(1) })
+        );
+        assert_eq!((c.terms(), c.term()), (0, None));
+        c.handle_released(Instant(20));
+        let next = if leave {
+            Action::Done
+        } else {
+            Action::Campaign
+        };
+        assert_eq!(c.poll_action(Instant(20)), Some(next));
+    }
 }
