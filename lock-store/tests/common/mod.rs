@@ -237,18 +237,7 @@ pub fn installed<S: Store>(opened: Result<S, lock_store::StoreError>) -> S {
 /// which `open()` opens (each call another connection, the namespace installed); the namespace is
 /// uninstalled afterwards.
 pub fn each_store(purpose: &str, check: impl Fn(&str, &dyn Fn() -> Box<dyn Store>)) {
-    for (label, url) in store_urls() {
-        let ns = unique_namespace(purpose);
-        let open = || {
-            installed(lock_store::store::open(
-                &url,
-                &ns,
-                lock_store::store::DEFAULT_BOUND,
-            ))
-        };
-        let _cleanup = Cleanup(|| uninstall(&url, &ns));
-        check(label, &open);
-    }
+    each_store_with(purpose, false, check);
 }
 
 /// [`each_store`] with Redis's tokens counted from 1 (no floor at the server's time), for the
@@ -258,22 +247,27 @@ pub fn each_store_counting_from_one(
     purpose: &str,
     check: impl Fn(&str, &dyn Fn() -> Box<dyn Store>),
 ) {
+    each_store_with(purpose, true, check);
+}
+
+fn each_store_with(
+    purpose: &str,
+    from_one: bool,
+    check: impl Fn(&str, &dyn Fn() -> Box<dyn Store>),
+) {
     for (label, url) in store_urls() {
         let ns = unique_namespace(purpose);
         let open = || -> Box<dyn Store> {
+            let bound = lock_store::store::DEFAULT_BOUND;
             #[cfg(feature = "redis")]
-            if label == "redis" {
-                let bound = lock_store::store::DEFAULT_BOUND;
+            if from_one && label == "redis" {
                 let store = lock_store::store::RedisStore::open(&url, &ns, bound);
                 let mut store = installed(store);
                 store.set_seed_from_time(false);
                 return Box::new(store);
             }
-            installed(lock_store::store::open(
-                &url,
-                &ns,
-                lock_store::store::DEFAULT_BOUND,
-            ))
+            let _ = from_one;
+            installed(lock_store::store::open(&url, &ns, bound))
         };
         let _cleanup = Cleanup(|| uninstall(&url, &ns));
         check(label, &open);
