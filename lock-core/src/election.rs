@@ -484,6 +484,7 @@ impl Campaign {
     /// The extension of the term's lease succeeded: the lease now ends at `local_end` on this
     /// candidate's clock at the latest.
     pub fn handle_extended(&mut self, local_end: Instant, now: Instant) {
+        self.stop_if_due(now);
         let third = self.third();
         if let Some(term) = self.term_mut() {
             term.extending = false;
@@ -525,6 +526,7 @@ impl Campaign {
 
     /// The body returned.
     pub fn handle_body_returned(&mut self, now: Instant) {
+        self.stop_if_due(now);
         match self.phase {
             Phase::Leading(term) => {
                 self.stop(term, StopReason::Returned, now);
@@ -548,6 +550,7 @@ impl Campaign {
     /// body returns, so the next candidate in line is handed the key at once); the candidate
     /// campaigns again afterwards (at the back of the line). Nothing happens when not leading.
     pub fn resign(&mut self, now: Instant) {
+        self.stop_if_due(now);
         if let Phase::Leading(term) = self.phase {
             self.stop(term, StopReason::Resigned, now);
         }
@@ -559,6 +562,7 @@ impl Campaign {
     /// (a grant is released at once, without starting a term).
     pub fn shut_down(&mut self, now: Instant) {
         self.leaving = true;
+        self.stop_if_due(now);
         match self.phase {
             Phase::Leading(term) => self.stop(term, StopReason::ShutDown, now),
             Phase::Idle(_) => self.finish(),
@@ -658,6 +662,32 @@ impl Campaign {
         self.actions.push_back(Action::Done);
     }
 
+    /// Stops the term in progress if its stop instant passed by `now` (`Unrenewed`), before
+    /// anything heard at `now` is applied: an extension's answer, the body's return, a
+    /// resignation or a shut-down heard after the stop instant find the term already over on
+    /// this candidate's clock, as its body (or a supervisor watching
+    /// [`stop_by`](Self::stop_by)) does. Answers whether it did.
+    fn stop_if_due(&mut self, now: Instant) -> bool {
+        let Phase::Leading(term) = self.phase else {
+            return false;
+        };
+        if now < self.stop_at(term) {
+            return false;
+        }
+        if self.start_pending(term.fence) {
+            // Heard of its grant in time, but asked for its start too late to lead (this
+            // process was paused in between): as for a grant heard too late, no term begins,
+            // and the key goes to the next in line.
+            self.unstart(term);
+            self.actions
+                .push_back(Action::Release { fence: term.fence });
+            self.phase = Phase::Releasing;
+        } else {
+            self.stop(term, StopReason::Unrenewed, now);
+        }
+        true
+    }
+
     /// Applies what is due by `now`.
     fn advance(&mut self, now: Instant) {
         match self.phase {
@@ -666,17 +696,7 @@ impl Campaign {
                 self.actions.push_back(Action::Campaign);
             }
             Phase::Leading(mut term) => {
-                if now >= self.stop_at(term) && self.start_pending(term.fence) {
-                    // Heard of its grant in time, but asked for its start too late to lead
-                    // (this process was paused in between): as for a grant heard too late, no
-                    // term begins, and the key goes to the next in line.
-                    self.unstart(term);
-                    self.actions
-                        .push_back(Action::Release { fence: term.fence });
-                    self.phase = Phase::Releasing;
-                } else if now >= self.stop_at(term) {
-                    self.stop(term, StopReason::Unrenewed, now);
-                } else if !term.extending && now >= term.next_extend {
+                if !self.stop_if_due(now) && !term.extending && now >= term.next_extend {
                     term.extending = true;
                     self.phase = Phase::Leading(term);
                     self.actions.push_back(Action::Extend { fence: term.fence });

@@ -750,3 +750,42 @@ fn a_stop_before_the_start_is_polled_releases_without_a_term() {
         assert_eq!(c.poll_action(Instant(20)), Some(next));
     }
 }
+
+/// What is heard after the term's stop instant passed unpolled (the process paused past it)
+/// finds the term already over on the candidate's clock: it stops `unrenewed`, whichever of the
+/// body's return (a supervisor stopped it at that instant), a resignation, a shut-down or an
+/// extension's late success comes first; the late extension does not revive it.
+#[test]
+fn what_is_heard_after_the_stop_instant_finds_the_term_unrenewed() {
+    for heard in ["returned", "resigned", "shut-down", "extended"] {
+        let mut c = Campaign::new(CampaignOptions::new(TTL)).unwrap();
+        assert_eq!(c.poll_action(Instant(0)), Some(Action::Campaign));
+        c.handle_granted(Fence(1), Instant(1_000), Instant(0));
+        assert_eq!(
+            c.poll_action(Instant(0)),
+            Some(Action::Start { fence: Fence(1) })
+        );
+        let stop_by = c.stop_by().unwrap();
+        let late = Instant(stop_by.0 + 5_000);
+        match heard {
+            "returned" => c.handle_body_returned(late),
+            "resigned" => c.resign(late),
+            "shut-down" => c.shut_down(late),
+            _ => c.handle_extended(Instant(late.0 + 1_000), late),
+        }
+        assert_eq!(
+            c.poll_action(late),
+            Some(Action::Stop {
+                fence: Fence(1),
+                reason: StopReason::Unrenewed
+            }),
+            "{heard}"
+        );
+        if heard == "returned" {
+            assert_eq!(
+                c.poll_action(late),
+                Some(Action::Release { fence: Fence(1) })
+            );
+        }
+    }
+}

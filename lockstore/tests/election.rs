@@ -207,6 +207,12 @@ impl Candidate {
             .any(|(_, l)| l.contains(text))
     }
 
+    /// What it printed so far, one line each.
+    fn transcript(&self) -> String {
+        let lines = self.lines.lock().unwrap();
+        lines.iter().map(|(_, l)| format!("  {l}\n")).collect()
+    }
+
     /// Sends it `SIGTERM` (leave the election) and expects it to exit 0.
     fn leave(&mut self, label: &str) {
         rustix::process::kill_process(self.pid(), rustix::process::Signal::TERM).unwrap();
@@ -420,15 +426,19 @@ fn election_on(label: &str, url: &str) {
     std::thread::sleep(Duration::from_millis(300)); // the new leader writes meanwhile
     let to = mono_ms();
     signal_tree(pid, rustix::process::Signal::CONT);
+    let said = |reason: &str| all[j].printed(&format!("(fence {paused_fence}): {reason}"));
     wait_for(
         "the stopped leader hears it",
         Duration::from_secs(20),
-        || {
-            // Unrenewed: its own clock passed the stop instant; lost: an extension sent just
-            // before the pause was answered first. Either way it stops before it writes again.
-            let said = |reason: &str| all[j].printed(&format!("(fence {paused_fence}): {reason}"));
-            (said("unrenewed") || said("lost")).then_some(())
-        },
+        || said("").then_some(()),
+    );
+    // Unrenewed: its own clock passed the stop instant; lost: an extension sent just before
+    // the pause was answered first. Either way it stops before it writes again (its command,
+    // stopped by its guard at that instant, returning first says nothing else).
+    assert!(
+        said("unrenewed") || said("lost"),
+        "{label}: the paused leader stopped for another reason:\n{}",
+        all[j].transcript()
     );
     let stopped = wait_for("its command stopped", Duration::from_secs(20), || {
         read_terms(&log)
