@@ -690,17 +690,18 @@ impl Campaign {
 
     /// Applies what is due by `now`.
     fn advance(&mut self, now: Instant) {
+        if self.stop_if_due(now) {
+            return;
+        }
         match self.phase {
             Phase::Idle(at) if now >= at => {
                 self.phase = Phase::Asking;
                 self.actions.push_back(Action::Campaign);
             }
-            Phase::Leading(mut term) => {
-                if !self.stop_if_due(now) && !term.extending && now >= term.next_extend {
-                    term.extending = true;
-                    self.phase = Phase::Leading(term);
-                    self.actions.push_back(Action::Extend { fence: term.fence });
-                }
+            Phase::Leading(mut term) if !term.extending && now >= term.next_extend => {
+                term.extending = true;
+                self.phase = Phase::Leading(term);
+                self.actions.push_back(Action::Extend { fence: term.fence });
             }
             Phase::Stopping {
                 mut term,
