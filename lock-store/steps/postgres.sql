@@ -7,6 +7,14 @@
 -- forget_at, and an index on it would make every write a non-HOT update (new entries in every
 -- index). Collection walks the keys instead (step collect). Earlier builds of this format made
 -- an index on forget_at and functions collect and now_ms: installing again drops them.
+--
+-- take_over(): the first write that takes tokens on a server that is not the namespace's last
+-- authority (meta 'authority': the server's start instant; a promoted standby, a restart, a
+-- restore from an older copy all change it) moves the sequence up to the server's time in
+-- microseconds, once, before its tokens: tokens that a lost tail of writes had issued are not
+-- issued again (the time passed since they were issued is more than their count, at fewer than
+-- a million grants a second). SECURITY DEFINER: a role that may only use the namespace calls
+-- it (EXECUTE is PUBLIC's by default); under an advisory lock, so that one writer moves it.
 CREATE SCHEMA IF NOT EXISTS {ns};
 CREATE TABLE IF NOT EXISTS {ns}.meta (name text PRIMARY KEY, value text NOT NULL);
 INSERT INTO {ns}.meta VALUES ('format', '{format}') ON CONFLICT (name) DO NOTHING;
@@ -19,6 +27,24 @@ CREATE TABLE IF NOT EXISTS {ns}.records (
 ) WITH (fillfactor = 90);
 DROP INDEX IF EXISTS {ns}.records_forget_at;
 CREATE SEQUENCE IF NOT EXISTS {ns}.fences MINVALUE 1 MAXVALUE 9007199254740991 NO CYCLE;
+CREATE OR REPLACE FUNCTION {ns}.take_over() RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $take_over$
+DECLARE
+    here text := extract(epoch FROM pg_postmaster_start_time())::text;
+    floor_us bigint := floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint;
+    last bigint;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext('expiring-locks take-over {ns}'));
+    IF (SELECT value FROM {ns}.meta WHERE name = 'authority') IS NOT DISTINCT FROM here THEN
+        RETURN 0;
+    END IF;
+    SELECT CASE WHEN is_called THEN last_value ELSE 0 END INTO last FROM {ns}.fences;
+    IF floor_us > last THEN
+        PERFORM setval('{ns}.fences', LEAST(floor_us, 9007199254740991));
+    END IF;
+    INSERT INTO {ns}.meta VALUES ('authority', here) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value;
+    RETURN 1;
+END
+$take_over$;
 DROP FUNCTION IF EXISTS {ns}.collect(int);
 DROP FUNCTION IF EXISTS {ns}.collect(text, int);
 DROP FUNCTION IF EXISTS {ns}.now_ms();
@@ -40,8 +66,8 @@ SELECT value FROM {ns}.meta WHERE name = 'format'
 
 -- step: outdated
 -- $1 "<schema>.records_forget_at", $2 the schema's name: whether objects of an earlier build
--- are there (installing again removes them).
-SELECT to_regclass($1) IS NOT NULL OR EXISTS (SELECT 1 FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace WHERE n.nspname = $2 AND p.proname IN ('collect', 'now_ms'))
+-- are there, or take_over() is missing (installing again removes them, creates it).
+SELECT to_regclass($1) IS NOT NULL OR EXISTS (SELECT 1 FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace WHERE n.nspname = $2 AND p.proname IN ('collect', 'now_ms')) OR to_regprocedure('{ns}.take_over()') IS NULL
 
 -- step: plan-cache
 -- Once per connection: generic plans from the first execution (the custom plans PostgreSQL
@@ -54,17 +80,26 @@ SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint, r.version, r
 
 -- step: update
 -- $1 key, $2 expected, $3 version, $4 record, $5 tokens, $6 forget_at, $7 not_before, $8 the
--- record replaced. The row is locked first (locked) and the tokens taken in the UPDATE that
--- joins it: a writer that loses the race waits for the lock, finds the version changed and
--- takes none. (Without it, two UPDATEs of one row both computed their new row, nextval
--- included, before the loser found the version changed: every lost race burnt tokens.)
--- not_before is a timestamptz compared with clock_timestamp() as it is.
-WITH locked AS MATERIALIZED (SELECT key FROM {ns}.records WHERE key = $1 AND version = $2 AND record = $8 AND ($7::timestamptz IS NULL OR clock_timestamp() >= $7::timestamptz) FOR NO KEY UPDATE) UPDATE {ns}.records AS r SET version = $3, record = $4, forget_at = $6, fences = CASE WHEN $5::int = 0 THEN '{}'::bigint[] WHEN $5::int = 1 THEN ARRAY[nextval('{ns}.fences')] ELSE ARRAY(SELECT nextval('{ns}.fences') FROM generate_series(1, $5::int)) END FROM locked WHERE r.key = locked.key RETURNING r.fences
+-- record replaced, $9 whether tokens start at the server's time on a new authority (false:
+-- they count from 1, for tests). The row is locked first (locked) and the tokens taken in the
+-- UPDATE that joins it: a writer that loses the race waits for the lock, finds the version
+-- changed and takes none. (Without it, two UPDATEs of one row both computed their new row,
+-- nextval included, before the loser found the version changed: every lost race burnt
+-- tokens.) not_before is a timestamptz compared with clock_timestamp() as it is. took_over
+-- runs take_over() first when the server is not the namespace's last authority (see schema);
+-- {take_over} is the call, or 0 in a namespace installed before it existed.
+WITH took_over AS (SELECT {take_over} AS moved WHERE $9::boolean AND (SELECT value FROM {ns}.meta WHERE name = 'authority') IS DISTINCT FROM extract(epoch FROM pg_postmaster_start_time())::text), locked AS MATERIALIZED (SELECT key FROM {ns}.records WHERE key = $1 AND version = $2 AND record = $8 AND ($7::timestamptz IS NULL OR clock_timestamp() >= $7::timestamptz) FOR NO KEY UPDATE) UPDATE {ns}.records AS r SET version = $3, record = $4, forget_at = $6, fences = CASE WHEN $5::int = 0 THEN '{}'::bigint[] ELSE ARRAY(SELECT nextval('{ns}.fences') FROM (SELECT count(*) FROM took_over) AS t, generate_series(1, $5::int)) END FROM locked WHERE r.key = locked.key RETURNING r.fences
 
 -- step: insert
--- $1 key, $2 version, $3 record, $4 tokens, $5 forget_at, $6 not_before. The NOT EXISTS
--- spares a token when the row is already there (ON CONFLICT alone would take it first).
-INSERT INTO {ns}.records AS r (key, version, record, fences, forget_at) SELECT $1, $2, $3, CASE WHEN $4::int = 0 THEN '{}'::bigint[] WHEN $4::int = 1 THEN ARRAY[nextval('{ns}.fences')] ELSE ARRAY(SELECT nextval('{ns}.fences') FROM generate_series(1, $4::int)) END, $5 WHERE ($6::timestamptz IS NULL OR clock_timestamp() >= $6::timestamptz) AND NOT EXISTS (SELECT 1 FROM {ns}.records AS e WHERE e.key = $1) ON CONFLICT (key) DO NOTHING RETURNING r.fences
+-- $1 key, $2 version, $3 record, $4 tokens, $5 forget_at, $6 not_before, $7 as update's $9.
+-- The NOT EXISTS spares a token when the row is already there (ON CONFLICT alone would take it
+-- first).
+WITH took_over AS (SELECT {take_over} AS moved WHERE $7::boolean AND (SELECT value FROM {ns}.meta WHERE name = 'authority') IS DISTINCT FROM extract(epoch FROM pg_postmaster_start_time())::text) INSERT INTO {ns}.records AS r (key, version, record, fences, forget_at) SELECT $1, $2, $3, CASE WHEN $4::int = 0 THEN '{}'::bigint[] ELSE ARRAY(SELECT nextval('{ns}.fences') FROM (SELECT count(*) FROM took_over) AS t, generate_series(1, $4::int)) END, $5 WHERE ($6::timestamptz IS NULL OR clock_timestamp() >= $6::timestamptz) AND NOT EXISTS (SELECT 1 FROM {ns}.records AS e WHERE e.key = $1) ON CONFLICT (key) DO NOTHING RETURNING r.fences
+
+-- step: take-over-exists
+-- Whether the namespace has take_over() (installed by this build or a later one): the update
+-- and insert call it ({take_over}); without it they pass 0 until `install` runs again.
+SELECT to_regprocedure('{ns}.take_over()') IS NOT NULL
 
 -- step: delete
 -- $1 key, $2 expected, $3 not_before, $4 the record replaced.

@@ -181,11 +181,13 @@ fn redis_answers_as_the_table() {
 fn postgres_answers_as_the_table() {
     let ns = common::unique_namespace("diff");
     let open = || {
-        common::installed(lock_store::store::PostgresStore::open(
+        let mut s = common::installed(lock_store::store::PostgresStore::open(
             &common::postgres_url(),
             &ns,
             std::time::Duration::from_secs(5),
-        ))
+        ));
+        s.set_seed_from_time(false);
+        s
     };
     let _cleanup = common::Cleanup(|| open().uninstall().unwrap());
     check("postgres", open, 32, 40);

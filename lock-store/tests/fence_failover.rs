@@ -1,10 +1,13 @@
 //! Fences across a failover that lost the tail of the writes (throwaway servers of this test's
 //! own). Redis: a replica that stopped following is promoted after its primary granted more
 //! leases, then died; every token the promoted replica issues is above every token the primary
-//! issued (each token is at least the server's time in microseconds). With the counter alone
-//! (the tests' mode that expects tokens 1, 2, 3...), it hands out tokens already issued: the
-//! failure this rule is for. And the end of the tokens, 2^53 - 1.
-#![cfg(feature = "redis")]
+//! issued (each token is at least the server's time in microseconds). PostgreSQL: a standby
+//! stopped, the primary grants more and crashes, the standby is started and promoted; its first
+//! write that takes tokens moves the sequence up to the server's time (a new authority), so
+//! again every token is above the primary's. With the counter alone (the tests' mode that
+//! expects tokens 1, 2, 3...), each hands out tokens already issued: the failure these rules
+//! are for. And the end of the tokens, 2^53 - 1.
+#![cfg(any(feature = "redis", feature = "postgres"))]
 mod common;
 
 use std::time::Duration;
@@ -129,5 +132,171 @@ mod redis_replica {
             locks.inspect("job").unwrap().unwrap().holders[0].fence,
             Fence(end)
         );
+    }
+}
+
+#[cfg(feature = "postgres")]
+mod postgres_standby {
+    use super::*;
+    use common::postgres_server::Cluster;
+    use lock_store::store::PostgresStore;
+
+    fn open(url: &str, ns: &str, from_time: bool) -> Locks {
+        let mut store = common::installed(PostgresStore::open(url, ns, Duration::from_secs(5)));
+        store.set_seed_from_time(from_time);
+        Locks::new(store)
+    }
+
+    /// Grants on a primary that reach its standby; the standby stops (as one that fell
+    /// behind), the primary grants `missed` more and crashes; the standby is started and
+    /// promoted. Answers the fences the primary issued and the promoted standby's next fences
+    /// (on the key and on another key).
+    fn promote_a_lagging_standby(
+        offset: u16,
+        from_time: bool,
+        missed: usize,
+    ) -> (Vec<Fence>, Vec<Fence>) {
+        let port = 15100 + (std::process::id() % 100) as u16 * 4 + offset;
+        let primary = Cluster::init("pg_primary", port);
+        let standby = Cluster::standby_of(&primary, "pg_standby", port + 1);
+        let ns = common::unique_namespace("failover");
+        let locks = open(&primary.url(), &ns, from_time);
+        let mut issued = grants(&locks, "job", 5);
+        primary.caught_up(&standby);
+        standby.stop("fast");
+        issued.extend(grants(&locks, "job", missed));
+        drop(locks);
+        primary.stop("immediate");
+        standby.start();
+        standby.promote();
+        let promoted = open(&standby.url(), &ns, from_time);
+        let mut after = grants(&promoted, "job", 2);
+        after.extend(grants(&promoted, "other", 1));
+        (issued, after)
+    }
+
+    #[test]
+    fn a_standby_promoted_after_missing_grants_never_issues_their_fences_again() {
+        let (issued, after) = promote_a_lagging_standby(0, true, 40);
+        let last = *issued.iter().max().unwrap();
+        assert!(issued.windows(2).all(|w| w[0] < w[1]), "{issued:?}");
+        assert!(
+            after.iter().all(|f| *f > last),
+            "the promoted standby issued {after:?}, the primary up to {last:?}: {issued:?}"
+        );
+        assert!(after.windows(2).all(|w| w[0] < w[1]), "{after:?}");
+    }
+
+    #[test]
+    fn with_the_sequence_alone_the_promoted_standby_issues_fences_again() {
+        // The control: the sequence reached the standby up to its last logged value (32
+        // ahead of the grants it saw), short of the primary's 45.
+        let (issued, after) = promote_a_lagging_standby(2, false, 40);
+        assert_eq!(issued.last(), Some(&Fence(45)), "{issued:?}");
+        assert!(
+            after.iter().all(|f| issued.contains(f)),
+            "not issued twice: {after:?}"
+        );
+    }
+}
+
+/// The same rule without a real failover, on the tests' PostgreSQL server: a namespace whose
+/// `meta` names another server as its last authority (as a promoted standby's copy does), its
+/// sequence behind the tokens that server issued. The first grant moves the tokens up to this
+/// server's time, once, on each face; a namespace of an earlier build (no `take_over()`) is
+/// brought up to date by its owner's first write, and a role that may not change it writes on,
+/// counting on.
+#[cfg(feature = "postgres")]
+mod postgres_authority {
+    use super::*;
+
+    fn client() -> postgres::Client {
+        postgres::Client::connect(&common::postgres_url(), postgres::NoTls).unwrap()
+    }
+
+    fn admin(sql: &str) {
+        client().batch_execute(sql).unwrap();
+    }
+
+    /// What another server's copy of namespace `ns` looks like: its authority, and a sequence
+    /// that missed the last grants.
+    fn copied_from_another_server(ns: &str, sequence: i64) {
+        admin(&format!(
+            "UPDATE {ns}.meta SET value = 'another server' WHERE name = 'authority'"
+        ));
+        admin(&format!("SELECT setval('{ns}.fences', {sequence})"));
+    }
+
+    fn server_us() -> u64 {
+        let sql = "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint";
+        client().query_one(sql, &[]).unwrap().get::<_, i64>(0) as u64
+    }
+
+    #[test]
+    fn the_first_grant_on_a_new_authority_moves_the_tokens_once() {
+        let ns = common::unique_namespace("authority");
+        let url = common::postgres_url();
+        let _cleanup = common::Cleanup(|| common::uninstall(&url, &ns));
+        let locks = Locks::open(&url, &ns).unwrap();
+        let before = grants(&locks, "job", 3);
+        let now = server_us();
+        assert!(
+            before[0].0 <= now && before[0].0 > now - 600_000_000,
+            "the first token is the server's time in µs when it took over: {before:?}, {now}"
+        );
+        copied_from_another_server(&ns, 2);
+        let after = grants(&locks, "job", 2);
+        assert!(after[0] > before[2], "{before:?} then {after:?}");
+        assert_eq!(after[1].0, after[0].0 + 1, "moved once");
+        // The async face, likewise.
+        copied_from_another_server(&ns, 2);
+        #[cfg(feature = "tokio")]
+        common::runtime(1).block_on(async {
+            let locks = lock_store::aio::Locks::open(&url, &ns).await.unwrap();
+            let lease = locks.try_acquire("job", "holder", TTL).await.unwrap();
+            assert!(
+                lease.fence() > after[1],
+                "{after:?} then {:?}",
+                lease.fence()
+            );
+            lease.release().await.unwrap();
+        });
+    }
+
+    #[test]
+    fn an_earlier_builds_namespace_is_brought_up_to_date_by_its_owners_first_write() {
+        let ns = common::unique_namespace("authority_old");
+        let url = common::postgres_url();
+        let role = format!("{ns}_svc");
+        let _cleanup = common::Cleanup(|| {
+            common::uninstall(&url, &ns);
+            let _ = postgres::Client::connect(&url, postgres::NoTls).map(|mut c| {
+                c.batch_execute(&format!("DROP OWNED BY {role}; DROP ROLE IF EXISTS {role}"))
+            });
+        });
+        let before = grants(&Locks::open(&url, &ns).unwrap(), "job", 1);
+        admin(&format!("DROP FUNCTION {ns}.take_over()"));
+        copied_from_another_server(&ns, 7);
+        // A role that may use the namespace but not change it: it writes without take_over(),
+        // counting on from the sequence (what every earlier build did).
+        admin(&format!(
+            "CREATE ROLE {role} LOGIN; \
+             GRANT USAGE ON SCHEMA {ns} TO {role}; \
+             GRANT SELECT, INSERT, UPDATE, DELETE ON {ns}.records TO {role}; \
+             GRANT SELECT ON {ns}.meta TO {role}; \
+             GRANT USAGE, SELECT ON SEQUENCE {ns}.fences TO {role};"
+        ));
+        let service = url.replacen("postgres@", &format!("{role}@"), 1);
+        assert_eq!(
+            grants(&Locks::open(&service, &ns).unwrap(), "job", 2),
+            [Fence(8), Fence(9)]
+        );
+        // The owner's first write installs take_over() again, then takes over.
+        let after = grants(&Locks::open(&url, &ns).unwrap(), "job", 1);
+        assert!(after[0] > before[0], "{before:?} then {after:?}");
+        // And the service role's next connection calls it too (the authority is this server
+        // now: it counts on).
+        let next = grants(&Locks::open(&service, &ns).unwrap(), "job", 1);
+        assert_eq!(next[0].0, after[0].0 + 1);
     }
 }

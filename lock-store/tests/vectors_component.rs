@@ -66,11 +66,13 @@ fn redis() {
 fn postgres() {
     let ns = common::unique_namespace("vec_component");
     let open = move || {
-        common::installed(lock_store::store::PostgresStore::open(
+        let mut s = common::installed(lock_store::store::PostgresStore::open(
             &common::postgres_url(),
             &ns,
             Duration::from_secs(5),
-        ))
+        ));
+        s.set_seed_from_time(false);
+        s
     };
     let _cleanup = common::Cleanup({
         let open = open.clone();

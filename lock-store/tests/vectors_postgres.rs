@@ -8,11 +8,13 @@ use std::time::Duration;
 use lock_store::store::PostgresStore;
 
 fn open(namespace: &str) -> PostgresStore {
-    common::installed(PostgresStore::open(
+    let mut store = common::installed(PostgresStore::open(
         &common::postgres_url(),
         namespace,
         Duration::from_secs(5),
-    ))
+    ));
+    store.set_seed_from_time(false); // tokens 1, 2, 3... as the vectors expect
+    store
 }
 
 #[test]

@@ -45,6 +45,9 @@ pub struct AsyncPostgresStore {
     /// The schema holds objects of an earlier build: the next write installs again first.
     upgrade: AtomicBool,
     walk: Mutex<CollectWalk<String>>,
+    /// Tokens start at the server's time on a new authority (see
+    /// [`seed_from_time`](Self::seed_from_time)).
+    seed_from_time: bool,
 }
 
 impl std::fmt::Debug for AsyncPostgresStore {
@@ -119,11 +122,22 @@ impl AsyncPostgresStore {
             installed: AtomicBool::new(false),
             upgrade: AtomicBool::new(false),
             walk: Mutex::new(CollectWalk::default()),
+            seed_from_time: true,
         };
         match store.connection().await {
             Ok(_) | Err(StoreError::NoNamespace { .. }) => Ok(store),
             Err(e) => Err(e),
         }
+    }
+
+    /// Whether the first write that takes tokens on a server that is not the namespace's last
+    /// authority (a promoted standby, a restarted or restored server) moves the tokens up to
+    /// the server's time in microseconds (the default: tokens never repeat after a failover
+    /// that lost writes), or tokens count from 1 (tests that expect tokens 1, 2, 3...).
+    #[must_use]
+    pub fn seed_from_time(mut self, seed: bool) -> Self {
+        self.seed_from_time = seed;
+        self
     }
 
     fn live(&self) -> std::sync::MutexGuard<'_, Vec<(u64, Arc<Conn>)>> {
@@ -372,7 +386,9 @@ impl AsyncStore for AsyncPostgresStore {
                 let _ = self.install_schema().await;
             }
             let answer = self
-                .call(|c| async move { cas(&c.client, &c.statements, key, write).await })
+                .call(|c| async move {
+                    cas(&c.client, &c.statements, key, write, self.seed_from_time).await
+                })
                 .await?;
             let due = self
                 .walk

@@ -174,6 +174,9 @@ pub struct PostgresStore {
     /// The schema holds objects of an earlier build (see `steps/postgres.sql`): the next write installs
     /// again first, which removes them (reads change nothing).
     upgrade: bool,
+    /// Tokens start at the server's time on a new authority (see
+    /// [`set_seed_from_time`](Self::set_seed_from_time)).
+    seed_from_time: bool,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -213,6 +216,7 @@ impl PostgresStore {
             walk: CollectWalk::default(),
             installed: false,
             upgrade: false,
+            seed_from_time: true,
         };
         match store.connection() {
             Ok(_) | Err(StoreError::NoNamespace { .. }) => Ok(store),
@@ -320,6 +324,14 @@ impl PostgresStore {
         error
     }
 
+    /// Whether the first write that takes tokens on a server that is not the namespace's last
+    /// authority (a promoted standby, a restarted or restored server) moves the tokens up to
+    /// the server's time in microseconds (the default: tokens never repeat after a failover
+    /// that lost writes), or tokens count from 1 (tests that expect tokens 1, 2, 3...).
+    pub fn set_seed_from_time(&mut self, seed: bool) {
+        self.seed_from_time = seed;
+    }
+
     fn install(&mut self) -> Result<(), StoreError> {
         let ns = self.schema.clone();
         // The hot path's statements are prepared on the same connection once the schema
@@ -399,7 +411,13 @@ impl Store for PostgresStore {
             self.connection()?;
         }
         let result = match &self.conn {
-            Some(c) => self.bound.run(cas(&c.client, &c.statements, key, write)),
+            Some(c) => self.bound.run(cas(
+                &c.client,
+                &c.statements,
+                key,
+                write,
+                self.seed_from_time,
+            )),
             None => unreachable_connection(),
         };
         let row = match result {

@@ -1,9 +1,11 @@
 //! The PostgreSQL store. A namespace is a schema holding `records` (one row per key), the
-//! `fences` sequence (never reissues a value, capped at 2^53 - 1) and `meta` (format version).
-//! The compare-and-set is one prepared statement (an `UPDATE`, an `INSERT` or a `DELETE`):
-//! compare the version and the server's clock (`clock_timestamp()`), write, allocate tokens with
-//! `nextval` for the row it writes, in one round trip; a conflict then reads the row (see
-//! `Statements`). No lock rules are in SQL. The schema is installed by
+//! `fences` sequence (never reissues a value, capped at 2^53 - 1), `meta` (format version, last
+//! authority) and `take_over()` (moves the sequence up to the server's time in µs, once, when
+//! the server is not the last authority: a promoted standby or a restored copy does not issue a
+//! lost tail's tokens again; see `steps/postgres.sql`). The compare-and-set is one prepared
+//! statement (an `UPDATE`, an `INSERT` or a `DELETE`): compare the version and the server's
+//! clock (`clock_timestamp()`), write, allocate tokens with `nextval` for the row it writes, in
+//! one round trip; a conflict then reads the row (see `Statements`). No lock rules are in SQL. The schema is installed by
 //! `PostgresStore::open`, idempotently, under an advisory lock so that replicas starting
 //! together do not race.
 //!
@@ -42,6 +44,14 @@ pub(super) fn step(name: &str, ns: &str) -> String {
     steps::step(steps::POSTGRES, name, &[("ns", ns), ("format", FORMAT)])
 }
 
+/// The update or insert step for schema `ns`: calling `take_over()` when the schema has it,
+/// else passing 0 (a namespace installed before it existed; see `steps/postgres.sql`).
+fn writing_step(name: &str, ns: &str, take_over: bool) -> String {
+    let call = format!("{ns}.take_over()");
+    let call = if take_over { call.as_str() } else { "0" };
+    steps::fill(&step(name, ns), &[("take_over", call)])
+}
+
 /// The statements of the hot path, prepared once per connection: the read, the three
 /// compare-and-sets (replace a row, insert one, delete one) and a step of the collection. A
 /// compare-and-set answers the fresh tokens if it wrote, and no row if it did not (the version differs, or the server's clock is
@@ -71,9 +81,16 @@ pub(super) struct Statements {
 
 impl Statements {
     /// The texts of the read, the three compare-and-sets and the collection step for schema
-    /// `ns` (`steps/postgres.sql` says what each does).
-    pub(super) fn texts(ns: &str) -> [String; 5] {
-        ["read", "update", "insert", "delete", "collect"].map(|name| step(name, ns))
+    /// `ns` (`steps/postgres.sql` says what each does); `take_over`: whether the schema has
+    /// `take_over()`.
+    pub(super) fn texts(ns: &str, take_over: bool) -> [String; 5] {
+        [
+            step("read", ns),
+            writing_step("update", ns, take_over),
+            writing_step("insert", ns, take_over),
+            step("delete", ns),
+            step("collect", ns),
+        ]
     }
 }
 
@@ -282,7 +299,11 @@ pub(super) async fn prepare(
     client: &Client,
     ns: &str,
 ) -> Result<Statements, tokio_postgres::Error> {
-    let [read, update, insert, delete, collect] = Statements::texts(ns);
+    let take_over: bool = client
+        .query_one(&step("take-over-exists", ns), &[])
+        .await?
+        .get(0);
+    let [read, update, insert, delete, collect] = Statements::texts(ns, take_over);
     // Every statement of the store looks up one row by its key, which a generic plan does as
     // well as a custom one; left to choose, PostgreSQL plans the compare-and-set anew at every
     // call (measured with `pgbench -M prepared`: ~140 µs per write instead of ~100 µs).
@@ -328,12 +349,14 @@ pub(super) async fn install_on(
 }
 
 /// Sends the compare-and-set `write` of `key`: its row (the fresh tokens) if it wrote, none if
-/// it did not (see [`Statements`]).
+/// it did not (see [`Statements`]). `from_time`: tokens start at the server's time on a new
+/// authority (see `set_seed_from_time`).
 pub(super) async fn cas(
     client: &Client,
     s: &Statements,
     key: &str,
     write: &Write<'_>,
+    from_time: bool,
 ) -> Result<Option<Row>, tokio_postgres::Error> {
     let n = i32::try_from(write.fresh_fences).unwrap_or(i32::MAX);
     let expected = version_to_sql(write.expected);
@@ -345,7 +368,15 @@ pub(super) async fn cas(
     {
         (Some(_), 0) => (
             &s.insert,
-            vec![&key, &version, &bytes, &n, &forget_at, &not_before],
+            vec![
+                &key,
+                &version,
+                &bytes,
+                &n,
+                &forget_at,
+                &not_before,
+                &from_time,
+            ],
         ),
         (Some(_), _) => (
             &s.update,
@@ -358,6 +389,7 @@ pub(super) async fn cas(
                 &forget_at,
                 &not_before,
                 &replaces,
+                &from_time,
             ],
         ),
         (None, _) => (&s.delete, vec![&key, &expected, &not_before, &replaces]),

@@ -240,9 +240,10 @@ pub fn each_store(purpose: &str, check: impl Fn(&str, &dyn Fn() -> Box<dyn Store
     each_store_with(purpose, false, check);
 }
 
-/// [`each_store`] with Redis's tokens counted from 1 (no floor at the server's time), for the
-/// tests that count the tokens a namespace issued: under the floor, tokens skip ahead with the
-/// clock, so a token taken by a write that did not happen would not show.
+/// [`each_store`] with tokens counted from 1 (no floor at the server's time on Redis, no move
+/// to it on PostgreSQL), for the tests that count the tokens a namespace issued: under the
+/// floor, tokens skip ahead with the clock, so a token taken by a write that did not happen
+/// would not show.
 pub fn each_store_counting_from_one(
     purpose: &str,
     check: impl Fn(&str, &dyn Fn() -> Box<dyn Store>),
@@ -262,6 +263,13 @@ fn each_store_with(
             #[cfg(feature = "redis")]
             if from_one && label == "redis" {
                 let store = lock_store::store::RedisStore::open(&url, &ns, bound);
+                let mut store = installed(store);
+                store.set_seed_from_time(false);
+                return Box::new(store);
+            }
+            #[cfg(feature = "postgres")]
+            if from_one && label == "postgres" {
+                let store = lock_store::store::PostgresStore::open(&url, &ns, bound);
                 let mut store = installed(store);
                 store.set_seed_from_time(false);
                 return Box::new(store);

@@ -17,6 +17,9 @@ const COLLECT_EVERY = 64;
 const LAST_INSTANT = 253_402_300_799_999;
 const MAX_FENCE = 2 ** 53 - 1;
 
+/** The connections whose namespace has take_over() (looked up at each connect). */
+const TAKES_OVER = new WeakMap();
+
 /** The errors that mean a write met a conflict (as `is_conflict` in postgres/mod.rs). */
 const CONFLICTS = new WeakSet();
 
@@ -64,6 +67,7 @@ export class PostgresDriver {
   #writes = 0;
   #after = '';
   #dropped = false;
+  #seedFromTime = true;
 
   constructor(pg, url, client, namespace, shown) {
     this.#pg = pg;
@@ -73,11 +77,16 @@ export class PostgresDriver {
     this.describe = `${shown} namespace "${namespace}"`;
     this.namespace = namespace;
     this.#texts = Object.fromEntries(
-      ['read', 'update', 'insert', 'delete', 'collect', 'keys', 'last-fence', 'uninstall', 'announce', 'meta-exists', 'columns', 'format', 'install-lock', 'schema', 'listen'].map((name) => [
+      ['read', 'delete', 'collect', 'keys', 'last-fence', 'uninstall', 'announce', 'meta-exists', 'columns', 'format', 'install-lock', 'schema', 'listen', 'take-over-exists'].map((name) => [
         name,
         step(file(), name, { ns: namespace, format: FORMAT, channel: `${namespace}_handoff` }),
       ]),
     );
+    // The writes, calling take_over() or passing 0 (a namespace installed before it existed).
+    for (const name of ['update', 'insert']) {
+      this.#texts[name] = step(file(), name, { ns: namespace, take_over: `${namespace}.take_over()` });
+      this.#texts[`${name}_0`] = step(file(), name, { ns: namespace, take_over: '0' });
+    }
   }
 
   /** Opens `url` (postgres:// or postgresql://) for `namespace`. */
@@ -136,6 +145,10 @@ export class PostgresDriver {
         }
         // Generic plans from the first execution, as the Rust clients ask (step plan-cache).
         await client.query(step(file(), 'plan-cache', {})).catch(() => {});
+        // The writes call take_over() where the namespace has it, else pass 0 (as `prepare` in
+        // postgres/mod.rs); an install drops the connection, so the next one looks again.
+        const { rows } = await client.query({ text: this.#texts['take-over-exists'], rowMode: 'array' });
+        TAKES_OVER.set(client, rows[0]?.[0] === true);
         this.#client = client;
         this.#dropped = false;
         return client;
@@ -162,8 +175,9 @@ export class PostgresDriver {
   }
 
   /** One statement, prepared by name on the connection, rows as arrays. */
-  async #query(name, values, bound) {
+  async #query(stepName, values, bound) {
     const client = await this.#conn();
+    const name = (stepName === 'update' || stepName === 'insert') && TAKES_OVER.get(client) !== true ? `${stepName}_0` : stepName;
     try {
       return await bounded(this, bound, () => client.query({ name: `el_${this.#ns}_${name}`, text: this.#texts[name], values, rowMode: 'array' }));
     } catch (e) {
@@ -196,9 +210,9 @@ export class PostgresDriver {
     let rows;
     try {
       if (bytes !== null && w.expected === '0') {
-        ({ rows } = await this.#query('insert', [key, versionToSql(w.version), bytes, n, forgetAt, notBefore], bound));
+        ({ rows } = await this.#query('insert', [key, versionToSql(w.version), bytes, n, forgetAt, notBefore, this.#seedFromTime], bound));
       } else if (bytes !== null) {
-        ({ rows } = await this.#query('update', [key, versionToSql(w.expected), versionToSql(w.version), bytes, n, forgetAt, notBefore, replaces], bound));
+        ({ rows } = await this.#query('update', [key, versionToSql(w.expected), versionToSql(w.version), bytes, n, forgetAt, notBefore, replaces, this.#seedFromTime], bound));
       } else {
         ({ rows } = await this.#query('delete', [key, versionToSql(w.expected), notBefore, replaces], bound));
       }
@@ -244,6 +258,14 @@ export class PostgresDriver {
     }
     // Statements prepared before the schema existed are planned again on a new connection.
     this.drop();
+  }
+
+  /**
+   * Test mode (`false`): tokens count from 1 instead of moving up to the server's time in µs at
+   * the first write on a new authority (a promoted standby, a restarted server).
+   */
+  setSeedFromTime(seed) {
+    this.#seedFromTime = seed;
   }
 
   async announce(key, owner) {
