@@ -1,13 +1,16 @@
 //! The MariaDB/MySQL store. A namespace is a set of objects named `<namespace>_...` in the URL's
 //! database: `_records` (one row per key), `_fences` (a sequence, `NOCACHE` so the last issued
-//! token is exact; MariaDB 10.3+), `_meta` (format version) and the `_cas` procedure: one
-//! transaction that compares the version, writes, takes tokens with `NEXTVAL` while the row is
-//! locked, or returns the current row, with `SYSDATE(6)`; one round trip. The common write (a
-//! record replaced, at most one fresh token) skips the procedure: one `UPDATE` that compares the
-//! version and takes its token with `LAST_INSERT_ID(NEXTVAL(...))`, so that the token comes back
-//! in the server's OK packet (measured: a pair of them costs ~1.1x a ShedLock-style pair, the
-//! procedure ~1.6x); if it changed no row, a read gives the record as it is. No lock rules in
-//! SQL.
+//! token is exact; MariaDB 10.3+), `_meta` (format version, last authority) and the `_cas`
+//! procedure: one transaction that compares the version, writes, takes tokens with `NEXTVAL`
+//! while the row is locked (first moving the sequence up to the server's time in µs when the
+//! server id is not the namespace's last authority: a promoted replica does not issue a lost
+//! tail's tokens again), or returns the current row, with `SYSDATE(6)`; one round trip. The
+//! common write (a record replaced, at most one fresh token) skips the procedure: one `UPDATE`
+//! that compares the version (and, taking a token, that this server is the authority: else the
+//! procedure) and takes its token with `LAST_INSERT_ID(NEXTVAL(...))`, so that the token comes
+//! back in the server's OK packet (measured: a pair of them costs ~1.1x a ShedLock-style pair,
+//! the procedure ~1.6x); if it changed no row, a read gives the record as it is. No lock rules
+//! in SQL.
 
 use std::time::Duration as StdDuration;
 
@@ -26,12 +29,14 @@ use crate::store::{
 const FORMAT: &str = "1";
 
 /// The install's steps, in order (`steps/mysql.sql`).
-const INSTALL: [&str; 5] = [
+const INSTALL: [&str; 7] = [
     "create-meta",
     "insert-format",
     "create-records",
     "create-fences",
     "create-cas",
+    "mark-take-over",
+    "forget-authority",
 ];
 
 /// The uninstall's steps, in order.
@@ -60,6 +65,12 @@ pub struct MysqlStore {
     /// The namespace has objects of an earlier build: the next write installs again first,
     /// which removes them.
     upgrade: bool,
+    /// The namespace's procedure moves tokens on a new authority (installed by this build or
+    /// a later one; see `steps/mysql.sql`).
+    takes_over: bool,
+    /// Tokens move up to the server's time on a new authority (see
+    /// [`set_seed_from_time`](MysqlStore::set_seed_from_time)).
+    seed_from_time: bool,
 }
 
 /// TLS from the URL's parameters, as the `mysql` client names them (`ssl-mode`, `ssl-ca`,
@@ -120,8 +131,9 @@ fn sql(name: &str, namespace: &str) -> String {
 struct HotSql {
     read: String,
     cas: String,
-    /// The single-`UPDATE` write without a token, and with one.
-    replace: [String; 2],
+    /// The single-`UPDATE` write without a token, with one, and with one only while this
+    /// server is the namespace's authority.
+    replace: [String; 3],
 }
 
 impl HotSql {
@@ -129,7 +141,11 @@ impl HotSql {
         HotSql {
             read: sql("read"),
             cas: sql("cas"),
-            replace: [sql("replace"), sql("replace-with-token")],
+            replace: [
+                sql("replace"),
+                sql("replace-with-token"),
+                sql("replace-with-token-here"),
+            ],
         }
     }
 }
@@ -248,6 +264,8 @@ impl MysqlStore {
             hot: HotSql::new(|t| sql(t, namespace)),
             installed: false,
             upgrade: false,
+            takes_over: false,
+            seed_from_time: true,
         };
         match store.present() {
             Ok(()) | Err(StoreError::NoNamespace { .. }) => Ok(store),
@@ -287,8 +305,14 @@ impl MysqlStore {
                     }
                 },
             })?;
-            // Row locks only: no gap locks between writers of different keys.
+            // Row locks only: no gap locks between writers of different keys. And the tests'
+            // tokens from 1, if asked (the procedure reads the session's variable).
+            let from_time = (!self.seed_from_time).then(|| sql("from-time", &self.namespace));
             conn.query_drop(sql("isolation", &self.namespace))
+                .and_then(|()| match &from_time {
+                    Some(set) => conn.exec_drop(set, (0,)),
+                    None => Ok(()),
+                })
                 .map_err(|e| StoreError::Connect {
                     store: format!("{} namespace \"{}\"", self.shown, self.namespace),
                     reason: reason(&e),
@@ -376,6 +400,7 @@ impl MysqlStore {
         }
         let meta = self.sql("format");
         let old_index = self.sql("old-index");
+        let take_over = self.sql("take-over-exists");
         let table = format!("{}_records", self.namespace);
         let conn = self.conn()?;
         match conn.query_first::<String, _>(meta) {
@@ -383,7 +408,9 @@ impl MysqlStore {
                 // An index of earlier builds, which installing again removes (at the next
                 // write: reads change nothing).
                 let old_index = conn.exec_first::<String, _, _>(old_index, (&table,));
-                self.upgrade = matches!(old_index, Ok(Some(_)));
+                let takes_over = conn.query_first::<i64, _>(take_over);
+                self.takes_over = matches!(takes_over, Ok(Some(n)) if n > 0);
+                self.upgrade = matches!(old_index, Ok(Some(_))) || !self.takes_over;
                 self.installed = true;
                 Ok(())
             }
@@ -448,6 +475,7 @@ impl MysqlStore {
         match result {
             Ok(Ok(())) => {
                 self.installed = true;
+                self.takes_over = true;
                 Ok(())
             }
             Ok(Err(reason)) => Err(StoreError::Schema {
@@ -535,7 +563,10 @@ impl MysqlStore {
         let (Some(conn), hot) = (self.conn.as_mut(), &self.hot) else {
             return Err(self.connection_missing());
         };
-        let sql = &hot.replace[usize::from(write.fresh_fences == 1)];
+        // With a token: only while this server is the authority, if the procedure moves tokens
+        // (else through it, below).
+        let here = write.fresh_fences == 1 && self.takes_over && self.seed_from_time;
+        let sql = &hot.replace[usize::from(write.fresh_fences == 1) + usize::from(here)];
         let done = match conn.exec_drop(sql, params) {
             Ok(()) => (conn.affected_rows() == 1).then(|| conn.last_insert_id()),
             // A deadlock or a lock wait that timed out: nothing happened, as in a conflict.
@@ -551,8 +582,21 @@ impl MysqlStore {
                 store: self.describe(),
                 reason: format!("unexpected fencing token {fence}"),
             }),
+            // Not written: a conflict, or (checking the authority) a server that is not the
+            // namespace's authority: the procedure moves the tokens first, or answers the row.
+            None if here => self.call_cas(key, write),
             None => Ok(Written::Conflict(self.read(key)?)),
         }
+    }
+
+    /// Whether the first write that takes tokens on a server that is not the namespace's last
+    /// authority (a promoted replica: another `server_id`) moves the tokens up to the server's
+    /// time in microseconds (the default: tokens never repeat after a failover that lost
+    /// writes), or tokens count from 1 (tests that expect tokens 1, 2, 3...). Drops the
+    /// connection: the next one tells the server.
+    pub fn set_seed_from_time(&mut self, seed: bool) {
+        self.seed_from_time = seed;
+        self.conn = None;
     }
 
     /// Any write through the `_cas` procedure (one transaction, one round trip).

@@ -19,8 +19,8 @@ SELECT RELEASE_LOCK(?)
 SELECT column_name FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ? ORDER BY column_name
 
 -- step: create-meta
--- The install: create-meta, insert-format, create-records, create-fences, create-cas, in
--- this order (MariaDB's DDL is not transactional: each is idempotent).
+-- The install: create-meta, insert-format, create-records, create-fences, create-cas,
+-- mark-take-over, in this order (MariaDB's DDL is not transactional: each is idempotent).
 CREATE TABLE IF NOT EXISTS `{ns}_meta` (name VARCHAR(64) PRIMARY KEY, value VARCHAR(64) NOT NULL) ENGINE=InnoDB
 
 -- step: insert-format
@@ -41,7 +41,13 @@ CREATE SEQUENCE IF NOT EXISTS `{ns}_fences` START WITH 1 MINVALUE 1 MAXVALUE 900
 -- step: create-cas
 -- The compare-and-set: compares the version, the record replaced and the server's clock,
 -- writes, allocates the tokens, in one transaction; answers (1, time, version, NULL, fences)
--- if it wrote, else (0, time, and the row as it is now).
+-- if it wrote, else (0, time, and the row as it is now). Before the first tokens taken on a
+-- server that is not the namespace's last authority (meta 'authority': its server_id; a
+-- promoted replica has another), it moves the sequence up to the server's time in
+-- microseconds (SETVAL never moves it down; it takes a literal only, hence EXECUTE
+-- IMMEDIATE) and records the new authority: tokens that a lost tail of writes had issued are
+-- not issued again. The session's @el_fences_from_time = 0 turns that off (tests that expect
+-- tokens 1, 2, 3...).
 CREATE OR REPLACE PROCEDURE `{ns}_cas`(
     IN p_key VARBINARY(3072), IN p_expected BIGINT UNSIGNED, IN p_version BIGINT UNSIGNED,
     IN p_record LONGBLOB, IN p_n INT, IN p_not_before BIGINT, IN p_forget_at BIGINT,
@@ -52,6 +58,7 @@ BEGIN
     DECLARE f TEXT DEFAULT '';
     DECLARE n_rows INT DEFAULT 0;
     DECLARE i INT DEFAULT 0;
+    DECLARE here VARBINARY(64) DEFAULT CAST(@@server_id AS BINARY);
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
     START TRANSACTION;
     IF p_not_before IS NULL OR t >= p_not_before THEN
@@ -68,6 +75,11 @@ BEGIN
         END IF;
         SET n_rows = ROW_COUNT();
         IF n_rows = 1 AND p_n > 0 THEN
+            IF COALESCE(@el_fences_from_time, 1) <> 0
+                AND NOT (SELECT CAST(value AS BINARY) FROM `{ns}_meta` WHERE name = 'authority') <=> here THEN
+                EXECUTE IMMEDIATE CONCAT('DO SETVAL(`{ns}_fences`, ', LEAST(FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000), 9007199254740991), ')');
+                INSERT INTO `{ns}_meta` VALUES ('authority', here) ON DUPLICATE KEY UPDATE value = here;
+            END IF;
             WHILE i < p_n DO
                 SET f = CONCAT(f, IF(i = 0, '', ','), NEXTVAL(`{ns}_fences`));
                 SET i = i + 1;
@@ -83,6 +95,23 @@ BEGIN
         FROM (SELECT 1) AS one LEFT JOIN `{ns}_records` AS r ON r.k = p_key;
     END IF;
 END
+
+-- step: mark-take-over
+-- The procedure moves tokens on a new authority (the writes without it check the authority
+-- where this row is; an earlier build's namespace lacks it, and the next install adds it).
+-- An install forgets the authority: the next write that takes tokens moves them (a gap, never a
+-- repeat), so installing again after restoring an older backup onto the same server is safe.
+INSERT IGNORE INTO `{ns}_meta` VALUES ('take-over', '1')
+
+-- step: forget-authority
+DELETE FROM `{ns}_meta` WHERE name = 'authority'
+
+-- step: take-over-exists
+SELECT COUNT(*) FROM `{ns}_meta` WHERE name = 'take-over'
+
+-- step: from-time
+-- ? 0: this session's tokens count from 1 (tests); the procedure reads it.
+SET @el_fences_from_time = ?
 
 -- step: old-index
 -- ? "<ns>_records": an index on forget_at, which earlier builds made and every write had to
@@ -111,8 +140,16 @@ CALL `{ns}_cas`(?, ?, ?, ?, ?, ?, ?, ?)
 UPDATE `{ns}_records` SET version = ?, record = ?, fences = '', forget_at = ? WHERE k = ? AND version = ? AND record = ? AND (? IS NULL OR FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000) >= ?)
 
 -- step: replace-with-token
--- As replace, for a write that takes one token (read back with LAST_INSERT_ID()).
+-- As replace, for a write that takes one token (read back with LAST_INSERT_ID()): in a
+-- namespace without take-over, or a session whose tokens count from 1.
 UPDATE `{ns}_records` SET version = ?, record = ?, fences = LAST_INSERT_ID(NEXTVAL(`{ns}_fences`)), forget_at = ? WHERE k = ? AND version = ? AND record = ? AND (? IS NULL OR FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000) >= ?)
+
+-- step: replace-with-token-here
+-- As replace-with-token, only while this server is the namespace's authority: when it is not,
+-- no row changes, and the client sends the write through the procedure (which moves the tokens
+-- first, or answers the row as it is). Compared as bytes: the connection's collation may not be
+-- the table's.
+UPDATE `{ns}_records` SET version = ?, record = ?, fences = LAST_INSERT_ID(NEXTVAL(`{ns}_fences`)), forget_at = ? WHERE k = ? AND version = ? AND record = ? AND (? IS NULL OR FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000) >= ?) AND (SELECT CAST(value AS BINARY) FROM `{ns}_meta` WHERE name = 'authority') <=> CAST(@@server_id AS BINARY)
 
 -- step: collect-next
 -- after, limit: the next keys of the collection walk.

@@ -198,11 +198,13 @@ fn postgres_answers_as_the_table() {
 fn mariadb_answers_as_the_table() {
     let ns = common::unique_namespace("diff");
     let open = || {
-        common::installed(lock_store::store::MysqlStore::open(
+        let mut s = common::installed(lock_store::store::MysqlStore::open(
             &common::mysql_url(),
             &ns,
             std::time::Duration::from_secs(5),
-        ))
+        ));
+        s.set_seed_from_time(false);
+        s
     };
     let _cleanup = common::Cleanup(|| open().uninstall().unwrap());
     check("mariadb", open, 32, 40);

@@ -6,8 +6,10 @@
 //! write that takes tokens moves the sequence up to the server's time (a new authority), so
 //! again every token is above the primary's. With the counter alone (the tests' mode that
 //! expects tokens 1, 2, 3...), each hands out tokens already issued: the failure these rules
-//! are for. And the end of the tokens, 2^53 - 1.
-#![cfg(any(feature = "redis", feature = "postgres"))]
+//! are for. MariaDB: a replica stops following, the primary grants more and is killed, the
+//! replica is promoted; its procedure sees another server id as the namespace's authority and
+//! moves the sequence up to the server's time first. And the end of the tokens, 2^53 - 1.
+#![cfg(any(feature = "redis", feature = "postgres", feature = "mysql"))]
 mod common;
 
 use std::time::Duration;
@@ -298,5 +300,128 @@ mod postgres_authority {
         // now: it counts on).
         let next = grants(&Locks::open(&service, &ns).unwrap(), "job", 1);
         assert_eq!(next[0].0, after[0].0 + 1);
+    }
+}
+
+#[cfg(feature = "mysql")]
+mod mariadb_replica {
+    use super::*;
+    use common::mariadb_server::Mariadb;
+    use lock_store::store::MysqlStore;
+
+    fn open(url: &str, ns: &str, from_time: bool) -> Locks {
+        let mut store = common::installed(MysqlStore::open(url, ns, Duration::from_secs(5)));
+        store.set_seed_from_time(from_time);
+        Locks::new(store)
+    }
+
+    /// Grants on a primary that reach its replica; the replica stops following (its SQL
+    /// thread and link stopped, as one that fell behind), the primary grants `missed` more and
+    /// is killed; the replica is promoted. Answers the fences the primary issued and the
+    /// promoted replica's next fences (on the key and on another key).
+    fn promote_a_lagging_replica(
+        offset: u16,
+        from_time: bool,
+        missed: usize,
+    ) -> (Vec<Fence>, Vec<Fence>) {
+        let port = 16100 + (std::process::id() % 100) as u16 * 4 + offset;
+        let mut primary = Mariadb::start("maria_primary", port, 1);
+        let replica = Mariadb::replica_of(&primary, "maria_replica", port + 1, 2);
+        primary.create_test_database();
+        let ns = common::unique_namespace("failover");
+        let locks = open(&primary.url(), &ns, from_time);
+        let mut issued = grants(&locks, "job", 5);
+        primary.caught_up(&replica);
+        replica.run("STOP SLAVE");
+        issued.extend(grants(&locks, "job", missed));
+        drop(locks);
+        primary.kill();
+        replica.promote();
+        let promoted = open(&replica.url(), &ns, from_time);
+        let mut after = grants(&promoted, "job", 2);
+        after.extend(grants(&promoted, "other", 1));
+        (issued, after)
+    }
+
+    #[test]
+    fn a_replica_promoted_after_missing_grants_never_issues_their_fences_again() {
+        let (issued, after) = promote_a_lagging_replica(0, true, 5);
+        let last = *issued.iter().max().unwrap();
+        assert!(issued.windows(2).all(|w| w[0] < w[1]), "{issued:?}");
+        assert!(
+            after.iter().all(|f| *f > last),
+            "the promoted replica issued {after:?}, the primary up to {last:?}: {issued:?}"
+        );
+        assert!(after.windows(2).all(|w| w[0] < w[1]), "{after:?}");
+    }
+
+    #[test]
+    fn with_the_sequence_alone_the_promoted_replica_issues_fences_again() {
+        // The control: a NOCACHE sequence reached the replica up to the grants it applied.
+        let (issued, after) = promote_a_lagging_replica(2, false, 5);
+        assert_eq!(issued.last(), Some(&Fence(10)), "{issued:?}");
+        assert_eq!(after, [Fence(6), Fence(7), Fence(8)], "{issued:?}");
+    }
+}
+
+/// MariaDB's rule without a real failover, on the tests' server: a namespace whose `meta` names
+/// another server id as its last authority, its sequence behind. The write that takes the next
+/// token (the single-`UPDATE` path, which checks the authority, handing the write to the
+/// procedure) moves the tokens up to this server's time, once; a namespace of an earlier build
+/// (no `take-over` mark) is brought up to date by its owner's first write.
+#[cfg(feature = "mysql")]
+mod mariadb_authority {
+    use super::*;
+    use mysql::prelude::Queryable;
+
+    fn admin(sql: &str) {
+        let mut conn =
+            mysql::Conn::new(mysql::Opts::from_url(&common::mysql_url()).unwrap()).unwrap();
+        conn.query_drop(sql).unwrap();
+    }
+
+    /// Another server's copy of namespace `ns`: its authority, and a sequence that missed the
+    /// last grants (`SETVAL` never moves back: a restart of the sequence does).
+    fn copied_from_another_server(ns: &str, next: u64) {
+        admin(&format!(
+            "INSERT INTO `{ns}_meta` VALUES ('authority', '99') ON DUPLICATE KEY UPDATE value = '99'"
+        ));
+        admin(&format!("ALTER SEQUENCE `{ns}_fences` RESTART WITH {next}"));
+    }
+
+    #[test]
+    fn the_first_grant_on_a_new_authority_moves_the_tokens_once() {
+        let ns = common::unique_namespace("authority");
+        let url = common::mysql_url();
+        let _cleanup = common::Cleanup(|| common::uninstall(&url, &ns));
+        let locks = Locks::open(&url, &ns).unwrap();
+        // Grants on a free key (the procedure) and on a released one (the single UPDATE).
+        let before = grants(&locks, "job", 3);
+        let now_us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_micros() as u64;
+        assert!(
+            before[0].0 > now_us - 600_000_000 && before.windows(2).all(|w| w[1].0 == w[0].0 + 1),
+            "moved to the server's time once: {before:?}, {now_us}"
+        );
+        copied_from_another_server(&ns, 3);
+        let after = grants(&locks, "job", 2);
+        assert!(after[0] > before[2], "{before:?} then {after:?}");
+        assert_eq!(after[1].0, after[0].0 + 1, "moved once");
+    }
+
+    #[test]
+    fn an_earlier_builds_namespace_is_brought_up_to_date_by_its_owners_first_write() {
+        let ns = common::unique_namespace("authority_old");
+        let url = common::mysql_url();
+        let _cleanup = common::Cleanup(|| common::uninstall(&url, &ns));
+        let before = grants(&Locks::open(&url, &ns).unwrap(), "job", 1);
+        // An earlier build's namespace: no mark, a procedure that moves nothing.
+        admin(&format!("DELETE FROM `{ns}_meta` WHERE name = 'take-over'"));
+        copied_from_another_server(&ns, 3);
+        let after = grants(&Locks::open(&url, &ns).unwrap(), "job", 2);
+        assert!(after[0] > before[0], "{before:?} then {after:?}");
+        assert_eq!(after[1].0, after[0].0 + 1);
     }
 }

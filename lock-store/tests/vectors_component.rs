@@ -86,11 +86,13 @@ fn postgres() {
 fn mariadb() {
     let ns = common::unique_namespace("vec_component");
     let open = move || {
-        common::installed(lock_store::store::MysqlStore::open(
+        let mut s = common::installed(lock_store::store::MysqlStore::open(
             &common::mysql_url(),
             &ns,
             Duration::from_secs(5),
-        ))
+        ));
+        s.set_seed_from_time(false);
+        s
     };
     let _cleanup = common::Cleanup({
         let open = open.clone();

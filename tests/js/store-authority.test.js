@@ -1,6 +1,6 @@
 // Fences across a change of the store's authority, from Node: a namespace whose records came
-// from another server (a promoted standby's copy, a restore), its token counter behind the
-// tokens that server issued. The first Node grant on the new server moves the tokens up to its
+// from another server (a promoted PostgreSQL standby's or MariaDB replica's copy, a restore), its
+// token counter behind the tokens that server issued. The first Node grant on the new server moves the tokens up to its
 // time in microseconds, above every token issued before; one write moves them once (the next
 // grants count on from there), and a namespace of an earlier build (without take_over()) still
 // works, counting on. The same rules as the Rust clients' (lock-store/tests/fence_failover.rs
@@ -9,7 +9,7 @@
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Locks } from '../../lock-wasm/js/src/node.js';
-import { POSTGRES_URL, uniqueNamespace } from './lib/stores.js';
+import { MARIADB_URL, POSTGRES_URL, uniqueNamespace } from './lib/stores.js';
 
 /** One statement as the PostgreSQL superuser of the tests. */
 async function admin(sql) {
@@ -77,6 +77,48 @@ describe('PostgreSQL: a namespace whose last authority was another server', () =
       } finally {
         await fresh.close();
       }
+    } finally {
+      await locks.close();
+    }
+  });
+});
+
+/** One statement as the MariaDB root user of the tests. */
+async function mariadb(sql) {
+  const mysql = await import('mysql2/promise');
+  const url = new URL(MARIADB_URL);
+  const conn = await mysql.createConnection({ host: url.hostname, port: Number(url.port || 3306), user: decodeURIComponent(url.username), database: url.pathname.slice(1) });
+  try {
+    await conn.query(sql);
+  } finally {
+    await conn.end();
+  }
+}
+
+describe('MariaDB: a namespace whose last authority was another server', () => {
+  const namespaces = [];
+  after(async () => {
+    for (const ns of namespaces) {
+      for (const drop of [`PROCEDURE IF EXISTS \`${ns}_cas\``, `SEQUENCE IF EXISTS \`${ns}_fences\``, `TABLE IF EXISTS \`${ns}_records\``, `TABLE IF EXISTS \`${ns}_meta\``]) {
+        await mariadb(`DROP ${drop}`);
+      }
+    }
+  });
+
+  it('the next grant (through the single UPDATE, handed to the procedure) moves the tokens above every token the other server issued, once', async () => {
+    const ns = uniqueNamespace('jsauth');
+    namespaces.push(ns);
+    const locks = await Locks.open(MARIADB_URL, ns);
+    try {
+      const before = await grants(locks, 'job', 3);
+      assert.ok(before[0] > Date.now() * 1000 - 600e6, `${before[0]}: the server's time in µs when it took over`);
+      assert.deepEqual(before, [before[0], before[0] + 1, before[0] + 2], 'moved once');
+      // The other server's copy: its server id as the authority, a sequence behind.
+      await mariadb(`INSERT INTO \`${ns}_meta\` VALUES ('authority', '99') ON DUPLICATE KEY UPDATE value = '99'`);
+      await mariadb(`ALTER SEQUENCE \`${ns}_fences\` RESTART WITH 3`);
+      const after_ = await grants(locks, 'job', 2);
+      assert.ok(after_.every((f) => f > before[2]), `${before} then ${after_}`);
+      assert.equal(after_[1], after_[0] + 1, 'moved once: the next grant counts on');
     } finally {
       await locks.close();
     }

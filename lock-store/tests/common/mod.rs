@@ -2,6 +2,8 @@
 //! cannot have, and where the servers are.
 #![allow(dead_code)]
 
+#[cfg(feature = "mysql")]
+pub mod mariadb_server;
 pub mod postgres_server;
 pub mod proxy;
 #[cfg(feature = "redis")]
@@ -241,7 +243,7 @@ pub fn each_store(purpose: &str, check: impl Fn(&str, &dyn Fn() -> Box<dyn Store
 }
 
 /// [`each_store`] with tokens counted from 1 (no floor at the server's time on Redis, no move
-/// to it on PostgreSQL), for the tests that count the tokens a namespace issued: under the
+/// to it on PostgreSQL and MariaDB), for the tests that count the tokens a namespace issued: under the
 /// floor, tokens skip ahead with the clock, so a token taken by a write that did not happen
 /// would not show.
 pub fn each_store_counting_from_one(
@@ -270,6 +272,13 @@ fn each_store_with(
             #[cfg(feature = "postgres")]
             if from_one && label == "postgres" {
                 let store = lock_store::store::PostgresStore::open(&url, &ns, bound);
+                let mut store = installed(store);
+                store.set_seed_from_time(false);
+                return Box::new(store);
+            }
+            #[cfg(feature = "mysql")]
+            if from_one && label == "mysql" {
+                let store = lock_store::store::MysqlStore::open(&url, &ns, bound);
                 let mut store = installed(store);
                 store.set_seed_from_time(false);
                 return Box::new(store);

@@ -12,7 +12,7 @@ import { step, stepsFile } from './steps.js';
 const FORMAT = '1';
 const COLUMNS = ['fences', 'forget_at', 'k', 'record', 'version'];
 /** The install's and the uninstall's steps, in order (INSTALL, UNINSTALL in mysql.rs). */
-const INSTALL = ['create-meta', 'insert-format', 'create-records', 'create-fences', 'create-cas'];
+const INSTALL = ['create-meta', 'insert-format', 'create-records', 'create-fences', 'create-cas', 'mark-take-over', 'forget-authority'];
 const UNINSTALL = ['drop-cas', 'drop-fences', 'drop-records', 'drop-meta'];
 /** The collection walk: one step every this many writes (CollectWalk::EVERY). */
 const COLLECT_EVERY = 64;
@@ -84,6 +84,9 @@ export class MysqlDriver {
   #closed = false;
   #bound = 5000;
   #installed = false;
+  /** The namespace's procedure moves tokens on a new authority (`takes_over` in mysql.rs). */
+  #takesOver = false;
+  #seedFromTime = true;
   #writes = 0;
   #after = Buffer.alloc(0);
 
@@ -107,6 +110,9 @@ export class MysqlDriver {
         'cas',
         'replace',
         'replace-with-token',
+        'replace-with-token-here',
+        'take-over-exists',
+        'from-time',
         'collect-next',
         'collect-delete',
         'keys',
@@ -161,6 +167,8 @@ export class MysqlDriver {
     conn.connection.on('error', () => {}); // reported to each call instead
     try {
       await bounded(this, ms, () => conn.query(this.#texts.isolation));
+      // The tests' tokens from 1, if asked (the procedure reads the session's variable).
+      if (!this.#seedFromTime) await bounded(this, ms, () => conn.execute(this.#texts['from-time'], [0]));
     } catch (error) {
       conn.destroy();
       throw storeError('connect', this.describe, `${/** @type {Error} */ (error).message}`, error);
@@ -225,7 +233,19 @@ export class MysqlDriver {
     // The table without its row: another replica is installing it right now.
     if (format === undefined) throw this.#missing();
     if (String(format) !== FORMAT) throw storeError('schema', this.describe, `namespace has format ${format}; this build reads ${FORMAT}`);
+    const [[marks]] = await this.#query('take-over-exists', bound);
+    this.#takesOver = Number(marks) > 0;
     this.#installed = true;
+  }
+
+  /**
+   * Test mode (`false`): tokens count from 1 instead of moving up to the server's time in µs at
+   * the first write on a new authority (a promoted replica). Drops the connection: the next one
+   * tells the server.
+   */
+  setSeedFromTime(seed) {
+    this.#seedFromTime = seed;
+    this.drop();
   }
 
   #missing() {
@@ -274,21 +294,16 @@ export class MysqlDriver {
     let found = null;
     try {
       if (bytes !== null && w.expected !== '0' && w.freshFences <= 1) {
-        // The common write: one UPDATE, its token (if any) in the OK packet.
-        const name = w.freshFences === 1 ? 'replace-with-token' : 'replace';
+        // The common write: one UPDATE, its token (if any) in the OK packet; with a token, only
+        // while this server is the namespace's authority if the procedure moves tokens (else
+        // through it: it moves them first, or answers the row as it is).
+        const here = w.freshFences === 1 && this.#takesOver && this.#seedFromTime;
+        const name = here ? 'replace-with-token-here' : w.freshFences === 1 ? 'replace-with-token' : 'replace';
         const ok = await this.#execute(name, [this.#unsigned(w.version), bytes, forgetAt, k, this.#unsigned(w.expected), replaces, notBefore, notBefore], left());
         if (ok.affectedRows === 1) done = { fences: w.freshFences === 1 ? [this.#token(ok.insertId)] : [] };
+        else if (here) ({ done, found } = await this.#callCas(k, w, bytes, notBefore, forgetAt, replaces, left()));
       } else {
-        const results = await this.#execute('cas', [k, this.#unsigned(w.expected), this.#unsigned(w.version), bytes, this.#mysql.TypedParameter.INT(w.freshFences), notBefore, forgetAt, replaces], left());
-        const row = (Array.isArray(results[0]) ? results[0] : results)[0];
-        if (!Array.isArray(row)) throw storeError('server', this.describe, 'the compare-and-set returned no row');
-        if (Number(row[0]) === 1) {
-          const fences = fencesFromText(String(row[4] ?? ''));
-          if (fences === null) throw storeError('server', this.describe, `unexpected fences ${row[4]}`);
-          done = { fences };
-        } else {
-          found = [row[1], row[2], row[3], row[4]];
-        }
+        ({ done, found } = await this.#callCas(k, w, bytes, notBefore, forgetAt, replaces, left()));
       }
     } catch (e) {
       if (!(e instanceof StoreError && ROLLED_BACK.includes(/** @type {any} */ (e.cause)?.errno))) throw e;
@@ -298,6 +313,21 @@ export class MysqlDriver {
     if (found !== null) return { conflict: this.#readRow(key, found) };
     // A conflict: the record now, read at once.
     return { conflict: await this.read(key, left()) };
+  }
+
+  /**
+   * Any write through the `_cas` procedure (one transaction, one round trip): `done` if it
+   * wrote, else `found`, the record as it is.
+   * @returns {Promise<{done: {fences: number[]} | null, found: [any, any, any, any] | null}>}
+   */
+  async #callCas(k, w, bytes, notBefore, forgetAt, replaces, bound) {
+    const results = await this.#execute('cas', [k, this.#unsigned(w.expected), this.#unsigned(w.version), bytes, this.#mysql.TypedParameter.INT(w.freshFences), notBefore, forgetAt, replaces], bound);
+    const row = (Array.isArray(results[0]) ? results[0] : results)[0];
+    if (!Array.isArray(row)) throw storeError('server', this.describe, 'the compare-and-set returned no row');
+    if (Number(row[0]) !== 1) return { done: null, found: [row[1], row[2], row[3], row[4]] };
+    const fences = fencesFromText(String(row[4] ?? ''));
+    if (fences === null) throw storeError('server', this.describe, `unexpected fences ${row[4]}`);
+    return { done: { fences }, found: null };
   }
 
   #token(value) {
