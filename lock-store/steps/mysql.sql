@@ -41,12 +41,16 @@ CREATE SEQUENCE IF NOT EXISTS `{ns}_fences` START WITH 1 MINVALUE 1 MAXVALUE 900
 -- step: create-cas
 -- The compare-and-set: compares the version, the record replaced and the server's clock,
 -- writes, allocates the tokens, in one transaction; answers (1, time, version, NULL, fences)
--- if it wrote, else (0, time, and the row as it is now). Before the first tokens taken on a
--- server that is not the namespace's last authority (meta 'authority': its server_id; a
--- promoted replica has another), it moves the sequence up to the server's time in
--- microseconds (SETVAL never moves it down; it takes a literal only, hence EXECUTE
--- IMMEDIATE) and records the new authority: tokens that a lost tail of writes had issued are
--- not issued again. The session's @el_fences_from_time = 0 turns that off (tests that expect
+-- if it wrote, else (0, time, and the row as it is now). Before the first tokens a session
+-- takes, it reads the namespace's last authority (meta 'authority': a server_id; a promoted
+-- replica has another): on another server, it moves the sequence up to the server's time in
+-- microseconds (SETVAL never moves it down; it takes a literal only, hence EXECUTE IMMEDIATE)
+-- and records the new authority, so that tokens a lost tail of writes had issued are not
+-- issued again. The session remembers that this server is the authority (@el_authority_seen:
+-- the namespace, server_id and gtid_slave_pos) and reads it again when that changes (the
+-- server applied another primary's writes) or after an error: a read of meta in the procedure
+-- costs ~40 us of the server's time per call (MariaDB optimizes a procedure's statements at
+-- each call), a session variable nothing measurable. The session's @el_fences_from_time = 0 turns that off (tests that expect
 -- tokens 1, 2, 3...).
 CREATE OR REPLACE PROCEDURE `{ns}_cas`(
     IN p_key VARBINARY(3072), IN p_expected BIGINT UNSIGNED, IN p_version BIGINT UNSIGNED,
@@ -59,7 +63,8 @@ BEGIN
     DECLARE n_rows INT DEFAULT 0;
     DECLARE i INT DEFAULT 0;
     DECLARE here VARBINARY(64) DEFAULT CAST(@@server_id AS BINARY);
-    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+    DECLARE seen VARBINARY(1024) DEFAULT CAST(CONCAT('{ns}:', @@server_id, ':', @@gtid_slave_pos) AS BINARY);
+    DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; SET @el_authority_seen = NULL; RESIGNAL; END;
     START TRANSACTION;
     IF p_not_before IS NULL OR t >= p_not_before THEN
         IF p_expected = 0 THEN
@@ -75,10 +80,12 @@ BEGIN
         END IF;
         SET n_rows = ROW_COUNT();
         IF n_rows = 1 AND p_n > 0 THEN
-            IF COALESCE(@el_fences_from_time, 1) <> 0
-                AND NOT (SELECT CAST(value AS BINARY) FROM `{ns}_meta` WHERE name = 'authority') <=> here THEN
-                EXECUTE IMMEDIATE CONCAT('DO SETVAL(`{ns}_fences`, ', LEAST(FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000), 9007199254740991), ')');
-                INSERT INTO `{ns}_meta` VALUES ('authority', here) ON DUPLICATE KEY UPDATE value = here;
+            IF COALESCE(@el_fences_from_time, 1) <> 0 AND NOT @el_authority_seen <=> seen THEN
+                IF NOT (SELECT CAST(value AS BINARY) FROM `{ns}_meta` WHERE name = 'authority') <=> here THEN
+                    EXECUTE IMMEDIATE CONCAT('DO SETVAL(`{ns}_fences`, ', LEAST(FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000), 9007199254740991), ')');
+                    INSERT INTO `{ns}_meta` VALUES ('authority', here) ON DUPLICATE KEY UPDATE value = here;
+                END IF;
+                SET @el_authority_seen = seen;
             END IF;
             WHILE i < p_n DO
                 SET f = CONCAT(f, IF(i = 0, '', ','), NEXTVAL(`{ns}_fences`));
@@ -145,11 +152,12 @@ UPDATE `{ns}_records` SET version = ?, record = ?, fences = '', forget_at = ? WH
 UPDATE `{ns}_records` SET version = ?, record = ?, fences = LAST_INSERT_ID(NEXTVAL(`{ns}_fences`)), forget_at = ? WHERE k = ? AND version = ? AND record = ? AND (? IS NULL OR FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000) >= ?)
 
 -- step: replace-with-token-here
--- As replace-with-token, only while this server is the namespace's authority: when it is not,
--- no row changes, and the client sends the write through the procedure (which moves the tokens
--- first, or answers the row as it is). Compared as bytes: the connection's collation may not be
--- the table's.
-UPDATE `{ns}_records` SET version = ?, record = ?, fences = LAST_INSERT_ID(NEXTVAL(`{ns}_fences`)), forget_at = ? WHERE k = ? AND version = ? AND record = ? AND (? IS NULL OR FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000) >= ?) AND (SELECT CAST(value AS BINARY) FROM `{ns}_meta` WHERE name = 'authority') <=> CAST(@@server_id AS BINARY)
+-- As replace-with-token, only once this session saw that this server is the namespace's
+-- authority (the procedure's @el_authority_seen, as it still holds): else no row changes, and
+-- the client sends the write through the procedure (which checks, moves the tokens first if it
+-- must, or answers the row as it is). Compared as bytes: the connection's collation may not be
+-- the procedure's.
+UPDATE `{ns}_records` SET version = ?, record = ?, fences = LAST_INSERT_ID(NEXTVAL(`{ns}_fences`)), forget_at = ? WHERE k = ? AND version = ? AND record = ? AND (? IS NULL OR FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000) >= ?) AND @el_authority_seen <=> CAST(CONCAT('{ns}:', @@server_id, ':', @@gtid_slave_pos) AS BINARY)
 
 -- step: collect-next
 -- after, limit: the next keys of the collection walk.
