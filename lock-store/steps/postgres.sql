@@ -69,6 +69,12 @@ SELECT value FROM {ns}.meta WHERE name = 'format'
 -- are there, or take_over() is missing (installing again removes them, creates it).
 SELECT to_regclass($1) IS NOT NULL OR EXISTS (SELECT 1 FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace WHERE n.nspname = $2 AND p.proname IN ('collect', 'now_ms')) OR to_regprocedure('{ns}.take_over()') IS NULL
 
+-- step: read-only
+-- Whether this session may not write (a standby, or a server set read-only): a Node client that
+-- must find the host accepting writes (target_session_attrs=read-write) asks each host it
+-- reaches. The Rust clients' driver sends the same question.
+SHOW transaction_read_only
+
 -- step: plan-cache
 -- Once per connection: generic plans from the first execution (the custom plans PostgreSQL
 -- tries first re-plan the compare-and-set at every call; measured with pgbench -M prepared).

@@ -26,6 +26,13 @@ fn wrong_urls_and_namespaces_are_named() {
         let e = open_err(url, "ns");
         assert!(matches!(e, StoreError::Url { .. }), "{url}: {e}");
     }
+    #[cfg(feature = "postgres")]
+    {
+        // A multi-host URL's target: any or read-write, as libpq reads it.
+        let url = "postgres://u@127.0.0.1:1,127.0.0.1:2/db?target_session_attrs=primary";
+        let e = open_err(url, "ns");
+        assert!(matches!(e, StoreError::Url { .. }), "{url}: {e}");
+    }
     let e = open_err("memory:", "Bad Name");
     assert!(e.to_string().contains("Bad Name"), "{e}");
     let e = open_err("memory:", "");

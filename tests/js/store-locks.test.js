@@ -7,7 +7,7 @@ import { LockManager, Locks, LockError, StoreError } from '../../lock-wasm/js/sr
 import { readFileSync } from 'node:fs';
 import ts from 'typescript';
 import { requirePeer } from '../../lock-wasm/js/src/stores/io.js';
-import { STORES, uniqueNamespace } from './lib/stores.js';
+import { POSTGRES_URL, STORES, uniqueNamespace } from './lib/stores.js';
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -40,6 +40,7 @@ it('refuses a bad namespace, a bad URL and an unreachable store with typed error
   await assert.rejects(Locks.open('rediss://127.0.0.1:6379?cert=/c.pem', 'jobs'), badUrl('cert and key go together'));
   await assert.rejects(Locks.open('postgres://u:secret@127.0.0.1/test?sslmode=sometimes', 'jobs'), (e) => badUrl('sslmode=sometimes: use disable, require, verify-ca or verify-full')(e) && !e.message.includes('secret'));
   await assert.rejects(Locks.open('postgres://127.0.0.1/test?sslmode=require&sslcert=/c.pem', 'jobs'), badUrl('sslcert and sslkey go together'));
+  await assert.rejects(Locks.open('postgres://127.0.0.1,127.0.0.2/test?target_session_attrs=primary', 'jobs'), badUrl('target_session_attrs=primary: use any or read-write'));
   await assert.rejects(Locks.open('mysql://root@127.0.0.1/test?ssl-mode=SOMETIMES', 'jobs'), badUrl('ssl-mode=SOMETIMES'));
   await assert.rejects(Locks.open('mysql://root@127.0.0.1/test?ssl-mode=REQUIRED&ssl-ca=/no/such/ca.pem', 'jobs'), badUrl('ssl-ca: cannot read'));
   // TLS asked of a server that does not speak it: a connect error, typed and bounded.
@@ -57,6 +58,28 @@ it("says which TLS check failed, in the Rust clients' words", async () => {
   const { rest, params } = takeParams('postgres://u@h/db?sslmode=require&application_name=x&sslrootcert=%2Fca.pem#f', ['sslmode', 'sslrootcert']);
   assert.equal(rest, 'postgres://u@h/db?application_name=x#f');
   assert.deepEqual([...params], [['sslmode', 'require'], ['sslrootcert', '/ca.pem']]);
+});
+
+it('a multi-host PostgreSQL URL: the first host that answers and accepts writes (the hosts before it refuse connections)', async () => {
+  const { postgresHosts } = await import('../../lock-wasm/js/src/stores/postgres.js');
+  assert.deepEqual(postgresHosts('postgres://u:p@h1:5432,[::1]:5433/db?application_name=x&target_session_attrs=read-write', ''), {
+    urls: ['postgres://u:p@h1:5432/db?application_name=x', 'postgres://u:p@[::1]:5433/db?application_name=x'],
+    readWrite: true,
+  });
+  const real = new URL(POSTGRES_URL);
+  const url = POSTGRES_URL.replace(`@${real.host}`, `@127.0.0.1:1,${real.host}`) + (real.search ? '&' : '?') + 'target_session_attrs=read-write';
+  const ns = uniqueNamespace('jsmulti');
+  const locks = await Locks.open(url, ns);
+  try {
+    const lease = await locks.tryAcquire('job', { ttl: 10_000, owner: 'a' });
+    assert.ok(lease.fence > 0);
+    await lease.release();
+  } finally {
+    await locks.close();
+    const driver = await STORES.find((store) => store.name === 'postgres').open(ns);
+    await driver.uninstall();
+    await driver.close();
+  }
 });
 
 it('names the package to install when a store client is missing', async () => {
@@ -419,7 +442,6 @@ for (const store of STORES) {
 
 it('PostgreSQL: calls that find the connection dropped share one new connection', async () => {
   const { PostgresDriver } = await import('../../lock-wasm/js/src/stores/postgres.js');
-  const { POSTGRES_URL } = await import('./lib/stores.js');
   const ns = uniqueNamespace('jsconn');
   const driver = await PostgresDriver.open(POSTGRES_URL, ns);
   try {

@@ -57,6 +57,24 @@ export function postgresTls(url, shown) {
   return { url: rest, ssl: tlsOptions(tls, bad, { ca: 'sslrootcert', cert: 'sslcert', key: 'sslkey' }) };
 }
 
+/**
+ * The hosts of a libpq-style URL (`postgres://user@h1:5432,h2:5432/db`), one URL each, and
+ * whether the client must find one that accepts writes (`target_session_attrs=read-write`; `any`,
+ * the default, takes the first that answers): pg connects to one host, so the driver tries them
+ * in order, as libpq and the Rust clients (tokio-postgres) do.
+ */
+export function postgresHosts(url, shown) {
+  const { rest, params } = takeParams(url, ['target_session_attrs']);
+  const attrs = params.get('target_session_attrs') ?? 'any';
+  if (attrs !== 'any' && attrs !== 'read-write') {
+    throw new StoreError('url', `bad store URL ${JSON.stringify(shown)}: target_session_attrs=${attrs}: use any or read-write`);
+  }
+  const m = /^(postgres(?:ql)?:\/\/)([^@/?#]*@)?([^/?#]*)(.*)$/s.exec(rest);
+  const hosts = m === null ? [''] : m[3].split(',');
+  const urls = m === null ? [rest] : hosts.map((host) => `${m[1]}${m[2] ?? ''}${host}${m[4]}`);
+  return { urls, readWrite: attrs === 'read-write' };
+}
+
 /** A namespace (a schema) on a PostgreSQL server. @internal */
 export class PostgresDriver {
   #pg;
@@ -94,7 +112,9 @@ export class PostgresDriver {
     const { default: pg } = await requirePeer('pg', url);
     const shown = withoutPassword(url);
     const { url: plain, ssl } = postgresTls(url, shown);
+    const hosts = postgresHosts(plain, shown);
     const driver = new PostgresDriver(pg, plain, null, namespace, shown);
+    driver.#hosts = hosts;
     driver.#ssl = ssl;
     driver.#bound = options.bound ?? 5000;
     await driver.#connect();
@@ -102,14 +122,44 @@ export class PostgresDriver {
   }
 
   #bound = 5000;
+  /** @type {{urls: string[], readWrite: boolean}} */
+  #hosts = { urls: [], readWrite: false };
   /** @type {import('node:tls').ConnectionOptions | undefined} */
   #ssl = undefined;
 
-  /** A new connection, with the server-side bounds of the Rust clients. */
+  /**
+   * A new connection, with the server-side bounds of the Rust clients: to the first of the URL's
+   * hosts that answers (and accepts writes, with `target_session_attrs=read-write`).
+   */
   async #newClient() {
+    const urls = this.#hosts.urls.length > 0 ? this.#hosts.urls : [this.#url];
+    let failure = null;
+    for (const url of urls) {
+      let client;
+      try {
+        client = await this.#newClientOf(url);
+      } catch (e) {
+        failure = e;
+        continue;
+      }
+      if (!this.#hosts.readWrite) return client;
+      try {
+        const { rows } = await client.query({ text: step(file(), 'read-only', {}), rowMode: 'array' });
+        if (rows[0]?.[0] === 'off') return client;
+        failure = storeError('connect', this.describe, `${withoutPassword(url)} does not accept writes (target_session_attrs=read-write)`);
+      } catch (e) {
+        failure = storeError('connect', this.describe, explain(/** @type {Error} */ (e)), e);
+      }
+      await end(client);
+    }
+    throw failure;
+  }
+
+  /** A new connection to one host's URL. */
+  async #newClientOf(connectionString) {
     const ms = Math.round(this.#bound);
     const client = new this.#pg.Client({
-      connectionString: this.#url,
+      connectionString,
       ssl: this.#ssl,
       application_name: `lock-store:${this.#ns}`,
       connectionTimeoutMillis: ms,
