@@ -129,7 +129,10 @@ impl Options {
     #[cfg(feature = "tokio")]
     pub async fn open_async(self, url: &str, namespace: &str) -> Result<crate::aio::Locks, Error> {
         #[cfg(feature = "redis")]
-        if url.starts_with("redis://") || url.starts_with("rediss://") {
+        if url.starts_with("redis://")
+            || url.starts_with("rediss://")
+            || url.starts_with("redis+sentinel://")
+        {
             let store = crate::aio::AsyncRedisStore::open(url, namespace, self.bound).await?;
             return crate::aio::Locks::build(
                 std::sync::Arc::new(store),

@@ -1,4 +1,5 @@
-//! Opening a store by URL (see [`open`]): `sqlite://PATH`, `redis://HOST[:PORT][/DB]`,
+//! Opening a store by URL (see [`open`]): `sqlite://PATH`, `redis://HOST[:PORT][/DB]` (or
+//! `redis+sentinel://HOST:PORT[,HOST:PORT...]/PRIMARY[/DB]`),
 //! `postgres://USER@HOST[:PORT]/DB`, `mysql://USER@HOST[:PORT]/DB` (also `mariadb://`), and
 //! `memory:` (this process only) and `noop:` (keeps nothing: every acquire is granted).
 
@@ -26,7 +27,7 @@ pub fn open(url: &str, namespace: &str, bound: Duration) -> Result<Box<dyn Store
         "memory" => Ok(Box::new(crate::store::MemoryStore::new(namespace)?)),
         "noop" => Ok(Box::new(crate::store::NoopStore::new(namespace)?)),
         "sqlite" => open_sqlite(url, namespace),
-        "redis" | "rediss" => {
+        "redis" | "rediss" | "redis+sentinel" => {
             #[cfg(feature = "redis")]
             return Ok(Box::new(crate::store::RedisStore::open(url, namespace, timeout)?));
             #[cfg(not(feature = "redis"))]
@@ -50,7 +51,7 @@ pub fn open(url: &str, namespace: &str, bound: Duration) -> Result<Box<dyn Store
         }
         _ => Err(StoreError::Url {
             url: without_password(url),
-            reason: "unknown scheme: use sqlite://PATH, redis://, postgres://, mysql://, memory: or noop:"
+            reason: "unknown scheme: use sqlite://PATH, redis://, redis+sentinel://, postgres://, mysql://, memory: or noop:"
                 .into(),
         }),
     }

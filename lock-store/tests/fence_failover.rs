@@ -11,7 +11,7 @@
 //! moves the sequence up to the server's time first. And the end of the tokens, 2^53 - 1.
 #![cfg(any(feature = "redis", feature = "postgres", feature = "mysql"))]
 mod common;
-#[cfg(feature = "postgres")]
+#[cfg(any(feature = "postgres", feature = "redis"))]
 #[path = "common/node.rs"]
 mod node;
 
@@ -513,6 +513,101 @@ mod postgres_multi_host {
                 fence > node_before && fence > after.0,
                 "{node_before} then {fence}"
             );
+        }
+    }
+}
+
+/// Redis under Sentinel, as users deploy it: a `redis+sentinel://` URL names three Sentinels
+/// and the primary's name; the primary is killed, the Sentinels promote its replica, and the
+/// blocking, the async and the Node client (with `LOCKSTORE_NODE_WORKERS`) carry on against it
+/// (each new connection asks the Sentinels which server is the primary now), with fences above
+/// every one before.
+#[cfg(feature = "redis")]
+mod redis_sentinel {
+    use super::*;
+    use crate::node::NodeClient;
+    use common::redis_server::{Sentinel, Throwaway, NO_PERSISTENCE};
+
+    #[test]
+    fn a_sentinel_url_follows_the_primary_across_a_failover() {
+        let primary = Throwaway::new(5, NO_PERSISTENCE);
+        let replica = Throwaway::replica_of(6, &primary);
+        let sentinels: Vec<Sentinel> = (0..3)
+            .map(|i| Sentinel::watching(i, "locks", &primary))
+            .collect();
+        // Each Sentinel knows the replica (from the primary's INFO, every 10 s at first) and the
+        // other Sentinels before a failover can promote it.
+        for sentinel in &sentinels {
+            common::eventually_within("the sentinels know the replica and each other", 30, || {
+                let replicas: Vec<redis::Value> =
+                    sentinel.query(redis::cmd("SENTINEL").arg("REPLICAS").arg("locks"));
+                let others: Vec<redis::Value> =
+                    sentinel.query(redis::cmd("SENTINEL").arg("SENTINELS").arg("locks"));
+                (!replicas.is_empty() && others.len() == 2).then_some(())
+            });
+        }
+        let addresses: Vec<String> = sentinels.iter().map(Sentinel::address).collect();
+        let url = format!("redis+sentinel://{}/locks", addresses.join(","));
+        let ns = common::unique_namespace("sentinel");
+        let locks = Locks::open(&url, &ns).unwrap();
+        let before = grants(&locks, "job", 3);
+        #[cfg(feature = "tokio")]
+        let runtime = common::runtime(1);
+        #[cfg(feature = "tokio")]
+        let aio = runtime.block_on(async {
+            let aio = lock_store::aio::Locks::open(&url, &ns).await.unwrap();
+            let lease = aio.try_acquire("async", "holder", TTL).await.unwrap();
+            lease.release().await.unwrap();
+            aio
+        });
+        let mut node = NodeClient::start("a_sentinel_url_follows_the_primary_across_a_failover");
+        let node_before = node.as_mut().map(|node| {
+            node.call(&["open", &url, &ns]).unwrap();
+            let fence: u64 = node
+                .call(&["acquire", "node", "n", "60000"])
+                .unwrap()
+                .parse()
+                .unwrap();
+            node.call(&["release", "node"]).unwrap();
+            fence
+        });
+        let _: i64 = primary.query(redis::cmd("WAIT").arg(1).arg(5_000));
+        primary.kill();
+        let after = common::eventually_within("a grant on the promoted replica", 30, || {
+            let lease = locks.try_acquire("job", "holder", TTL).ok()?;
+            let fence = lease.fence();
+            lease.release().unwrap();
+            Some(fence)
+        });
+        assert!(after > before[2], "{before:?} then {after:?}");
+        let role: Vec<redis::Value> = replica.query(&mut redis::cmd("ROLE"));
+        assert_eq!(
+            role.first(),
+            Some(&redis::Value::BulkString(b"master".to_vec()))
+        );
+        #[cfg(feature = "tokio")]
+        runtime.block_on(async {
+            let mut tries = 0;
+            let fence = loop {
+                if let Ok(lease) = aio.try_acquire("async", "holder", TTL).await {
+                    let fence = lease.fence();
+                    lease.release().await.unwrap();
+                    break fence;
+                }
+                tries += 1;
+                assert!(tries < 400, "no async grant on the promoted replica");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            };
+            assert!(fence > before[2], "{before:?} then {fence:?}");
+        });
+        if let (Some(node), Some(node_before)) = (node.as_mut(), node_before) {
+            let fence =
+                common::eventually_within("a Node grant on the promoted replica", 30, || {
+                    let fence = node.call(&["acquire", "node", "n", "60000"]).ok()?;
+                    node.call(&["release", "node"]).unwrap();
+                    fence.parse::<u64>().ok()
+                });
+            assert!(fence > node_before, "{node_before} then {fence}");
         }
     }
 }

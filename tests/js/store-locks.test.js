@@ -82,6 +82,22 @@ it('a multi-host PostgreSQL URL: the first host that answers and accepts writes 
   }
 });
 
+it('reads a redis+sentinel:// URL as the Rust clients do', async () => {
+  const { sentinelOptions } = await import('../../lock-wasm/js/src/stores/redis.js');
+  const bad = (reason) => new StoreError('url', reason);
+  assert.deepEqual(sentinelOptions('redis+sentinel://u:p%40ss@h1:26379,[::1]:26380/jobs/2', bad), {
+    sentinels: [{ host: 'h1', port: 26379 }, { host: '::1', port: 26380 }],
+    name: 'jobs',
+    db: 2,
+    username: 'u',
+    password: 'p@ss',
+  });
+  assert.deepEqual(sentinelOptions('redis+sentinel://h:1/p', bad), { sentinels: [{ host: 'h', port: 1 }], name: 'p', db: 0 });
+  for (const url of ['h:1', 'h:1/', 'h:1,/p', 'h:1/p/x', 'h:1/p?x=1', 'h/p', 'h:x/p', ':1/p']) {
+    assert.throws(() => sentinelOptions(`redis+sentinel://${url}`, bad), (e) => e instanceof StoreError && e.code === 'url', url);
+  }
+});
+
 it('names the package to install when a store client is missing', async () => {
   await assert.rejects(
     requirePeer('expiring-lock-no-such-client', 'redis://h'),

@@ -14,9 +14,10 @@ use std::time::Duration as StdDuration;
 
 use lock_core::Fence;
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Client, Value};
+use redis::{AsyncConnectionConfig, Value};
 
 use super::space::{Space, NO_SCRIPT};
+use super::target::Target;
 use crate::async_store::{AsyncStore, StoreFuture};
 use crate::bounded::within;
 use crate::store::{check_namespace, OpenWatcher, Read, StoreError, Write, Written};
@@ -24,7 +25,7 @@ use crate::store::{check_namespace, OpenWatcher, Read, StoreError, Write, Writte
 /// Records in Redis, for async code (see [`RedisStore`](crate::store::RedisStore) for the
 /// layout and the URL).
 pub struct AsyncRedisStore {
-    client: Client,
+    target: Target,
     space: Space,
     timeout: StdDuration,
     seed_from_time: bool,
@@ -58,9 +59,9 @@ impl AsyncRedisStore {
         timeout: StdDuration,
     ) -> Result<Self, StoreError> {
         check_namespace(namespace)?;
-        let (client, shown) = super::space::client(url)?;
+        let (target, shown) = Target::of(url)?;
         let store = AsyncRedisStore {
-            client,
+            target,
             space: Space::new(&shown, namespace),
             timeout,
             seed_from_time: true,
@@ -113,10 +114,20 @@ impl AsyncRedisStore {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.timeout))
             .set_response_timeout(Some(self.timeout));
-        // Connecting and naming the connection share the bound.
+        // Asking the Sentinels (if any; on a thread: their client blocks), connecting and naming
+        // the connection share the bound.
+        let client = match &self.target {
+            Target::Server(client) => client.clone(),
+            sentinels => {
+                let (target, bound) = (sentinels.clone(), self.timeout);
+                tokio::task::spawn_blocking(move || target.client(bound))
+                    .await
+                    .map_err(|e| fail(e.to_string()))?
+                    .map_err(fail)?
+            }
+        };
         let connect = async {
-            let mut conn = self
-                .client
+            let mut conn = client
                 .get_multiplexed_async_connection_with_config(&config)
                 .await?;
             self.space.set_name().query_async::<()>(&mut conn).await?;
@@ -326,7 +337,7 @@ impl AsyncStore for AsyncRedisStore {
     }
 
     fn watcher(&self) -> StoreFuture<'_, Option<OpenWatcher>> {
-        let watcher = super::blocking::watcher(&self.client, &self.space, self.timeout);
+        let watcher = super::blocking::watcher(&self.target, &self.space, self.timeout);
         Box::pin(std::future::ready(Ok(Some(watcher))))
     }
 }

@@ -7,9 +7,10 @@ use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use lock_core::Fence;
-use redis::{Client, Connection, ConnectionLike, Value};
+use redis::{Connection, ConnectionLike, Value};
 
 use super::space::{pack_cas, Space, NO_SCRIPT};
+use super::target::Target;
 use crate::store::{
     check_namespace, OpenWatcher, Read, Store, StoreError, Watcher, Write, Written,
 };
@@ -25,7 +26,7 @@ fn no_connection(store: &str) -> StoreError {
 
 /// Records in Redis.
 pub struct RedisStore {
-    client: Client,
+    target: Target,
     conn: Option<Connection>,
     space: Space,
     timeout: StdDuration,
@@ -60,9 +61,9 @@ impl RedisStore {
     /// [`StoreError::Schema`] (a foreign value at the namespace's format key).
     pub fn open(url: &str, namespace: &str, timeout: StdDuration) -> Result<Self, StoreError> {
         check_namespace(namespace)?;
-        let (client, shown) = super::space::client(url)?;
+        let (target, shown) = Target::of(url)?;
         let mut store = RedisStore {
-            client,
+            target,
             conn: None,
             space: Space::new(&shown, namespace),
             timeout,
@@ -114,8 +115,16 @@ impl RedisStore {
             // Connecting (with the client's own setup) and naming the connection share the
             // bound.
             let until = std::time::Instant::now() + bound;
-            let mut conn = (self.client)
-                .get_connection_with_timeout(bound)
+            let client = self
+                .target
+                .client(bound)
+                .map_err(|reason| StoreError::Connect {
+                    store: self.space.described.clone(),
+                    reason,
+                })?;
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            let mut conn = client
+                .get_connection_with_timeout(left.max(StdDuration::from_millis(1)))
                 .map_err(fail)?;
             let left = until.saturating_duration_since(std::time::Instant::now());
             let left = Some(left.max(StdDuration::from_millis(1)));
@@ -287,14 +296,14 @@ impl Store for RedisStore {
     }
 
     fn watcher(&self) -> Option<OpenWatcher> {
-        Some(watcher(&self.client, &self.space, self.timeout))
+        Some(watcher(&self.target, &self.space, self.timeout))
     }
 }
 
 /// Opens a [`RedisWatcher`] of `space`'s notices, on a connection of its own.
-pub(crate) fn watcher(client: &Client, space: &Space, timeout: StdDuration) -> OpenWatcher {
+pub(crate) fn watcher(target: &Target, space: &Space, timeout: StdDuration) -> OpenWatcher {
     let listen = Listen {
-        client: client.clone(),
+        target: target.clone(),
         timeout,
         space_name: space.set_name(),
         channel: space.channel(),
@@ -313,7 +322,7 @@ struct RedisWatcher {
 
 /// What a [`RedisWatcher`] needs to connect, taken from its store.
 struct Listen {
-    client: Client,
+    target: Target,
     timeout: StdDuration,
     /// Its `CLIENT SETNAME`.
     space_name: redis::Cmd,
@@ -328,7 +337,14 @@ impl RedisWatcher {
             store: shown.clone(),
             reason: e.to_string(),
         };
-        let mut conn = (store.client)
+        let client =
+            (store.target)
+                .client(store.timeout)
+                .map_err(|reason| StoreError::Connect {
+                    store: shown.clone(),
+                    reason,
+                })?;
+        let mut conn = client
             .get_connection_with_timeout(store.timeout)
             .map_err(fail)?;
         conn.set_write_timeout(Some(store.timeout)).map_err(fail)?;

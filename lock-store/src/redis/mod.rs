@@ -14,6 +14,9 @@
 //! server's clock is not behind the old one's by more than the failover took (see
 //! `docs/stores.md`).
 //!
+//! A `redis+sentinel://` URL names Sentinels and a primary: each new connection asks them which
+//! server is the primary now (`target`), so that the store follows a failover.
+//!
 //! Two clients send the same commands ([`space`]): [`RedisStore`], blocking, on one connection,
 //! and (feature `tokio`) [`AsyncRedisStore`], on one multiplexed connection shared by every task.
 
@@ -21,6 +24,7 @@
 mod aio;
 mod blocking;
 mod space;
+mod target;
 
 #[cfg(feature = "tokio")]
 pub use aio::AsyncRedisStore;

@@ -403,14 +403,19 @@ impl Store for Wrapped {
 
 /// Polls `f` every 10 ms until it answers `Some` (at most 10 s: a liveness margin, not a
 /// timing).
-pub fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+pub fn eventually<T>(what: &str, f: impl FnMut() -> Option<T>) -> T {
+    eventually_within(what, 10, f)
+}
+
+/// [`eventually`] within `seconds`.
+pub fn eventually_within<T>(what: &str, seconds: u64, mut f: impl FnMut() -> Option<T>) -> T {
     let start = std::time::Instant::now();
     loop {
         if let Some(v) = f() {
             return v;
         }
         assert!(
-            start.elapsed() < std::time::Duration::from_secs(10),
+            start.elapsed() < std::time::Duration::from_secs(seconds),
             "timed out waiting for {what}"
         );
         std::thread::sleep(std::time::Duration::from_millis(10));

@@ -17,7 +17,7 @@ pub const AOF_ALWAYS: &[&str] = &[
 
 /// A throwaway redis-server of this test's own (its port and directory), stopped at the end.
 pub struct Throwaway {
-    port: u16,
+    pub(crate) port: u16,
     dir: std::path::PathBuf,
     persistence: &'static [&'static str],
     /// More arguments (`--replicaof`...).
@@ -139,6 +139,80 @@ impl Throwaway {
 impl Drop for Throwaway {
     fn drop(&mut self) {
         self.shutdown();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A throwaway Redis Sentinel (redis-server in Sentinel mode) watching `primary` under the name
+/// `name` (quorum 2; a primary that does not answer for 400 ms is down), stopped at the end.
+pub struct Sentinel {
+    port: u16,
+    dir: std::path::PathBuf,
+}
+
+impl Sentinel {
+    pub fn watching(index: u16, name: &str, primary: &Throwaway) -> Self {
+        let port = 26390 + index + (std::process::id() % 50) as u16 * 4;
+        let dir = std::env::temp_dir().join(super::unique_namespace("sentinel"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let conf = dir.join("sentinel.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "port {port}\nbind 127.0.0.1\ndaemonize yes\ndir {}\n\
+                 sentinel monitor {name} 127.0.0.1 {} 2\n\
+                 sentinel down-after-milliseconds {name} 400\n\
+                 sentinel failover-timeout {name} 3000\n",
+                dir.display(),
+                primary.port
+            ),
+        )
+        .unwrap();
+        let ok = std::process::Command::new("redis-server")
+            .arg(&conf)
+            .arg("--sentinel")
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "redis-server --sentinel did not start");
+        let sentinel = Sentinel { port, dir };
+        super::eventually("the sentinel answers", || {
+            let mut c = redis::Client::open(sentinel.address_url())
+                .ok()?
+                .get_connection()
+                .ok()?;
+            redis::cmd("PING").query::<String>(&mut c).ok()
+        });
+        sentinel
+    }
+
+    fn address_url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// `host:port`, for a `redis+sentinel://` URL.
+    pub fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// A command's answer.
+    pub fn query<T: redis::FromRedisValue>(&self, cmd: &mut redis::Cmd) -> T {
+        let mut c = redis::Client::open(self.address_url())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        cmd.query(&mut c).unwrap()
+    }
+}
+
+impl Drop for Sentinel {
+    fn drop(&mut self) {
+        if let Ok(mut c) = redis::Client::open(self.address_url())
+            .unwrap()
+            .get_connection()
+        {
+            let _: Result<(), _> = redis::cmd("SHUTDOWN").arg("NOSAVE").query(&mut c);
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

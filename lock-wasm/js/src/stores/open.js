@@ -8,6 +8,7 @@ import { withoutPassword } from './io.js';
 export const SCHEMES = {
   redis: { peer: 'ioredis', driver: async () => (await import('./redis.js')).RedisDriver },
   rediss: { peer: 'ioredis', driver: async () => (await import('./redis.js')).RedisDriver },
+  'redis+sentinel': { peer: 'ioredis', driver: async () => (await import('./redis.js')).RedisDriver },
   postgres: { peer: 'pg', driver: async () => (await import('./postgres.js')).PostgresDriver },
   postgresql: { peer: 'pg', driver: async () => (await import('./postgres.js')).PostgresDriver },
   mysql: { peer: 'mysql2', driver: async () => (await import('./mysql.js')).MysqlDriver },

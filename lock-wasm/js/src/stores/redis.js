@@ -37,6 +37,31 @@ async function quitThenStop(redis) {
 }
 
 /** A namespace on a Redis server. @internal */
+/**
+ * `redis+sentinel://[user:password@]HOST:PORT[,HOST:PORT...]/PRIMARY-NAME[/DB]` as ioredis'
+ * Sentinel options, read as the Rust clients read it (lock-store/src/redis/target.rs): ioredis
+ * asks the Sentinels for the primary at each connect, and follows a failover.
+ */
+export function sentinelOptions(url, bad) {
+  const rest = url.slice('redis+sentinel://'.length);
+  const slash = rest.indexOf('/');
+  if (slash < 0) throw bad('name the primary: redis+sentinel://HOST:PORT[,HOST:PORT...]/PRIMARY-NAME[/DB]');
+  const [authority, path] = [rest.slice(0, slash), rest.slice(slash + 1)];
+  if (path.includes('?')) throw bad('redis+sentinel:// takes no parameters');
+  const at = authority.lastIndexOf('@');
+  const credentials = at < 0 ? null : authority.slice(0, at);
+  const sentinels = authority.slice(at + 1).split(',').map((address) => {
+    const m = /^(?:\[([^\]]+)\]|([^:[\]]+)):(\d+)$/.exec(address);
+    if (m === null) throw bad(address === '' ? 'an empty Sentinel address' : `the Sentinel address ${JSON.stringify(address)} is not HOST:PORT`);
+    return { host: m[1] ?? m[2], port: Number(m[3]) };
+  });
+  const [name, db, extra] = path.split('/');
+  if (!name) throw bad('name the primary after the Sentinels\' addresses');
+  if (extra !== undefined || (db !== undefined && !/^\d+$/.test(db))) throw bad(`the database ${JSON.stringify(path.slice(name.length + 1))} is not a number`);
+  const [username, password] = credentials === null ? [undefined, undefined] : credentials.split(':').map(decodeURIComponent);
+  return { sentinels, name, db: db === undefined ? 0 : Number(db), ...(username ? { username } : {}), ...(password === undefined ? {} : { password }) };
+}
+
 export class RedisDriver {
   #redis;
   #prefix;
@@ -62,7 +87,7 @@ export class RedisDriver {
   }
 
   /**
-   * Opens `url` (redis:// or rediss://) for `namespace`. A `rediss://` URL may name the CA's file
+   * Opens `url` (redis://, rediss:// or redis+sentinel://) for `namespace`. A `rediss://` URL may name the CA's file
    * (`cacert=PATH`; Node's built-in roots without it) and a client certificate
    * (`cert=PATH&key=PATH`), as `redis-cli` and the Rust clients name them.
    */
@@ -74,7 +99,8 @@ export class RedisDriver {
     const secure = url.startsWith('rediss://');
     if (!secure && params.size > 0) throw bad('cacert, cert and key are for rediss:// (TLS)');
     const tls = secure ? tlsOptions({ ca: params.get('cacert'), cert: params.get('cert'), key: params.get('key') }, bad, { ca: 'cacert', cert: 'cert', key: 'key' }) : undefined;
-    const redis = new Redis(rest, {
+    const sentinel = url.startsWith('redis+sentinel://') ? sentinelOptions(url, bad) : null;
+    const connection = {
       ...(tls === undefined ? {} : { tls }),
       lazyConnect: true,
       connectionName: `lock-store:${namespace}`,
@@ -83,7 +109,8 @@ export class RedisDriver {
       maxRetriesPerRequest: 0,
       connectTimeout: options.bound ?? 5000,
       enableAutoPipelining: false,
-    });
+    };
+    const redis = sentinel === null ? new Redis(rest, connection) : new Redis({ ...sentinel, ...connection });
     // Reported to each call instead; those of the connect say why it failed (ioredis' connect()
     // then only says "Connection is closed"): a failed TLS check if one is among them, else the
     // first.
