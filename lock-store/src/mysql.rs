@@ -46,7 +46,10 @@ const COLUMNS: [&str; 5] = ["fences", "forget_at", "k", "record", "version"];
 
 /// Records in MariaDB or MySQL.
 pub struct MysqlStore {
-    opts: Opts,
+    /// One per host of the URL, tried in order.
+    hosts: Vec<Opts>,
+    /// `target_session_attrs=read-write`: a host must accept writes (`@@read_only` off).
+    read_write: bool,
     conn: Option<Conn>,
     /// Each call's bound (the socket's connect, read and write timeouts).
     timeout: StdDuration,
@@ -120,6 +123,23 @@ fn ssl_opts(params: &[(String, String)]) -> Result<Option<mysql::SslOpts>, Strin
 /// happened, as in a conflict.
 fn rolled_back(e: &mysql::Error) -> bool {
     matches!(e, mysql::Error::MySqlError(m) if m.code == 1213 || m.code == 1205)
+}
+
+/// `url` (`mysql://[credentials@]host[:port][,host[:port]...]/db...`) as one URL per host.
+fn split_hosts(url: &str) -> Vec<String> {
+    let Some(rest) = url.strip_prefix("mysql://") else {
+        return vec![url.to_owned()];
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let (credentials, hosts) = match authority.rsplit_once('@') {
+        Some((credentials, hosts)) => (format!("{credentials}@"), hosts),
+        None => (String::new(), authority),
+    };
+    hosts
+        .split(',')
+        .map(|host| format!("mysql://{credentials}{host}{tail}"))
+        .collect()
 }
 
 /// Step `name` of `steps/mysql.sql` for namespace `namespace`.
@@ -200,7 +220,7 @@ fn timed_out(e: &mysql::Error) -> bool {
 impl MysqlStore {
     /// Whether the connection speaks TLS without a client certificate.
     fn tls_without_identity(&self) -> bool {
-        self.opts
+        self.hosts[0]
             .get_ssl_opts()
             .is_some_and(|ssl| ssl.client_identity().is_none())
     }
@@ -228,33 +248,49 @@ impl MysqlStore {
                 "ssl_key",
             ],
         );
+        let (as_mysql, target) = crate::tls::take_params(&as_mysql, &["target_session_attrs"]);
+        let read_write = match target.first().map(|(_, v)| v.as_str()) {
+            None | Some("any") => false,
+            Some("read-write") => true,
+            Some(other) => {
+                return Err(StoreError::Url {
+                    url: shown,
+                    reason: format!("target_session_attrs={other}: use any or read-write"),
+                })
+            }
+        };
         let ssl = ssl_opts(&tls).map_err(|reason| StoreError::Url {
             url: shown.clone(),
             reason,
         })?;
-        let opts = Opts::from_url(&as_mysql).map_err(|e| StoreError::Url {
-            url: shown.clone(),
-            reason: e.to_string(),
-        })?;
-        if opts.get_db_name().is_none() {
-            return Err(StoreError::Url {
-                url: shown,
-                reason: "no database: add /DATABASE to the URL".into(),
-            });
+        let mut hosts = Vec::new();
+        for url in split_hosts(&as_mysql) {
+            let opts = Opts::from_url(&url).map_err(|e| StoreError::Url {
+                url: shown.clone(),
+                reason: e.to_string(),
+            })?;
+            if opts.get_db_name().is_none() {
+                return Err(StoreError::Url {
+                    url: shown,
+                    reason: "no database: add /DATABASE to the URL".into(),
+                });
+            }
+            let mut opts = OptsBuilder::from_opts(opts);
+            if let Some(ssl) = ssl.clone() {
+                crate::tls::use_ring();
+                opts = opts.ssl_opts(Some(ssl));
+            }
+            hosts.push(
+                opts.prefer_socket(false)
+                    .tcp_connect_timeout(Some(timeout))
+                    .read_timeout(Some(timeout))
+                    .write_timeout(Some(timeout))
+                    .into(),
+            );
         }
-        let mut opts = OptsBuilder::from_opts(opts);
-        if let Some(ssl) = ssl {
-            crate::tls::use_ring();
-            opts = opts.ssl_opts(Some(ssl));
-        }
-        let opts: Opts = opts
-            .prefer_socket(false)
-            .tcp_connect_timeout(Some(timeout))
-            .read_timeout(Some(timeout))
-            .write_timeout(Some(timeout))
-            .into();
         let mut store = MysqlStore {
-            opts,
+            hosts,
+            read_write,
             conn: None,
             timeout,
             limit: None,
@@ -275,36 +311,7 @@ impl MysqlStore {
 
     fn conn(&mut self) -> Result<&mut Conn, StoreError> {
         if self.conn.is_none() {
-            let opts: Opts = match self.limit {
-                Some(left) => OptsBuilder::from_opts(self.opts.clone())
-                    .tcp_connect_timeout(Some(left))
-                    .read_timeout(Some(left))
-                    .write_timeout(Some(left))
-                    .into(),
-                None => self.opts.clone(),
-            };
-            let bound = self.limit.unwrap_or(self.timeout);
-            let mut conn = Conn::new(opts).map_err(|e| StoreError::Connect {
-                store: format!("{} namespace \"{}\"", self.shown, self.namespace),
-                reason: if timed_out(&e) {
-                    format!("no answer within {bound:?}")
-                } else {
-                    let reason = crate::tls::explain(reason(&e));
-                    match &e {
-                        // Over TLS without a client certificate, a user that must present one
-                        // (`REQUIRE X509`) is refused like a wrong password: say so.
-                        mysql::Error::MySqlError(m)
-                            if m.code == 1045 && self.tls_without_identity() =>
-                        {
-                            format!(
-                                "{reason} (if this user must present a client certificate, name it \
-                                 and its key in the URL: ssl-cert=PATH&ssl-key=PATH)"
-                            )
-                        }
-                        _ => reason,
-                    }
-                },
-            })?;
+            let mut conn = self.connect_first()?;
             // Row locks only: no gap locks between writers of different keys. And the tests'
             // tokens from 1, if asked (the procedure reads the session's variable).
             let from_time = (!self.seed_from_time).then(|| sql("from-time", &self.namespace));
@@ -386,6 +393,71 @@ impl MysqlStore {
 
     /// The error for a connection that [`conn`](Self::conn) has just made but is not there
     /// (never happens; answered rather than a panic).
+    /// A connection to the first of the URL's hosts that answers (and, with
+    /// `target_session_attrs=read-write`, accepts writes), within each call's bound.
+    fn connect_first(&self) -> Result<Conn, StoreError> {
+        let bound = self.limit.unwrap_or(self.timeout);
+        let store = || format!("{} namespace \"{}\"", self.shown, self.namespace);
+        let mut reasons = Vec::new();
+        for host in &self.hosts {
+            let opts: Opts = match self.limit {
+                Some(left) => OptsBuilder::from_opts(host.clone())
+                    .tcp_connect_timeout(Some(left))
+                    .read_timeout(Some(left))
+                    .write_timeout(Some(left))
+                    .into(),
+                None => host.clone(),
+            };
+            let mut conn = match Conn::new(opts) {
+                Ok(conn) => conn,
+                Err(e) => {
+                    reasons.push(self.connect_reason(&e, bound));
+                    continue;
+                }
+            };
+            if self.read_write {
+                match conn.query_first::<i64, _>(sql("read-only", &self.namespace)) {
+                    Ok(Some(0)) => {}
+                    Ok(_) => {
+                        let (host, port) = (host.get_ip_or_hostname(), host.get_tcp_port());
+                        reasons.push(format!(
+                            "{host}:{port} does not accept writes (target_session_attrs=read-write)"
+                        ));
+                        continue;
+                    }
+                    Err(e) => {
+                        reasons.push(reason(&e));
+                        continue;
+                    }
+                }
+            }
+            return Ok(conn);
+        }
+        Err(StoreError::Connect {
+            store: store(),
+            reason: reasons.join("; "),
+        })
+    }
+
+    /// Why a connect failed, in words.
+    fn connect_reason(&self, e: &mysql::Error, bound: StdDuration) -> String {
+        if timed_out(e) {
+            return format!("no answer within {bound:?}");
+        }
+        let reason = crate::tls::explain(reason(e));
+        match e {
+            // Over TLS without a client certificate, a user that must present one
+            // (`REQUIRE X509`) is refused like a wrong password: say so.
+            mysql::Error::MySqlError(m) if m.code == 1045 && self.tls_without_identity() => {
+                format!(
+                    "{reason} (if this user must present a client certificate, name it and its \
+                     key in the URL: ssl-cert=PATH&ssl-key=PATH)"
+                )
+            }
+            _ => reason,
+        }
+    }
+
     fn connection_missing(&self) -> StoreError {
         StoreError::Connect {
             store: self.describe(),

@@ -3,6 +3,11 @@
 -- `{ns}_records`, its sequence `{ns}_fences`, its procedure `{ns}_cas`), {format} the format
 -- the client installs. Each step is one statement.
 
+-- step: read-only
+-- Whether this server refuses writes (a replica set read-only): a client that must find the
+-- host accepting writes (target_session_attrs=read-write) asks each host it reaches.
+SELECT @@read_only
+
 -- step: isolation
 -- Once per connection. Row locks only: no gap locks between writers of different keys.
 SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED

@@ -11,7 +11,7 @@
 //! moves the sequence up to the server's time first. And the end of the tokens, 2^53 - 1.
 #![cfg(any(feature = "redis", feature = "postgres", feature = "mysql"))]
 mod common;
-#[cfg(any(feature = "postgres", feature = "redis"))]
+#[cfg(any(feature = "postgres", feature = "redis", feature = "mysql"))]
 #[path = "common/node.rs"]
 mod node;
 
@@ -665,6 +665,63 @@ mod postgres_synchronous_standby {
                 || lease.extend(TTL).ok(),
             );
             lease.release().unwrap();
+        }
+    }
+}
+
+/// A multi-host MariaDB URL with `target_session_attrs=read-write` (as for PostgreSQL): the
+/// client connects to the first host that answers and is not read-only (the replica, listed
+/// first, is passed over); after the primary is killed and the replica promoted, the next calls
+/// connect to it, with fences above every one before; Rust and Node alike.
+#[cfg(feature = "mysql")]
+mod mariadb_multi_host {
+    use super::*;
+    use crate::node::NodeClient;
+    use common::mariadb_server::Mariadb;
+
+    #[test]
+    fn a_multi_host_url_follows_the_primary_across_a_failover() {
+        let port = 16100 + (std::process::id() % 100) as u16 * 4 + 40;
+        let mut primary = Mariadb::start("maria_mh_primary", port, 1);
+        let replica = Mariadb::replica_of(&primary, "maria_mh_replica", port + 1, 2);
+        primary.create_test_database();
+        primary.caught_up(&replica);
+        let url = format!(
+            "mysql://root@{},{}/test?target_session_attrs=read-write",
+            replica.address(),
+            primary.address()
+        );
+        let ns = common::unique_namespace("multi_host");
+        let locks = Locks::open(&url, &ns).unwrap();
+        let before = grants(&locks, "job", 3);
+        let mut node = NodeClient::start("mariadb a_multi_host_url_follows_the_primary");
+        let node_before = node.as_mut().map(|node| {
+            node.call(&["open", &url, &ns]).unwrap();
+            let fence: u64 = node
+                .call(&["acquire", "node", "n", "60000"])
+                .unwrap()
+                .parse()
+                .unwrap();
+            node.call(&["release", "node"]).unwrap();
+            fence
+        });
+        primary.caught_up(&replica);
+        primary.kill();
+        replica.promote();
+        let after = common::eventually("a grant on the promoted replica", || {
+            let lease = locks.try_acquire("job", "holder", TTL).ok()?;
+            let fence = lease.fence();
+            lease.release().unwrap();
+            Some(fence)
+        });
+        assert!(after > before[2], "{before:?} then {after:?}");
+        if let (Some(node), Some(node_before)) = (node.as_mut(), node_before) {
+            let fence = common::eventually("a Node grant on the promoted replica", || {
+                let fence = node.call(&["acquire", "node", "n", "60000"]).ok()?;
+                node.call(&["release", "node"]).unwrap();
+                fence.parse::<u64>().ok()
+            });
+            assert!(fence > node_before, "{node_before} then {fence}");
         }
     }
 }

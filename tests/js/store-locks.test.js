@@ -7,7 +7,7 @@ import { LockManager, Locks, LockError, StoreError } from '../../lock-wasm/js/sr
 import { readFileSync } from 'node:fs';
 import ts from 'typescript';
 import { requirePeer } from '../../lock-wasm/js/src/stores/io.js';
-import { POSTGRES_URL, STORES, uniqueNamespace } from './lib/stores.js';
+import { MARIADB_URL, POSTGRES_URL, STORES, uniqueNamespace } from './lib/stores.js';
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -77,6 +77,27 @@ it('a multi-host PostgreSQL URL: the first host that answers and accepts writes 
   } finally {
     await locks.close();
     const driver = await STORES.find((store) => store.name === 'postgres').open(ns);
+    await driver.uninstall();
+    await driver.close();
+  }
+});
+
+it('a multi-host MariaDB URL: the first host that answers and accepts writes (the hosts before it refuse connections)', async () => {
+  const { mysqlOptions } = await import('../../lock-wasm/js/src/stores/mysql.js');
+  const options = mysqlOptions('mysql://u:p@h1:3307,[::1]/db?target_session_attrs=read-write', '');
+  assert.deepEqual([options.hosts, options.readWrite, options.user, options.database], [[{ host: 'h1', port: 3307 }, { host: '::1', port: 3306 }], true, 'u', 'db']);
+  assert.throws(() => mysqlOptions('mysql://h1,h2/db?target_session_attrs=primary', ''), (e) => e instanceof StoreError && e.code === 'url' && e.message.includes('use any or read-write'));
+  const real = new URL(MARIADB_URL);
+  const url = MARIADB_URL.replace(`@${real.host}`, `@127.0.0.1:1,${real.host}`) + (real.search ? '&' : '?') + 'target_session_attrs=read-write';
+  const ns = uniqueNamespace('jsmulti');
+  const locks = await Locks.open(url, ns);
+  try {
+    const lease = await locks.tryAcquire('job', { ttl: 10_000, owner: 'a' });
+    assert.ok(lease.fence > 0);
+    await lease.release();
+  } finally {
+    await locks.close();
+    const driver = await STORES.find((store) => store.name === 'mariadb').open(ns);
     await driver.uninstall();
     await driver.close();
   }

@@ -66,7 +66,7 @@ impl Mariadb {
     }
 
     /// A replica of `primary` on `port` with `server_id`, following it from the start of its
-    /// binary log (so it gets the database `test` and everything after).
+    /// binary log (so it gets the database `test` and everything after), read-only.
     pub fn replica_of(primary: &Mariadb, name: &str, port: u16, server_id: u32) -> Self {
         let replica = Self::start(name, port, server_id);
         replica.run(&format!(
@@ -75,6 +75,7 @@ impl Mariadb {
             primary.port
         ));
         replica.run("START SLAVE");
+        replica.run("SET GLOBAL read_only = 1");
         replica
     }
 
@@ -108,10 +109,16 @@ impl Mariadb {
         assert_eq!(waited, "0", "the replica applies {position}");
     }
 
-    /// Makes a replica a primary: it stops following and forgets its primary.
+    /// Makes a replica a primary: it stops following, forgets its primary and accepts writes.
     pub fn promote(&self) {
         self.run("STOP SLAVE");
         self.run("RESET SLAVE ALL");
+        self.run("SET GLOBAL read_only = 0");
+    }
+
+    /// Its `host:port`, for a multi-host URL.
+    pub fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
     }
 
     /// Kills it (`SIGKILL`: no shutdown).

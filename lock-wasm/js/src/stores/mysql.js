@@ -41,20 +41,33 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
  */
 export function mysqlOptions(url, shown) {
   const bad = (reason) => new StoreError('url', `bad store URL ${JSON.stringify(shown)}: ${reason}`);
-  let parsed;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw bad('not a URL');
-  }
+  // Several hosts (`mysql://user@h1:3306,h2:3306/db`, tried in order, as the Rust client does):
+  // the URL is read with the first; each host is read on its own.
+  const split = /^(mysql:\/\/)([^@/?#]*@)?([^/?#]*)(.*)$/s.exec(url);
+  const hostList = split === null ? [''] : split[3].split(',');
+  const readHost = (text) => {
+    try {
+      return new URL(text);
+    } catch {
+      throw bad('not a URL');
+    }
+  };
+  const parsed = readHost(split === null ? url : `${split[1]}${split[2] ?? ''}${hostList[0]}${split[4]}`);
+  const hosts = hostList.map((h) => {
+    const one = split === null ? parsed : readHost(`mysql://${h}`);
+    return { host: one.hostname.replace(/^\[(.*)\]$/, '$1') || 'localhost', port: one.port === '' ? 3306 : Number(one.port) };
+  });
   const database = decodeURIComponent(parsed.pathname.replace(/^\//, ''));
   if (database === '') throw bad('no database: add /DATABASE to the URL');
   const params = new Map([...parsed.searchParams].map(([name, value]) => [name.replaceAll('_', '-'), value]));
+  const target = params.get('target-session-attrs') ?? 'any';
+  params.delete('target-session-attrs');
+  if (target !== 'any' && target !== 'read-write') throw bad(`target_session_attrs=${target}: use any or read-write`);
   const unknown = [...params.keys()].filter((name) => !TLS_PARAMS.includes(name));
-  if (unknown.length > 0) throw bad(`unknown parameter ${unknown[0]} (this client takes ${TLS_PARAMS.join(', ')})`);
+  if (unknown.length > 0) throw bad(`unknown parameter ${unknown[0]} (this client takes ${TLS_PARAMS.join(', ')}, target_session_attrs)`);
   const options = {
-    host: parsed.hostname.replace(/^\[(.*)\]$/, '$1') || 'localhost',
-    port: parsed.port === '' ? 3306 : Number(parsed.port),
+    hosts,
+    readWrite: target === 'read-write',
     user: decodeURIComponent(parsed.username),
     password: decodeURIComponent(parsed.password),
     database,
@@ -99,6 +112,7 @@ export class MysqlDriver {
     this.#texts = Object.fromEntries(
       [
         'isolation',
+        'read-only',
         'install-lock',
         'install-unlock',
         'columns',
@@ -140,14 +154,47 @@ export class MysqlDriver {
     return driver;
   }
 
-  /** A new connection, in the session mode the steps expect. */
+  /**
+   * A new connection, in the session mode the steps expect: to the first of the URL's hosts that
+   * answers (and is not read-only, with `target_session_attrs=read-write`), as the Rust client.
+   */
   async #newConnection() {
+    const { hosts, readWrite } = this.#options;
+    let failure = null;
+    for (const { host, port } of hosts) {
+      let conn;
+      try {
+        conn = await this.#newConnectionTo(host, port);
+      } catch (e) {
+        failure = e;
+        continue;
+      }
+      if (!readWrite) return conn;
+      try {
+        const [rows] = await bounded(this, this.#bound, () => conn.query(this.#texts['read-only']));
+        if (Number(rows[0]?.[0]) === 0) return conn;
+        failure = storeError('connect', this.describe, `${host}:${port} does not accept writes (target_session_attrs=read-write)`);
+      } catch (e) {
+        failure = e instanceof StoreError ? e : storeError('connect', this.describe, `${/** @type {Error} */ (e).message}`, e);
+      }
+      conn.destroy();
+    }
+    throw failure;
+  }
+
+  /** A new connection to one host. */
+  async #newConnectionTo(host, port) {
     const ms = Math.round(this.#bound);
+    const options = { ...this.#options };
+    delete options.hosts;
+    delete options.readWrite;
     let conn;
     try {
       conn = await bounded(this, ms, () =>
         this.#mysql.createConnection({
-          ...this.#options,
+          ...options,
+          host,
+          port,
           connectTimeout: ms,
           supportBigNumbers: true,
           bigNumberStrings: true,
