@@ -725,3 +725,97 @@ mod mariadb_multi_host {
         }
     }
 }
+
+/// MariaDB with semi-synchronous replication (`AFTER_SYNC`, a timeout longer than the test)
+/// against plain asynchronous replication. The replica is paused and cut off; grants go on on
+/// the primary (with a 1 s bound); the primary is killed, the replica resumed and promoted
+/// (after applying what it received). Semi-synchronous: a grant is answered only once a replica
+/// has it, so the grants made while it was cut off were never answered, and every lease the
+/// client was granted is on the promoted replica. Asynchronous (the control): those grants were
+/// answered, and their leases are gone after the failover.
+#[cfg(feature = "mysql")]
+mod mariadb_semi_synchronous {
+    use super::*;
+    use common::mariadb_server::Mariadb;
+    use rustix::process::{kill_process, Signal};
+
+    /// Answers the leases the client was granted and, for each, whether the promoted replica
+    /// has it.
+    fn fail_over_with_a_cut_off_replica(offset: u16, semi_sync: bool) -> Vec<(String, bool)> {
+        let port = 16100 + (std::process::id() % 100) as u16 * 4 + offset;
+        let mut primary = Mariadb::start("maria_semi_primary", port, 1);
+        let replica = Mariadb::replica_of(&primary, "maria_semi_replica", port + 1, 2);
+        if semi_sync {
+            primary.run("SET GLOBAL rpl_semi_sync_master_enabled = 1");
+            primary.run("SET GLOBAL rpl_semi_sync_master_wait_point = AFTER_SYNC");
+            primary.run("SET GLOBAL rpl_semi_sync_master_timeout = 60000");
+            replica.run("SET GLOBAL rpl_semi_sync_slave_enabled = 1");
+            replica.run("STOP SLAVE IO_THREAD");
+            replica.run("START SLAVE IO_THREAD");
+            common::eventually("the replica acknowledges", || {
+                let status = primary.value(
+                    "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS \
+                     WHERE VARIABLE_NAME = 'RPL_SEMI_SYNC_MASTER_CLIENTS'",
+                );
+                (status == "1").then_some(())
+            });
+        }
+        primary.create_test_database();
+        let ns = common::unique_namespace("semi_sync");
+        let locks = lock_store::Options::new()
+            .bound(Duration::from_secs(1))
+            .open(&primary.url(), &ns)
+            .unwrap();
+        let mut held: Vec<_> = (0..3)
+            .map(|i| {
+                locks
+                    .try_acquire(&format!("job{i}"), "holder", TTL)
+                    .unwrap()
+            })
+            .collect();
+        primary.caught_up(&replica);
+        kill_process(replica.pid(), Signal::STOP).unwrap();
+        primary.cut_replicas();
+        held.extend(
+            (3..6).filter_map(|i| locks.try_acquire(&format!("job{i}"), "holder", TTL).ok()),
+        );
+        primary.kill();
+        kill_process(replica.pid(), Signal::CONT).unwrap();
+        replica.promote();
+        let promoted = Locks::open(&replica.url(), &ns).unwrap();
+        let kept = held
+            .iter()
+            .map(|lease| {
+                let info = promoted.inspect(lease.key()).unwrap();
+                let holder = info.as_ref().and_then(|i| i.holder().cloned());
+                let kept = holder.is_some_and(|h| h.owner == "holder" && h.fence == lease.fence());
+                (lease.key().to_owned(), kept)
+            })
+            .collect();
+        drop(held);
+        kept
+    }
+
+    #[test]
+    fn a_semi_synchronous_replica_promoted_after_a_kill_has_every_granted_lease() {
+        let kept = fail_over_with_a_cut_off_replica(44, true);
+        assert_eq!(
+            kept.len(),
+            3,
+            "no grant answered while the replica was cut off: {kept:?}"
+        );
+        assert!(kept.iter().all(|(_, kept)| *kept), "{kept:?}");
+    }
+
+    #[test]
+    fn with_asynchronous_replication_the_promoted_replica_lost_granted_leases() {
+        // The control: what semi-synchronous replication prevents.
+        let kept = fail_over_with_a_cut_off_replica(46, false);
+        assert_eq!(kept.len(), 6, "{kept:?}");
+        assert_eq!(
+            kept.iter().filter(|(_, kept)| !*kept).count(),
+            3,
+            "the grants made while the replica was cut off are gone: {kept:?}"
+        );
+    }
+}

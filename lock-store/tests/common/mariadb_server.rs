@@ -109,8 +109,19 @@ impl Mariadb {
         assert_eq!(waited, "0", "the replica applies {position}");
     }
 
-    /// Makes a replica a primary: it stops following, forgets its primary and accepts writes.
+    /// Makes a replica a primary, as failover tools do: it stops receiving, applies what it
+    /// received (its relay log), stops following, forgets its primary and accepts writes.
     pub fn promote(&self) {
+        self.run("STOP SLAVE IO_THREAD");
+        super::eventually("the replica applies what it received", || {
+            let mut admin = self.admin().ok()?;
+            let row: mysql::Row = admin.query_first("SHOW SLAVE STATUS").ok()??;
+            let read: Option<u64> = row.get("Read_Master_Log_Pos");
+            let done: Option<u64> = row.get("Exec_Master_Log_Pos");
+            let file: Option<String> = row.get("Master_Log_File");
+            let exec_file: Option<String> = row.get("Relay_Master_Log_File");
+            (read.is_some() && read == done && file == exec_file).then_some(())
+        });
         self.run("STOP SLAVE");
         self.run("RESET SLAVE ALL");
         self.run("SET GLOBAL read_only = 0");
@@ -119,6 +130,26 @@ impl Mariadb {
     /// Its `host:port`, for a multi-host URL.
     pub fn address(&self) -> String {
         format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Its process.
+    pub fn pid(&self) -> rustix::process::Pid {
+        rustix::process::Pid::from_child(&self.child)
+    }
+
+    /// Drops its replicas' links (as a replica that stopped reading is cut off): what it
+    /// writes from now on reaches no replica, not even through the sockets' buffers.
+    pub fn cut_replicas(&self) {
+        let mut admin = self.admin().unwrap();
+        let ids: Vec<u64> = admin
+            .query(
+                "SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%'",
+            )
+            .unwrap();
+        assert!(!ids.is_empty(), "no replica to cut off");
+        for id in ids {
+            admin.query_drop(format!("KILL {id}")).unwrap();
+        }
     }
 
     /// Kills it (`SIGKILL`: no shutdown).
