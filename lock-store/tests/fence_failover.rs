@@ -613,59 +613,102 @@ mod redis_sentinel {
 }
 
 /// PostgreSQL with a synchronous standby (`synchronous_standby_names`, `synchronous_commit =
-/// on`): a grant is answered only once the standby has it, so a crash of the primary right after
-/// loses no lease: every lease held at the crash is on the promoted standby, with its holder and
-/// fence, and its holder extends and releases it there.
+/// on`) against an asynchronous one. The standby is paused and cut off; grants go on on the
+/// primary (with a 1 s bound); the primary crashes, the standby is resumed and promoted.
+/// Synchronous: a grant is answered only once the standby has it, so the grants made while it
+/// was cut off were never answered, and every lease the client was granted is on the promoted
+/// standby, where its holder extends and releases it through the multi-host URL. Asynchronous
+/// (the control): those grants were answered, and their leases are gone.
 #[cfg(feature = "postgres")]
 mod postgres_synchronous_standby {
     use super::*;
     use common::postgres_server::Cluster;
+    use rustix::process::Signal;
 
-    #[test]
-    fn a_synchronous_standby_promoted_after_a_crash_has_every_lease() {
-        let port = 15100 + (std::process::id() % 100) as u16 * 4 + 44;
+    /// Answers the leases the client was granted and, for each, whether the promoted standby has
+    /// it; the leases themselves, extended and released on the promoted standby when it has them.
+    fn fail_over_with_a_cut_off_standby(offset: u16, synchronous: bool) -> Vec<(String, bool)> {
+        let port = 15100 + (std::process::id() % 100) as u16 * 4 + offset;
         let primary = Cluster::init("pg_sync_primary", port);
         let standby = Cluster::standby_of(&primary, "pg_sync_standby", port + 1);
-        primary.query("ALTER SYSTEM SET synchronous_standby_names = '*'");
-        primary.query("SELECT pg_reload_conf()");
-        common::eventually("the standby is synchronous", || {
-            (primary.query("SELECT sync_state FROM pg_stat_replication") == "sync").then_some(())
-        });
+        if synchronous {
+            primary.query("ALTER SYSTEM SET synchronous_standby_names = '*'");
+            primary.query("SELECT pg_reload_conf()");
+            common::eventually("the standby is synchronous", || {
+                (primary.query("SELECT sync_state FROM pg_stat_replication") == "sync")
+                    .then_some(())
+            });
+        }
         let url = format!(
             "postgres://postgres@127.0.0.1:{port},127.0.0.1:{}/postgres?target_session_attrs=read-write",
             port + 1
         );
         let ns = common::unique_namespace("sync_standby");
-        let locks = Locks::open(&url, &ns).unwrap();
-        let held: Vec<_> = (0..10)
+        let locks = lock_store::Options::new()
+            .bound(Duration::from_secs(1))
+            .open(&url, &ns)
+            .unwrap();
+        let mut held: Vec<_> = (0..3)
             .map(|i| {
                 locks
                     .try_acquire(&format!("job{i}"), "holder", TTL)
                     .unwrap()
             })
             .collect();
-        // No wait for the standby to catch up: each grant's commit already waited for it.
+        primary.caught_up(&standby);
+        standby.signal_all(Signal::STOP);
+        primary.cut_standbys();
+        held.extend(
+            (3..6).filter_map(|i| locks.try_acquire(&format!("job{i}"), "holder", TTL).ok()),
+        );
         primary.stop("immediate");
+        standby.signal_all(Signal::CONT);
         standby.promote();
         let promoted = Locks::open(&standby.url(), &ns).unwrap();
-        for lease in &held {
-            let info = promoted.inspect(lease.key()).unwrap();
-            let holder = info.as_ref().and_then(|i| i.holder().cloned());
-            assert_eq!(
-                holder.map(|h| (h.owner, h.fence)),
-                Some(("holder".to_owned(), lease.fence())),
-                "{}: the lease did not survive the failover",
-                lease.key()
-            );
+        let kept: Vec<(String, bool)> = held
+            .iter()
+            .map(|lease| {
+                let info = promoted.inspect(lease.key()).unwrap();
+                let holder = info.as_ref().and_then(|i| i.holder().cloned());
+                let kept = holder.is_some_and(|h| h.owner == "holder" && h.fence == lease.fence());
+                (lease.key().to_owned(), kept)
+            })
+            .collect();
+        // The holders of the leases that survived carry on through the multi-host URL (after
+        // a typed failure or two).
+        for (lease, (_, kept)) in held.into_iter().zip(&kept) {
+            if *kept {
+                common::eventually(
+                    "the holder extends its lease on the promoted standby",
+                    || lease.extend(TTL).ok(),
+                );
+                lease.release().unwrap();
+            }
         }
-        // Their holders carry on through the multi-host URL (after a typed failure or two).
-        for lease in held {
-            common::eventually(
-                "the holder extends its lease on the promoted standby",
-                || lease.extend(TTL).ok(),
-            );
-            lease.release().unwrap();
-        }
+        kept
+    }
+
+    #[test]
+    fn a_synchronous_standby_promoted_after_a_crash_has_every_granted_lease() {
+        let kept = fail_over_with_a_cut_off_standby(44, true);
+        assert_eq!(
+            kept.len(),
+            3,
+            "no grant answered while the standby was cut off: {kept:?}"
+        );
+        assert!(kept.iter().all(|(_, kept)| *kept), "{kept:?}");
+    }
+
+    #[test]
+    fn with_an_asynchronous_standby_the_promoted_standby_lost_granted_leases() {
+        // The control: what a synchronous standby prevents.
+        let kept = fail_over_with_a_cut_off_standby(46, false);
+        assert_eq!(kept.len(), 6, "{kept:?}");
+        assert_eq!(
+            kept.iter().filter(|(_, kept)| !*kept).count(),
+            3,
+            "the grants made while the standby was cut off are gone: {kept:?}"
+        );
     }
 }
 

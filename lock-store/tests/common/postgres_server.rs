@@ -155,6 +155,33 @@ impl Cluster {
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
     }
 
+    /// Sends `signal` to every process of the cluster (its postmaster and the postmaster's
+    /// children: a standby's WAL receiver among them).
+    pub fn signal_all(&self, signal: rustix::process::Signal) {
+        let pid_file = std::fs::read_to_string(self.data().join("postmaster.pid")).unwrap();
+        let postmaster: i32 = pid_file.lines().next().unwrap().trim().parse().unwrap();
+        let children = Command::new("pgrep")
+            .args(["-P", &postmaster.to_string()])
+            .output()
+            .unwrap();
+        let pids = String::from_utf8_lossy(&children.stdout)
+            .lines()
+            .filter_map(|l| l.trim().parse::<i32>().ok())
+            .chain([postmaster])
+            .collect::<Vec<_>>();
+        for pid in pids {
+            if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+                let _ = rustix::process::kill_process(pid, signal);
+            }
+        }
+    }
+
+    /// Cuts its standbys off (ends their WAL senders): what it writes from now on reaches
+    /// none of them until they connect again.
+    pub fn cut_standbys(&self) {
+        self.query("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_replication");
+    }
+
     /// Waits until `standby` replayed everything this primary wrote so far.
     pub fn caught_up(&self, standby: &Cluster) {
         let written = self.query("SELECT pg_current_wal_lsn()");
