@@ -11,6 +11,9 @@
 //! moves the sequence up to the server's time first. And the end of the tokens, 2^53 - 1.
 #![cfg(any(feature = "redis", feature = "postgres", feature = "mysql"))]
 mod common;
+#[cfg(feature = "mysql")]
+#[path = "common/mariadb_server.rs"]
+mod mariadb_server;
 #[cfg(any(feature = "postgres", feature = "redis", feature = "mysql"))]
 #[path = "common/node.rs"]
 mod node;
@@ -309,7 +312,7 @@ mod postgres_authority {
 #[cfg(feature = "mysql")]
 mod mariadb_replica {
     use super::*;
-    use common::mariadb_server::Mariadb;
+    use crate::mariadb_server::Mariadb;
     use lock_store::store::MysqlStore;
 
     fn open(url: &str, ns: &str, from_time: bool) -> Locks {
@@ -720,7 +723,7 @@ mod postgres_synchronous_standby {
 mod mariadb_multi_host {
     use super::*;
     use crate::node::NodeClient;
-    use common::mariadb_server::Mariadb;
+    use crate::mariadb_server::Mariadb;
 
     #[test]
     fn a_multi_host_url_follows_the_primary_across_a_failover() {
@@ -779,7 +782,7 @@ mod mariadb_multi_host {
 #[cfg(feature = "mysql")]
 mod mariadb_semi_synchronous {
     use super::*;
-    use common::mariadb_server::Mariadb;
+    use crate::mariadb_server::Mariadb;
     use rustix::process::{kill_process, Signal};
 
     /// Answers the leases the client was granted and, for each, whether the promoted replica

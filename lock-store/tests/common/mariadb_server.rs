@@ -26,7 +26,7 @@ impl Mariadb {
     /// A new server on `port` with `server_id`, writing a binary log, started, with the
     /// database `test`.
     pub fn start(name: &str, port: u16, server_id: u32) -> Self {
-        let dir = std::env::temp_dir().join(super::unique_namespace(name));
+        let dir = std::env::temp_dir().join(crate::common::unique_namespace(name));
         let data = dir.join("data");
         std::fs::create_dir_all(&dir).unwrap();
         // A temporary directory of its own: two bootstraps at once in one clash on their
@@ -61,7 +61,7 @@ impl Mariadb {
             .spawn()
             .unwrap();
         let server = Mariadb { child, dir, port };
-        super::eventually("mariadbd answers", || server.admin().ok());
+        crate::common::eventually("mariadbd answers", || server.admin().ok());
         server
     }
 
@@ -113,7 +113,7 @@ impl Mariadb {
     /// received (its relay log), stops following, forgets its primary and accepts writes.
     pub fn promote(&self) {
         self.run("STOP SLAVE IO_THREAD");
-        super::eventually("the replica applies what it received", || {
+        crate::common::eventually("the replica applies what it received", || {
             let mut admin = self.admin().ok()?;
             let row: mysql::Row = admin.query_first("SHOW SLAVE STATUS").ok()??;
             let read: Option<u64> = row.get("Read_Master_Log_Pos");

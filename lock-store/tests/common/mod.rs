@@ -2,8 +2,6 @@
 //! cannot have, and where the servers are.
 #![allow(dead_code)]
 
-#[cfg(feature = "mysql")]
-pub mod mariadb_server;
 pub mod postgres_server;
 pub mod proxy;
 #[cfg(feature = "redis")]
