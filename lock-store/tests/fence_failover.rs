@@ -722,8 +722,8 @@ mod postgres_synchronous_standby {
 #[cfg(feature = "mysql")]
 mod mariadb_multi_host {
     use super::*;
-    use crate::node::NodeClient;
     use crate::mariadb_server::Mariadb;
+    use crate::node::NodeClient;
 
     #[test]
     fn a_multi_host_url_follows_the_primary_across_a_failover() {
