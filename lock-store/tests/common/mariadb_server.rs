@@ -1,6 +1,7 @@
 //! Throwaway MariaDB servers of a test's own (Debian's `mariadbd`, its own port and directory,
 //! a binary log and a server id): a primary, and replicas following it by GTID, for the tests
 //! that fail over their store server.
+#![allow(dead_code)]
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

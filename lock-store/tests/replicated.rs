@@ -1,0 +1,343 @@
+//! Replicated stores as users deploy them (throwaway servers of this test's own), each failed
+//! over under the blocking, the async (tokio) and the Node client (with
+//! `LOCKSTORE_NODE_WORKERS`):
+//!
+//! - the clients follow the new primary: Redis through a `redis+sentinel://` URL (three
+//!   Sentinels promote the replica of a killed primary), PostgreSQL and MariaDB through a
+//!   multi-host URL with `target_session_attrs=read-write` (the replica, listed first, is passed
+//!   over; after the failover the next calls connect to it), each with fences above every one
+//!   before;
+//! - what survives: with a synchronous PostgreSQL standby or a semi-synchronous MariaDB replica
+//!   paused and cut off, the grants made meanwhile are never answered and every answered one is
+//!   on the promoted server; with asynchronous replication (the controls), those grants were
+//!   answered and their leases are gone.
+#![cfg(any(feature = "redis", feature = "postgres", feature = "mysql"))]
+mod common;
+#[path = "common/failover.rs"]
+mod failover;
+#[cfg(feature = "mysql")]
+#[path = "common/mariadb_server.rs"]
+mod mariadb_server;
+#[path = "common/node.rs"]
+mod node;
+
+use lock_core::Fence;
+use lock_store::Locks;
+
+use failover::TTL;
+use node::NodeClient;
+
+/// The three clients of one namespace, each granted its own key: "job" (blocking), "async"
+/// (tokio) and "node".
+struct Clients {
+    locks: Locks,
+    #[cfg(feature = "tokio")]
+    runtime: tokio::runtime::Runtime,
+    #[cfg(feature = "tokio")]
+    aio: lock_store::aio::Locks,
+    node: Option<NodeClient>,
+}
+
+impl Clients {
+    fn open(url: &str, ns: &str, test: &str) -> Clients {
+        let mut node = NodeClient::start(test);
+        if let Some(node) = node.as_mut() {
+            node.call(&["open", url, ns]).unwrap();
+        }
+        #[cfg(feature = "tokio")]
+        let runtime = common::runtime(1);
+        Clients {
+            locks: Locks::open(url, ns).unwrap(),
+            #[cfg(feature = "tokio")]
+            aio: runtime
+                .block_on(lock_store::aio::Locks::open(url, ns))
+                .unwrap(),
+            #[cfg(feature = "tokio")]
+            runtime,
+            node,
+        }
+    }
+
+    /// Each client's grant of its key, released (`None` while the store does not answer):
+    /// the fences.
+    fn try_grant_each(&mut self) -> Option<Vec<Fence>> {
+        let mut fences = Vec::new();
+        let lease = self.locks.try_acquire("job", "holder", TTL).ok()?;
+        fences.push(lease.fence());
+        lease.release().ok()?;
+        #[cfg(feature = "tokio")]
+        fences.push(self.runtime.block_on(async {
+            let lease = self.aio.try_acquire("async", "holder", TTL).await.ok()?;
+            let fence = lease.fence();
+            lease.release().await.ok()?;
+            Some(fence)
+        })?);
+        if let Some(node) = self.node.as_mut() {
+            let fence = node.call(&["acquire", "node", "n", "60000"]).ok()?;
+            node.call(&["release", "node"]).ok()?;
+            fences.push(Fence(fence.parse().ok()?));
+        }
+        Some(fences)
+    }
+
+    /// Each client's grant, the store answering: the highest fence.
+    fn grant_each(&mut self) -> Fence {
+        let fences = self
+            .try_grant_each()
+            .expect("each client is granted its key");
+        fences.into_iter().max().unwrap()
+    }
+
+    /// After a failover: each client's grant once the store answers again (the first calls
+    /// find their connection broken and fail typed), every fence above `above`.
+    fn grant_each_once_up(&mut self, above: Fence) {
+        let fences =
+            common::eventually_within("a grant from each client after the failover", 30, || {
+                self.try_grant_each()
+            });
+        assert!(
+            fences.iter().all(|f| *f > above),
+            "fences {fences:?} after {above:?}"
+        );
+    }
+}
+
+#[cfg(feature = "postgres")]
+mod postgres_multi_host {
+    use super::*;
+    use common::postgres_server::Cluster;
+
+    #[test]
+    fn a_multi_host_url_follows_the_primary_across_a_failover() {
+        let port = 15100 + (std::process::id() % 100) as u16 * 4 + 40;
+        let primary = Cluster::init("pg_mh_primary", port);
+        let standby = Cluster::standby_of(&primary, "pg_mh_standby", port + 1);
+        let url = format!(
+            "postgres://postgres@127.0.0.1:{},127.0.0.1:{port}/postgres?target_session_attrs=read-write",
+            port + 1
+        );
+        let ns = common::unique_namespace("multi_host");
+        let mut clients = Clients::open(&url, &ns, "postgres multi-host");
+        let before = clients.grant_each();
+        primary.caught_up(&standby);
+        primary.stop("immediate");
+        standby.promote();
+        clients.grant_each_once_up(before);
+    }
+}
+
+#[cfg(feature = "redis")]
+mod redis_sentinel {
+    use super::*;
+    use common::redis_server::{Sentinel, Throwaway, NO_PERSISTENCE};
+
+    #[test]
+    fn a_sentinel_url_follows_the_primary_across_a_failover() {
+        let primary = Throwaway::new(5, NO_PERSISTENCE);
+        let replica = Throwaway::replica_of(6, &primary);
+        let sentinels: Vec<Sentinel> = (0..3)
+            .map(|i| Sentinel::watching(i, "locks", &primary))
+            .collect();
+        // Each Sentinel knows the replica (from the primary's INFO, every 10 s at first) and the
+        // other Sentinels before a failover can promote it.
+        for sentinel in &sentinels {
+            common::eventually_within("the sentinels know the replica and each other", 30, || {
+                let replicas: Vec<redis::Value> =
+                    sentinel.query(redis::cmd("SENTINEL").arg("REPLICAS").arg("locks"));
+                let others: Vec<redis::Value> =
+                    sentinel.query(redis::cmd("SENTINEL").arg("SENTINELS").arg("locks"));
+                (!replicas.is_empty() && others.len() == 2).then_some(())
+            });
+        }
+        let addresses: Vec<String> = sentinels.iter().map(Sentinel::address).collect();
+        let url = format!("redis+sentinel://{}/locks", addresses.join(","));
+        let ns = common::unique_namespace("sentinel");
+        let mut clients = Clients::open(&url, &ns, "redis sentinel");
+        let before = clients.grant_each();
+        let _: i64 = primary.query(redis::cmd("WAIT").arg(1).arg(5_000));
+        primary.kill();
+        clients.grant_each_once_up(before);
+        let role: Vec<redis::Value> = replica.query(&mut redis::cmd("ROLE"));
+        assert_eq!(
+            role.first(),
+            Some(&redis::Value::BulkString(b"master".to_vec()))
+        );
+    }
+}
+
+#[cfg(feature = "mysql")]
+mod mariadb_multi_host {
+    use super::*;
+    use crate::mariadb_server::Mariadb;
+
+    #[test]
+    fn a_multi_host_url_follows_the_primary_across_a_failover() {
+        let port = 16100 + (std::process::id() % 100) as u16 * 4 + 40;
+        let mut primary = Mariadb::start("maria_mh_primary", port, 1);
+        let replica = Mariadb::replica_of(&primary, "maria_mh_replica", port + 1, 2);
+        primary.create_test_database();
+        primary.caught_up(&replica);
+        let url = format!(
+            "mysql://root@{},{}/test?target_session_attrs=read-write",
+            replica.address(),
+            primary.address()
+        );
+        let ns = common::unique_namespace("multi_host");
+        let mut clients = Clients::open(&url, &ns, "mariadb multi-host");
+        let before = clients.grant_each();
+        primary.caught_up(&replica);
+        primary.kill();
+        replica.promote();
+        clients.grant_each_once_up(before);
+    }
+}
+
+/// The leases a client was granted before and while the replica was cut off, and whether the
+/// promoted server has each, checked by the caller against the replication's promise.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+fn check_kept(kept: &[(String, bool)], answered_while_cut_off: usize) {
+    assert_eq!(kept.len(), 3 + answered_while_cut_off, "{kept:?}");
+    let lost = kept.iter().filter(|(_, kept)| !*kept).count();
+    assert_eq!(
+        lost, answered_while_cut_off,
+        "every lease answered before the cut survives; those answered after it are lost: {kept:?}"
+    );
+}
+
+#[cfg(feature = "postgres")]
+mod postgres_synchronous_standby {
+    use super::*;
+    use common::postgres_server::Cluster;
+    use failover::kept_on;
+    use rustix::process::Signal;
+
+    /// Answers the leases the client was granted and, for each, whether the promoted standby has
+    /// it; the holders of those it has extend and release them through the multi-host URL.
+    fn fail_over_with_a_cut_off_standby(offset: u16, synchronous: bool) -> Vec<(String, bool)> {
+        let port = 15100 + (std::process::id() % 100) as u16 * 4 + offset;
+        let primary = Cluster::init("pg_sync_primary", port);
+        let standby = Cluster::standby_of(&primary, "pg_sync_standby", port + 1);
+        if synchronous {
+            primary.query("ALTER SYSTEM SET synchronous_standby_names = '*'");
+            primary.query("SELECT pg_reload_conf()");
+            common::eventually("the standby is synchronous", || {
+                (primary.query("SELECT sync_state FROM pg_stat_replication") == "sync")
+                    .then_some(())
+            });
+        }
+        let url = format!(
+            "postgres://postgres@127.0.0.1:{port},127.0.0.1:{}/postgres?target_session_attrs=read-write",
+            port + 1
+        );
+        let ns = common::unique_namespace("sync_standby");
+        let locks = lock_store::Options::new()
+            .bound(std::time::Duration::from_secs(1))
+            .open(&url, &ns)
+            .unwrap();
+        let mut held: Vec<_> = (0..3)
+            .map(|i| {
+                locks
+                    .try_acquire(&format!("job{i}"), "holder", TTL)
+                    .unwrap()
+            })
+            .collect();
+        primary.caught_up(&standby);
+        standby.signal_all(Signal::STOP);
+        primary.cut_standbys();
+        held.extend(
+            (3..6).filter_map(|i| locks.try_acquire(&format!("job{i}"), "holder", TTL).ok()),
+        );
+        primary.stop("immediate");
+        standby.signal_all(Signal::CONT);
+        standby.promote();
+        let kept = kept_on(&Locks::open(&standby.url(), &ns).unwrap(), &held);
+        // The holders of the leases that survived carry on through the multi-host URL (after
+        // a typed failure or two).
+        for (lease, (_, kept)) in held.into_iter().zip(&kept) {
+            if *kept {
+                common::eventually(
+                    "the holder extends its lease on the promoted standby",
+                    || lease.extend(TTL).ok(),
+                );
+                lease.release().unwrap();
+            }
+        }
+        kept
+    }
+
+    #[test]
+    fn a_synchronous_standby_promoted_after_a_crash_has_every_granted_lease() {
+        check_kept(&fail_over_with_a_cut_off_standby(44, true), 0);
+    }
+
+    #[test]
+    fn with_an_asynchronous_standby_the_promoted_standby_lost_granted_leases() {
+        // The control: what a synchronous standby prevents.
+        check_kept(&fail_over_with_a_cut_off_standby(46, false), 3);
+    }
+}
+
+#[cfg(feature = "mysql")]
+mod mariadb_semi_synchronous {
+    use super::*;
+    use crate::mariadb_server::Mariadb;
+    use failover::kept_on;
+    use rustix::process::{kill_process, Signal};
+
+    /// Answers the leases the client was granted and, for each, whether the promoted replica
+    /// has it.
+    fn fail_over_with_a_cut_off_replica(offset: u16, semi_sync: bool) -> Vec<(String, bool)> {
+        let port = 16100 + (std::process::id() % 100) as u16 * 4 + offset;
+        let mut primary = Mariadb::start("maria_semi_primary", port, 1);
+        let replica = Mariadb::replica_of(&primary, "maria_semi_replica", port + 1, 2);
+        if semi_sync {
+            primary.run("SET GLOBAL rpl_semi_sync_master_enabled = 1");
+            primary.run("SET GLOBAL rpl_semi_sync_master_wait_point = AFTER_SYNC");
+            primary.run("SET GLOBAL rpl_semi_sync_master_timeout = 60000");
+            replica.run("SET GLOBAL rpl_semi_sync_slave_enabled = 1");
+            replica.run("STOP SLAVE IO_THREAD");
+            replica.run("START SLAVE IO_THREAD");
+            common::eventually("the replica acknowledges", || {
+                let status = primary.value(
+                    "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS \
+                     WHERE VARIABLE_NAME = 'RPL_SEMI_SYNC_MASTER_CLIENTS'",
+                );
+                (status == "1").then_some(())
+            });
+        }
+        primary.create_test_database();
+        let ns = common::unique_namespace("semi_sync");
+        let locks = lock_store::Options::new()
+            .bound(std::time::Duration::from_secs(1))
+            .open(&primary.url(), &ns)
+            .unwrap();
+        let mut held: Vec<_> = (0..3)
+            .map(|i| {
+                locks
+                    .try_acquire(&format!("job{i}"), "holder", TTL)
+                    .unwrap()
+            })
+            .collect();
+        primary.caught_up(&replica);
+        kill_process(replica.pid(), Signal::STOP).unwrap();
+        primary.cut_replicas();
+        held.extend(
+            (3..6).filter_map(|i| locks.try_acquire(&format!("job{i}"), "holder", TTL).ok()),
+        );
+        primary.kill();
+        kill_process(replica.pid(), Signal::CONT).unwrap();
+        replica.promote();
+        kept_on(&Locks::open(&replica.url(), &ns).unwrap(), &held)
+    }
+
+    #[test]
+    fn a_semi_synchronous_replica_promoted_after_a_kill_has_every_granted_lease() {
+        check_kept(&fail_over_with_a_cut_off_replica(44, true), 0);
+    }
+
+    #[test]
+    fn with_asynchronous_replication_the_promoted_replica_lost_granted_leases() {
+        // The control: what semi-synchronous replication prevents.
+        check_kept(&fail_over_with_a_cut_off_replica(46, false), 3);
+    }
+}
