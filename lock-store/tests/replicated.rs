@@ -192,6 +192,22 @@ mod mariadb_multi_host {
     }
 }
 
+/// Three grants to "holder" with a 1 s bound at `url`, then `cut_off` (the replica paused and cut
+/// off), then three more that are answered only if the primary does not wait for the replica:
+/// the leases granted.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+fn grant_around_a_cut(url: &str, ns: &str, cut_off: impl FnOnce()) -> Vec<lock_store::Lease> {
+    let locks = lock_store::Options::new()
+        .bound(std::time::Duration::from_secs(1))
+        .open(url, ns)
+        .unwrap();
+    let grant = |i: usize| locks.try_acquire(&format!("job{i}"), "holder", TTL);
+    let mut held: Vec<_> = (0..3).map(|i| grant(i).unwrap()).collect();
+    cut_off();
+    held.extend((3..6).filter_map(|i| grant(i).ok()));
+    held
+}
+
 /// The leases a client was granted before and while the replica was cut off, and whether the
 /// promoted server has each, checked by the caller against the replication's promise.
 #[cfg(any(feature = "postgres", feature = "mysql"))]
@@ -230,23 +246,11 @@ mod postgres_synchronous_standby {
             port + 1
         );
         let ns = common::unique_namespace("sync_standby");
-        let locks = lock_store::Options::new()
-            .bound(std::time::Duration::from_secs(1))
-            .open(&url, &ns)
-            .unwrap();
-        let mut held: Vec<_> = (0..3)
-            .map(|i| {
-                locks
-                    .try_acquire(&format!("job{i}"), "holder", TTL)
-                    .unwrap()
-            })
-            .collect();
-        primary.caught_up(&standby);
-        standby.signal_all(Signal::STOP);
-        primary.cut_standbys();
-        held.extend(
-            (3..6).filter_map(|i| locks.try_acquire(&format!("job{i}"), "holder", TTL).ok()),
-        );
+        let held = grant_around_a_cut(&url, &ns, || {
+            primary.caught_up(&standby);
+            standby.signal_all(Signal::STOP);
+            primary.cut_standbys();
+        });
         primary.stop("immediate");
         standby.signal_all(Signal::CONT);
         standby.promote();
@@ -307,23 +311,11 @@ mod mariadb_semi_synchronous {
         }
         primary.create_test_database();
         let ns = common::unique_namespace("semi_sync");
-        let locks = lock_store::Options::new()
-            .bound(std::time::Duration::from_secs(1))
-            .open(&primary.url(), &ns)
-            .unwrap();
-        let mut held: Vec<_> = (0..3)
-            .map(|i| {
-                locks
-                    .try_acquire(&format!("job{i}"), "holder", TTL)
-                    .unwrap()
-            })
-            .collect();
-        primary.caught_up(&replica);
-        kill_process(replica.pid(), Signal::STOP).unwrap();
-        primary.cut_replicas();
-        held.extend(
-            (3..6).filter_map(|i| locks.try_acquire(&format!("job{i}"), "holder", TTL).ok()),
-        );
+        let held = grant_around_a_cut(&primary.url(), &ns, || {
+            primary.caught_up(&replica);
+            kill_process(replica.pid(), Signal::STOP).unwrap();
+            primary.cut_replicas();
+        });
         primary.kill();
         kill_process(replica.pid(), Signal::CONT).unwrap();
         replica.promote();

@@ -60,14 +60,8 @@ it("says which TLS check failed, in the Rust clients' words", async () => {
   assert.deepEqual([...params], [['sslmode', 'require'], ['sslrootcert', '/ca.pem']]);
 });
 
-it('a multi-host PostgreSQL URL: the first host that answers and accepts writes (the hosts before it refuse connections)', async () => {
-  const { postgresHosts } = await import('../../lock-wasm/js/src/stores/postgres.js');
-  assert.deepEqual(postgresHosts('postgres://u:p@h1:5432,[::1]:5433/db?application_name=x&target_session_attrs=read-write', ''), {
-    urls: ['postgres://u:p@h1:5432/db?application_name=x', 'postgres://u:p@[::1]:5433/db?application_name=x'],
-    readWrite: true,
-  });
-  const real = new URL(POSTGRES_URL);
-  const url = POSTGRES_URL.replace(`@${real.host}`, `@127.0.0.1:1,${real.host}`) + (real.search ? '&' : '?') + 'target_session_attrs=read-write';
+/** A grant and its release through `url` (the store's namespace removed afterwards). */
+async function grantThrough(url, storeName) {
   const ns = uniqueNamespace('jsmulti');
   const locks = await Locks.open(url, ns);
   try {
@@ -76,10 +70,25 @@ it('a multi-host PostgreSQL URL: the first host that answers and accepts writes 
     await lease.release();
   } finally {
     await locks.close();
-    const driver = await STORES.find((store) => store.name === 'postgres').open(ns);
+    const driver = await STORES.find((store) => store.name === storeName).open(ns);
     await driver.uninstall();
     await driver.close();
   }
+}
+
+/** `storeUrl` with a host that refuses connections (port 1) before its own, writes asked for. */
+function withDeadHostFirst(storeUrl) {
+  const real = new URL(storeUrl);
+  return storeUrl.replace(`@${real.host}`, `@127.0.0.1:1,${real.host}`) + (real.search ? '&' : '?') + 'target_session_attrs=read-write';
+}
+
+it('a multi-host PostgreSQL URL: the first host that answers and accepts writes (the hosts before it refuse connections)', async () => {
+  const { postgresHosts } = await import('../../lock-wasm/js/src/stores/postgres.js');
+  assert.deepEqual(postgresHosts('postgres://u:p@h1:5432,[::1]:5433/db?application_name=x&target_session_attrs=read-write', ''), {
+    urls: ['postgres://u:p@h1:5432/db?application_name=x', 'postgres://u:p@[::1]:5433/db?application_name=x'],
+    readWrite: true,
+  });
+  await grantThrough(withDeadHostFirst(POSTGRES_URL), 'postgres');
 });
 
 it('a multi-host MariaDB URL: the first host that answers and accepts writes (the hosts before it refuse connections)', async () => {
@@ -87,20 +96,7 @@ it('a multi-host MariaDB URL: the first host that answers and accepts writes (th
   const options = mysqlOptions('mysql://u:p@h1:3307,[::1]/db?target_session_attrs=read-write', '');
   assert.deepEqual([options.hosts, options.readWrite, options.user, options.database], [[{ host: 'h1', port: 3307 }, { host: '::1', port: 3306 }], true, 'u', 'db']);
   assert.throws(() => mysqlOptions('mysql://h1,h2/db?target_session_attrs=primary', ''), (e) => e instanceof StoreError && e.code === 'url' && e.message.includes('use any or read-write'));
-  const real = new URL(MARIADB_URL);
-  const url = MARIADB_URL.replace(`@${real.host}`, `@127.0.0.1:1,${real.host}`) + (real.search ? '&' : '?') + 'target_session_attrs=read-write';
-  const ns = uniqueNamespace('jsmulti');
-  const locks = await Locks.open(url, ns);
-  try {
-    const lease = await locks.tryAcquire('job', { ttl: 10_000, owner: 'a' });
-    assert.ok(lease.fence > 0);
-    await lease.release();
-  } finally {
-    await locks.close();
-    const driver = await STORES.find((store) => store.name === 'mariadb').open(ns);
-    await driver.uninstall();
-    await driver.close();
-  }
+  await grantThrough(withDeadHostFirst(MARIADB_URL), 'mariadb');
 });
 
 it('reads a redis+sentinel:// URL as the Rust clients do', async () => {
