@@ -550,7 +550,6 @@ impl Campaign {
     /// body returns, so the next candidate in line is handed the key at once); the candidate
     /// campaigns again afterwards (at the back of the line). Nothing happens when not leading.
     pub fn resign(&mut self, now: Instant) {
-        self.stop_if_due(now);
         if let Phase::Leading(term) = self.phase {
             self.stop(term, StopReason::Resigned, now);
         }
@@ -562,7 +561,6 @@ impl Campaign {
     /// (a grant is released at once, without starting a term).
     pub fn shut_down(&mut self, now: Instant) {
         self.leaving = true;
-        self.stop_if_due(now);
         match self.phase {
             Phase::Leading(term) => self.stop(term, StopReason::ShutDown, now),
             Phase::Idle(_) => self.finish(),
@@ -663,10 +661,12 @@ impl Campaign {
     }
 
     /// Stops the term in progress if its stop instant passed by `now` (`Unrenewed`), before
-    /// anything heard at `now` is applied: an extension's answer, the body's return, a
-    /// resignation or a shut-down heard after the stop instant find the term already over on
-    /// this candidate's clock, as its body (or a supervisor watching
-    /// [`stop_by`](Self::stop_by)) does. Answers whether it did.
+    /// what time brought is applied: an extension's answer or the body's return heard after
+    /// the stop instant (the process was paused past it; a supervisor watching
+    /// [`stop_by`](Self::stop_by) stopped the body at that instant) find the term already over
+    /// on this candidate's clock, and a late extension does not revive it. A resignation or a
+    /// shut-down keeps its own reason: it is the process's request, whenever it is heard.
+    /// Answers whether it did.
     fn stop_if_due(&mut self, now: Instant) -> bool {
         let Phase::Leading(term) = self.phase else {
             return false;

@@ -751,13 +751,14 @@ fn a_stop_before_the_start_is_polled_releases_without_a_term() {
     }
 }
 
-/// What is heard after the term's stop instant passed unpolled (the process paused past it)
-/// finds the term already over on the candidate's clock: it stops `unrenewed`, whichever of the
-/// body's return (a supervisor stopped it at that instant), a resignation, a shut-down or an
-/// extension's late success comes first; the late extension does not revive it.
+/// What time brought after the term's stop instant passed unpolled (the process paused past
+/// it) finds the term already over on the candidate's clock: it stops `unrenewed`, whether the
+/// body's return (a supervisor stopped it at that instant) or an extension's late success comes
+/// first; the late extension does not revive it. A resignation or a shut-down heard as late keeps
+/// its own reason (the process asked for it).
 #[test]
 fn what_is_heard_after_the_stop_instant_finds_the_term_unrenewed() {
-    for heard in ["returned", "resigned", "shut-down", "extended"] {
+    for heard in ["returned", "extended", "resigned", "shut-down"] {
         let mut c = Campaign::new(CampaignOptions::new(TTL)).unwrap();
         assert_eq!(c.poll_action(Instant(0)), Some(Action::Campaign));
         c.handle_granted(Fence(1), Instant(1_000), Instant(0));
@@ -767,17 +768,29 @@ fn what_is_heard_after_the_stop_instant_finds_the_term_unrenewed() {
         );
         let stop_by = c.stop_by().unwrap();
         let late = Instant(stop_by.0 + 5_000);
-        match heard {
-            "returned" => c.handle_body_returned(late),
-            "resigned" => c.resign(late),
-            "shut-down" => c.shut_down(late),
-            _ => c.handle_extended(Instant(late.0 + 1_000), late),
-        }
+        let reason = match heard {
+            "returned" => {
+                c.handle_body_returned(late);
+                StopReason::Unrenewed
+            }
+            "extended" => {
+                c.handle_extended(Instant(late.0 + 1_000), late);
+                StopReason::Unrenewed
+            }
+            "resigned" => {
+                c.resign(late);
+                StopReason::Resigned
+            }
+            _ => {
+                c.shut_down(late);
+                StopReason::ShutDown
+            }
+        };
         assert_eq!(
             c.poll_action(late),
             Some(Action::Stop {
                 fence: Fence(1),
-                reason: StopReason::Unrenewed
+                reason
             }),
             "{heard}"
         );
