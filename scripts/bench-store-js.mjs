@@ -164,7 +164,7 @@ await advisory.connect();
 const pgBare = new pg.Client({ connectionString: pgUrl });
 await pgBare.connect();
 const pgSteps = stepsFile('postgres.sql');
-const pgStep = (name) => step(pgSteps, name, { ns: pgNs, format: '1', channel: `${pgNs}_handoff` });
+const pgStep = (name) => step(pgSteps, name, { ns: pgNs, format: '1', channel: `${pgNs}_handoff`, take_over: `${pgNs}.take_over()` });
 const [INSERT, UPDATE] = [pgStep('insert'), pgStep('update')];
 const pgVersions = new Map();
 const PG_PAIRS = {
@@ -178,10 +178,11 @@ const PG_PAIRS = {
     const k = `bare:${key}`;
     const v = pgVersions.get(k) ?? 0;
     const forget = String(Date.now() + 60_000);
-    if (v === 0) await pgBare.query({ name: 'bare-insert', text: INSERT, values: [k, '1', HELD, 1, null, null], rowMode: 'array' });
-    else await pgBare.query({ name: 'bare-update', text: UPDATE, values: [k, String(v), String(v + 1), HELD, 1, null, null, TOMB], rowMode: 'array' });
+    // The last argument: tokens move up to the server's time on a new authority, as the client sends it.
+    if (v === 0) await pgBare.query({ name: 'bare-insert', text: INSERT, values: [k, '1', HELD, 1, null, null, true], rowMode: 'array' });
+    else await pgBare.query({ name: 'bare-update', text: UPDATE, values: [k, String(v), String(v + 1), HELD, 1, null, null, TOMB, true], rowMode: 'array' });
     const held = v === 0 ? 1 : v + 1;
-    await pgBare.query({ name: 'bare-update', text: UPDATE, values: [k, String(held), String(held + 1), TOMB, 0, forget, null, HELD], rowMode: 'array' });
+    await pgBare.query({ name: 'bare-update', text: UPDATE, values: [k, String(held), String(held + 1), TOMB, 0, forget, null, HELD, true], rowMode: 'array' });
     pgVersions.set(k, held + 1);
   },
   'pg_try_advisory_lock + pg_advisory_unlock': async (key) => {
