@@ -394,19 +394,28 @@ impl MysqlStore {
     /// The error for a connection that [`conn`](Self::conn) has just made but is not there
     /// (never happens; answered rather than a panic).
     /// A connection to the first of the URL's hosts that answers (and, with
-    /// `target_session_attrs=read-write`, accepts writes), within each call's bound.
+    /// `target_session_attrs=read-write`, accepts writes); the hosts share the call's bound.
     fn connect_first(&self) -> Result<Conn, StoreError> {
         let bound = self.limit.unwrap_or(self.timeout);
+        let deadline = std::time::Instant::now() + bound;
         let store = || format!("{} namespace \"{}\"", self.shown, self.namespace);
         let mut reasons = Vec::new();
         for host in &self.hosts {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                reasons.push(format!("no answer within {bound:?}"));
+                break;
+            }
+            // The TCP connects share the bound (a silent host costs what is left of it, not a
+            // whole bound each); the socket keeps the call's bound as its read and write
+            // timeouts, as a connection to one host does.
+            let opts = OptsBuilder::from_opts(host.clone()).tcp_connect_timeout(Some(left));
             let opts: Opts = match self.limit {
-                Some(left) => OptsBuilder::from_opts(host.clone())
-                    .tcp_connect_timeout(Some(left))
-                    .read_timeout(Some(left))
-                    .write_timeout(Some(left))
+                Some(limit) => opts
+                    .read_timeout(Some(limit))
+                    .write_timeout(Some(limit))
                     .into(),
-                None => host.clone(),
+                None => opts.into(),
             };
             let mut conn = match Conn::new(opts) {
                 Ok(conn) => conn,

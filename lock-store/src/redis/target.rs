@@ -101,10 +101,18 @@ impl Sentinels {
         })
     }
 
+    /// The whole look (every Sentinel asked, the primary's `ROLE`) shares `bound`, so that a
+    /// connect through Sentinels is bounded as one to a server is.
     fn primary(&self, bound: StdDuration) -> Result<Client, String> {
+        let deadline = std::time::Instant::now() + bound;
         let mut reasons = Vec::new();
         for addr in &self.addrs {
-            match self.primary_by(addr, bound) {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                reasons.push(format!("no answer within {bound:?}"));
+                break;
+            }
+            match self.primary_by(addr, deadline) {
                 Ok(client) => return Ok(client),
                 Err(reason) => reasons.push(format!("sentinel {addr}: {reason}")),
             }
@@ -113,8 +121,11 @@ impl Sentinels {
     }
 
     /// The primary Sentinel `addr` names, checked.
-    fn primary_by(&self, addr: &str, bound: StdDuration) -> Result<Client, String> {
+    fn primary_by(&self, addr: &str, deadline: std::time::Instant) -> Result<Client, String> {
         let ask = |client: &Client, cmd: &redis::Cmd| -> Result<Vec<redis::Value>, String> {
+            let bound = deadline
+                .saturating_duration_since(std::time::Instant::now())
+                .max(StdDuration::from_millis(1));
             let mut conn = client
                 .get_connection_with_timeout(bound)
                 .map_err(|e| e.to_string())?;
