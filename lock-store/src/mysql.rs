@@ -406,17 +406,15 @@ impl MysqlStore {
                 reasons.push(format!("no answer within {bound:?}"));
                 break;
             }
-            // The TCP connects share the bound (a silent host costs what is left of it, not a
-            // whole bound each); the socket keeps the call's bound as its read and write
-            // timeouts, as a connection to one host does.
-            let opts = OptsBuilder::from_opts(host.clone()).tcp_connect_timeout(Some(left));
-            let opts: Opts = match self.limit {
-                Some(limit) => opts
-                    .read_timeout(Some(limit))
-                    .write_timeout(Some(limit))
-                    .into(),
-                None => opts.into(),
-            };
+            // The hosts share the bound: a silent host costs what is left of it, not a whole
+            // bound each. The connection keeps what was left as its socket timeouts (the mysql
+            // client sets them once), as one made under a request's bound does: after a silent
+            // host, its calls may fail typed sooner and the next one connects again.
+            let opts: Opts = OptsBuilder::from_opts(host.clone())
+                .tcp_connect_timeout(Some(left))
+                .read_timeout(Some(left))
+                .write_timeout(Some(left))
+                .into();
             let mut conn = match Conn::new(opts) {
                 Ok(conn) => conn,
                 Err(e) => {

@@ -70,6 +70,24 @@ fn a_silent_server_fails_the_connection_within_its_bound() {
     if cfg!(feature = "mysql") {
         urls.push(format!("mysql://root@127.0.0.1:{port}/test"));
     }
+    // Several hosts, every one silent: they share the one bound (a connect does not cost a
+    // bound per host or per Sentinel).
+    let other = silent_server();
+    if cfg!(feature = "redis") {
+        urls.push(format!(
+            "redis+sentinel://127.0.0.1:{port},127.0.0.1:{other}/locks"
+        ));
+    }
+    if cfg!(feature = "postgres") {
+        urls.push(format!(
+            "postgres://postgres@127.0.0.1:{port},127.0.0.1:{other}/test?target_session_attrs=read-write"
+        ));
+    }
+    if cfg!(feature = "mysql") {
+        urls.push(format!(
+            "mysql://root@127.0.0.1:{port},127.0.0.1:{other}/test?target_session_attrs=read-write"
+        ));
+    }
     for u in urls {
         let e = within_the_bound(&u, || {
             store::open(&u, "bounded", BOUND)

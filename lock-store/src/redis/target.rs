@@ -122,19 +122,26 @@ impl Sentinels {
 
     /// The primary Sentinel `addr` names, checked.
     fn primary_by(&self, addr: &str, deadline: std::time::Instant) -> Result<Client, String> {
-        let ask = |client: &Client, cmd: &redis::Cmd| -> Result<Vec<redis::Value>, String> {
-            let bound = deadline
+        // Each step gets what is left of the deadline: the connect, then the question.
+        let left = || {
+            deadline
                 .saturating_duration_since(std::time::Instant::now())
-                .max(StdDuration::from_millis(1));
+                .max(StdDuration::from_millis(1))
+        };
+        let ask = |client: &Client, cmd: &redis::Cmd| -> Result<Vec<redis::Value>, String> {
             let mut conn = client
-                .get_connection_with_timeout(bound)
+                .get_connection_with_timeout(left())
                 .map_err(|e| e.to_string())?;
+            let bound = left();
             conn.set_read_timeout(Some(bound))
                 .and_then(|()| conn.set_write_timeout(Some(bound)))
                 .map_err(|e| e.to_string())?;
             cmd.query(&mut conn).map_err(|e| e.to_string())
         };
-        let sentinel = Client::open(format!("redis://{addr}")).map_err(|e| e.to_string())?;
+        // As the store's own client: no setup commands of the driver's at connect, each of
+        // which would wait on a silent Sentinel.
+        let (sentinel, _) =
+            super::space::client(&format!("redis://{addr}")).map_err(|e| e.to_string())?;
         let named = ask(
             &sentinel,
             redis::cmd("SENTINEL")
