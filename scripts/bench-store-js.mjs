@@ -40,7 +40,9 @@ const redlockClient = new Redis(url);
 const redlock = new Redlock([redlockClient], { retryCount: 0 });
 const admin = new Redis(url);
 const bare = new Redis(url);
-bare.defineCommand('benchCas', { numberOfKeys: 2, lua: REDIS_CAS });
+bare.defineCommand('benchCas', { numberOfKeys: 3, lua: REDIS_CAS });
+/** The server's run_id, as a client's greeting learns it (the script then looks itself only every 100 ms). */
+const serverId = /^run_id:(\w+)/m.exec(await bare.info('server'))?.[1] ?? '';
 /** A record of a held key's size, and the tombstone a release leaves (the engine's shapes). */
 const HELD = Buffer.alloc(64, 7);
 const TOMB = Buffer.from('LOCKTOMB');
@@ -62,10 +64,12 @@ const PAIRS = {
   'the shared script, bare (the floor)': async (key) => {
     const rec = `${ns}:bare:${key}`;
     const counter = `${ns}:bare:fence`;
+    const authority = `${ns}:bare:authority`;
     const v = versions.get(key) ?? 0;
     const replaces = v === 0 ? Buffer.alloc(0) : TOMB;
-    await bare.benchCas(rec, counter, String(v), String(v + 1), '0', HELD, '1', '-1', '-1', '0', replaces);
-    await bare.benchCas(rec, counter, String(v + 1), String(v + 2), '0', TOMB, '0', '-1', String(Date.now() + 60_000), '0', HELD);
+    // As the client sends them: the lease's span the first time only (then 0, as for a release).
+    await bare.benchCas(rec, counter, authority, String(v), String(v + 1), '0', HELD, '1', '-1', '-1', '0', replaces, v === 0 ? String(TTL) : '0', serverId);
+    await bare.benchCas(rec, counter, authority, String(v + 1), String(v + 2), '0', TOMB, '0', '-1', String(Date.now() + 60_000), '0', HELD, '0', serverId);
     versions.set(key, v + 2);
   },
   'hand-written SET NX PX + scripted release': async (key) => {
@@ -164,7 +168,7 @@ await advisory.connect();
 const pgBare = new pg.Client({ connectionString: pgUrl });
 await pgBare.connect();
 const pgSteps = stepsFile('postgres.sql');
-const pgStep = (name) => step(pgSteps, name, { ns: pgNs, format: '1', channel: `${pgNs}_handoff`, take_over: `${pgNs}.take_over()` });
+const pgStep = (name) => step(pgSteps, name, { ns: pgNs, format: '1', channel: `${pgNs}_handoff`, take_over: `${pgNs}.take_over`, hold_for: `${pgNs}.hold_for` });
 const [INSERT, UPDATE] = [pgStep('insert'), pgStep('update')];
 const pgVersions = new Map();
 const PG_PAIRS = {
@@ -179,10 +183,10 @@ const PG_PAIRS = {
     const v = pgVersions.get(k) ?? 0;
     const forget = String(Date.now() + 60_000);
     // The last argument: tokens move up to the server's time on a new authority, as the client sends it.
-    if (v === 0) await pgBare.query({ name: 'bare-insert', text: INSERT, values: [k, '1', HELD, 1, null, null, true], rowMode: 'array' });
-    else await pgBare.query({ name: 'bare-update', text: UPDATE, values: [k, String(v), String(v + 1), HELD, 1, null, null, TOMB, true], rowMode: 'array' });
+    if (v === 0) await pgBare.query({ name: 'bare-insert', text: INSERT, values: [k, '1', HELD, 1, null, null, true, '0'], rowMode: 'array' });
+    else await pgBare.query({ name: 'bare-update', text: UPDATE, values: [k, String(v), String(v + 1), HELD, 1, null, null, TOMB, true, '0'], rowMode: 'array' });
     const held = v === 0 ? 1 : v + 1;
-    await pgBare.query({ name: 'bare-update', text: UPDATE, values: [k, String(held), String(held + 1), TOMB, 0, forget, null, HELD, true], rowMode: 'array' });
+    await pgBare.query({ name: 'bare-update', text: UPDATE, values: [k, String(held), String(held + 1), TOMB, 0, forget, null, HELD, true, '0'], rowMode: 'array' });
     pgVersions.set(k, held + 1);
   },
   'pg_try_advisory_lock + pg_advisory_unlock': async (key) => {

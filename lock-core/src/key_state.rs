@@ -637,6 +637,20 @@ impl KeyState {
         )
     }
 
+    /// The latest instant at which a lease of this key still holds or keeps its place by time
+    /// alone: a live lease's deadline plus its lock-delay, a kept place's end; `None` if the
+    /// key is free. A store that may have lost this key's record waits this long (measured from
+    /// the transition's instant) before it grants the key again (`lock-store`'s recovery delay).
+    #[must_use]
+    pub fn holds_until(&self) -> Option<Instant> {
+        self.leases()
+            .map(|l| match l.is_live() {
+                true => l.deadline.saturating_add(l.lock_delay()),
+                false => l.deadline,
+            })
+            .max()
+    }
+
     /// Whether every lease is plain and alone (the usual key: one exclusive lease without
     /// options), so that the fast paths need not look further.
     #[inline]

@@ -254,6 +254,13 @@ impl KeyRecord {
         self.state.next_deadline()
     }
 
+    /// The latest instant at which a lease of this key still holds or keeps its place (see
+    /// [`KeyState::holds_until`]); `None` if the key is free.
+    #[must_use]
+    pub fn holds_until(&self) -> Option<Instant> {
+        self.state.holds_until()
+    }
+
     /// Runs one request on this key (its `key` field is validated, not looked up: the record is
     /// the key's). [`Request::HandleTimeout`] applies time alone, as a table's timer would for this
     /// key. Validation errors change nothing.

@@ -256,6 +256,40 @@ fn run(steps: Vec<(i64, Op)>) -> Result<(), TestCaseError> {
         let got = store.call(request);
         prop_assert_eq!(got, expected, "step {}: {:?}", i, request);
         compare_events(&mut table, &mut store, i)?;
+        for key in KEYS {
+            holds_until_is_exact(&store.load(key), i)?;
+        }
+    }
+    Ok(())
+}
+
+/// `holds_until` is exactly when the last lease the record holds now lets go of its place: at
+/// that instant none of them is left (waiters may have been handed the key, with newer fences),
+/// one instant before it one still is.
+fn holds_until_is_exact(record: &KeyRecord, i: usize) -> Result<(), TestCaseError> {
+    let held: Vec<Fence> = record.state().leases().map(|l| l.fence()).collect();
+    let Some(until) = record.holds_until() else {
+        prop_assert!(held.is_empty(), "step {}: leases but no holds_until", i);
+        return Ok(());
+    };
+    let left_at = |at: Instant| {
+        let mut after = record.clone();
+        let _ = after.handle(Request::HandleTimeout { now: at }, &limits());
+        let remaining: Vec<Fence> = after.state().leases().map(|l| l.fence()).collect();
+        held.iter().filter(|f| remaining.contains(f)).count()
+    };
+    prop_assert_eq!(
+        left_at(until),
+        0,
+        "step {}: a lease outlives holds_until",
+        i
+    );
+    if until.0 > record.clock().0 {
+        prop_assert!(
+            left_at(Instant(until.0 - 1)) > 0,
+            "step {}: holds_until is later than the last lease",
+            i
+        );
     }
     Ok(())
 }

@@ -24,6 +24,10 @@ pub struct Decision<Rec, R> {
     pub next_deadline: Option<Instant>,
     /// When a free record may be collected.
     pub forget_at: Option<Instant>,
+    /// The latest instant a lease of the record holds or keeps its place (`KeyRecord::holds_until`):
+    /// with the decision's clock, how long a store that lost this write must wait before it
+    /// grants the key again.
+    pub holds_until: Option<Instant>,
 }
 
 /// Why a decider could not decide.
@@ -103,6 +107,7 @@ pub trait Decider: Send {
                 clock,
                 next_deadline,
                 forget_at,
+                holds_until,
             } = decided;
             if step.changed {
                 bytes = Some(written);
@@ -122,6 +127,7 @@ pub trait Decider: Send {
                         clock,
                         next_deadline,
                         forget_at,
+                        holds_until,
                     })
                 }
             }
@@ -176,6 +182,7 @@ fn native_decision<R>(step: Step<R>, after: KeyRecord, limits: &Limits) -> Decis
         clock: after.clock(),
         next_deadline: after.next_deadline(),
         forget_at: after.forget_at(limits),
+        holds_until: after.holds_until(),
         step,
         after,
         bytes,

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use lock_core::LockError;
+use lock_core::{Instant, LockError};
 
 /// Why a store call failed. Lock refusals are never errors here: they are answers.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -94,11 +94,24 @@ pub enum StoreError {
         /// The server's words.
         reason: String,
     },
+    /// The server became the namespace's authority (a promoted replica, a restarted server)
+    /// and grants nothing before `until`, its recovery delay after the change: a lease the
+    /// previous authority granted may have been lost with its record, and may still be held
+    /// (docs/stores.md, "Recovery after a change of authority"). Nothing was written. A waiting
+    /// acquire waits it out; extensions and releases that grant nothing go on as usual.
+    Recovering {
+        /// The store.
+        store: String,
+        /// The store's time from which it grants again.
+        until: Instant,
+        /// The store's time when it refused.
+        at: Instant,
+    },
 }
 
 impl StoreError {
     /// Every [`StoreError::code`], in declaration order.
-    pub const CODES: [&'static str; 12] = [
+    pub const CODES: [&'static str; 13] = [
         "url",
         "not-compiled",
         "namespace",
@@ -111,6 +124,7 @@ impl StoreError {
         "fences-exhausted",
         "decider",
         "server",
+        "recovering",
     ];
 
     /// The error's kebab-case name, the same in Rust and JS (the npm package's
@@ -130,6 +144,7 @@ impl StoreError {
             StoreError::FencesExhausted { .. } => 9,
             StoreError::Decider { .. } => 10,
             StoreError::Server { .. } => 11,
+            StoreError::Recovering { .. } => 12,
         };
         Self::CODES[index]
     }
@@ -181,6 +196,14 @@ impl fmt::Display for StoreError {
                 write!(f, "{store}: the decider failed: {reason}")
             }
             StoreError::Server { store, reason } => write!(f, "{store}: {reason}"),
+            StoreError::Recovering { store, until, at } => write!(
+                f,
+                "{store} took over the namespace (a failover or a restart) and grants nothing \
+                 for {} ms more (until {} ms, its time): a lease granted before may have been \
+                 lost with its record",
+                until.0.saturating_sub(at.0),
+                until.0
+            ),
         }
     }
 }

@@ -193,6 +193,7 @@ struct InFlight<Rec, R> {
     version: u64,
     not_before: Option<Instant>,
     forget_at: Option<Instant>,
+    holds_for: lock_core::Duration,
     clock: Instant,
     next_deadline: Option<Instant>,
     /// The local instant the decision was dated from (a conflict's read was sent after it).
@@ -320,6 +321,7 @@ impl<D: Decider, R> Exchange<D, R> {
             fresh_fences: w.step.fresh_fences,
             not_before: w.not_before,
             forget_at: w.forget_at,
+            holds_for: w.holds_for,
         })
     }
 
@@ -348,6 +350,7 @@ impl<D: Decider, R> Exchange<D, R> {
             clock,
             next_deadline,
             forget_at,
+            holds_until,
         } = decision;
         if !step.changed {
             if self.from_memory {
@@ -383,6 +386,7 @@ impl<D: Decider, R> Exchange<D, R> {
                 (true, true) => Some(clock.saturating_add(TOMBSTONE_LIFE)),
                 (true, false) => forget_at,
             },
+            holds_for: lock_core::Duration(holds_until.map_or(0, |h| h.0.saturating_sub(clock.0))),
             clock,
             next_deadline,
             t,

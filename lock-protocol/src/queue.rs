@@ -683,8 +683,10 @@ impl Acquiring {
 
     /// [`Want::Ask`] failed. A lost answer ([`StoreError::Lost`]: the
     /// request may have landed, queueing this caller or handing it the key) leaves the key first,
-    /// trying each call once, then ends with the failure; any other failure ends at once (the
-    /// request never reached the store).
+    /// trying each call once, then ends with the failure. A store that recovers after a change
+    /// of authority ([`StoreError::Recovering`]: it wrote nothing) is waited out while the wait
+    /// lasts: the ask is sent again when the recovery ends, or when the wait does. Any other
+    /// failure ends at once (the request never reached the store).
     ///
     /// # Errors
     /// [`Error::Store`] with `e`, when nothing is left to do.
@@ -692,6 +694,14 @@ impl Acquiring {
         if matches!(e, StoreError::Lost { .. }) && matches!(self.phase, Phase::Ask) {
             self.leave(Error::Store(e), LeaveStep::Cancel, None);
             return Ok(None);
+        }
+        if let (StoreError::Recovering { until, at, .. }, Phase::Ask) = (&e, self.phase) {
+            let wait_over = *self.until.get_or_insert(at.saturating_add(self.wait));
+            if *at < wait_over {
+                let nap = (*until).min(wait_over).0.saturating_sub(at.0).max(1);
+                self.phase = Phase::Held(Duration::from_millis(nap));
+                return Ok(None);
+            }
         }
         Err(Error::Store(e))
     }
@@ -842,12 +852,16 @@ impl Acquiring {
     }
 
     /// A store call failed in line: pause and go on while the wait lasts on this machine's
-    /// clock; a lost connection is retried, anything else ends the wait.
+    /// clock; a lost connection and a store that recovers (nothing can be handed on until it
+    /// has) are retried, anything else ends the wait.
     fn ride_out(&mut self, e: StoreError, t: LocalInstant) -> Result<(), Error> {
         match (e, self.phase) {
-            (StoreError::Lost { .. } | StoreError::Connect { .. }, Phase::InLine(line))
-                if t < line.give_up =>
-            {
+            (
+                StoreError::Lost { .. }
+                | StoreError::Connect { .. }
+                | StoreError::Recovering { .. },
+                Phase::InLine(line),
+            ) if t < line.give_up => {
                 self.phase = Phase::Pause(line);
                 Ok(())
             }
@@ -1107,6 +1121,61 @@ mod tests {
             LocalInstant::from_nanos(1_000_000_000),
         );
         assert_eq!(over.unwrap_err(), Error::WaitTimedOut);
+    }
+
+    fn recovering(until: u64, at: u64) -> StoreError {
+        StoreError::Recovering {
+            store: "s".into(),
+            until: Instant(until),
+            at: Instant(at),
+        }
+    }
+
+    #[test]
+    fn a_recovering_store_is_waited_out_by_an_ask_that_may_wait_and_ends_a_try() {
+        // 10 s of wait: the recovery ends 4 s into it; the ask naps until then and asks again.
+        let mut a = acquiring();
+        assert_eq!(a.want(), Want::Ask);
+        assert!(a.ask_failed(recovering(14_000, 10_000)).unwrap().is_none());
+        assert_eq!(a.want(), Want::Nap(Duration::from_millis(4_000)));
+        assert_eq!(a.want(), Want::Ask);
+        // Still recovering (the clock of the store moved less than the nap): again, to the end.
+        assert!(a.ask_failed(recovering(14_000, 13_500)).unwrap().is_none());
+        assert_eq!(a.want(), Want::Nap(Duration::from_millis(500)));
+        // A recovery that outlasts the wait: the nap ends with the wait, then the failure.
+        assert!(a.ask_failed(recovering(90_000, 14_000)).unwrap().is_none());
+        assert_eq!(a.want(), Want::Nap(Duration::from_millis(6_000)));
+        assert_eq!(a.want(), Want::Ask);
+        assert!(matches!(
+            a.ask_failed(recovering(90_000, 20_000)),
+            Err(Error::Store(StoreError::Recovering { .. }))
+        ));
+        // A try (no wait) answers the failure at once.
+        let mut b = Acquiring::new(
+            KEY,
+            ME,
+            Duration::from_secs(5),
+            Duration::ZERO,
+            Duration::from_millis(50),
+        );
+        assert!(matches!(
+            b.ask_failed(recovering(14_000, 10_000)),
+            Err(Error::Store(StoreError::Recovering { .. }))
+        ));
+    }
+
+    #[test]
+    fn a_recovering_store_in_line_pauses_and_looks_again_while_the_wait_lasts() {
+        let mut a = waiting(60_000);
+        a.want();
+        a.want();
+        let t = LocalInstant::from_nanos(1_000_000_000);
+        assert!(a
+            .looked(Err(recovering(40_000, 10_100)), t)
+            .unwrap()
+            .is_none());
+        assert_eq!(a.want(), Want::Pause(Duration::from_millis(50)));
+        assert_eq!(a.want(), Want::Look);
     }
 
     #[test]

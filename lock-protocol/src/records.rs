@@ -2,7 +2,7 @@
 //! fences ([`Stored`]), one read with the store's time ([`Read`]), one compare-and-set
 //! ([`Write`]) and what it did ([`Written`]); and the names and limits every store shares.
 
-use lock_core::{Fence, Instant};
+use lock_core::{Duration, Fence, Instant};
 
 use crate::error::StoreError;
 
@@ -54,6 +54,11 @@ pub struct Write<'a> {
     /// When the store may drop the record by itself (a free record whose memory ran out), in
     /// the store's time; `None` to keep it.
     pub forget_at: Option<Instant>,
+    /// How long after the decision's instant a lease of the new record holds or keeps its place
+    /// (zero: none). A server store keeps the longest it was written as the namespace's
+    /// recovery delay: when it finds itself a new authority (a promoted replica, a restart), it
+    /// grants nothing for that long (docs/stores.md, "Recovery after a change of authority").
+    pub holds_for: Duration,
 }
 
 /// What a compare-and-set did.

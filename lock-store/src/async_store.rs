@@ -86,6 +86,7 @@ struct OwnedWrite {
     fresh_fences: usize,
     not_before: Option<Instant>,
     forget_at: Option<Instant>,
+    holds_for: lock_core::Duration,
 }
 
 impl OwnedWrite {
@@ -98,6 +99,7 @@ impl OwnedWrite {
             fresh_fences: w.fresh_fences,
             not_before: w.not_before,
             forget_at: w.forget_at,
+            holds_for: w.holds_for,
         }
     }
 
@@ -110,6 +112,7 @@ impl OwnedWrite {
             fresh_fences: self.fresh_fences,
             not_before: self.not_before,
             forget_at: self.forget_at,
+            holds_for: self.holds_for,
         }
     }
 }

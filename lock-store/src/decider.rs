@@ -50,7 +50,27 @@ mod component {
         fences: Vec<Fence>,
     }
 
-    fn decision<R>(before: &ComponentRecord, r: RecordStep<R>) -> Decision<ComponentRecord, R> {
+    /// When the leases of the component's new record let go of their places: read from its
+    /// bytes by the native decoder (a derived figure the store keeps for its recovery delay; the
+    /// component decided the record). Its fresh tokens are still provisional: each stands for
+    /// itself.
+    fn holds_until(bytes: Option<&[u8]>, fresh_fences: usize, limits: &Limits) -> Option<Instant> {
+        let provisional: Vec<Fence> = (0..fresh_fences as u64)
+            .map(|i| Fence(lock_core::record::PROVISIONAL_BASE + i))
+            .collect();
+        let record = lock_core::KeyRecord::decode(bytes?, &provisional, limits).ok()?;
+        record.holds_until()
+    }
+
+    fn decision<R>(
+        before: &ComponentRecord,
+        r: RecordStep<R>,
+        limits: &Limits,
+    ) -> Decision<ComponentRecord, R> {
+        let holds_until = match r.step.changed {
+            true => holds_until(r.record.as_deref(), r.step.fresh_fences, limits),
+            false => None,
+        };
         let after = if r.step.changed {
             ComponentRecord {
                 bytes: r.record.clone(),
@@ -64,6 +84,7 @@ mod component {
             clock: r.clock,
             next_deadline: r.next_deadline,
             forget_at: r.forget_at,
+            holds_until,
             step: r.step,
             after,
         }
@@ -98,7 +119,7 @@ mod component {
                 .handle(limits, record.bytes.as_deref(), &record.fences, request)
                 .map_err(|e| failed(&e))?
                 .map_err(DecideError::Corrupt)?;
-            Ok(decision(record, r))
+            Ok(decision(record, r, limits))
         }
 
         fn inspect(
@@ -112,7 +133,7 @@ mod component {
                 .inspect(limits, key, record.bytes.as_deref(), &record.fences, now)
                 .map_err(|e| failed(&e))?
                 .map_err(DecideError::Corrupt)?;
-            Ok(decision(record, r))
+            Ok(decision(record, r, limits))
         }
 
         fn settle(&mut self, record: &mut ComponentRecord, fresh: &[Fence]) {
@@ -149,6 +170,7 @@ fn wrap<Rec, R>(d: Decision<Rec, R>, f: impl FnOnce(Rec) -> AnyRecord) -> Decisi
         clock: d.clock,
         next_deadline: d.next_deadline,
         forget_at: d.forget_at,
+        holds_until: d.holds_until,
     }
 }
 

@@ -29,9 +29,10 @@ use crate::store::{
 const FORMAT: &str = "1";
 
 /// The install's steps, in order (`steps/mysql.sql`).
-const INSTALL: [&str; 7] = [
+const INSTALL: [&str; 8] = [
     "create-meta",
     "insert-format",
+    "insert-longest",
     "create-records",
     "create-fences",
     "create-cas",
@@ -74,6 +75,9 @@ pub struct MysqlStore {
     /// Tokens move up to the server's time on a new authority (see
     /// [`set_seed_from_time`](MysqlStore::set_seed_from_time)).
     seed_from_time: bool,
+    /// The longest `holds_for` this connection sent to the namespace's `longest` (the recovery
+    /// delay): a write that holds longer goes through the procedure, which raises it.
+    longest: u64,
 }
 
 /// TLS from the URL's parameters, as the `mysql` client names them (`ssl-mode`, `ssl-ca`,
@@ -151,6 +155,8 @@ fn sql(name: &str, namespace: &str) -> String {
 struct HotSql {
     read: String,
     cas: String,
+    /// The procedure's call in a namespace of an earlier build (without `p_holds`).
+    cas_before_take_over: String,
     /// The single-`UPDATE` write without a token, with one, and with one only while this
     /// server is the namespace's authority.
     replace: [String; 3],
@@ -161,6 +167,7 @@ impl HotSql {
         HotSql {
             read: sql("read"),
             cas: sql("cas"),
+            cas_before_take_over: sql("cas-before-take-over"),
             replace: [
                 sql("replace"),
                 sql("replace-with-token"),
@@ -302,6 +309,7 @@ impl MysqlStore {
             upgrade: false,
             takes_over: false,
             seed_from_time: true,
+            longest: 0,
         };
         match store.present() {
             Ok(()) | Err(StoreError::NoNamespace { .. }) => Ok(store),
@@ -325,6 +333,7 @@ impl MysqlStore {
                     reason: reason(&e),
                 })?;
             self.conn = Some(conn);
+            self.longest = 0;
         }
         if self.conn.is_none() {
             return Err(self.connection_missing());
@@ -642,9 +651,9 @@ impl MysqlStore {
         let (Some(conn), hot) = (self.conn.as_mut(), &self.hot) else {
             return Err(self.connection_missing());
         };
-        // With a token: only while this server is the authority, if the procedure moves tokens
-        // (else through it, below).
-        let here = write.fresh_fences == 1 && self.takes_over && self.seed_from_time;
+        // With a token: only while this server is the authority and does not recover, if the
+        // procedure moves tokens (else through it, below).
+        let here = write.fresh_fences == 1 && self.takes_over;
         let sql = &hot.replace[usize::from(write.fresh_fences == 1) + usize::from(here)];
         let done = match conn.exec_drop(sql, params) {
             Ok(()) => (conn.affected_rows() == 1).then(|| conn.last_insert_id()),
@@ -678,8 +687,12 @@ impl MysqlStore {
         self.conn = None;
     }
 
-    /// Any write through the `_cas` procedure (one transaction, one round trip).
+    /// Any write through the `_cas` procedure (one transaction, one round trip); it raises the
+    /// namespace's `longest` when the write holds longer than this connection sent before.
     fn call_cas(&mut self, key: &str, write: &Write<'_>) -> Result<Written, StoreError> {
+        self.conn()?;
+        let holds = write.holds_for.as_millis();
+        let raise = (holds > self.longest).then_some(holds);
         let params = (
             key.as_bytes(),
             write.expected,
@@ -690,11 +703,23 @@ impl MysqlStore {
             write.forget_at.map(instant_to_sql),
             write.replaces,
         );
-        self.conn()?;
         let (Some(conn), hot) = (self.conn.as_mut(), &self.hot) else {
             return Err(self.connection_missing());
         };
-        let row: Option<Row> = match conn.exec_first(&hot.cas, params) {
+        let answer: Result<Option<Row>, mysql::Error> = match self.takes_over {
+            true => {
+                let raise = i64::try_from(raise.unwrap_or(0)).unwrap_or(i64::MAX);
+                let (a, b, c, d, e, f, g, h) = params;
+                conn.exec_first(&hot.cas, (a, b, c, d, e, f, g, h, raise))
+            }
+            false => conn.exec_first(&hot.cas_before_take_over, params),
+        };
+        // Raised only by a write that was made (status 1).
+        let made = matches!(&answer, Ok(Some(row)) if row.get::<i64, _>(0) == Some(1));
+        if let (true, Some(raised)) = (made, raise) {
+            self.longest = raised;
+        }
+        let row: Option<Row> = match answer {
             Ok(row) => row,
             // A deadlock or a lock wait that timed out rolled the whole transaction back:
             // nothing happened, as in a conflict. Decide again from the record as it is.
@@ -708,6 +733,14 @@ impl MysqlStore {
             reason: "the compare-and-set returned no row".into(),
         })?;
         let done: i64 = row.get(0).unwrap_or(0);
+        if done == 2 {
+            let instant = |i: usize| row.get::<i64, _>(i).unwrap_or(0).max(0) as u64;
+            return Err(StoreError::Recovering {
+                store: self.describe(),
+                until: Instant(instant(2)),
+                at: Instant(instant(1)),
+            });
+        }
         if done == 1 {
             let text: String = row.get(4).unwrap_or_default();
             let fences = fences_from_text(&text).ok_or_else(|| StoreError::Server {
@@ -779,8 +812,11 @@ impl Store for MysqlStore {
             self.upgrade = false;
             let _ = MysqlStore::install(self);
         }
+        // A write that holds a lease's place longer than this connection told the namespace
+        // goes through the procedure, which raises the namespace's `longest`.
+        let told = write.holds_for.as_millis() <= self.longest || !self.takes_over;
         let written = match write.bytes {
-            Some(bytes) if write.expected != 0 && write.fresh_fences <= 1 => {
+            Some(bytes) if write.expected != 0 && write.fresh_fences <= 1 && told => {
                 self.replace(key, write, bytes)?
             }
             _ => self.call_cas(key, write)?,
@@ -823,7 +859,13 @@ impl Store for MysqlStore {
             Err(StoreError::NoNamespace { .. }) => return Ok(()),
             other => other?,
         }
-        let statements = ["clear-records", "clear-fences"].map(|name| self.sql(name));
+        let statements = [
+            "clear-records",
+            "clear-fences",
+            "clear-authority",
+            "clear-longest",
+        ]
+        .map(|name| self.sql(name));
         let conn = self.conn()?;
         for s in statements {
             if let Err(e) = conn.query_drop(s) {

@@ -24,12 +24,17 @@ SELECT RELEASE_LOCK(?)
 SELECT column_name FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ? ORDER BY column_name
 
 -- step: create-meta
--- The install: create-meta, insert-format, create-records, create-fences, create-cas,
--- mark-take-over, in this order (MariaDB's DDL is not transactional: each is idempotent).
+-- The install: create-meta, insert-format, insert-longest, create-records, create-fences,
+-- create-cas, mark-take-over, forget-authority, in this order (MariaDB's DDL is not
+-- transactional: each is idempotent).
 CREATE TABLE IF NOT EXISTS `{ns}_meta` (name VARCHAR(64) PRIMARY KEY, value VARCHAR(64) NOT NULL) ENGINE=InnoDB
 
 -- step: insert-format
 INSERT IGNORE INTO `{ns}_meta` VALUES ('format', '{format}')
+
+-- step: insert-longest
+-- The longest a written lease held its place (ms): the recovery delay (see create-cas).
+INSERT IGNORE INTO `{ns}_meta` VALUES ('longest', '0')
 
 -- step: create-records
 CREATE TABLE IF NOT EXISTS `{ns}_records` (
@@ -46,27 +51,35 @@ CREATE SEQUENCE IF NOT EXISTS `{ns}_fences` START WITH 1 MINVALUE 1 MAXVALUE 900
 -- step: create-cas
 -- The compare-and-set: compares the version, the record replaced and the server's clock,
 -- writes, allocates the tokens, in one transaction; answers (1, time, version, NULL, fences)
--- if it wrote, else (0, time, and the row as it is now). Before the first tokens a session
--- takes, it reads the namespace's last authority (meta 'authority': a server_id; a promoted
--- replica has another): on another server, it moves the sequence up to the server's time in
--- microseconds (SETVAL never moves it down; it takes a literal only, hence EXECUTE IMMEDIATE)
--- and records the new authority, so that tokens a lost tail of writes had issued are not
--- issued again. The session remembers that this server is the authority (@el_authority_seen:
--- the namespace, server_id and gtid_slave_pos) and reads it again when that changes (the
--- server applied another primary's writes) or after an error: a read of meta in the procedure
--- costs ~40 us of the server's time per call (MariaDB optimizes a procedure's statements at
--- each call), a session variable nothing measurable. The session's @el_fences_from_time = 0 turns that off (tests that expect
--- tokens 1, 2, 3...).
+-- if it wrote, (0, time, and the row as it is now) if not, or (2, time, until, NULL, NULL)
+-- while the server recovers (nothing written). A write made with p_holds > 0 raises meta
+-- 'longest' to it (the longest a written lease held its place; the client sends it when it is
+-- longer than any its connection sent), after the recovery it may start (which covers the
+-- leases granted before).
+-- Before the first tokens a session takes, it reads the namespace's last authority (meta
+-- 'authority': a server_id; a promoted replica has another): on another server, it moves the
+-- sequence up to the server's time in microseconds (SETVAL never moves it down; it takes a
+-- literal only, hence EXECUTE IMMEDIATE; not when the session's @el_fences_from_time is 0:
+-- tests that expect tokens 1, 2, 3...), records the new authority and, where one was recorded
+-- before, starts the recovery: no tokens until now + 'longest' (meta 'recovering_until'),
+-- since a lease the last authority granted may have been lost with its record and still be
+-- held. The session remembers that this server is the authority and recovers no more
+-- (@el_authority_seen: the namespace, server_id and gtid_slave_pos) and reads it again when
+-- that changes (the server applied another primary's writes) or after an error: a read of
+-- meta in the procedure costs ~40 us of the server's time per call (MariaDB optimizes a
+-- procedure's statements at each call), a session variable nothing measurable.
 CREATE OR REPLACE PROCEDURE `{ns}_cas`(
     IN p_key VARBINARY(3072), IN p_expected BIGINT UNSIGNED, IN p_version BIGINT UNSIGNED,
     IN p_record LONGBLOB, IN p_n INT, IN p_not_before BIGINT, IN p_forget_at BIGINT,
-    IN p_replaces LONGBLOB)
+    IN p_replaces LONGBLOB, IN p_holds BIGINT)
 MODIFIES SQL DATA
 BEGIN
     DECLARE t BIGINT DEFAULT FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000);
     DECLARE f TEXT DEFAULT '';
     DECLARE n_rows INT DEFAULT 0;
     DECLARE i INT DEFAULT 0;
+    DECLARE until BIGINT DEFAULT 0;
+    DECLARE was VARBINARY(64);
     DECLARE here VARBINARY(64) DEFAULT CAST(@@server_id AS BINARY);
     DECLARE seen VARBINARY(1024) DEFAULT CAST(CONCAT('{ns}:', @@server_id, ':', @@gtid_slave_pos) AS BINARY);
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; SET @el_authority_seen = NULL; RESIGNAL; END;
@@ -84,23 +97,47 @@ BEGIN
             WHERE k = p_key AND version = p_expected AND record = p_replaces;
         END IF;
         SET n_rows = ROW_COUNT();
-        IF n_rows = 1 AND p_n > 0 THEN
-            IF COALESCE(@el_fences_from_time, 1) <> 0 AND NOT @el_authority_seen <=> seen THEN
-                IF NOT (SELECT CAST(value AS BINARY) FROM `{ns}_meta` WHERE name = 'authority') <=> here THEN
+        IF n_rows = 1 AND p_n > 0 AND NOT @el_authority_seen <=> seen THEN
+            SET was = (SELECT CAST(value AS BINARY) FROM `{ns}_meta` WHERE name = 'authority');
+            IF NOT was <=> here THEN
+                IF COALESCE(@el_fences_from_time, 1) <> 0 THEN
                     EXECUTE IMMEDIATE CONCAT('DO SETVAL(`{ns}_fences`, ', LEAST(FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000), 9007199254740991), ')');
-                    INSERT INTO `{ns}_meta` VALUES ('authority', here) ON DUPLICATE KEY UPDATE value = here;
                 END IF;
+                IF was IS NOT NULL THEN
+                    SET until = t + COALESCE((SELECT CAST(value AS UNSIGNED) FROM `{ns}_meta` WHERE name = 'longest'), 0);
+                    INSERT INTO `{ns}_meta` VALUES ('recovering_until', until) ON DUPLICATE KEY UPDATE value = until;
+                END IF;
+                INSERT INTO `{ns}_meta` VALUES ('authority', here) ON DUPLICATE KEY UPDATE value = here;
+            ELSE
+                SET until = COALESCE((SELECT CAST(value AS SIGNED) FROM `{ns}_meta` WHERE name = 'recovering_until'), 0);
+            END IF;
+            IF t >= until THEN
                 SET @el_authority_seen = seen;
             END IF;
-            WHILE i < p_n DO
-                SET f = CONCAT(f, IF(i = 0, '', ','), NEXTVAL(`{ns}_fences`));
-                SET i = i + 1;
-            END WHILE;
-            UPDATE `{ns}_records` SET fences = f WHERE k = p_key;
+        END IF;
+        IF t < until THEN
+            -- Recovering: the record's write is undone; what this call learnt is kept.
+            ROLLBACK;
+            START TRANSACTION;
+            INSERT INTO `{ns}_meta` VALUES ('recovering_until', until) ON DUPLICATE KEY UPDATE value = until;
+            INSERT INTO `{ns}_meta` VALUES ('authority', here) ON DUPLICATE KEY UPDATE value = here;
+        ELSEIF n_rows = 1 THEN
+            IF p_n > 0 THEN
+                WHILE i < p_n DO
+                    SET f = CONCAT(f, IF(i = 0, '', ','), NEXTVAL(`{ns}_fences`));
+                    SET i = i + 1;
+                END WHILE;
+                UPDATE `{ns}_records` SET fences = f WHERE k = p_key;
+            END IF;
+            IF p_holds > 0 THEN
+                UPDATE `{ns}_meta` SET value = p_holds WHERE name = 'longest' AND CAST(value AS UNSIGNED) < p_holds;
+            END IF;
         END IF;
     END IF;
     COMMIT;
-    IF n_rows = 1 THEN
+    IF t < until THEN
+        SELECT 2, t, until, NULL, NULL;
+    ELSEIF n_rows = 1 THEN
         SELECT 1, t, p_version, NULL, f;
     ELSE
         SELECT 0, t, r.version, r.record, r.fences
@@ -109,17 +146,20 @@ BEGIN
 END
 
 -- step: mark-take-over
--- The procedure moves tokens on a new authority (the writes without it check the authority
--- where this row is; an earlier build's namespace lacks it, and the next install adds it).
--- An install forgets the authority: the next write that takes tokens moves them (a gap, never a
--- repeat), so installing again after restoring an older backup onto the same server is safe.
-INSERT IGNORE INTO `{ns}_meta` VALUES ('take-over', '1')
+-- The procedure moves tokens and recovers on a new authority (the writes without it check the
+-- authority where this row is '2'; an earlier build's namespace lacks it, or has '1' and a
+-- procedure without p_holds, and the next install brings it up to date).
+-- An install makes the authority unknown (no server id): the next write that takes tokens
+-- moves them (a gap, never a repeat) and recovers, so installing again after restoring an
+-- older backup onto the same server is safe (a new namespace has no authority yet: nothing to
+-- recover).
+INSERT INTO `{ns}_meta` VALUES ('take-over', '2') ON DUPLICATE KEY UPDATE value = '2'
 
 -- step: forget-authority
-DELETE FROM `{ns}_meta` WHERE name = 'authority'
+UPDATE `{ns}_meta` SET value = 'installed' WHERE name = 'authority'
 
 -- step: take-over-exists
-SELECT COUNT(*) FROM `{ns}_meta` WHERE name = 'take-over'
+SELECT COUNT(*) FROM `{ns}_meta` WHERE name = 'take-over' AND value = '2'
 
 -- step: from-time
 -- ? 0: this session's tokens count from 1 (tests); the procedure reads it.
@@ -142,7 +182,13 @@ SELECT FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000), r.version, r.record, r.fences F
 
 -- step: cas
 -- key, expected, version, record (NULL: delete), tokens, not_before, forget_at, the record
--- replaced.
+-- replaced, how long a lease of the new record holds its place (0: no longer than this
+-- connection sent before).
+CALL `{ns}_cas`(?, ?, ?, ?, ?, ?, ?, ?, ?)
+
+-- step: cas-before-take-over
+-- The same in a namespace of an earlier build (a procedure without p_holds), until an install
+-- brings it up to date.
 CALL `{ns}_cas`(?, ?, ?, ?, ?, ?, ?, ?)
 
 -- step: replace
@@ -153,7 +199,7 @@ UPDATE `{ns}_records` SET version = ?, record = ?, fences = '', forget_at = ? WH
 
 -- step: replace-with-token
 -- As replace, for a write that takes one token (read back with LAST_INSERT_ID()): in a
--- namespace without take-over, or a session whose tokens count from 1.
+-- namespace without take-over.
 UPDATE `{ns}_records` SET version = ?, record = ?, fences = LAST_INSERT_ID(NEXTVAL(`{ns}_fences`)), forget_at = ? WHERE k = ? AND version = ? AND record = ? AND (? IS NULL OR FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000) >= ?)
 
 -- step: replace-with-token-here
@@ -184,6 +230,13 @@ DELETE FROM `{ns}_records`
 
 -- step: clear-fences
 ALTER SEQUENCE `{ns}_fences` RESTART WITH 1
+
+-- step: clear-authority
+-- Tests: the authority and the recovery go too (clear-longest after it).
+DELETE FROM `{ns}_meta` WHERE name IN ('authority', 'recovering_until')
+
+-- step: clear-longest
+UPDATE `{ns}_meta` SET value = '0' WHERE name = 'longest'
 
 -- step: drop-cas
 -- The uninstall: drop-cas, drop-fences, drop-records, drop-meta, in this order.

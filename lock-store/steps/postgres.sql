@@ -8,16 +8,25 @@
 -- index). Collection walks the keys instead (step collect). Earlier builds of this format made
 -- an index on forget_at and functions collect and now_ms: installing again drops them.
 --
--- take_over(): the first write that takes tokens on a server that is not the namespace's last
--- authority (meta 'authority': the server's start instant; a promoted standby, a restart, a
--- restore from an older copy all change it) moves the sequence up to the server's time in
--- microseconds, once, before its tokens: tokens that a lost tail of writes had issued are not
--- issued again (the time passed since they were issued is more than their count, at fewer than
--- a million grants a second). SECURITY DEFINER: a role that may only use the namespace calls
--- it (EXECUTE is PUBLIC's by default); under an advisory lock, so that one writer moves it.
+-- take_over(from_time): the first write that takes tokens on a server that is not the
+-- namespace's last authority (meta 'authority': the server's start instant; a promoted standby,
+-- a restart, a restore from an older copy all change it) moves the sequence up to the server's
+-- time in microseconds (unless from_time is false: tests that expect tokens 1, 2, 3...), once,
+-- before its tokens: tokens that a lost tail of writes had issued are not issued again (the time
+-- passed since they were issued is more than their count, at fewer than a million grants a
+-- second). Where an authority was recorded before, it also starts the recovery: no tokens
+-- until now + meta 'longest' (the longest a written lease held its place: one the last
+-- authority granted may have been lost with its record and still be held), in meta
+-- 'recovering_until', which it answers (0: no recovery). SECURITY DEFINER: a role that may
+-- only use the namespace calls it (EXECUTE is PUBLIC's by default); under an advisory lock, so
+-- that one writer moves it.
+--
+-- hold_for(ms): raises meta 'longest' to ms (a write's lease holds its place that long); the
+-- writes call it when their connection has not sent as long before. SECURITY DEFINER as well.
 CREATE SCHEMA IF NOT EXISTS {ns};
 CREATE TABLE IF NOT EXISTS {ns}.meta (name text PRIMARY KEY, value text NOT NULL);
 INSERT INTO {ns}.meta VALUES ('format', '{format}') ON CONFLICT (name) DO NOTHING;
+INSERT INTO {ns}.meta VALUES ('longest', '0') ON CONFLICT (name) DO NOTHING;
 CREATE TABLE IF NOT EXISTS {ns}.records (
     key text PRIMARY KEY,
     version bigint NOT NULL,
@@ -27,24 +36,37 @@ CREATE TABLE IF NOT EXISTS {ns}.records (
 ) WITH (fillfactor = 90);
 DROP INDEX IF EXISTS {ns}.records_forget_at;
 CREATE SEQUENCE IF NOT EXISTS {ns}.fences MINVALUE 1 MAXVALUE 9007199254740991 NO CYCLE;
-CREATE OR REPLACE FUNCTION {ns}.take_over() RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $take_over$
+DROP FUNCTION IF EXISTS {ns}.take_over();
+CREATE OR REPLACE FUNCTION {ns}.take_over(from_time boolean) RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $take_over$
 DECLARE
     here text := extract(epoch FROM pg_postmaster_start_time())::text;
     floor_us bigint := floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint;
+    was text;
     last bigint;
+    until bigint := 0;
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtext('expiring-locks take-over {ns}'));
-    IF (SELECT value FROM {ns}.meta WHERE name = 'authority') IS NOT DISTINCT FROM here THEN
+    SELECT value INTO was FROM {ns}.meta WHERE name = 'authority';
+    IF was IS NOT DISTINCT FROM here THEN
         RETURN 0;
     END IF;
-    SELECT CASE WHEN is_called THEN last_value ELSE 0 END INTO last FROM {ns}.fences;
-    IF floor_us > last THEN
-        PERFORM setval('{ns}.fences', LEAST(floor_us, 9007199254740991));
+    IF from_time THEN
+        SELECT CASE WHEN is_called THEN last_value ELSE 0 END INTO last FROM {ns}.fences;
+        IF floor_us > last THEN
+            PERFORM setval('{ns}.fences', LEAST(floor_us, 9007199254740991));
+        END IF;
+    END IF;
+    IF was IS NOT NULL THEN
+        until := floor_us / 1000 + COALESCE((SELECT value::bigint FROM {ns}.meta WHERE name = 'longest'), 0);
+        INSERT INTO {ns}.meta VALUES ('recovering_until', until::text) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value;
     END IF;
     INSERT INTO {ns}.meta VALUES ('authority', here) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value;
-    RETURN 1;
+    RETURN until;
 END
 $take_over$;
+CREATE OR REPLACE FUNCTION {ns}.hold_for(ms bigint) RETURNS bigint LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $hold_for$
+    UPDATE {ns}.meta SET value = ms::text WHERE ms > 0 AND name = 'longest' AND value::bigint < ms RETURNING 0
+$hold_for$;
 DROP FUNCTION IF EXISTS {ns}.collect(int);
 DROP FUNCTION IF EXISTS {ns}.collect(text, int);
 DROP FUNCTION IF EXISTS {ns}.now_ms();
@@ -66,8 +88,9 @@ SELECT value FROM {ns}.meta WHERE name = 'format'
 
 -- step: outdated
 -- $1 "<schema>.records_forget_at", $2 the schema's name: whether objects of an earlier build
--- are there, or take_over() is missing (installing again removes them, creates it).
-SELECT to_regclass($1) IS NOT NULL OR EXISTS (SELECT 1 FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace WHERE n.nspname = $2 AND p.proname IN ('collect', 'now_ms')) OR to_regprocedure('{ns}.take_over()') IS NULL
+-- are there, or hold_for(bigint) is missing (installing again removes them, creates it and
+-- take_over(boolean)).
+SELECT to_regclass($1) IS NOT NULL OR EXISTS (SELECT 1 FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace WHERE n.nspname = $2 AND p.proname IN ('collect', 'now_ms')) OR to_regprocedure('{ns}.hold_for(bigint)') IS NULL
 
 -- step: read-only
 -- Whether this session may not write (a standby, or a server set read-only): a Node client that
@@ -87,25 +110,31 @@ SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint, r.version, r
 -- step: update
 -- $1 key, $2 expected, $3 version, $4 record, $5 tokens, $6 forget_at, $7 not_before, $8 the
 -- record replaced, $9 whether tokens start at the server's time on a new authority (false:
--- they count from 1, for tests). The row is locked first (locked) and the tokens taken in the
--- UPDATE that joins it: a writer that loses the race waits for the lock, finds the version
--- changed and takes none. (Without it, two UPDATEs of one row both computed their new row,
--- nextval included, before the loser found the version changed: every lost race burnt
--- tokens.) not_before is a timestamptz compared with clock_timestamp() as it is. took_over
--- runs take_over() first when the server is not the namespace's last authority (see schema);
--- {take_over} is the call, or 0 in a namespace installed before it existed.
-WITH took_over AS (SELECT {take_over} AS moved WHERE $9::boolean AND (SELECT value FROM {ns}.meta WHERE name = 'authority') IS DISTINCT FROM extract(epoch FROM pg_postmaster_start_time())::text), locked AS MATERIALIZED (SELECT key FROM {ns}.records WHERE key = $1 AND version = $2 AND record = $8 AND ($7::timestamptz IS NULL OR clock_timestamp() >= $7::timestamptz) FOR NO KEY UPDATE) UPDATE {ns}.records AS r SET version = $3, record = $4, forget_at = $6, fences = CASE WHEN $5::int = 0 THEN '{}'::bigint[] ELSE ARRAY(SELECT nextval('{ns}.fences') FROM (SELECT count(*) FROM took_over) AS t, generate_series(1, $5::int)) END FROM locked WHERE r.key = locked.key RETURNING r.fences
+-- they count from 1, for tests), $10 how long a lease of the new record holds its place (ms;
+-- 0 when this connection already wrote as long: hold_for() keeps the longest in meta). Answers one
+-- row: the tokens if it wrote, or (NULL, until, the server's time) while the server recovers
+-- (nothing written); no row on a conflict. The row is locked first (locked) and the tokens
+-- taken in the UPDATE that joins it: a writer that loses the race waits for the lock, finds
+-- the version changed and takes none. (Without it, two UPDATEs of one row both computed their
+-- new row, nextval included, before the loser found the version changed: every lost race
+-- burnt tokens.) not_before is a timestamptz compared with clock_timestamp() as it is.
+-- took_over runs take_over() first when the write would be made (locked) and the server is not
+-- the namespace's last authority (see schema); gate holds the end of a recovery under way;
+-- {take_over} and {hold_for} are the functions, or pg_catalog.num_nulls (which answers 0 and
+-- does nothing) in a namespace installed before they existed.
+WITH locked AS MATERIALIZED (SELECT key FROM {ns}.records WHERE key = $1 AND version = $2 AND record = $8 AND ($7::timestamptz IS NULL OR clock_timestamp() >= $7::timestamptz) FOR NO KEY UPDATE), took_over AS (SELECT {take_over}($9::boolean) AS until WHERE $5::int > 0 AND EXISTS (SELECT 1 FROM locked) AND (SELECT value FROM {ns}.meta WHERE name = 'authority') IS DISTINCT FROM extract(epoch FROM pg_postmaster_start_time())::text), clock AS (SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS t), gate AS MATERIALIZED (SELECT until FROM took_over, clock WHERE until > t UNION ALL SELECT m.value::bigint FROM {ns}.meta AS m, clock WHERE $5::int > 0 AND EXISTS (SELECT 1 FROM locked) AND m.name = 'recovering_until' AND m.value::bigint > t), written AS (UPDATE {ns}.records AS r SET version = $3, record = $4, forget_at = $6, fences = CASE WHEN $5::int = 0 THEN '{}'::bigint[] ELSE ARRAY(SELECT nextval('{ns}.fences') FROM (SELECT count(*) FROM took_over) AS t, generate_series(1, $5::int)) END FROM locked WHERE r.key = locked.key AND NOT EXISTS (SELECT 1 FROM gate) RETURNING r.fences, {hold_for}($10::bigint)) SELECT fences, NULL::bigint, NULL::bigint FROM written UNION ALL SELECT NULL, max(until), max(t) FROM gate, clock HAVING count(*) > 0
 
 -- step: insert
--- $1 key, $2 version, $3 record, $4 tokens, $5 forget_at, $6 not_before, $7 as update's $9.
--- The NOT EXISTS spares a token when the row is already there (ON CONFLICT alone would take it
--- first).
-WITH took_over AS (SELECT {take_over} AS moved WHERE $7::boolean AND (SELECT value FROM {ns}.meta WHERE name = 'authority') IS DISTINCT FROM extract(epoch FROM pg_postmaster_start_time())::text) INSERT INTO {ns}.records AS r (key, version, record, fences, forget_at) SELECT $1, $2, $3, CASE WHEN $4::int = 0 THEN '{}'::bigint[] ELSE ARRAY(SELECT nextval('{ns}.fences') FROM (SELECT count(*) FROM took_over) AS t, generate_series(1, $4::int)) END, $5 WHERE ($6::timestamptz IS NULL OR clock_timestamp() >= $6::timestamptz) AND NOT EXISTS (SELECT 1 FROM {ns}.records AS e WHERE e.key = $1) ON CONFLICT (key) DO NOTHING RETURNING r.fences
+-- $1 key, $2 version, $3 record, $4 tokens, $5 forget_at, $6 not_before, $7 and $8 as update's
+-- $9 and $10; answers as update. fresh: the write would be made; its NOT EXISTS spares a token
+-- when the row is already there (ON CONFLICT alone would take it first).
+WITH fresh AS MATERIALIZED (SELECT 1 WHERE ($6::timestamptz IS NULL OR clock_timestamp() >= $6::timestamptz) AND NOT EXISTS (SELECT 1 FROM {ns}.records AS e WHERE e.key = $1)), took_over AS (SELECT {take_over}($7::boolean) AS until WHERE $4::int > 0 AND EXISTS (SELECT 1 FROM fresh) AND (SELECT value FROM {ns}.meta WHERE name = 'authority') IS DISTINCT FROM extract(epoch FROM pg_postmaster_start_time())::text), clock AS (SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS t), gate AS MATERIALIZED (SELECT until FROM took_over, clock WHERE until > t UNION ALL SELECT m.value::bigint FROM {ns}.meta AS m, clock WHERE $4::int > 0 AND EXISTS (SELECT 1 FROM fresh) AND m.name = 'recovering_until' AND m.value::bigint > t), written AS (INSERT INTO {ns}.records AS r (key, version, record, fences, forget_at) SELECT $1, $2, $3, CASE WHEN $4::int = 0 THEN '{}'::bigint[] ELSE ARRAY(SELECT nextval('{ns}.fences') FROM (SELECT count(*) FROM took_over) AS t, generate_series(1, $4::int)) END, $5 FROM fresh WHERE NOT EXISTS (SELECT 1 FROM gate) ON CONFLICT (key) DO NOTHING RETURNING r.fences, {hold_for}($8::bigint)) SELECT fences, NULL::bigint, NULL::bigint FROM written UNION ALL SELECT NULL, max(until), max(t) FROM gate, clock HAVING count(*) > 0
 
 -- step: take-over-exists
--- Whether the namespace has take_over() (installed by this build or a later one): the update
--- and insert call it ({take_over}); without it they pass 0 until `install` runs again.
-SELECT to_regprocedure('{ns}.take_over()') IS NOT NULL
+-- Whether the namespace has take_over(boolean) and hold_for(bigint) (installed by this build or
+-- a later one, after take_over(boolean)): the update and insert call them ({take_over},
+-- {hold_for}); without them they call num_nulls until `install` runs again.
+SELECT to_regprocedure('{ns}.hold_for(bigint)') IS NOT NULL
 
 -- step: delete
 -- $1 key, $2 expected, $3 not_before, $4 the record replaced.
@@ -126,7 +155,8 @@ SELECT key FROM {ns}.records WHERE length(record) > 8 ORDER BY convert_to(key, '
 SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {ns}.fences
 
 -- step: clear
-DELETE FROM {ns}.records; ALTER SEQUENCE {ns}.fences RESTART WITH 1;
+-- Tests: every record, the tokens, the authority and the recovery go.
+DELETE FROM {ns}.records; ALTER SEQUENCE {ns}.fences RESTART WITH 1; DELETE FROM {ns}.meta WHERE name IN ('authority', 'recovering_until'); UPDATE {ns}.meta SET value = '0' WHERE name = 'longest';
 
 -- step: uninstall
 DROP SCHEMA IF EXISTS {ns} CASCADE

@@ -32,6 +32,7 @@ fn write(
         fresh_fences,
         not_before: Some(not_before),
         forget_at: None,
+        holds_for: lock_core::Duration(0),
     }
 }
 

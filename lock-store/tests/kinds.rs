@@ -244,6 +244,7 @@ fn a_record_of_a_newer_format_is_refused_by_name_and_kept() {
                     fresh_fences: 0,
                     not_before: None,
                     forget_at: None,
+                    holds_for: lock_core::Duration(0),
                 },
             )
             .unwrap();

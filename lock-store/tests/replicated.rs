@@ -27,6 +27,10 @@ use lock_store::Locks;
 use failover::TTL;
 use node::NodeClient;
 
+/// The TTL of the three clients' leases: after a failover the promoted server recovers for as
+/// long (docs/stores.md, "Recovery after a change of authority"), which the clients wait out.
+const CLIENT_TTL: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// The three clients of one namespace, each granted its own key: "job" (blocking), "async"
 /// (tokio) and "node".
 struct Clients {
@@ -62,18 +66,22 @@ impl Clients {
     /// the fences.
     fn try_grant_each(&mut self) -> Option<Vec<Fence>> {
         let mut fences = Vec::new();
-        let lease = self.locks.try_acquire("job", "holder", TTL).ok()?;
+        let lease = self.locks.try_acquire("job", "holder", CLIENT_TTL).ok()?;
         fences.push(lease.fence());
         lease.release().ok()?;
         #[cfg(feature = "tokio")]
         fences.push(self.runtime.block_on(async {
-            let lease = self.aio.try_acquire("async", "holder", TTL).await.ok()?;
+            let lease = self
+                .aio
+                .try_acquire("async", "holder", CLIENT_TTL)
+                .await
+                .ok()?;
             let fence = lease.fence();
             lease.release().await.ok()?;
             Some(fence)
         })?);
         if let Some(node) = self.node.as_mut() {
-            let fence = node.call(&["acquire", "node", "n", "60000"]).ok()?;
+            let fence = node.call(&["acquire", "node", "n", "3000"]).ok()?;
             node.call(&["release", "node"]).ok()?;
             fences.push(Fence(fence.parse().ok()?));
         }
@@ -89,7 +97,8 @@ impl Clients {
     }
 
     /// After a failover: each client's grant once the store answers again (the first calls
-    /// find their connection broken and fail typed), every fence above `above`.
+    /// find their connection broken and fail typed) and has recovered (for [`CLIENT_TTL`]),
+    /// every fence above `above`.
     fn grant_each_once_up(&mut self, above: Fence) {
         let fences =
             common::eventually_within("a grant from each client after the failover", 30, || {
@@ -224,7 +233,7 @@ fn check_kept(kept: &[(String, bool)], answered_while_cut_off: usize) {
 mod postgres_synchronous_standby {
     use super::*;
     use common::postgres_server::Cluster;
-    use failover::kept_on;
+    use failover::{kept_on, lost_keys_wait_out_their_leases};
     use rustix::process::Signal;
 
     /// Answers the leases the client was granted and, for each, whether the promoted standby has
@@ -254,7 +263,9 @@ mod postgres_synchronous_standby {
         primary.stop("immediate");
         standby.signal_all(Signal::CONT);
         standby.promote();
-        let kept = kept_on(&Locks::open(&standby.url(), &ns).unwrap(), &held);
+        let promoted = Locks::open(&standby.url(), &ns).unwrap();
+        let kept = kept_on(&promoted, &held);
+        lost_keys_wait_out_their_leases(&promoted, &held);
         // The holders of the leases that survived carry on through the multi-host URL (after
         // a typed failure or two).
         for (lease, (_, kept)) in held.into_iter().zip(&kept) {
@@ -285,7 +296,7 @@ mod postgres_synchronous_standby {
 mod mariadb_semi_synchronous {
     use super::*;
     use crate::mariadb_server::Mariadb;
-    use failover::kept_on;
+    use failover::{kept_on, lost_keys_wait_out_their_leases};
     use rustix::process::{kill_process, Signal};
 
     /// Answers the leases the client was granted and, for each, whether the promoted replica
@@ -319,7 +330,9 @@ mod mariadb_semi_synchronous {
         primary.kill();
         kill_process(replica.pid(), Signal::CONT).unwrap();
         replica.promote();
-        kept_on(&Locks::open(&replica.url(), &ns).unwrap(), &held)
+        let promoted = Locks::open(&replica.url(), &ns).unwrap();
+        lost_keys_wait_out_their_leases(&promoted, &held);
+        kept_on(&promoted, &held)
     }
 
     #[test]

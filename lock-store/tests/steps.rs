@@ -187,21 +187,28 @@ fn every_text_a_client_sends_is_a_step_of_the_shared_files() {
         let (texts, steps): (Vec<String>, Vec<String>) = match label {
             "postgres" => (
                 sent.iter().flat_map(|s| postgres_texts(s)).collect(),
-                // The writes call take_over(), or pass 0 in a namespace without it.
-                [format!("{ns}.take_over()"), "0".to_owned()]
-                    .iter()
-                    .flat_map(|take_over| {
-                        filled(
-                            steps::POSTGRES,
-                            &[
-                                ("ns", &ns),
-                                ("format", "1"),
-                                ("channel", &format!("{ns}_handoff")),
-                                ("take_over", take_over),
-                            ],
-                        )
-                    })
-                    .collect(),
+                // The writes call take_over(), or num_nulls() in a namespace without it.
+                [
+                    [format!("{ns}.take_over"), format!("{ns}.hold_for")],
+                    [
+                        "pg_catalog.num_nulls".to_owned(),
+                        "pg_catalog.num_nulls".to_owned(),
+                    ],
+                ]
+                .iter()
+                .flat_map(|[take_over, hold_for]| {
+                    filled(
+                        steps::POSTGRES,
+                        &[
+                            ("ns", &ns),
+                            ("format", "1"),
+                            ("channel", &format!("{ns}_handoff")),
+                            ("take_over", take_over),
+                            ("hold_for", hold_for),
+                        ],
+                    )
+                })
+                .collect(),
             ),
             "mysql" => (
                 sent.iter().flat_map(|s| mysql_texts(s)).collect(),

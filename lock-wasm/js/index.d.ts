@@ -75,7 +75,8 @@ export type StoreErrorCode =
   | 'contention'
   | 'fences-exhausted'
   | 'decider'
-  | 'server';
+  | 'server'
+  | 'recovering';
 
 /**
  * A shared store could not answer (`Locks.open`'s stores): `connect`, `lost` (no answer within
@@ -86,6 +87,13 @@ export type StoreErrorCode =
 export declare class StoreError extends Error {
   readonly name: 'StoreError';
   readonly code: StoreErrorCode;
+  /**
+   * `recovering`: the store's time (ms) from which it grants again. The server took the
+   * namespace over (a promoted replica, a restart) and grants nothing for the longest a lease
+   * held its place, since a lease granted before may have been lost with its record. A waiting
+   * `acquire` waits it out; extensions and releases that grant nothing go on.
+   */
+  readonly until?: Millis;
 }
 
 /** Limits of a table; every field is optional when passed in (the core's default is used). */

@@ -127,8 +127,11 @@ it('every statement the Node client sends to PostgreSQL is a step of the shared 
     await client.end();
   }
   const filled = (text) => text.replaceAll('{ns}', ns).replaceAll('{format}', '1').replaceAll('{channel}', `${ns}_handoff`);
-  // The writes call take_over(), or pass 0 in a namespace without it.
-  const fill = (text) => [`${ns}.take_over()`, '0'].map((call) => filled(text).replaceAll('{take_over}', call));
+  // The writes call take_over() and hold_for(), or num_nulls() in a namespace without them.
+  const fill = (text) =>
+    [[`${ns}.take_over`, `${ns}.hold_for`], ['pg_catalog.num_nulls', 'pg_catalog.num_nulls']].map(([take, hold]) =>
+      filled(text).replaceAll('{take_over}', take).replaceAll('{hold_for}', hold),
+    );
   expectSteps(sent, 'postgres.sql', fill, ['UPDATE', 'INSERT', 'LISTEN', 'pg_notify', 'clock_timestamp', 'max(key)']);
 });
 

@@ -399,7 +399,7 @@ impl AsyncStore for AsyncPostgresStore {
                 self.collect(after).await;
             }
             match answer {
-                Answer::Done(Some(row)) => Ok(written(&row)),
+                Answer::Done(Some(row)) => written(&self.describe(), &row),
                 Answer::Done(None) | Answer::Conflict => {
                     Ok(Written::Conflict(self.read_key(key).await?))
                 }

@@ -431,7 +431,7 @@ impl Store for PostgresStore {
             let _ = self.collect(&after);
         }
         match row {
-            Some(row) => Ok(written(&row)),
+            Some(row) => written(&self.describe(), &row),
             None => Ok(Written::Conflict(self.read(key)?)),
         }
     }

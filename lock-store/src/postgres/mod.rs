@@ -21,6 +21,7 @@ mod blocking;
 pub use aio::AsyncPostgresStore;
 pub use blocking::PostgresStore;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration as StdDuration;
 
 use lock_core::{Fence, Instant};
@@ -44,12 +45,21 @@ pub(super) fn step(name: &str, ns: &str) -> String {
     steps::step(steps::POSTGRES, name, &[("ns", ns), ("format", FORMAT)])
 }
 
-/// The update or insert step for schema `ns`: calling `take_over()` when the schema has it,
-/// else passing 0 (a namespace installed before it existed; see `steps/postgres.sql`).
+/// The update or insert step for schema `ns`: calling `take_over(from_time)` and
+/// `hold_for(ms)` when the schema has them, else `num_nulls`, which answers 0 and does nothing
+/// (a namespace installed before they existed; see `steps/postgres.sql`).
 fn writing_step(name: &str, ns: &str, take_over: bool) -> String {
-    let call = format!("{ns}.take_over()");
-    let call = if take_over { call.as_str() } else { "0" };
-    steps::fill(&step(name, ns), &[("take_over", call)])
+    let [take, hold] = match take_over {
+        true => [format!("{ns}.take_over"), format!("{ns}.hold_for")],
+        false => [
+            "pg_catalog.num_nulls".to_owned(),
+            "pg_catalog.num_nulls".to_owned(),
+        ],
+    };
+    steps::fill(
+        &step(name, ns),
+        &[("take_over", &take), ("hold_for", &hold)],
+    )
 }
 
 /// The statements of the hot path, prepared once per connection: the read, the three
@@ -77,12 +87,15 @@ pub(super) struct Statements {
     pub(super) insert: Statement,
     pub(super) delete: Statement,
     pub(super) collect: Statement,
+    /// The longest `holds_for` this connection wrote to the namespace's `longest` (see
+    /// [`cas`]): shorter ones need not be sent.
+    pub(super) longest: AtomicU64,
 }
 
 impl Statements {
     /// The texts of the read, the three compare-and-sets and the collection step for schema
     /// `ns` (`steps/postgres.sql` says what each does); `take_over`: whether the schema has
-    /// `take_over()`.
+    /// `take_over(boolean)`.
     pub(super) fn texts(ns: &str, take_over: bool) -> [String; 5] {
         [
             step("read", ns),
@@ -315,6 +328,7 @@ pub(super) async fn prepare(
         insert: client.prepare(&insert).await?,
         delete: client.prepare(&delete).await?,
         collect: client.prepare(&collect).await?,
+        longest: AtomicU64::new(0),
     })
 }
 
@@ -358,6 +372,15 @@ pub(super) async fn cas(
     write: &Write<'_>,
     from_time: bool,
 ) -> Result<Option<Row>, tokio_postgres::Error> {
+    // How long the new record holds a lease's place, for the namespace's `longest` (the
+    // recovery delay); 0 when this connection already wrote as long.
+    let holds = write.holds_for.as_millis();
+    let sent = s.longest.load(Ordering::Relaxed) < holds;
+    let holds_sql = if sent {
+        i64::try_from(holds).unwrap_or(i64::MAX)
+    } else {
+        0
+    };
     let n = i32::try_from(write.fresh_fences).unwrap_or(i32::MAX);
     let expected = version_to_sql(write.expected);
     let version = version_to_sql(write.version);
@@ -376,6 +399,7 @@ pub(super) async fn cas(
                 &forget_at,
                 &not_before,
                 &from_time,
+                &holds_sql,
             ],
         ),
         (Some(_), _) => (
@@ -390,20 +414,34 @@ pub(super) async fn cas(
                 &not_before,
                 &replaces,
                 &from_time,
+                &holds_sql,
             ],
         ),
         (None, _) => (&s.delete, vec![&key, &expected, &not_before, &replaces]),
     };
-    client.query_opt(statement, &params).await
+    let answer = client.query_opt(statement, &params).await;
+    // Raised only by a write that was made (hold_for runs for the row written).
+    let made = matches!(&answer, Ok(Some(row)) if row.get::<_, Option<Vec<i64>>>(0).is_some());
+    if sent && made {
+        s.longest.fetch_max(holds, Ordering::Relaxed);
+    }
+    answer
 }
 
-/// The fresh tokens of a compare-and-set's row.
-pub(super) fn written(row: &Row) -> Written {
-    Written::Done {
-        fences: (row.get::<_, Vec<i64>>(0).into_iter())
-            .map(|f| Fence(f.max(0) as u64))
-            .collect(),
+/// What a compare-and-set's row says: its fresh tokens, or (`NULL`, until, the server's time)
+/// while the server recovers after a change of authority, which refuses it.
+pub(super) fn written(store: &str, row: &Row) -> Result<Written, StoreError> {
+    if let Some(fences) = row.get::<_, Option<Vec<i64>>>(0) {
+        return Ok(Written::Done {
+            fences: fences.into_iter().map(|f| Fence(f.max(0) as u64)).collect(),
+        });
     }
+    let (until, at): (Option<i64>, Option<i64>) = (row.get(1), row.get(2));
+    Err(StoreError::Recovering {
+        store: store.to_owned(),
+        until: Instant(until.unwrap_or(0).max(0) as u64),
+        at: Instant(at.unwrap_or(0).max(0) as u64),
+    })
 }
 
 /// A read's row: the server's time, then the record's version, bytes and tokens.

@@ -9,7 +9,7 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration as StdDuration;
 
 use lock_core::Fence;
@@ -34,6 +34,8 @@ pub struct AsyncRedisStore {
     /// The live connection and its number (a failed call drops it only if it is still the one
     /// it was sent on).
     live: Mutex<Option<(u64, MultiplexedConnection)>>,
+    /// The `run_id` of the server the live connection reached (see [`Space::server_id`]).
+    server_id: Mutex<Arc<str>>,
     /// Held while connecting: tasks that find no connection wait for one connect.
     connecting: tokio::sync::Mutex<()>,
     connections: AtomicU64,
@@ -67,6 +69,7 @@ impl AsyncRedisStore {
             seed_from_time: true,
             installed: AtomicBool::new(false),
             live: Mutex::new(None),
+            server_id: Mutex::new(Arc::from("")),
             connecting: tokio::sync::Mutex::new(()),
             connections: AtomicU64::new(0),
         };
@@ -130,11 +133,17 @@ impl AsyncRedisStore {
             let mut conn = client
                 .get_multiplexed_async_connection_with_config(&config)
                 .await?;
-            self.space.set_name().query_async::<()>(&mut conn).await?;
-            Ok::<_, redis::RedisError>(conn)
+            let (info,): (String,) = self.space.greeting().query_async(&mut conn).await?;
+            Ok::<_, redis::RedisError>((conn, info))
         };
         let conn = match tokio::time::timeout(self.timeout, connect).await {
-            Ok(Ok(conn)) => conn,
+            Ok(Ok((conn, info))) => {
+                *self
+                    .server_id
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = Arc::from(Space::server_id(&info));
+                conn
+            }
             Ok(Err(e)) if e.is_timeout() => {
                 return Err(fail(format!("no answer within {:?}", self.timeout)))
             }
@@ -267,7 +276,13 @@ impl AsyncStore for AsyncRedisStore {
     fn write<'a>(&'a self, key: &'a str, write: &'a Write<'a>) -> StoreFuture<'a, Written> {
         Box::pin(async move {
             self.present().await?;
-            let cas = self.space.cas(key, write, self.seed_from_time);
+            let server_id = Arc::clone(
+                &self
+                    .server_id
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner),
+            );
+            let cas = self.space.cas(key, write, self.seed_from_time, &server_id);
             let script = &self.space.script;
             let reply: Value = self
                 .query(|mut c| async move {

@@ -35,6 +35,8 @@ pub struct RedisStore {
     /// The socket timeouts of the live connection.
     applied: StdDuration,
     seed_from_time: bool,
+    /// The `run_id` of the server the connection reached (see [`Space::server_id`]).
+    server_id: String,
     /// Whether the namespace was seen to exist (its format marker or its counter): until then
     /// every call looks first, and reads answer [`StoreError::NoNamespace`].
     installed: bool,
@@ -70,6 +72,7 @@ impl RedisStore {
             limit: None,
             applied: timeout,
             seed_from_time: true,
+            server_id: String::new(),
             installed: false,
             packed: Vec::new(),
         };
@@ -130,7 +133,8 @@ impl RedisStore {
             let left = Some(left.max(StdDuration::from_millis(1)));
             conn.set_read_timeout(left).map_err(fail)?;
             conn.set_write_timeout(left).map_err(fail)?;
-            self.space.set_name().query::<()>(&mut conn).map_err(fail)?;
+            let (info,): (String,) = self.space.greeting().query(&mut conn).map_err(fail)?;
+            self.server_id = Space::server_id(&info);
             conn.set_read_timeout(Some(bound)).map_err(fail)?;
             conn.set_write_timeout(Some(bound)).map_err(fail)?;
             self.applied = bound;
@@ -210,6 +214,7 @@ impl Store for RedisStore {
             space,
             packed,
             seed_from_time,
+            server_id,
             ..
         } = self
         else {
@@ -221,9 +226,10 @@ impl Store for RedisStore {
             packed,
             sha,
             &record_key,
-            space.counter.as_bytes(),
+            [space.counter.as_bytes(), space.authority.as_bytes()],
             write,
             *seed_from_time,
+            server_id,
         );
         let send = |conn: &mut Connection, packed: &[u8]| {
             conn.req_packed_command(packed)

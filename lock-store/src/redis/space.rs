@@ -29,6 +29,8 @@ pub(crate) struct Space {
     pub(crate) counter: String,
     /// `{el:<ns>}:format`, the format marker.
     pub(crate) format_key: String,
+    /// `{el:<ns>}:authority`, the server that last granted, and the recovery delay.
+    pub(crate) authority: String,
     /// The compare-and-set (`steps/redis-cas.lua`).
     pub(crate) script: redis::Script,
 }
@@ -138,6 +140,7 @@ impl Space {
             record_prefix: format!("{prefix}:k:").into_bytes(),
             counter: format!("{prefix}:fence"),
             format_key: format!("{prefix}:format"),
+            authority: format!("{prefix}:authority"),
             script: redis::Script::new(steps::REDIS_CAS),
         }
     }
@@ -167,6 +170,29 @@ impl Space {
         cmd
     }
 
+    /// Names a new connection as [`Space::set_name`] does, and asks
+    /// which server it reached (`INFO server`): its reply goes to [`Space::server_id`].
+    pub(crate) fn greeting(&self) -> Pipeline {
+        let mut pipe = redis::pipe();
+        pipe.cmd("CLIENT")
+            .arg("SETNAME")
+            .arg(format!("lock-store:{}", self.namespace))
+            .ignore()
+            .cmd("INFO")
+            .arg("server");
+        pipe
+    }
+
+    /// The `run_id` of the server a connection reached, from the greeting's `INFO server`: the
+    /// compare-and-set passes it, and a server that finds it differs from the namespace's
+    /// authority looks again (see `steps/redis-cas.lua`). Empty if the reply has none.
+    pub(crate) fn server_id(info: &str) -> String {
+        (info.lines())
+            .find_map(|line| line.strip_prefix("run_id:"))
+            .map(|id| id.trim().to_owned())
+            .unwrap_or_default()
+    }
+
     /// What a failed command means: no answer in time (`bound`) or a broken connection is
     /// [`StoreError::Lost`] and drops the connection; anything else is the server's answer.
     pub(crate) fn failure(&self, e: &redis::RedisError, bound: std::time::Duration) -> Failure {
@@ -181,6 +207,8 @@ impl Space {
         } else if e.to_string().contains("EXHAUSTED") {
             let store = self.described.clone();
             (StoreError::FencesExhausted { store }, false)
+        } else if let Some(recovering) = self.recovering(e) {
+            (recovering, false)
         } else {
             let server = StoreError::Server {
                 store: self.described.clone(),
@@ -288,13 +316,20 @@ impl Space {
     #[cfg(feature = "tokio")]
     /// The compare-and-set as a `redis::Cmd` (the async client's; the blocking one sends the
     /// same bytes packed by [`pack_cas`]).
-    pub(crate) fn cas(&self, key: &str, write: &Write<'_>, seed_from_time: bool) -> Cmd {
+    pub(crate) fn cas(
+        &self,
+        key: &str,
+        write: &Write<'_>,
+        seed_from_time: bool,
+        server_id: &str,
+    ) -> Cmd {
         cas_cmd(
             self.script.get_hash().as_bytes(),
             &self.record_key(key),
-            self.counter.as_bytes(),
+            [self.counter.as_bytes(), self.authority.as_bytes()],
             write,
             seed_from_time,
+            server_id,
         )
     }
 
@@ -448,6 +483,22 @@ impl Space {
         }
     }
 
+    /// The script's refusal of a grant while the server recovers: `RECOVERING <until> <now>`.
+    fn recovering(&self, e: &redis::RedisError) -> Option<StoreError> {
+        if e.code() != Some("RECOVERING") {
+            return None;
+        }
+        let mut instants = e.detail()?.split(' ').map(str::parse::<u64>);
+        let (Some(Ok(until)), Some(Ok(at))) = (instants.next(), instants.next()) else {
+            return None;
+        };
+        Some(StoreError::Recovering {
+            store: self.described.clone(),
+            until: Instant(until),
+            at: Instant(at),
+        })
+    }
+
     fn unexpected(&self, what: &str, v: &Value) -> StoreError {
         StoreError::Server {
             store: self.described.clone(),
@@ -462,15 +513,17 @@ impl Space {
 fn cas_cmd(
     sha: &[u8],
     record_key: &[u8],
-    counter: &[u8],
+    [counter, authority]: [&[u8]; 2],
     write: &Write<'_>,
     seed_from_time: bool,
+    server_id: &str,
 ) -> Cmd {
     let mut call = redis::cmd("EVALSHA");
     call.arg(sha)
-        .arg(2)
+        .arg(3)
         .arg(record_key)
         .arg(counter)
+        .arg(authority)
         .arg(write.expected)
         .arg(write.version)
         .arg(u8::from(write.bytes.is_none()))
@@ -479,7 +532,9 @@ fn cas_cmd(
         .arg(write.not_before.map_or(-1, instant_to_sql))
         .arg(write.forget_at.map_or(-1, instant_to_sql))
         .arg(u8::from(seed_from_time))
-        .arg(write.replaces);
+        .arg(write.replaces)
+        .arg(write.holds_for.as_millis())
+        .arg(server_id);
     call
 }
 
@@ -492,17 +547,19 @@ pub(crate) fn pack_cas(
     out: &mut Vec<u8>,
     sha: &[u8],
     record_key: &[&[u8]],
-    counter: &[u8],
+    [counter, authority]: [&[u8]; 2],
     write: &Write<'_>,
     seed_from_time: bool,
+    server_id: &str,
 ) {
     out.clear();
-    out.extend_from_slice(b"*14\r\n");
+    out.extend_from_slice(b"*17\r\n");
     resp_arg(out, &[b"EVALSHA"]);
     resp_arg(out, &[sha]);
-    resp_arg(out, &[b"2"]);
+    resp_arg(out, &[b"3"]);
     resp_arg(out, record_key);
     resp_arg(out, &[counter]);
+    resp_arg(out, &[authority]);
     let mut digits = itoa::Buffer::new();
     for n in [write.expected, write.version] {
         resp_arg(out, &[digits.format(n).as_bytes()]);
@@ -518,6 +575,11 @@ pub(crate) fn pack_cas(
     }
     resp_arg(out, &[if seed_from_time { b"1" } else { b"0" }]);
     resp_arg(out, &[write.replaces]);
+    resp_arg(
+        out,
+        &[digits.format(write.holds_for.as_millis()).as_bytes()],
+    );
+    resp_arg(out, &[server_id.as_bytes()]);
 }
 
 /// Appends one RESP bulk string made of `parts`, one after the other.
@@ -537,7 +599,15 @@ mod tests {
     use super::*;
 
     fn as_cmd_packs(write: &Write<'_>, seed: bool) -> Vec<u8> {
-        cas_cmd(b"0123abcd", b"{el:ns}:k:job", b"{el:ns}:fence", write, seed).get_packed_command()
+        cas_cmd(
+            b"0123abcd",
+            b"{el:ns}:k:job",
+            [b"{el:ns}:fence", b"{el:ns}:authority"],
+            write,
+            seed,
+            "abc123",
+        )
+        .get_packed_command()
     }
 
     #[test]
@@ -552,6 +622,7 @@ mod tests {
                 fresh_fences: 1,
                 not_before: Some(Instant(1_764_000_000_123)),
                 forget_at: None,
+                holds_for: lock_core::Duration(30_000),
             },
             Write {
                 expected: 9_007_199_254_740_993,
@@ -561,6 +632,7 @@ mod tests {
                 fresh_fences: 0,
                 not_before: None,
                 forget_at: Some(Instant(u64::MAX)),
+                holds_for: lock_core::Duration(0),
             },
             Write {
                 expected: 1,
@@ -570,6 +642,7 @@ mod tests {
                 fresh_fences: 12,
                 not_before: Some(Instant(0)),
                 forget_at: Some(Instant(60_000)),
+                holds_for: lock_core::Duration(u64::MAX),
             },
         ];
         let mut packed = vec![b'x'; 3];
@@ -580,9 +653,10 @@ mod tests {
                     &mut packed,
                     b"0123abcd",
                     &[prefix, b"job"],
-                    b"{el:ns}:fence",
+                    [b"{el:ns}:fence", b"{el:ns}:authority"],
                     write,
                     seed,
+                    "abc123",
                 );
                 assert_eq!(
                     String::from_utf8_lossy(&packed),
@@ -606,14 +680,16 @@ mod tests {
                 fresh_fences: usize::try_from(n % 1000).unwrap(),
                 not_before: Some(Instant(n)),
                 forget_at: Some(Instant(n / 3)),
+                holds_for: lock_core::Duration(n),
             };
             pack_cas(
                 &mut packed,
                 b"0123abcd",
                 &[b"{el:ns}:k:", b"job"],
-                b"{el:ns}:fence",
+                [b"{el:ns}:fence", b"{el:ns}:authority"],
                 &write,
                 true,
+                "abc123",
             );
             assert_eq!(
                 String::from_utf8_lossy(&packed),

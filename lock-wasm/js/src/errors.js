@@ -45,11 +45,13 @@ export class StoreError extends Error {
   /**
    * @param {import('../index.d.ts').StoreErrorCode} code
    * @param {string} message
-   * @param {{cause?: unknown}} [extra]
+   * @param {{cause?: unknown, until?: number}} [extra] `until`: for `recovering`, the store's
+   *   time (ms) from which it grants again
    */
   constructor(code, message, extra = {}) {
     super(message, 'cause' in extra ? { cause: extra.cause } : undefined);
     this.code = code;
+    if ('until' in extra) this.until = extra.until;
   }
 }
 

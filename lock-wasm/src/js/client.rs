@@ -99,6 +99,7 @@ struct OwnedWrite {
     fresh_fences: u32,
     not_before: Option<Instant>,
     forget_at: Option<Instant>,
+    holds_for: lock_core::Duration,
 }
 
 /// One call in progress (not part of the package's public API).
@@ -163,6 +164,14 @@ impl RawCall {
             .as_ref()
             .and_then(|w| w.forget_at)
             .map_or(-1.0, |t| t.0 as f64)
+    }
+
+    /// How long a lease of the record it writes holds its place (ms; 0: none): the store keeps
+    /// the longest as its recovery delay.
+    pub fn write_holds_for(&self) -> f64 {
+        self.write
+            .as_ref()
+            .map_or(0.0, |w| w.holds_for.as_millis() as f64)
     }
 
     /// How long to pause after a conflict (ms).
@@ -561,6 +570,7 @@ impl RawClient {
                     fresh_fences: u32::try_from(w.fresh_fences).unwrap_or(u32::MAX),
                     not_before: w.not_before,
                     forget_at: w.forget_at,
+                    holds_for: w.holds_for,
                 });
                 WRITE
             }
@@ -729,6 +739,18 @@ impl RawClient {
             "schema" => StoreError::Schema { store, reason },
             "no-namespace" => StoreError::NoNamespace { store },
             "fences-exhausted" => StoreError::FencesExhausted { store },
+            // The driver's reason is "<until> <at>" (ms, the store's time).
+            "recovering" => {
+                let mut instants = reason.split(' ').map(str::parse::<u64>);
+                match (instants.next(), instants.next()) {
+                    (Some(Ok(until)), Some(Ok(at))) => StoreError::Recovering {
+                        store,
+                        until: Instant(until),
+                        at: Instant(at),
+                    },
+                    _ => StoreError::Server { store, reason },
+                }
+            }
             _ => StoreError::Server { store, reason },
         }
     }
@@ -821,6 +843,14 @@ impl RawClient {
             .as_ref()
             .map_or("", StoreError::code)
             .into()
+    }
+
+    /// When a store that recovers grants again (ms, its time; -1 for any other error).
+    pub fn store_error_until(&self) -> f64 {
+        match &self.store_error {
+            Some(StoreError::Recovering { until, .. }) => until.0 as f64,
+            _ => -1.0,
+        }
     }
 
     /// The message of the last store error.

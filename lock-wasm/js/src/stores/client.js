@@ -387,6 +387,7 @@ export class StoreClient {
       freshFences: call.write_fresh_fences(),
       notBefore: call.write_not_before(),
       forgetAt: call.write_forget_at(),
+      holdsFor: call.write_holds_for(),
     };
     if (left <= 0) return this.#raw.write_failed(call, 'lost', `no answer within ${this.#bound} ms`, performance.now());
     let written;
@@ -404,7 +405,8 @@ export class StoreClient {
 
   #storeError() {
     const code = /** @type {import('../../index.d.ts').StoreErrorCode} */ (this.#raw.store_error_code());
-    return new StoreError(code, this.#raw.store_error_message());
+    const until = this.#raw.store_error_until();
+    return new StoreError(code, this.#raw.store_error_message(), until >= 0 ? { until } : {});
   }
 
   /** The finished call's answer. */

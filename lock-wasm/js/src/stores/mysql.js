@@ -12,7 +12,7 @@ import { step, stepsFile } from './steps.js';
 const FORMAT = '1';
 const COLUMNS = ['fences', 'forget_at', 'k', 'record', 'version'];
 /** The install's and the uninstall's steps, in order (INSTALL, UNINSTALL in mysql.rs). */
-const INSTALL = ['create-meta', 'insert-format', 'create-records', 'create-fences', 'create-cas', 'mark-take-over', 'forget-authority'];
+const INSTALL = ['create-meta', 'insert-format', 'insert-longest', 'create-records', 'create-fences', 'create-cas', 'mark-take-over', 'forget-authority'];
 const UNINSTALL = ['drop-cas', 'drop-fences', 'drop-records', 'drop-meta'];
 /** The collection walk: one step every this many writes (CollectWalk::EVERY). */
 const COLLECT_EVERY = 64;
@@ -99,6 +99,11 @@ export class MysqlDriver {
   #installed = false;
   /** The namespace's procedure moves tokens on a new authority (`takes_over` in mysql.rs). */
   #takesOver = false;
+  /**
+   * The longest `holdsFor` the connection had a write made with through the procedure (which
+   * raised the namespace's 'longest' to it): a write that holds longer goes through it.
+   */
+  #longest = 0;
   #seedFromTime = true;
   #writes = 0;
   #after = Buffer.alloc(0);
@@ -122,6 +127,7 @@ export class MysqlDriver {
         'format',
         'read',
         'cas',
+        'cas-before-take-over',
         'replace',
         'replace-with-token',
         'replace-with-token-here',
@@ -235,6 +241,7 @@ export class MysqlDriver {
           throw storeError('lost', this.describe, 'this store client was closed');
         }
         this.#conn = conn;
+        this.#longest = 0;
         return conn;
       } finally {
         this.#connecting = null;
@@ -340,11 +347,14 @@ export class MysqlDriver {
     /** @type {[any, any, any, any] | null} the record the procedure found instead of the expected one */
     let found = null;
     try {
-      if (bytes !== null && w.expected !== '0' && w.freshFences <= 1) {
+      // A write that holds a lease's place longer than this connection told the namespace
+      // goes through the procedure, which raises the namespace's 'longest'.
+      const told = w.holdsFor <= this.#longest || !this.#takesOver;
+      if (bytes !== null && w.expected !== '0' && w.freshFences <= 1 && told) {
         // The common write: one UPDATE, its token (if any) in the OK packet; with a token, only
-        // while this server is the namespace's authority if the procedure moves tokens (else
-        // through it: it moves them first, or answers the row as it is).
-        const here = w.freshFences === 1 && this.#takesOver && this.#seedFromTime;
+        // while this server is the namespace's authority and does not recover, if the procedure
+        // moves tokens (else through it: it moves them first, or answers the row as it is).
+        const here = w.freshFences === 1 && this.#takesOver;
         const name = here ? 'replace-with-token-here' : w.freshFences === 1 ? 'replace-with-token' : 'replace';
         const ok = await this.#execute(name, [this.#unsigned(w.version), bytes, forgetAt, k, this.#unsigned(w.expected), replaces, notBefore, notBefore], left());
         if (ok.affectedRows === 1) done = { fences: w.freshFences === 1 ? [this.#token(ok.insertId)] : [] };
@@ -368,10 +378,17 @@ export class MysqlDriver {
    * @returns {Promise<{done: {fences: number[]} | null, found: [any, any, any, any] | null}>}
    */
   async #callCas(k, w, bytes, notBefore, forgetAt, replaces, bound) {
-    const results = await this.#execute('cas', [k, this.#unsigned(w.expected), this.#unsigned(w.version), bytes, this.#mysql.TypedParameter.INT(w.freshFences), notBefore, forgetAt, replaces], bound);
+    const params = [k, this.#unsigned(w.expected), this.#unsigned(w.version), bytes, this.#mysql.TypedParameter.INT(w.freshFences), notBefore, forgetAt, replaces];
+    const raise = w.holdsFor > this.#longest ? w.holdsFor : 0;
+    const results = this.#takesOver
+      ? await this.#execute('cas', [...params, this.#signed(raise)], bound)
+      : await this.#execute('cas-before-take-over', params, bound);
     const row = (Array.isArray(results[0]) ? results[0] : results)[0];
     if (!Array.isArray(row)) throw storeError('server', this.describe, 'the compare-and-set returned no row');
+    // (2, time, until): the server recovers after a change of authority; nothing was written.
+    if (Number(row[0]) === 2) throw storeError('recovering', this.describe, `${row[2]} ${row[1]}`);
     if (Number(row[0]) !== 1) return { done: null, found: [row[1], row[2], row[3], row[4]] };
+    if (raise > this.#longest) this.#longest = raise;
     const fences = fencesFromText(String(row[4] ?? ''));
     if (fences === null) throw storeError('server', this.describe, `unexpected fences ${row[4]}`);
     return { done: { fences }, found: null };

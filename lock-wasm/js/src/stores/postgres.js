@@ -19,6 +19,11 @@ const MAX_FENCE = 2 ** 53 - 1;
 
 /** The connections whose namespace has take_over() (looked up at each connect). */
 const TAKES_OVER = new WeakMap();
+/**
+ * The longest `holdsFor` each connection had a write made with (hold_for() raised the
+ * namespace's 'longest' to it): shorter ones are sent as 0.
+ */
+const LONGEST = new WeakMap();
 
 /** The errors that mean a write met a conflict (as `is_conflict` in postgres/mod.rs). */
 const CONFLICTS = new WeakSet();
@@ -100,10 +105,11 @@ export class PostgresDriver {
         step(file(), name, { ns: namespace, format: FORMAT, channel: `${namespace}_handoff` }),
       ]),
     );
-    // The writes, calling take_over() or passing 0 (a namespace installed before it existed).
+    // The writes, calling take_over() and hold_for(), or num_nulls() (which answers 0 and does
+    // nothing) in a namespace installed before they existed.
     for (const name of ['update', 'insert']) {
-      this.#texts[name] = step(file(), name, { ns: namespace, take_over: `${namespace}.take_over()` });
-      this.#texts[`${name}_0`] = step(file(), name, { ns: namespace, take_over: '0' });
+      this.#texts[name] = step(file(), name, { ns: namespace, take_over: `${namespace}.take_over`, hold_for: `${namespace}.hold_for` });
+      this.#texts[`${name}_0`] = step(file(), name, { ns: namespace, take_over: 'pg_catalog.num_nulls', hold_for: 'pg_catalog.num_nulls' });
     }
   }
 
@@ -257,12 +263,17 @@ export class PostgresDriver {
     const forgetAt = w.forgetAt < 0 ? null : String(w.forgetAt);
     const bytes = w.bytes === null ? null : Buffer.from(w.bytes);
     const replaces = Buffer.from(w.replaces);
+    // How long the new record holds a lease's place, for the namespace's 'longest' (the
+    // recovery delay); 0 when this connection already had a write made as long.
+    const client = await this.#conn();
+    const send = w.holdsFor > (LONGEST.get(client) ?? 0);
+    const holds = send ? String(w.holdsFor) : '0';
     let rows;
     try {
       if (bytes !== null && w.expected === '0') {
-        ({ rows } = await this.#query('insert', [key, versionToSql(w.version), bytes, n, forgetAt, notBefore, this.#seedFromTime], bound));
+        ({ rows } = await this.#query('insert', [key, versionToSql(w.version), bytes, n, forgetAt, notBefore, this.#seedFromTime, holds], bound));
       } else if (bytes !== null) {
-        ({ rows } = await this.#query('update', [key, versionToSql(w.expected), versionToSql(w.version), bytes, n, forgetAt, notBefore, replaces, this.#seedFromTime], bound));
+        ({ rows } = await this.#query('update', [key, versionToSql(w.expected), versionToSql(w.version), bytes, n, forgetAt, notBefore, replaces, this.#seedFromTime, holds], bound));
       } else {
         ({ rows } = await this.#query('delete', [key, versionToSql(w.expected), notBefore, replaces], bound));
       }
@@ -272,7 +283,14 @@ export class PostgresDriver {
     }
     this.#writes += 1;
     if (this.#writes % COLLECT_EVERY === 0) await this.#collect(bound).catch(() => {});
-    if (rows.length > 0) return { fences: rows[0][0].map(Number) };
+    if (rows.length > 0 && rows[0][0] === null) {
+      // (NULL, until, the server's time): the server recovers after a change of authority.
+      throw storeError('recovering', this.describe, `${rows[0][1]} ${rows[0][2]}`);
+    }
+    if (rows.length > 0) {
+      if (send) LONGEST.set(client, Math.max(LONGEST.get(client) ?? 0, w.holdsFor));
+      return { fences: rows[0][0].map(Number) };
+    }
     // A conflict: the record now, read at once.
     return { conflict: await this.read(key, Math.max(1, bound - (performance.now() - start))) };
   }

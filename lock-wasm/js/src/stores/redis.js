@@ -68,7 +68,12 @@ export class RedisDriver {
   #recordPrefix;
   #counter;
   #formatKey;
+  #authority;
   #seedFromTime = true;
+  /** The run_id of the server the connection reached ('' until known: the script looks). */
+  #serverId = '';
+  /** Connections closed so far: an INFO answered after another close says nothing. */
+  #closes = 0;
 
   /**
    * @param {import('ioredis').Redis} redis a connection (its own: this driver may drop it)
@@ -81,9 +86,23 @@ export class RedisDriver {
     this.#recordPrefix = `${this.#prefix}:k:`;
     this.#counter = `${this.#prefix}:fence`;
     this.#formatKey = `${this.#prefix}:format`;
+    this.#authority = `${this.#prefix}:authority`;
     this.describe = `${shown} namespace "${namespace}"`;
     this.namespace = namespace;
-    redis.defineCommand('expiringLockCas', { numberOfKeys: 2, lua: REDIS_CAS });
+    redis.defineCommand('expiringLockCas', { numberOfKeys: 3, lua: REDIS_CAS });
+    // Which server each connection reached (as the Rust clients' greeting): ioredis reconnects
+    // by itself, to another server after a failover; until the new one is known, writes pass
+    // '' and the script looks itself.
+    redis.on('close', () => {
+      this.#serverId = '';
+      this.#closes += 1;
+    });
+    redis.on('ready', () => {
+      const closes = this.#closes;
+      redis.info('server').then((info) => {
+        if (closes === this.#closes) this.#serverId = /^run_id:(\w+)/m.exec(info)?.[1] ?? '';
+      }, () => {});
+    });
   }
 
   /**
@@ -170,6 +189,7 @@ export class RedisDriver {
         /** @type {any} */ (this.#redis).expiringLockCasBuffer(
           this.#recordKey(key),
           this.#counter,
+          this.#authority,
           w.expected,
           w.version,
           w.bytes === null ? '1' : '0',
@@ -179,6 +199,8 @@ export class RedisDriver {
           String(w.forgetAt),
           this.#seedFromTime ? '1' : '0',
           Buffer.from(w.replaces),
+          String(w.holdsFor),
+          this.#serverId,
         ),
       );
     } catch (e) {
@@ -322,6 +344,9 @@ export class RedisDriver {
     if (e instanceof StoreError) return e;
     const message = String(e?.message ?? e);
     if (message.includes('EXHAUSTED')) return storeError('fences-exhausted', this.describe);
+    // The script's refusal of a grant while the server recovers: "RECOVERING <until> <at>".
+    const recovering = /RECOVERING (\d+) (\d+)/.exec(message);
+    if (recovering) return storeError('recovering', this.describe, `${recovering[1]} ${recovering[2]}`, e);
     if (/ERR|WRONGTYPE|NOSCRIPT|BUSY|READONLY|NOPERM|NOAUTH/.test(message) && !/Connection|ECONN|EPIPE|closed/.test(message)) {
       return storeError('server', this.describe, message, e);
     }
