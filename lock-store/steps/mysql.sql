@@ -60,8 +60,9 @@ CREATE SEQUENCE IF NOT EXISTS `{ns}_fences` START WITH 1 MINVALUE 1 MAXVALUE 900
 -- 'authority': a server_id; a promoted replica has another): on another server, it moves the
 -- sequence up to the server's time in microseconds (SETVAL never moves it down; it takes a
 -- literal only, hence EXECUTE IMMEDIATE; not when the session's @el_fences_from_time is 0:
--- tests that expect tokens 1, 2, 3...), records the new authority and, where one was recorded
--- before, starts the recovery: no tokens until now + 'longest' (meta 'recovering_until'),
+-- tests that expect tokens 1, 2, 3...), records the new authority and, where another server
+-- was recorded before (an install marks this one's with '+': tokens move, nothing recovers),
+-- starts the recovery: no tokens until now + 'longest' (meta 'recovering_until'),
 -- since a lease the last authority granted may have been lost with its record and still be
 -- held. The session remembers that this server is the authority and recovers no more
 -- (@el_authority_seen: the namespace, server_id and gtid_slave_pos) and reads it again when
@@ -103,7 +104,7 @@ BEGIN
                 IF COALESCE(@el_fences_from_time, 1) <> 0 THEN
                     EXECUTE IMMEDIATE CONCAT('DO SETVAL(`{ns}_fences`, ', LEAST(FLOOR(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000), 9007199254740991), ')');
                 END IF;
-                IF was IS NOT NULL THEN
+                IF was IS NOT NULL AND TRIM(TRAILING '+' FROM was) <> here THEN
                     SET until = t + COALESCE((SELECT CAST(value AS UNSIGNED) FROM `{ns}_meta` WHERE name = 'longest'), 0);
                     INSERT INTO `{ns}_meta` VALUES ('recovering_until', until) ON DUPLICATE KEY UPDATE value = until;
                 END IF;
@@ -149,14 +150,13 @@ END
 -- The procedure moves tokens and recovers on a new authority (the writes without it check the
 -- authority where this row is '2'; an earlier build's namespace lacks it, or has '1' and a
 -- procedure without p_holds, and the next install brings it up to date).
--- An install makes the authority unknown (no server id): the next write that takes tokens
--- moves them (a gap, never a repeat) and recovers, so installing again after restoring an
--- older backup onto the same server is safe (a new namespace has no authority yet: nothing to
--- recover).
+-- An install marks the authority ('+' after its server id): the next write that takes tokens
+-- moves them (a gap, never a repeat), so installing again after restoring an older backup onto
+-- the same server issues no token twice; it recovers only if the id is another server's.
 INSERT INTO `{ns}_meta` VALUES ('take-over', '2') ON DUPLICATE KEY UPDATE value = '2'
 
 -- step: forget-authority
-UPDATE `{ns}_meta` SET value = 'installed' WHERE name = 'authority'
+UPDATE `{ns}_meta` SET value = CONCAT(value, '+') WHERE name = 'authority' AND value NOT LIKE '%+'
 
 -- step: take-over-exists
 SELECT COUNT(*) FROM `{ns}_meta` WHERE name = 'take-over' AND value = '2'

@@ -133,7 +133,13 @@ impl RedisStore {
             let left = Some(left.max(StdDuration::from_millis(1)));
             conn.set_read_timeout(left).map_err(fail)?;
             conn.set_write_timeout(left).map_err(fail)?;
-            let (info,): (String,) = self.space.greeting().query(&mut conn).map_err(fail)?;
+            self.space.set_name().query::<()>(&mut conn).map_err(fail)?;
+            // Which server this is (the script's authority check), in what is left of the bound.
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            let left = Some(left.max(StdDuration::from_millis(1)));
+            conn.set_read_timeout(left).map_err(fail)?;
+            conn.set_write_timeout(left).map_err(fail)?;
+            let info: String = redis::cmd("INFO").arg("server").query(&mut conn).map_err(fail)?;
             self.server_id = Space::server_id(&info);
             conn.set_read_timeout(Some(bound)).map_err(fail)?;
             conn.set_write_timeout(Some(bound)).map_err(fail)?;
