@@ -14,10 +14,12 @@
 -- time in microseconds (unless from_time is false: tests that expect tokens 1, 2, 3...), once,
 -- before its tokens: tokens that a lost tail of writes had issued are not issued again (the time
 -- passed since they were issued is more than their count, at fewer than a million grants a
--- second). Where an authority was recorded before, it also starts the recovery: no tokens
--- until now + meta 'longest' (the longest a written lease held its place: one the last
--- authority granted may have been lost with its record and still be held), in meta
--- 'recovering_until', which it answers (0: no recovery). SECURITY DEFINER: a role that may
+-- second). Where an authority was recorded before on another timeline (meta 'timeline': a
+-- promoted standby and a point-in-time restore start a new one; a restart of a durable server
+-- keeps it and loses nothing), it also starts the recovery: no tokens until now + meta
+-- 'longest' (the longest a written lease held its place: one the last authority granted may
+-- have been lost with its record and still be held), in meta 'recovering_until', which it
+-- answers (0: no recovery). SECURITY DEFINER: a role that may
 -- only use the namespace calls it (EXECUTE is PUBLIC's by default); under an advisory lock, so
 -- that one writer moves it.
 --
@@ -40,6 +42,7 @@ DROP FUNCTION IF EXISTS {ns}.take_over();
 CREATE OR REPLACE FUNCTION {ns}.take_over(from_time boolean) RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $take_over$
 DECLARE
     here text := extract(epoch FROM pg_postmaster_start_time())::text;
+    line text := substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8);
     floor_us bigint := floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint;
     was text;
     last bigint;
@@ -56,11 +59,12 @@ BEGIN
             PERFORM setval('{ns}.fences', LEAST(floor_us, 9007199254740991));
         END IF;
     END IF;
-    IF was IS NOT NULL THEN
+    IF was IS NOT NULL AND (SELECT value FROM {ns}.meta WHERE name = 'timeline') IS DISTINCT FROM line THEN
         until := floor_us / 1000 + COALESCE((SELECT value::bigint FROM {ns}.meta WHERE name = 'longest'), 0);
         INSERT INTO {ns}.meta VALUES ('recovering_until', until::text) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value;
     END IF;
     INSERT INTO {ns}.meta VALUES ('authority', here) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value;
+    INSERT INTO {ns}.meta VALUES ('timeline', line) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value;
     RETURN until;
 END
 $take_over$;
@@ -156,7 +160,7 @@ SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {ns}.fences
 
 -- step: clear
 -- Tests: every record, the tokens, the authority and the recovery go.
-DELETE FROM {ns}.records; ALTER SEQUENCE {ns}.fences RESTART WITH 1; DELETE FROM {ns}.meta WHERE name IN ('authority', 'recovering_until'); UPDATE {ns}.meta SET value = '0' WHERE name = 'longest';
+DELETE FROM {ns}.records; ALTER SEQUENCE {ns}.fences RESTART WITH 1; DELETE FROM {ns}.meta WHERE name IN ('authority', 'timeline', 'recovering_until'); UPDATE {ns}.meta SET value = '0' WHERE name = 'longest';
 
 -- step: uninstall
 DROP SCHEMA IF EXISTS {ns} CASCADE

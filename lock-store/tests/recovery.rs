@@ -43,7 +43,8 @@ fn admin(label: &str, ns: &str, what: &str) {
             let sql = match what {
                 "take over" => {
                     format!(
-                        "UPDATE {ns}.meta SET value = 'another server' WHERE name = 'authority'"
+                        "UPDATE {ns}.meta SET value = 'another server' \
+                         WHERE name IN ('authority', 'timeline')"
                     )
                 }
                 lost => format!("DELETE FROM {ns}.records WHERE key = '{lost}'"),

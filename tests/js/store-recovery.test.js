@@ -31,7 +31,8 @@ const ADMIN = {
     const client = new pg.Client({ connectionString: POSTGRES_URL });
     await client.connect();
     try {
-      if (what === 'take over') await client.query(`UPDATE ${ns}.meta SET value = 'another server' WHERE name = 'authority'`);
+      // Another server on another timeline (a promoted standby's, a restored copy's).
+      if (what === 'take over') await client.query(`UPDATE ${ns}.meta SET value = 'another server' WHERE name IN ('authority', 'timeline')`);
       else if (what === 'drop') await client.query(`DROP SCHEMA IF EXISTS ${ns} CASCADE`);
       else await client.query(`DELETE FROM ${ns}.records WHERE key = $1`, [what]);
     } finally {

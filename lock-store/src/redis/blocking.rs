@@ -139,7 +139,10 @@ impl RedisStore {
             let left = Some(left.max(StdDuration::from_millis(1)));
             conn.set_read_timeout(left).map_err(fail)?;
             conn.set_write_timeout(left).map_err(fail)?;
-            let info: String = redis::cmd("INFO").arg("server").query(&mut conn).map_err(fail)?;
+            let info: String = redis::cmd("INFO")
+                .arg("server")
+                .query(&mut conn)
+                .map_err(fail)?;
             self.server_id = Space::server_id(&info);
             conn.set_read_timeout(Some(bound)).map_err(fail)?;
             conn.set_write_timeout(Some(bound)).map_err(fail)?;
