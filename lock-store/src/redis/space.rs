@@ -170,6 +170,7 @@ impl Space {
         cmd
     }
 
+    #[cfg(feature = "tokio")]
     /// Names a new connection as [`Space::set_name`] does, and asks
     /// which server it reached (`INFO server`): its reply goes to [`Space::server_id`].
     pub(crate) fn greeting(&self) -> Pipeline {
