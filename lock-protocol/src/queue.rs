@@ -1123,6 +1123,17 @@ mod tests {
         assert_eq!(over.unwrap_err(), Error::WaitTimedOut);
     }
 
+    /// A caller that may not wait (a try) for a 5 s lease.
+    fn trying() -> Acquiring {
+        Acquiring::new(
+            KEY,
+            ME,
+            Duration::from_secs(5),
+            Duration::ZERO,
+            Duration::from_millis(50),
+        )
+    }
+
     fn recovering(until: u64, at: u64) -> StoreError {
         StoreError::Recovering {
             store: "s".into(),
@@ -1151,13 +1162,7 @@ mod tests {
             Err(Error::Store(StoreError::Recovering { .. }))
         ));
         // A try (no wait) answers the failure at once.
-        let mut b = Acquiring::new(
-            KEY,
-            ME,
-            Duration::from_secs(5),
-            Duration::ZERO,
-            Duration::from_millis(50),
-        );
+        let mut b = trying();
         assert!(matches!(
             b.ask_failed(recovering(14_000, 10_000)),
             Err(Error::Store(StoreError::Recovering { .. }))
@@ -1212,13 +1217,7 @@ mod tests {
             Err(Error::Store(StoreError::Schema { .. }))
         ));
         // With no time left on this machine's clock, a lost connection ends it too.
-        let mut b = Acquiring::new(
-            KEY,
-            ME,
-            Duration::from_secs(5),
-            Duration::ZERO,
-            Duration::from_millis(50),
-        );
+        let mut b = trying();
         assert!(matches!(
             b.request(Instant(10_000)),
             Request::TryAcquire { .. }
