@@ -154,6 +154,16 @@ fn three_plugins_elect_one_and_a_resignation_hands_over_at_once() {
         for round in 0..4 {
             let leader = host.leader(NAME).unwrap().unwrap();
             assert_eq!(leader.metadata, format!("plugin {}", leader.candidate));
+            // Its body runs before it resigns (a resignation heard before the body started
+            // stops the term without running it: a race of this test's threads, not the hand-off
+            // it checks).
+            until("the leader's body runs", || {
+                terms
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .any(|t| t.1 == leader.fence && t.2.is_none())
+            });
             let at = host.now();
             let i = ["a", "b", "c"]
                 .iter()
