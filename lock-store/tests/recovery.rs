@@ -20,6 +20,7 @@ const TTL: Duration = Duration::from_millis(2_500);
 /// What an administrator (or a failover) does to the namespace behind the clients' backs.
 fn admin(label: &str, ns: &str, what: &str) {
     match label {
+        #[cfg(feature = "redis")]
         "redis" => {
             let client = redis::Client::open(common::redis_url()).unwrap();
             let mut conn = client.get_connection().unwrap();
@@ -37,6 +38,7 @@ fn admin(label: &str, ns: &str, what: &str) {
                     .unwrap(),
             }
         }
+        #[cfg(feature = "postgres")]
         "postgres" => {
             let mut client =
                 postgres::Client::connect(&common::postgres_url(), postgres::NoTls).unwrap();
@@ -51,6 +53,7 @@ fn admin(label: &str, ns: &str, what: &str) {
             };
             client.batch_execute(&sql).unwrap();
         }
+        #[cfg(feature = "mysql")]
         "mysql" => {
             use mysql::prelude::Queryable;
             let opts = mysql::Opts::from_url(&common::mysql_url()).unwrap();
@@ -63,7 +66,7 @@ fn admin(label: &str, ns: &str, what: &str) {
             };
             conn.query_drop(sql).unwrap();
         }
-        other => panic!("no admin for {other}"),
+        other => panic!("no admin for {other} ({ns}, {what})"),
     }
 }
 
