@@ -187,6 +187,15 @@ fn three_plugins_elect_one_and_a_resignation_hands_over_at_once() {
                 "round {round}: it leads since the hand-off"
             );
         }
+        // The last leader's body runs too before everyone shuts down.
+        let last = host.leader(NAME).unwrap().unwrap();
+        until("the last leader's body runs", || {
+            terms
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|t| t.1 == last.fence && t.2.is_none())
+        });
         shut_down_all(&host, &clock, &controls, &running);
     });
     let terms = terms.into_inner().unwrap();
