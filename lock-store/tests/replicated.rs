@@ -9,8 +9,9 @@
 //!   before;
 //! - what survives: with a synchronous PostgreSQL standby or a semi-synchronous MariaDB replica
 //!   paused and cut off, the grants made meanwhile are never answered and every answered one is
-//!   on the promoted server; with asynchronous replication (the controls), those grants were
-//!   answered and their leases are gone.
+//!   on the promoted server; with asynchronous replication (the controls, Redis's included),
+//!   those grants were answered and their leases are gone, and the promoted server grants none
+//!   of their keys while those leases may live (its recovery).
 #![cfg(any(feature = "redis", feature = "postgres", feature = "mysql"))]
 mod common;
 #[path = "common/failover.rs"]
@@ -174,6 +175,64 @@ mod redis_sentinel {
     }
 }
 
+#[cfg(feature = "redis")]
+mod redis_asynchronous {
+    use super::*;
+    use common::redis_server::{Throwaway, NO_PERSISTENCE};
+    use failover::{kept_on, lost_keys_wait_out_their_leases};
+    use rustix::process::{kill_process, Signal};
+
+    /// Waits until `replica` has applied every write `primary` made (their replication
+    /// offsets).
+    fn caught_up(primary: &Throwaway, replica: &Throwaway) {
+        let offset = |server: &Throwaway, field: &str| -> Option<u64> {
+            (server.info("replication").lines())
+                .find_map(|l| l.strip_prefix(field))
+                .and_then(|v| v.trim().parse().ok())
+        };
+        common::eventually("the replica caught up", || {
+            let applied = offset(replica, "slave_repl_offset:")?;
+            (Some(applied) == offset(primary, "master_repl_offset:")).then_some(())
+        });
+    }
+
+    /// A Redis primary and its replica (asynchronous, as Redis replicates): three grants, the
+    /// replica paused (`SIGSTOP`) and cut off (the primary drops its link: what it had sent into
+    /// the link before would still reach the replica when it runs again), three more grants,
+    /// then the primary killed and the replica promoted (`REPLICAOF NO ONE`). The three grants
+    /// answered while the replica was cut off are gone from it, and the promoted replica grants
+    /// none of their keys while those leases may live (its recovery); the three before survive.
+    #[test]
+    fn with_asynchronous_replication_the_promoted_redis_replica_lost_granted_leases() {
+        let primary = Throwaway::new(7, NO_PERSISTENCE);
+        let replica = Throwaway::replica_of(8, &primary);
+        let ns = common::unique_namespace("redis_async");
+        let locks = lock_store::Options::new()
+            .bound(std::time::Duration::from_secs(1))
+            .open(&primary.url(), &ns)
+            .unwrap();
+        let grant = |i: usize| {
+            locks
+                .try_acquire(&format!("job{i}"), "holder", TTL)
+                .unwrap()
+        };
+        let mut held: Vec<_> = (0..3).map(grant).collect();
+        caught_up(&primary, &replica);
+        // Known before the pause: a paused server answers nothing, `INFO` included.
+        let replica_pid = replica.pid();
+        kill_process(replica_pid, Signal::STOP).unwrap();
+        let _: i64 = primary.query(redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("replica"));
+        held.extend((3..6).map(grant));
+        primary.kill();
+        kill_process(replica_pid, Signal::CONT).unwrap();
+        let _: () = replica.query(redis::cmd("REPLICAOF").arg("NO").arg("ONE"));
+        let promoted = Locks::open(&replica.url(), &ns).unwrap();
+        let kept = kept_on(&promoted, &held);
+        lost_keys_wait_out_their_leases(&promoted, &held);
+        check_kept(&kept, 3);
+    }
+}
+
 #[cfg(feature = "mysql")]
 mod mariadb_multi_host {
     use super::*;
@@ -219,7 +278,7 @@ fn grant_around_a_cut(url: &str, ns: &str, cut_off: impl FnOnce()) -> Vec<lock_s
 
 /// The leases a client was granted before and while the replica was cut off, and whether the
 /// promoted server has each, checked by the caller against the replication's promise.
-#[cfg(any(feature = "postgres", feature = "mysql"))]
+#[cfg(any(feature = "redis", feature = "postgres", feature = "mysql"))]
 fn check_kept(kept: &[(String, bool)], answered_while_cut_off: usize) {
     assert_eq!(kept.len(), 3 + answered_while_cut_off, "{kept:?}");
     let lost = kept.iter().filter(|(_, kept)| !*kept).count();
