@@ -79,7 +79,8 @@ const HELD: u8 = 3;
 const LOST: u8 = 4;
 /// Exit status for a usage error (clap's, as every parser of this family).
 const USAGE: u8 = 2;
-/// Exit status when the store failed: unreachable, refused, a bad URL, missing rights.
+/// Exit status when the store failed: unreachable, refused, a bad URL, missing rights, or
+/// recovering after a change of authority past `--wait`.
 const STORE: u8 = 5;
 /// Exit status when a read-only command (`inspect`, `list`) finds no such namespace.
 const NO_NAMESPACE: u8 = 6;
@@ -92,7 +93,8 @@ Exit status:
   3    held: the key is held by another owner, or by this --owner in another run (and
        --wait ran out)
   4    lost: the lock was lost while the command ran (the command was stopped)
-  5    store error: unreachable, refused, a bad URL, missing rights
+  5    store error: unreachable, refused, a bad URL, missing rights; or recovering after
+       a failover (a try, or --wait shorter than the recovery: the message says until when)
   6    no such namespace (inspect, list: nothing was ever locked in it)
   128+N  run, waiting in line: signal N made it give up (it left the line)
   126  run: the command cannot run (not executable)

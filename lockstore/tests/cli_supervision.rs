@@ -6,7 +6,9 @@
 //! - a fixed owner or candidate id reused (a second run beside the first, a candidate restarted
 //!   within its TTL): never a second run or term on one fence;
 //! - an operator's `SIGTERM` escalated to `SIGKILL` after `--grace`; a closed stderr never ends
-//!   a campaign; `--bound`, and a prompt exit once a lost lease's command has stopped.
+//!   a campaign; `--bound`, and a prompt exit once a lost lease's command has stopped;
+//! - a store recovering after a change of authority: a try exits 5 at once, naming the
+//!   recovery's end; a run that may wait starts its command only after that end.
 #[path = "../../lock-store/tests/common/mod.rs"]
 mod common;
 
@@ -413,4 +415,64 @@ fn bound_limits_each_store_call_and_a_lost_run_exits_once_its_command_stopped() 
             .unwrap();
         assert_eq!(bad.status.code(), Some(2), "{label}: {bad:?}");
     }
+}
+
+/// A store that took over a namespace (a failover: docs/stores.md, "Recovery after a change of
+/// authority") grants nothing while a lease written before may live: `lockstore run --wait 0`
+/// exits 5 at once and says until when, without running its command; `lockstore run --wait 10s`
+/// waits the recovery out and runs its command after its end (the store's clock is this
+/// machine's). On Redis: the recovery is the client protocol's, the same on every store
+/// (`lock-store/tests/recovery.rs` runs the three), and the take-over is written behind the
+/// CLI's back with a Redis command.
+#[cfg(feature = "redis")]
+#[test]
+fn a_recovering_store_refuses_a_try_and_a_waiting_run_starts_after_it() {
+    let url = common::redis_url();
+    let ns = common::unique_namespace("cli_recovery");
+    let _cleanup = common::Cleanup(|| common::uninstall(&url, &ns));
+    let run = |key: &str, wait: &str, command: &[&str]| {
+        let mut cmd = lockstore();
+        cmd.args(["run", "--store", &url, "--namespace", &ns, "--key", key])
+            .args(["--ttl", "2s", "--wait", wait, "--"])
+            .args(command);
+        cmd.output().unwrap()
+    };
+    // A lease of 2 s written (and released): a new authority recovers for as long.
+    assert!(run("kept", "0", &["true"]).status.success());
+    let mut admin = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    redis::cmd("HSET")
+        .arg(format!("{{el:{ns}}}:authority"))
+        .arg("id")
+        .arg("another server")
+        .query::<()>(&mut admin)
+        .unwrap();
+    let marker = std::env::temp_dir().join(format!("{ns}.ran"));
+    let touch = format!("touch {}", marker.display());
+    let tried = run("free", "0", &["sh", "-c", &touch]);
+    let said = String::from_utf8_lossy(&tried.stderr).into_owned();
+    assert_eq!(tried.status.code(), Some(5), "{said}");
+    assert!(!marker.exists(), "the command ran during the recovery");
+    let until: u64 = said
+        .split_once("(until ")
+        .and_then(|(_, rest)| rest.split_once(" ms"))
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or_else(|| panic!("no recovery's end in {said:?}"));
+    let waited = run("free", "10s", &["sh", "-c", "date +%s%3N"]);
+    assert_eq!(
+        waited.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&waited.stderr)
+    );
+    let started: u64 = String::from_utf8_lossy(&waited.stdout)
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        started >= until,
+        "the command started at {started} ms, the recovery ended at {until} ms"
+    );
 }
