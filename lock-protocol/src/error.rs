@@ -107,11 +107,22 @@ pub enum StoreError {
         /// The store's time when it refused.
         at: Instant,
     },
+    /// The write was made on the primary, but fewer replicas than the store's URL asks
+    /// (Redis `wait_replicas`) acknowledged it in time: a failover may lose it. A grant is
+    /// given back at once (the acquire fails with this error, or a waiting one tries again);
+    /// an extension stays unsettled (the lease keeps its deadline, the keep-alive tries again);
+    /// a release answers this error (a release tried again finds it done).
+    Unreplicated {
+        /// The store.
+        store: String,
+        /// How many replicas acknowledged it, of how many, within how long.
+        reason: String,
+    },
 }
 
 impl StoreError {
     /// Every [`StoreError::code`], in declaration order.
-    pub const CODES: [&'static str; 13] = [
+    pub const CODES: [&'static str; 14] = [
         "url",
         "not-compiled",
         "namespace",
@@ -125,6 +136,7 @@ impl StoreError {
         "decider",
         "server",
         "recovering",
+        "unreplicated",
     ];
 
     /// The error's kebab-case name, the same in Rust and JS (the npm package's
@@ -145,6 +157,7 @@ impl StoreError {
             StoreError::Decider { .. } => 10,
             StoreError::Server { .. } => 11,
             StoreError::Recovering { .. } => 12,
+            StoreError::Unreplicated { .. } => 13,
         };
         Self::CODES[index]
     }
@@ -203,6 +216,11 @@ impl fmt::Display for StoreError {
                  lost with its record",
                 until.0.saturating_sub(at.0),
                 until.0
+            ),
+            StoreError::Unreplicated { store, reason } => write!(
+                f,
+                "{store}: the write was made on the primary but may not survive a failover: \
+                 {reason}"
             ),
         }
     }

@@ -682,8 +682,10 @@ impl Acquiring {
     }
 
     /// [`Want::Ask`] failed. A lost answer ([`StoreError::Lost`]: the
-    /// request may have landed, queueing this caller or handing it the key) leaves the key first,
-    /// trying each call once, then ends with the failure. A store that recovers after a change
+    /// request may have landed, queueing this caller or handing it the key) or a write that the
+    /// replicas did not acknowledge ([`StoreError::Unreplicated`]: it landed, and a failover may
+    /// lose it) leaves the key first (a grant found there is released), trying each call once,
+    /// then ends with the failure. A store that recovers after a change
     /// of authority ([`StoreError::Recovering`]: it wrote nothing) is waited out while the wait
     /// lasts: the ask is sent again when the recovery ends, or when the wait does. Any other
     /// failure ends at once (the request never reached the store).
@@ -691,7 +693,8 @@ impl Acquiring {
     /// # Errors
     /// [`Error::Store`] with `e`, when nothing is left to do.
     pub fn ask_failed(&mut self, e: StoreError) -> Result<Option<Granted>, Error> {
-        if matches!(e, StoreError::Lost { .. }) && matches!(self.phase, Phase::Ask) {
+        let landed = matches!(e, StoreError::Lost { .. } | StoreError::Unreplicated { .. });
+        if landed && matches!(self.phase, Phase::Ask) {
             self.leave(Error::Store(e), LeaveStep::Cancel, None);
             return Ok(None);
         }
@@ -852,14 +855,16 @@ impl Acquiring {
     }
 
     /// A store call failed in line: pause and go on while the wait lasts on this machine's
-    /// clock; a lost connection and a store that recovers (nothing can be handed on until it
-    /// has) are retried, anything else ends the wait.
+    /// clock; a lost connection, a store that recovers (nothing can be handed on until it
+    /// has) and a renewal the replicas did not acknowledge are retried, anything else ends the
+    /// wait.
     fn ride_out(&mut self, e: StoreError, t: LocalInstant) -> Result<(), Error> {
         match (e, self.phase) {
             (
                 StoreError::Lost { .. }
                 | StoreError::Connect { .. }
-                | StoreError::Recovering { .. },
+                | StoreError::Recovering { .. }
+                | StoreError::Unreplicated { .. },
                 Phase::InLine(line),
             ) if t < line.give_up => {
                 self.phase = Phase::Pause(line);
@@ -1167,6 +1172,37 @@ mod tests {
             b.ask_failed(recovering(14_000, 10_000)),
             Err(Error::Store(StoreError::Recovering { .. }))
         ));
+    }
+
+    #[test]
+    fn an_ask_the_replicas_did_not_acknowledge_gives_its_grant_back_and_fails() {
+        let unreplicated = || StoreError::Unreplicated {
+            store: "s".into(),
+            reason: "0 of 1".into(),
+        };
+        let t = LocalInstant::from_nanos(1_000_000_000);
+        for mut a in [acquiring(), trying()] {
+            assert_eq!(a.want(), Want::Ask);
+            assert!(a.ask_failed(unreplicated()).unwrap().is_none());
+            // Leaving: a cancel (this caller does not wait), then a look, which finds the
+            // grant the write made on the primary: released.
+            assert_eq!(a.want(), Want::Leave);
+            assert!(matches!(
+                a.request(Instant(10_000)),
+                Request::CancelWait { .. }
+            ));
+            let not_waiting = decided(Response::Done(Err(LockError::NotWaiting)), 10_000, None);
+            assert_eq!(a.left(Ok(not_waiting), t), Ok(None));
+            assert_eq!(a.want(), Want::Look);
+            let looked = decided(Ok(info(ME, &[])), 10_000, None);
+            assert_eq!(a.looked(Ok(looked), t), Ok(None));
+            assert_eq!((a.want(), a.leave_fence()), (Want::Leave, Some(Fence(7))));
+            assert!(matches!(
+                a.left(released(10_100), t),
+                Err(Error::Store(StoreError::Unreplicated { .. }))
+            ));
+            assert_eq!(a.released(), Some(Fence(7)));
+        }
     }
 
     #[test]

@@ -176,11 +176,12 @@ mod redis_sentinel {
 }
 
 #[cfg(feature = "redis")]
-mod redis_asynchronous {
+mod redis_replication {
     use super::*;
     use common::redis_server::{Throwaway, NO_PERSISTENCE};
     use failover::{kept_on, lost_keys_wait_out_their_leases};
-    use rustix::process::{kill_process, Signal};
+    use lock_store::{Error, StoreError};
+    use rustix::process::{kill_process, Pid, Signal};
 
     /// Waits until `replica` has applied every write `primary` made (their replication
     /// offsets).
@@ -196,40 +197,156 @@ mod redis_asynchronous {
         });
     }
 
-    /// A Redis primary and its replica (asynchronous, as Redis replicates): three grants, the
-    /// replica paused (`SIGSTOP`) and cut off (the primary drops its link: what it had sent into
-    /// the link before would still reach the replica when it runs again), three more grants,
-    /// then the primary killed and the replica promoted (`REPLICAOF NO ONE`). The three grants
-    /// answered while the replica was cut off are gone from it, and the promoted replica grants
-    /// none of their keys while those leases may live (its recovery); the three before survive.
-    #[test]
-    fn with_asynchronous_replication_the_promoted_redis_replica_lost_granted_leases() {
-        let primary = Throwaway::new(7, NO_PERSISTENCE);
-        let replica = Throwaway::replica_of(8, &primary);
-        let ns = common::unique_namespace("redis_async");
+    /// A paused server, sent `SIGCONT` when dropped (also when a test fails: a paused server
+    /// answers nothing, not even the shutdown of its `Throwaway`).
+    struct Paused(Pid);
+
+    impl Drop for Paused {
+        fn drop(&mut self) {
+            let _ = kill_process(self.0, Signal::CONT);
+        }
+    }
+
+    /// Pauses `replica` (`SIGSTOP`) and cuts it off: the primary drops its link (what it had
+    /// sent into the link before would still reach the replica when it runs again).
+    fn pause_and_cut_off(primary: &Throwaway, replica: &Throwaway) -> Paused {
+        let paused = Paused(replica.pid());
+        kill_process(paused.0, Signal::STOP).unwrap();
+        let _: i64 = primary.query(redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("replica"));
+        paused
+    }
+
+    /// Whether `e` is a write the replicas did not acknowledge.
+    fn unreplicated(e: &Error) -> bool {
+        matches!(e, Error::Store(StoreError::Unreplicated { reason, .. }) if reason.contains("0 of the 1 replicas"))
+    }
+
+    /// A Redis primary and its replica (asynchronous, as Redis replicates), a client whose URL
+    /// ends with `params` (and a 1 s bound): three grants, the replica paused and cut off, three
+    /// more tried (a refused one must have left its key free on the primary), then the primary
+    /// killed and the replica promoted (`REPLICAOF NO ONE`), where no key of a lease it lost is
+    /// granted while that lease may live (its recovery). Answers, for each lease granted,
+    /// whether the promoted replica has it, and the refusals.
+    fn fail_over_with_a_cut_off_replica(
+        offset: u16,
+        params: &str,
+    ) -> (Vec<(String, bool)>, Vec<Error>) {
+        let primary = Throwaway::new(offset, NO_PERSISTENCE);
+        let replica = Throwaway::replica_of(offset + 1, &primary);
+        let ns = common::unique_namespace("redis_replication");
         let locks = lock_store::Options::new()
             .bound(std::time::Duration::from_secs(1))
-            .open(&primary.url(), &ns)
+            .open(&format!("{}/{params}", primary.url()), &ns)
             .unwrap();
-        let grant = |i: usize| {
-            locks
-                .try_acquire(&format!("job{i}"), "holder", TTL)
-                .unwrap()
-        };
-        let mut held: Vec<_> = (0..3).map(grant).collect();
+        let grant = |i: usize| locks.try_acquire(&format!("job{i}"), "holder", TTL);
+        let mut held: Vec<_> = (0..3).map(|i| grant(i).unwrap()).collect();
         caught_up(&primary, &replica);
-        // Known before the pause: a paused server answers nothing, `INFO` included.
-        let replica_pid = replica.pid();
-        kill_process(replica_pid, Signal::STOP).unwrap();
-        let _: i64 = primary.query(redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("replica"));
-        held.extend((3..6).map(grant));
+        let paused = pause_and_cut_off(&primary, &replica);
+        let mut refused = Vec::new();
+        for i in 3..6 {
+            match grant(i) {
+                Ok(lease) => held.push(lease),
+                Err(e) => {
+                    let plain = Locks::open(&primary.url(), &ns).unwrap();
+                    let info = plain.inspect(&format!("job{i}")).unwrap();
+                    assert!(
+                        info.as_ref().and_then(|i| i.holder()).is_none(),
+                        "job{i}: refused ({e}) but held on the primary: {info:?}"
+                    );
+                    refused.push(e);
+                }
+            }
+        }
         primary.kill();
-        kill_process(replica_pid, Signal::CONT).unwrap();
+        drop(paused);
         let _: () = replica.query(redis::cmd("REPLICAOF").arg("NO").arg("ONE"));
         let promoted = Locks::open(&replica.url(), &ns).unwrap();
         let kept = kept_on(&promoted, &held);
         lost_keys_wait_out_their_leases(&promoted, &held);
+        (kept, refused)
+    }
+
+    /// The control: the three leases granted while the replica was cut off are gone from it.
+    #[test]
+    fn with_asynchronous_replication_the_promoted_redis_replica_lost_granted_leases() {
+        let (kept, refused) = fail_over_with_a_cut_off_replica(7, "");
         check_kept(&kept, 3);
+        assert!(refused.is_empty(), "{refused:?}");
+    }
+
+    /// `wait_replicas=1`: the grants tried while no replica acknowledged were answered
+    /// `unreplicated` and given back; every grant answered is on the promoted replica.
+    #[test]
+    fn with_wait_replicas_the_promoted_redis_replica_has_every_granted_lease() {
+        let (kept, refused) =
+            fail_over_with_a_cut_off_replica(9, "?wait_replicas=1&wait_timeout_ms=200");
+        check_kept(&kept, 0);
+        assert_eq!(refused.len(), 3);
+        assert!(refused.iter().all(unreplicated), "{refused:?}");
+    }
+
+    /// Every face reads `wait_replicas`: with the replica following, the blocking, the async
+    /// and the Node client are granted, each grant acknowledged before it is answered (the
+    /// replica has the token counter); with the replica cut off, each one's try is answered
+    /// `unreplicated` and its key left free, a lease's extension is answered `unreplicated`
+    /// and leaves its deadline, and its release too, which tried again finds done (a read: no
+    /// write to wait for); once the replica follows again, each client is granted.
+    #[test]
+    fn every_client_waits_for_the_replicas() {
+        let primary = Throwaway::new(11, NO_PERSISTENCE);
+        let replica = Throwaway::replica_of(12, &primary);
+        let ns = common::unique_namespace("redis_wait_faces");
+        let url = format!("{}/?wait_replicas=1&wait_timeout_ms=300", primary.url());
+        let mut clients = Clients::open(&url, &ns, "redis wait_replicas");
+        let before = clients.grant_each();
+        let counter: u64 = replica.query(redis::cmd("GET").arg(format!("{{el:{ns}}}:fence")));
+        assert!(counter >= before.0, "{counter} < {before:?}");
+        let held = (clients.locks.try_acquire("held", "holder", TTL)).unwrap();
+        let paused = pause_and_cut_off(&primary, &replica);
+        // An extension made but not acknowledged leaves the lease's deadline as it was; a
+        // release answers the error, and tried again finds it done.
+        let deadline = held.deadline();
+        let e = held.extend(CLIENT_TTL * 2).unwrap_err();
+        assert!(unreplicated(&e), "extend: {e}");
+        assert_eq!(held.deadline(), deadline);
+        let e = held.release().unwrap_err();
+        assert!(unreplicated(&e), "release: {e}");
+        held.release().unwrap();
+        let e = (clients.locks.try_acquire("job", "holder", CLIENT_TTL)).unwrap_err();
+        assert!(unreplicated(&e), "blocking: {e}");
+        #[cfg(feature = "tokio")]
+        {
+            let tried = clients.aio.try_acquire("async", "holder", CLIENT_TTL);
+            let e = clients.runtime.block_on(tried).unwrap_err();
+            assert!(unreplicated(&e), "tokio: {e}");
+        }
+        if let Some(node) = clients.node.as_mut() {
+            let e = node.call(&["acquire", "node", "n", "3000"]).unwrap_err();
+            assert_eq!(e.code, "unreplicated", "node: {}", e.message);
+            assert!(e.message.contains("0 of the 1 replicas"), "{}", e.message);
+        }
+        let plain = Locks::open(&primary.url(), &ns).unwrap();
+        for key in ["job", "async", "node"] {
+            let info = plain.inspect(key).unwrap();
+            assert!(
+                info.as_ref().and_then(|i| i.holder()).is_none(),
+                "{key}: held on the primary after a refused grant: {info:?}"
+            );
+        }
+        drop(paused);
+        let after = common::eventually_within("grants once the replica follows again", 30, || {
+            clients.try_grant_each()
+        });
+        held.release().unwrap();
+        assert!(plain
+            .inspect("held")
+            .unwrap()
+            .and_then(|i| i.holder().cloned())
+            .is_none());
+        assert!(
+            after.iter().all(|f| *f > before),
+            "{after:?} after {before:?}"
+        );
     }
 }
 

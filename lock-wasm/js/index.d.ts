@@ -76,7 +76,8 @@ export type StoreErrorCode =
   | 'fences-exhausted'
   | 'decider'
   | 'server'
-  | 'recovering';
+  | 'recovering'
+  | 'unreplicated';
 
 /**
  * A shared store could not answer (`Locks.open`'s stores): `connect`, `lost` (no answer within

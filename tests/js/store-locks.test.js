@@ -115,6 +115,35 @@ it('reads a redis+sentinel:// URL as the Rust clients do', async () => {
   }
 });
 
+it('reads wait_replicas and wait_timeout_ms as the Rust clients do', async () => {
+  const { replicasOf } = await import('../../lock-wasm/js/src/stores/redis.js');
+  const bad = (reason) => new StoreError('url', reason);
+  assert.deepEqual(replicasOf('redis://h:1/0', 5000, bad), { rest: 'redis://h:1/0', replicas: null });
+  assert.deepEqual(replicasOf('redis://h:1/0?wait_replicas=2&protocol=resp2', 5000, bad), {
+    rest: 'redis://h:1/0?protocol=resp2',
+    replicas: { count: 2, timeoutMs: 1000 },
+  });
+  assert.deepEqual(replicasOf('redis+sentinel://a:1,b:2/locks?wait_timeout_ms=250&wait_replicas=1', 5000, bad), {
+    rest: 'redis+sentinel://a:1,b:2/locks',
+    replicas: { count: 1, timeoutMs: 250 },
+  });
+  assert.equal(replicasOf('redis://h?wait_replicas=1', 600, bad).replicas?.timeoutMs, 300);
+  const refused = [
+    'wait_replicas=0',
+    'wait_replicas=-1',
+    'wait_replicas=one',
+    'wait_replicas=',
+    'wait_replicas=1&wait_replicas=2',
+    'wait_timeout_ms=100',
+    'wait_replicas=1&wait_timeout_ms=0',
+    'wait_replicas=1&wait_timeout_ms=5000',
+    'wait_replicas=1&wait_timeout_ms=1.5',
+  ];
+  for (const params of refused) {
+    assert.throws(() => replicasOf(`redis://h?${params}`, 5000, bad), (e) => e instanceof StoreError && e.code === 'url', params);
+  }
+});
+
 it('names the package to install when a store client is missing', async () => {
   await assert.rejects(
     requirePeer('expiring-lock-no-such-client', 'redis://h'),

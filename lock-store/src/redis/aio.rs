@@ -13,9 +13,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration as StdDuration;
 
 use lock_core::Fence;
-use redis::aio::MultiplexedConnection;
+use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{AsyncConnectionConfig, Value};
 
+use super::replicas::Replicas;
 use super::space::{Space, NO_SCRIPT};
 use super::target::Target;
 use crate::async_store::{AsyncStore, StoreFuture};
@@ -61,10 +62,13 @@ impl AsyncRedisStore {
         timeout: StdDuration,
     ) -> Result<Self, StoreError> {
         check_namespace(namespace)?;
-        let (target, shown) = Target::of(url)?;
+        let (url, replicas) = Replicas::take(url, timeout)?;
+        let (target, shown) = Target::of(&url)?;
+        let mut space = Space::new(&shown, namespace);
+        space.replicas = replicas;
         let store = AsyncRedisStore {
             target,
-            space: Space::new(&shown, namespace),
+            space,
             timeout,
             seed_from_time: true,
             installed: AtomicBool::new(false),
@@ -284,20 +288,45 @@ impl AsyncStore for AsyncRedisStore {
             );
             let cas = self.space.cas(key, write, self.seed_from_time, &server_id);
             let script = &self.space.script;
-            let reply: Value = self
+            let Some(replicas) = &self.space.replicas else {
+                let reply: Value = self
+                    .query(|mut c| async move {
+                        match cas.query_async(&mut c).await {
+                            // The server does not have the script (a restart, `SCRIPT FLUSH`):
+                            // nothing ran.
+                            Err(e) if e.kind() == NO_SCRIPT => {
+                                script.load_async(&mut c).await?;
+                                cas.query_async(&mut c).await
+                            }
+                            other => other,
+                        }
+                    })
+                    .await?;
+                return self.space.written(key, &reply);
+            };
+            // With `wait_replicas`, the `WAIT` follows in the same round trip.
+            let mut pipe = redis::pipe();
+            pipe.add_command(cas).add_command(replicas.command());
+            let (reply, acked) = self
                 .query(|mut c| async move {
-                    match cas.query_async(&mut c).await {
-                        // The server does not have the script (a restart, `SCRIPT FLUSH`):
-                        // nothing ran.
+                    let pipe = &pipe;
+                    let send = |mut c: MultiplexedConnection| async move {
+                        let mut replies = c.req_packed_commands(pipe, 0, 2).await?;
+                        let acked = replies.pop();
+                        let reply = replies.pop().unwrap_or(Value::Nil).extract_error()?;
+                        Ok::<_, redis::RedisError>((reply, acked))
+                    };
+                    match send(c.clone()).await {
+                        // As above: nothing ran.
                         Err(e) if e.kind() == NO_SCRIPT => {
                             script.load_async(&mut c).await?;
-                            cas.query_async(&mut c).await
+                            send(c).await
                         }
                         other => other,
                     }
                 })
                 .await?;
-            self.space.written(key, &reply)
+            self.space.written_and_kept(key, &reply, acked.as_ref())
         })
     }
 

@@ -9,6 +9,7 @@ use std::time::Duration as StdDuration;
 use lock_core::Fence;
 use redis::{Connection, ConnectionLike, Value};
 
+use super::replicas::Replicas;
 use super::space::{pack_cas, Space, NO_SCRIPT};
 use super::target::Target;
 use crate::store::{
@@ -56,18 +57,23 @@ impl RedisStore {
     /// `?cacert=PATH`, and its host name; `&cert=PATH&key=PATH` for a server that asks for a
     /// client certificate) and checks the
     /// namespace's format marker if it has one (creating nothing: the first write installs it).
-    /// Every call waits at most `timeout`.
+    /// Every call waits at most `timeout`. With `?wait_replicas=N[&wait_timeout_ms=T]`, each
+    /// write waits until `N` replicas acknowledged it (`WAIT`; `T` shorter than `timeout`), and a
+    /// write made that they did not is [`StoreError::Unreplicated`].
     ///
     /// # Errors
     /// [`StoreError::Url`], [`StoreError::Namespace`], [`StoreError::Connect`],
     /// [`StoreError::Schema`] (a foreign value at the namespace's format key).
     pub fn open(url: &str, namespace: &str, timeout: StdDuration) -> Result<Self, StoreError> {
         check_namespace(namespace)?;
-        let (target, shown) = Target::of(url)?;
+        let (url, replicas) = Replicas::take(url, timeout)?;
+        let (target, shown) = Target::of(&url)?;
+        let mut space = Space::new(&shown, namespace);
+        space.replicas = replicas;
         let mut store = RedisStore {
             target,
             conn: None,
-            space: Space::new(&shown, namespace),
+            space,
             timeout,
             limit: None,
             applied: timeout,
@@ -240,9 +246,20 @@ impl Store for RedisStore {
             *seed_from_time,
             server_id,
         );
-        let send = |conn: &mut Connection, packed: &[u8]| {
-            conn.req_packed_command(packed)
-                .and_then(Value::extract_error)
+        // With `wait_replicas`, the `WAIT` follows in the same round trip.
+        let wait = space.replicas.map(|r| r.command().get_packed_command());
+        if let Some(wait) = &wait {
+            packed.extend_from_slice(wait);
+        }
+        let send = |conn: &mut Connection, packed: &[u8]| -> redis::RedisResult<(Value, _)> {
+            if wait.is_none() {
+                let reply = conn.req_packed_command(packed)?.extract_error()?;
+                return Ok((reply, None));
+            }
+            let mut replies = conn.req_packed_commands(packed, 0, 2)?;
+            let acked = replies.pop();
+            let reply = replies.pop().unwrap_or(Value::Nil).extract_error()?;
+            Ok((reply, acked))
         };
         let mut reply = send(conn, packed);
         if matches!(&reply, Err(e) if e.kind() == NO_SCRIPT) {
@@ -250,7 +267,7 @@ impl Store for RedisStore {
             reply = space.script.load(conn).and_then(|_| send(conn, packed));
         }
         match reply {
-            Ok(v) => self.space.written(key, &v),
+            Ok((v, acked)) => self.space.written_and_kept(key, &v, acked.as_ref()),
             Err(e) => Err(self.failed(&e)),
         }
     }

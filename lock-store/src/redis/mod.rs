@@ -23,6 +23,7 @@
 #[cfg(feature = "tokio")]
 mod aio;
 mod blocking;
+mod replicas;
 mod space;
 mod target;
 

@@ -6,6 +6,7 @@
 use lock_core::{Fence, Instant};
 use redis::{Client, Cmd, Pipeline, Value};
 
+use super::replicas::Replicas;
 use crate::steps;
 use crate::store::{
     fences_from_text, instant_to_sql, notice, Read, StoreError, Stored, Write, Written, TOMBSTONE,
@@ -33,6 +34,8 @@ pub(crate) struct Space {
     pub(crate) authority: String,
     /// The compare-and-set (`steps/redis-cas.lua`).
     pub(crate) script: redis::Script,
+    /// The replicas that must acknowledge each write (`wait_replicas`), if the URL asks.
+    pub(crate) replicas: Option<Replicas>,
 }
 
 /// What a failed command means for the connection it was sent on.
@@ -142,6 +145,7 @@ impl Space {
             format_key: format!("{prefix}:format"),
             authority: format!("{prefix}:authority"),
             script: redis::Script::new(steps::REDIS_CAS),
+            replicas: None,
         }
     }
 
@@ -332,6 +336,21 @@ impl Space {
             seed_from_time,
             server_id,
         )
+    }
+
+    /// What the compare-and-set answered, given the reply to the `WAIT` sent after it (with
+    /// `wait_replicas`; see [`Replicas::verdict`]).
+    pub(crate) fn written_and_kept(
+        &self,
+        key: &str,
+        reply: &Value,
+        acked: Option<&Value>,
+    ) -> Result<Written, StoreError> {
+        let written = self.written(key, reply)?;
+        match (&self.replicas, acked) {
+            (Some(replicas), Some(acked)) => replicas.verdict(written, acked, &self.described),
+            _ => Ok(written),
+        }
     }
 
     /// What the compare-and-set answered: its fresh tokens, or the record now (a conflict).

@@ -736,6 +736,7 @@ impl RawClient {
             },
             "connect" => StoreError::Connect { store, reason },
             "lost" => StoreError::Lost { store, reason },
+            "unreplicated" => StoreError::Unreplicated { store, reason },
             "schema" => StoreError::Schema { store, reason },
             "no-namespace" => StoreError::NoNamespace { store },
             "fences-exhausted" => StoreError::FencesExhausted { store },

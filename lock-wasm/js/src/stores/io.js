@@ -41,6 +41,7 @@ export function bounded(driver, bound, call) {
 const WORDS = {
   connect: (store, reason) => `cannot connect to ${store}: ${reason}`,
   lost: (store, reason) => `lost the connection to ${store}: ${reason}`,
+  unreplicated: (store, reason) => `${store}: the write was made on the primary but may not survive a failover: ${reason}`,
   'no-namespace': (store) => `${store} does not exist (nothing was ever locked in it; the first lock creates it)`,
   'fences-exhausted': (store) => `${store}: the fencing-token counter reached 2^53`,
 };

@@ -146,19 +146,18 @@ export class StoreLocks {
     text('key', key);
     const who = this.#owner(owner);
     await this.#afterDepartures(key, who);
-    const answer =
-      request === undefined
-        ? await this.#client.run('try-acquire', key, { owner: who, ttl })
-        : await this.#client.run('acquire-with', key, { owner: who, ttl, waitDeadline: 0, options: request });
-    const { reply } = answer;
-    if (reply.error !== undefined) {
-      if (reply.error.code === 'held') return null;
-      throw reply.error;
+    // An acquire that does not wait, by the same rules as one that does (lock-protocol's
+    // queue.rs, in the engine, as the Rust clients' try_acquire): an ask whose write may have
+    // landed without an answer that says so (a lost answer, or one the replicas did not
+    // acknowledge) leaves the key before it fails, releasing a grant found there.
+    let won;
+    try {
+      won = await this.#client.wait(key, who, ttl, 0, { poll: this.#poll, request });
+    } catch (e) {
+      if (e instanceof LockError && e.code === 'held') return null;
+      throw e;
     }
-    if (reply.type !== 'acquired' && reply.type !== 'already-held') {
-      throw new LockError(reply.type, `owner ${JSON.stringify(who)} is already waiting for ${JSON.stringify(key)}`, { position: reply.position });
-    }
-    return this.#lease(key, who, ttl, reply.fence, reply.deadline, answer.localEnd, keepAlive, onLost);
+    return this.#lease(key, who, ttl, won.fence, won.deadline, won.localEnd, keepAlive, onLost);
   }
 
   /**

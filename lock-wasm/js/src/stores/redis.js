@@ -62,6 +62,40 @@ export function sentinelOptions(url, bad) {
   return { sentinels, name, db: db === undefined ? 0 : Number(db), ...(username ? { username } : {}), ...(password === undefined ? {} : { password }) };
 }
 
+/** The timeout when the URL gives none: a second, or half the calls' bound if that is shorter. */
+const DEFAULT_WAIT_TIMEOUT_MS = 1000;
+
+/**
+ * The opt-in `WAIT` after each write (`wait_replicas=N[&wait_timeout_ms=T]`), read as the Rust
+ * clients read it (lock-store/src/redis/replicas.rs): `url` without these parameters, and
+ * `{ count, timeoutMs }` or null.
+ */
+export function replicasOf(url, bound, bad) {
+  const query = url.split('#')[0].split('?')[1] ?? '';
+  const given = query.split('&').map((pair) => pair.split('=')[0]);
+  for (const name of ['wait_replicas', 'wait_timeout_ms']) {
+    if (given.filter((n) => n === name).length > 1) throw bad(`${name} is given twice`);
+  }
+  const { rest, params } = takeParams(url, ['wait_replicas', 'wait_timeout_ms']);
+  const count = params.get('wait_replicas');
+  const timeout = params.get('wait_timeout_ms');
+  if (count === undefined) {
+    if (timeout !== undefined) throw bad('wait_timeout_ms needs wait_replicas=N');
+    return { rest, replicas: null };
+  }
+  if (!/^\d+$/.test(count) || Number(count) < 1 || Number(count) > 0xffffffff) {
+    throw bad(`wait_replicas=${count}: give how many replicas must acknowledge each write (1 or more)`);
+  }
+  let timeoutMs = Math.max(1, Math.min(DEFAULT_WAIT_TIMEOUT_MS, Math.floor(bound / 2)));
+  if (timeout !== undefined) {
+    if (!/^\d+$/.test(timeout) || Number(timeout) < 1 || Number(timeout) >= bound) {
+      throw bad(`wait_timeout_ms=${timeout}: give milliseconds, at least 1 and less than the calls' bound (${bound} ms)`);
+    }
+    timeoutMs = Number(timeout);
+  }
+  return { rest, replicas: { count: Number(count), timeoutMs } };
+}
+
 export class RedisDriver {
   #redis;
   #prefix;
@@ -74,6 +108,11 @@ export class RedisDriver {
   #serverId = '';
   /** Connections closed so far: an INFO answered after another close says nothing. */
   #closes = 0;
+  /**
+   * The replicas that must acknowledge each write (`wait_replicas`), or null.
+   * @type {{count: number, timeoutMs: number} | null}
+   */
+  #replicas = null;
 
   /**
    * @param {import('ioredis').Redis} redis a connection (its own: this driver may drop it)
@@ -113,8 +152,10 @@ export class RedisDriver {
   static async open(url, namespace, options = {}) {
     const { Redis } = await requirePeer('ioredis', url);
     const shown = withoutPassword(url);
-    const { rest, params } = takeParams(url, ['cacert', 'cert', 'key']);
     const bad = (reason) => new StoreError('url', `bad store URL ${JSON.stringify(shown)}: ${reason}`);
+    const waited = replicasOf(url, options.bound ?? 5000, bad);
+    url = waited.rest;
+    const { rest, params } = takeParams(url, ['cacert', 'cert', 'key']);
     const secure = url.startsWith('rediss://');
     if (!secure && params.size > 0) throw bad('cacert, cert and key are for rediss:// (TLS)');
     const tls = secure ? tlsOptions({ ca: params.get('cacert'), cert: params.get('cert'), key: params.get('key') }, bad, { ca: 'cacert', cert: 'cert', key: 'key' }) : undefined;
@@ -137,7 +178,8 @@ export class RedisDriver {
     const seen = [];
     const recordWhy = (e) => seen.push(e);
     redis.on('error', recordWhy);
-    const driver = new RedisDriver(redis, shown, namespace);
+    const driver = new RedisDriver(redis, withoutPassword(url), namespace);
+    driver.#replicas = waited.replicas;
     await bounded(driver, options.bound ?? 5000, () => redis.connect()).catch((e) => {
       redis.disconnect();
       const cause = seen.find((x) => explain(x).startsWith('TLS: ')) ?? seen[0] ?? e;
@@ -181,32 +223,54 @@ export class RedisDriver {
     return { record: this.#stored(key, rec[0], rec[1], rec[2]), now: this.#time(time[0], time[1]) };
   }
 
-  /** The compare-and-set (see steps/redis-cas.lua for its keys and arguments). */
+  /**
+   * The compare-and-set (see steps/redis-cas.lua for its keys and arguments); with
+   * `wait_replicas`, a `WAIT` in the same round trip, and a write made that fewer replicas
+   * acknowledged is `unreplicated` (see replicasOf).
+   */
   async write(key, w, bound) {
+    const args = [
+      this.#recordKey(key),
+      this.#counter,
+      this.#authority,
+      w.expected,
+      w.version,
+      w.bytes === null ? '1' : '0',
+      w.bytes === null ? Buffer.alloc(0) : Buffer.from(w.bytes),
+      String(w.freshFences),
+      String(w.notBefore),
+      String(w.forgetAt),
+      this.#seedFromTime ? '1' : '0',
+      Buffer.from(w.replaces),
+      String(w.holdsFor),
+      this.#serverId,
+    ];
+    const replicas = this.#replicas;
     let reply;
+    let acked = null;
     try {
-      reply = await bounded(this, bound, () =>
-        /** @type {any} */ (this.#redis).expiringLockCasBuffer(
-          this.#recordKey(key),
-          this.#counter,
-          this.#authority,
-          w.expected,
-          w.version,
-          w.bytes === null ? '1' : '0',
-          w.bytes === null ? Buffer.alloc(0) : Buffer.from(w.bytes),
-          String(w.freshFences),
-          String(w.notBefore),
-          String(w.forgetAt),
-          this.#seedFromTime ? '1' : '0',
-          Buffer.from(w.replaces),
-          String(w.holdsFor),
-          this.#serverId,
-        ),
-      );
+      if (replicas === null) {
+        reply = await bounded(this, bound, () => /** @type {any} */ (this.#redis).expiringLockCasBuffer(...args));
+      } else {
+        const replies = await bounded(this, bound, () =>
+          /** @type {any} */ (this.#redis.pipeline()).expiringLockCasBuffer(...args).call('WAIT', replicas.count, replicas.timeoutMs).exec(),
+        );
+        const [[e1, cas], [e2, count]] = replies;
+        if (e1) throw e1;
+        reply = cas;
+        acked = e2 ? e2 : count;
+      }
     } catch (e) {
       throw this.#failure(e);
     }
-    if (Buffer.isBuffer(reply)) return { fences: tokens(reply.toString('latin1')) };
+    if (Buffer.isBuffer(reply)) {
+      const fences = tokens(reply.toString('latin1'));
+      if (replicas !== null && !(typeof acked === 'number' && acked >= replicas.count)) {
+        const heard = typeof acked === 'number' ? `${acked} of the ${replicas.count} replicas it waits for acknowledged it within ${replicas.timeoutMs} ms (wait_replicas)` : `its WAIT failed (${explain(acked)})`;
+        throw storeError('unreplicated', this.describe, heard);
+      }
+      return { fences };
+    }
     if (Array.isArray(reply) && reply.length >= 2) {
       const [sec, usec, v = null, r = null, f = null] = reply;
       return { conflict: { record: this.#stored(key, v, r, f), now: this.#time(sec, usec) } };
