@@ -30,7 +30,7 @@ pub(crate) struct Replicas {
 
 impl Replicas {
     /// `url` without the parameters of this module, and what they ask (`None` without
-    /// `wait_replicas`); `shown` names the URL in errors, `bound` is the calls' bound.
+    /// `wait_replicas`); `bound` is the calls' bound (errors name `url` without its password).
     ///
     /// # Errors
     /// [`StoreError::Url`]: a value that is not a number, out of range, given twice, or a
@@ -92,7 +92,7 @@ impl Replicas {
     }
 
     /// The answer to a write given `written` and the reply to the `WAIT` sent after it: a write
-    /// made that fewer than `count` replicas acknowledged is [`StoreError::Lost`].
+    /// made that fewer than `count` replicas acknowledged is [`StoreError::Unreplicated`].
     pub(crate) fn verdict(
         &self,
         written: Written,
