@@ -9,7 +9,7 @@
 # the examples; the shared stores (lock-store) against real Redis, PostgreSQL and MariaDB servers
 # (the local ones if they answer, else throwaway instances: scripts/services.sh); and the build of
 # lock-core without std.
-# Longer runs: LOCK_CRASH_ROUNDS=200 LOCK_STRESS_SECS=600 FUZZ_SECONDS=600 LOCK_CONTENTION_MS=60000 scripts/test.sh
+# Longer runs: LOCK_CRASH_ROUNDS=200 LOCK_STRESS_SECS=600 FUZZ_SECONDS=600 LOCK_CONTENTION_MS=60000 LOCK_JEPSEN_LONG=1 scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Each section prints its name, and its duration when the next one starts (CI's time budget).
@@ -34,7 +34,9 @@ ensure_services
 trap stop_services EXIT
 # The npm engine first: a Node process contends beside the Rust ones (processes.rs, every store).
 scripts/build-npm.sh >/dev/null
-LOCKSTORE_NODE_WORKERS=1 cargo test -p lock-store --features all-stores,component,tokio
+LOCKSTORE_NODE_WORKERS=1 cargo test -p lock-store --features all-stores,component,tokio -- --skip jepsen::
+section "the fault suite (lock-store/tests/jepsen.rs, docs/testing.md): seeded clients on single servers with cut paths, Redis with replicas and Sentinels, PostgreSQL with an asynchronous and a synchronous standby, failing over; checkers and the replay of the core (LOCK_JEPSEN_LONG=1: ten times the faults)"
+cargo test -p lock-store --features all-stores,component,tokio --test jepsen -- --nocapture
 section "the lockstore CLI and real processes (lockstore): run, elect, signals, pauses, process trees, contention and gray failures across processes, on every store"
 LOCKSTORE_NODE_WORKERS=1 cargo test -p lockstore --features all-stores,tokio
 section "lock-store builds with each store's feature alone, its tests too (nobody compiles clients they do not use)"

@@ -32,10 +32,16 @@ impl Throwaway {
     /// A replica of `primary` (it starts syncing at once: no diskless-sync delay); answers once
     /// its link to the primary is up.
     pub fn replica_of(offset: u16, primary: &Throwaway) -> Self {
+        let port = 16390 + offset + (std::process::id() % 50) as u16 * 4;
+        Self::replica_at(port, primary)
+    }
+
+    /// [`replica_of`](Self::replica_of) on `port`.
+    pub fn replica_at(port: u16, primary: &Throwaway) -> Self {
         let follow = ["--replicaof", "127.0.0.1", &primary.port.to_string()];
         let mut extra: Vec<String> = follow.iter().map(|a| a.to_string()).collect();
         extra.extend(["--repl-diskless-sync-delay".into(), "0".into()]);
-        let replica = Self::with_args(offset, NO_PERSISTENCE, extra);
+        let replica = Self::at(port, NO_PERSISTENCE, extra);
         for _ in 0..200 {
             if replica
                 .info("replication")
@@ -53,6 +59,11 @@ impl Throwaway {
 
     fn with_args(offset: u16, persistence: &'static [&'static str], extra: Vec<String>) -> Self {
         let port = 16390 + offset + (std::process::id() % 50) as u16 * 4;
+        Self::at(port, persistence, extra)
+    }
+
+    /// A server on `port` with `extra` arguments (a test that picks its own ports).
+    pub fn at(port: u16, persistence: &'static [&'static str], extra: Vec<String>) -> Self {
         let dir = std::env::temp_dir().join(super::unique_namespace("redis_restart"));
         std::fs::create_dir_all(&dir).unwrap();
         let server = Throwaway {
@@ -153,6 +164,11 @@ pub struct Sentinel {
 impl Sentinel {
     pub fn watching(index: u16, name: &str, primary: &Throwaway) -> Self {
         let port = 26390 + index + (std::process::id() % 50) as u16 * 4;
+        Self::at(port, name, primary)
+    }
+
+    /// [`watching`](Self::watching) on `port`.
+    pub fn at(port: u16, name: &str, primary: &Throwaway) -> Self {
         let dir = std::env::temp_dir().join(super::unique_namespace("sentinel"));
         std::fs::create_dir_all(&dir).unwrap();
         let conf = dir.join("sentinel.conf");
@@ -215,4 +231,42 @@ impl Drop for Sentinel {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+impl Sentinel {
+    /// Its process.
+    pub fn pid(&self) -> rustix::process::Pid {
+        let info: String = self.query(redis::cmd("INFO").arg("server"));
+        let pid: i32 = (info.lines())
+            .find_map(|l| l.strip_prefix("process_id:"))
+            .and_then(|p| p.trim().parse().ok())
+            .expect("INFO server has process_id");
+        rustix::process::Pid::from_raw(pid).unwrap()
+    }
+
+    /// The port of the primary it names now, if it answers within 300 ms.
+    pub fn primary_port(&self, name: &str) -> Option<u16> {
+        let client = redis::Client::open(self.address_url()).ok()?;
+        let mut c = client
+            .get_connection_with_timeout(Duration::from_millis(300))
+            .ok()?;
+        c.set_read_timeout(Some(Duration::from_millis(300))).ok()?;
+        let addr: Option<(String, String)> = redis::cmd("SENTINEL")
+            .arg("get-master-addr-by-name")
+            .arg(name)
+            .query(&mut c)
+            .ok()?;
+        addr?.1.parse().ok()
+    }
+}
+
+/// `INFO replication` of the server on `port`, if it answers within 300 ms (a paused or
+/// killed server does not).
+pub fn replication_info(port: u16) -> Option<String> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).ok()?;
+    let mut c = client
+        .get_connection_with_timeout(Duration::from_millis(300))
+        .ok()?;
+    c.set_read_timeout(Some(Duration::from_millis(300))).ok()?;
+    redis::cmd("INFO").arg("replication").query(&mut c).ok()
 }

@@ -1,0 +1,152 @@
+//! One client of a run: a thread with its own `Locks` (its own connections), taking the
+//! lock-set key around a read-modify-write of the register, or a place of the places key, in a
+//! seeded order, stalling in its critical section (a process paused past its lease: a
+//! `SIGSTOP`, a GC pause) or dying without a release (a `SIGKILL`) now and then.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lock_store::{AcquireOptions, Locks};
+
+use super::history::{now_us, History, Hold, Rng, Workload, PLACES};
+use super::register::Register;
+
+/// The key whose holders read and write the register.
+pub const SET_KEY: &str = "set";
+/// The key of [`PLACES`] permits.
+pub const PLACES_KEY: &str = "places";
+
+/// What the client's writes are recorded with: the owner and options of its current request.
+#[derive(Clone, Debug, Default)]
+pub struct Tag {
+    pub owner: String,
+    pub exclusive: bool,
+    pub permits: u32,
+    pub ttl_ms: u64,
+}
+
+/// How a client behaves.
+#[derive(Clone, Copy, Debug)]
+pub struct Behaviour {
+    pub ttl: Duration,
+    /// Percent of critical sections that stall for 1.5 TTL.
+    pub stall: u64,
+    /// Percent of leases dropped without a release.
+    pub crash: u64,
+}
+
+/// What the clients of a run share: the register, the history, the flag that stops them.
+#[derive(Clone, Copy)]
+pub struct Shared<'a> {
+    pub register: &'a Register,
+    pub history: &'a History,
+    pub stop: &'a AtomicBool,
+}
+
+/// Runs client `index`'s operations until `stop`.
+pub fn run(
+    index: usize,
+    seed: u64,
+    locks: &Locks,
+    tag: &Arc<Mutex<Tag>>,
+    how: Behaviour,
+    shared: Shared<'_>,
+) {
+    let Shared {
+        register,
+        history,
+        stop,
+    } = shared;
+    let mut rng = Rng::stream(seed, 1 + index as u64);
+    for op in 0.. {
+        if stop.load(SeqCst) {
+            break;
+        }
+        let workload = if rng.chance(60) {
+            Workload::LockSet
+        } else {
+            Workload::Places
+        };
+        let exclusive = workload == Workload::LockSet || rng.chance(25);
+        let (key, options) = match workload {
+            Workload::LockSet => (SET_KEY, AcquireOptions::EXCLUSIVE),
+            Workload::Places if exclusive => {
+                (PLACES_KEY, AcquireOptions::EXCLUSIVE.permits(PLACES))
+            }
+            Workload::Places => (PLACES_KEY, AcquireOptions::shared().permits(PLACES)),
+        };
+        let owner = format!("c{index}o{op}");
+        *tag.lock().unwrap() = Tag {
+            owner: owner.clone(),
+            exclusive,
+            permits: options.permits,
+            ttl_ms: how.ttl.as_millis() as u64,
+        };
+        history.tried.fetch_add(1, SeqCst);
+        let invoked_us = now_us();
+        let lease = match locks.acquire_with(key, &owner, how.ttl, Duration::ZERO, &options) {
+            Ok(lease) => lease,
+            Err(e) => {
+                let pause = if matches!(e, lock_store::Error::Store(_)) {
+                    history.failed.fetch_add(1, SeqCst);
+                    rng.between(50, 200)
+                } else {
+                    rng.between(5, 40)
+                };
+                std::thread::sleep(Duration::from_millis(pause));
+                continue;
+            }
+        };
+        let fence = lease.fence().0;
+        let at = {
+            let mut holds = history.holds.lock().unwrap();
+            holds.push(Hold {
+                client: index,
+                workload,
+                key: key.to_owned(),
+                owner: owner.clone(),
+                exclusive,
+                fence,
+                invoked_us,
+                granted_us: now_us(),
+                deadline_us: lease.deadline().0 * 1000,
+                released_us: None,
+            });
+            holds.len() - 1
+        };
+        let read = (workload == Workload::LockSet).then(|| register.read(fence));
+        if rng.chance(how.stall) {
+            history.stalls.fetch_add(1, SeqCst);
+            std::thread::sleep(how.ttl * 3 / 2);
+        } else {
+            std::thread::sleep(Duration::from_millis(rng.between(0, 20)));
+        }
+        if let Some(Some(mut set)) = read {
+            let add = ((index as u64) << 32) | op as u64;
+            set.insert(add);
+            register.write(index, fence, set, add);
+        }
+        if rng.chance(how.crash) {
+            history.crashes.fetch_add(1, SeqCst);
+            std::mem::forget(lease);
+        } else {
+            history.holds.lock().unwrap()[at].released_us = Some(now_us());
+            if let Err(lock_store::Error::Store(_)) = lease.release() {
+                history.failed.fetch_add(1, SeqCst);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(rng.between(0, 20)));
+    }
+}
+
+/// The elements every accepted write of the register added.
+pub fn accepted_adds(writes: &[super::register::WriteSeen]) -> BTreeSet<u64> {
+    writes
+        .iter()
+        .filter(|w| w.accepted)
+        .map(|w| w.add)
+        .collect()
+}
