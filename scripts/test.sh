@@ -67,6 +67,9 @@ async_rows=$(cargo run -q -p lock-store --features $store_features --example ben
 if cargo run -q -p lock-store --features $store_features --example bench_async -- 0.05 posgres 2>/dev/null; then
   echo "bench_async accepted a misspelt store"; exit 1
 fi
+# The replicated modes against a single server and the alternatives on the same throwaway servers
+# (figures: cargo run --release -p lock-store --features all-stores --example bench_replicated).
+cargo run -q -p lock-store --features $store_features --example bench_replicated -- 0.05 turns=1 >/dev/null
 # Leader election's failover per store (figures: cargo run --release -p lock-store --features
 # all-stores --example failover -- 20 1000), one short round here.
 failover=$(cargo run -q -p lock-store --features $store_features --example failover -- 1 300)

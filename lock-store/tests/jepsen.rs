@@ -120,6 +120,7 @@ mod jepsen {
             url,
             proxied: true,
             clients: 4,
+            candidates: 2,
             behaviour: behaviour(stall),
             fenced,
             bound: Duration::from_millis(500),
@@ -155,7 +156,7 @@ mod jepsen {
     /// A run's ports: its own range, apart from the other test binaries' throwaway servers.
     #[cfg(any(feature = "redis", feature = "postgres"))]
     fn ports(offset: u16) -> u16 {
-        17400 + (std::process::id() % 40) as u16 * 50 + offset
+        17400 + (std::process::id() % 40) as u16 * 100 + offset
     }
 
     #[cfg(feature = "redis")]
@@ -177,6 +178,7 @@ mod jepsen {
             },
             proxied: false,
             clients: 4,
+            candidates: 2,
             behaviour: behaviour(5),
             fenced: true,
             bound: Duration::from_millis(500),
@@ -228,6 +230,7 @@ mod jepsen {
             url: topology.url(),
             proxied: false,
             clients: 4,
+            candidates: 2,
             behaviour: behaviour(5),
             fenced: true,
             bound: Duration::from_millis(500),
@@ -265,28 +268,36 @@ mod jepsen {
         let log = fault_suite::recorder::Log::default();
         let history = History::default();
         let register = Register::new(true);
+        let leader_register = Register::new(true);
         let stop = AtomicBool::new(false);
         let behaviour = Behaviour {
-            stall: 10,
-            ..behaviour(0)
+            ttl: Duration::from_millis(200),
+            stall: 15,
+            crash: 3,
         };
         std::thread::scope(|s| {
-            for i in 0..3 {
+            // Three lock clients, two candidates of the election.
+            for i in 0..5 {
                 let tag = Arc::new(Mutex::new(client::Tag::default()));
                 let recorder = Recorder {
                     inner: Box::new(space.clone()),
-                    client: i,
+                    client: if i < 3 { i } else { client::CANDIDATES + i - 3 },
                     tag: tag.clone(),
                     log: log.clone(),
                 };
                 let shared = client::Shared {
                     register: &register,
+                    leader_register: &leader_register,
                     history: &history,
                     stop: &stop,
                 };
                 s.spawn(move || {
                     let locks = lock_store::Locks::new(recorder);
-                    client::run(i, 7, &locks, &tag, behaviour, shared);
+                    if i < 3 {
+                        client::run(i, 7, &locks, &tag, behaviour, shared);
+                    } else {
+                        client::run_candidate(i - 3, 7, &locks, &tag, behaviour, shared);
+                    }
                 });
             }
             std::thread::sleep(Duration::from_secs(3));
@@ -295,6 +306,8 @@ mod jepsen {
         let holds = history.holds.lock().unwrap().clone();
         let recorded = log.lock().unwrap().clone();
         let (set, writes) = register.finish();
+        let terms = holds.iter().filter(|h| h.key == client::LEADER_KEY).count();
+        assert!(terms > 2, "{terms} terms");
         assert!(
             holds.len() > 20 && history.stalls.load(SeqCst) > 0,
             "{} leases",

@@ -60,7 +60,7 @@ pub fn fences(holds: &[Hold], log: &[Sent]) -> Vec<String> {
 /// How many places a lease takes of its key.
 fn places(h: &Hold) -> u32 {
     match (h.workload, h.exclusive) {
-        (Workload::LockSet, _) => 1,
+        (Workload::LockSet | Workload::Election, _) => 1,
         (Workload::Places, true) => PLACES,
         (Workload::Places, false) => 1,
     }
@@ -75,10 +75,10 @@ pub fn exclusion(holds: &[Hold]) -> Vec<String> {
         by_key.entry(&h.key).or_default().push(h);
     }
     for (key, holds) in by_key {
-        let most = if key == super::client::SET_KEY {
-            1
-        } else {
+        let most = if key == super::client::PLACES_KEY {
             PLACES
+        } else {
+            1
         };
         for h in &holds {
             if h.granted_us >= h.believed_until() {
@@ -106,7 +106,7 @@ pub fn exclusion(holds: &[Hold]) -> Vec<String> {
 }
 
 /// What the register saw, checked.
-#[derive(Debug, Default)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct RegisterCheck {
     pub writes: usize,
     pub accepted: usize,
@@ -141,5 +141,18 @@ pub fn register(
                         .is_some_and(|until| w.at_us < *until)
             })
             .count(),
+    }
+}
+
+impl std::ops::Add for RegisterCheck {
+    type Output = RegisterCheck;
+    fn add(self, o: RegisterCheck) -> RegisterCheck {
+        RegisterCheck {
+            writes: self.writes + o.writes,
+            accepted: self.accepted + o.accepted,
+            refused: self.refused + o.refused,
+            lost_adds: self.lost_adds + o.lost_adds,
+            live_refused: self.live_refused + o.live_refused,
+        }
     }
 }

@@ -18,6 +18,10 @@ use super::register::Register;
 pub const SET_KEY: &str = "set";
 /// The key of [`PLACES`] permits.
 pub const PLACES_KEY: &str = "places";
+/// The election's key.
+pub const LEADER_KEY: &str = "leader";
+/// The client index of election candidate 0 (candidates' indexes follow).
+pub const CANDIDATES: usize = 100;
 
 /// What the client's writes are recorded with: the owner and options of its current request.
 #[derive(Clone, Debug, Default)]
@@ -42,6 +46,8 @@ pub struct Behaviour {
 #[derive(Clone, Copy)]
 pub struct Shared<'a> {
     pub register: &'a Register,
+    /// The register the leaders write to.
+    pub leader_register: &'a Register,
     pub history: &'a History,
     pub stop: &'a AtomicBool,
 }
@@ -59,6 +65,7 @@ pub fn run(
         register,
         history,
         stop,
+        ..
     } = shared;
     let mut rng = Rng::stream(seed, 1 + index as u64);
     for op in 0.. {
@@ -77,6 +84,7 @@ pub fn run(
                 (PLACES_KEY, AcquireOptions::EXCLUSIVE.permits(PLACES))
             }
             Workload::Places => (PLACES_KEY, AcquireOptions::shared().permits(PLACES)),
+            Workload::Election => unreachable!("the lock clients do not campaign"),
         };
         let owner = format!("c{index}o{op}");
         *tag.lock().unwrap() = Tag {
@@ -149,4 +157,98 @@ pub fn accepted_adds(writes: &[super::register::WriteSeen]) -> BTreeSet<u64> {
         .filter(|w| w.accepted)
         .map(|w| w.add)
         .collect()
+}
+
+/// Runs candidate `index` of the election until `stop`: while it leads, it reads the leader
+/// register with its term's fence, pauses (now and then 1.5 TTL without looking at its stop
+/// signal: a paused leader), writes back with one more element, looks at its stop signal, and
+/// resigns after a few writes.
+pub fn run_candidate(
+    index: usize,
+    seed: u64,
+    locks: &Locks,
+    tag: &Arc<Mutex<Tag>>,
+    how: Behaviour,
+    shared: Shared<'_>,
+) {
+    use lock_store::election::{CampaignOptions, Election};
+    let client = CANDIDATES + index;
+    let mut rng = Rng::stream(seed, client as u64);
+    let candidate = format!("e{index}");
+    *tag.lock().unwrap() = Tag {
+        owner: candidate.clone(),
+        exclusive: true,
+        permits: 0,
+        ttl_ms: how.ttl.as_millis() as u64,
+    };
+    let election = Election::new(
+        locks,
+        LEADER_KEY,
+        &candidate,
+        CampaignOptions::new(how.ttl.into()),
+    )
+    .expect("good campaign options");
+    let control = election.control();
+    let history = shared.history;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !shared.stop.load(SeqCst) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            control.shut_down();
+        });
+        let mut writes = 0u64;
+        let led = election.run(|term| {
+            let fence = term.fence().0;
+            let started = now_us();
+            let at = {
+                let mut holds = history.holds.lock().unwrap();
+                holds.push(Hold {
+                    client,
+                    workload: Workload::Election,
+                    key: LEADER_KEY.to_owned(),
+                    owner: candidate.clone(),
+                    exclusive: true,
+                    fence,
+                    // Asked in line, maybe long before, and handed over: when is unknown.
+                    invoked_us: 0,
+                    granted_us: started,
+                    deadline_us: started,
+                    released_us: None,
+                });
+                holds.len() - 1
+            };
+            let terms_writes = rng.between(2, 8);
+            for _ in 0..terms_writes {
+                if term
+                    .wait_stop(Duration::from_millis(rng.between(5, 30)))
+                    .is_some()
+                {
+                    break;
+                }
+                // It may believe it leads until its stop signal is due (the lease's end on its
+                // clock less the margin), as of this look.
+                if let Some(by) = term.stop_by() {
+                    let left = by.saturating_duration_since(std::time::Instant::now());
+                    history.holds.lock().unwrap()[at].deadline_us =
+                        now_us() + u64::try_from(left.as_micros()).unwrap();
+                }
+                let read = shared.leader_register.read(fence);
+                if rng.chance(how.stall) {
+                    history.stalls.fetch_add(1, SeqCst);
+                    std::thread::sleep(how.ttl * 3 / 2);
+                }
+                if let Some(mut set) = read {
+                    writes += 1;
+                    let add = ((client as u64) << 32) | writes;
+                    set.insert(add);
+                    shared.leader_register.write(client, fence, set, add);
+                }
+            }
+            history.holds.lock().unwrap()[at].released_us = Some(now_us());
+        });
+        if let Err(e) = led {
+            panic!("candidate {candidate}'s campaign ended: {e}");
+        }
+    });
 }

@@ -53,6 +53,9 @@ pub enum Workload {
     LockSet,
     /// A semaphore of [`PLACES`] permits taken by shared (one) and exclusive (all) leases.
     Places,
+    /// Candidates of one election; each leader writes to its own register with its term's
+    /// fence while it leads.
+    Election,
 }
 
 /// The permits of the [`Workload::Places`] key.
@@ -68,11 +71,13 @@ pub struct Hold {
     /// Exclusive (takes every place) or shared (one).
     pub exclusive: bool,
     pub fence: u64,
-    /// When the acquire was called and when it answered.
+    /// When the acquire was called (0: unknown, a term handed over in line) and when it
+    /// answered (a term: when its body started).
     pub invoked_us: u64,
     pub granted_us: u64,
     /// The lease's deadline as it said (the store's time, which on this one machine is the
-    /// clients' own).
+    /// clients' own); for a leader, when its stop signal was due as of its last look (the
+    /// lease's end on its clock less the margin).
     pub deadline_us: u64,
     /// When its holder called release (`None`: it never did: it crashed, or the run ended).
     pub released_us: Option<u64>,

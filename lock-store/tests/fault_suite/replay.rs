@@ -7,7 +7,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use lock_core::{
-    AcquireOptions, AcquireOutcome, Fence, Instant, KeyRecord, Limits, Mode, Request, Response,
+    AcquireOptions, AcquireOutcome, EventKind, Fence, Instant, KeyInfo, KeyRecord, Limits, Mode,
+    Request, Response,
 };
 use lock_store::store::TOMBSTONE;
 
@@ -53,10 +54,12 @@ fn bytes_of(after: &KeyRecord) -> Vec<u8> {
 }
 
 /// The requests `sent`'s client could have been making when it wrote: its acquire (as a
-/// try), a release or extension of each lease it holds in `prev`, a cancelled wait, time alone.
+/// try, or queueing with the wait its place in `after` shows), a renewal of that place, a
+/// release or extension of each lease it holds in `prev`, a cancelled wait, time alone.
 fn candidates<'a>(
     sent: &'a Sent,
     prev: &KeyRecord,
+    after: Option<&'a KeyInfo>,
     now: Instant,
     limits: &Limits,
 ) -> Vec<Request<'a>> {
@@ -90,6 +93,32 @@ fn candidates<'a>(
         Request::CancelWait { key, owner, now },
         Request::HandleTimeout { now },
     ];
+    for w in after
+        .iter()
+        .flat_map(|a| &a.waiters)
+        .filter(|w| w.owner == tag.owner)
+    {
+        let queued = AcquireOptions {
+            mode: w.mode,
+            metadata: &w.metadata,
+            wait_alive: lock_core::Duration(w.wait_deadline.0.saturating_sub(now.0)),
+            ..options
+        };
+        out.push(Request::AcquireWith {
+            key,
+            owner,
+            ttl: w.ttl,
+            wait_deadline: w.wait_end,
+            options: queued,
+            now,
+        });
+        out.push(Request::RenewWait {
+            key,
+            owner,
+            wait_deadline: w.wait_deadline,
+            now,
+        });
+    }
     let mut look = prev.clone();
     if let Ok(Some(info)) = look.inspect(key, now, limits).reply {
         for h in info.holders.iter().filter(|h| h.owner == tag.owner) {
@@ -171,7 +200,10 @@ pub fn replay(recorded: &Recorded, holds: &[Hold]) -> Replayed {
         let now = Instant(sent.at_ms);
         let written = sent.bytes.clone().unwrap_or_else(|| TOMBSTONE.to_vec());
         let fences: Vec<Fence> = fresh.iter().map(|f| Fence(*f)).collect();
-        let found = candidates(sent, &prev, now, &limits)
+        let after = record_of(sent, fresh, &limits)
+            .ok()
+            .and_then(|mut a| a.inspect(&sent.key, now, &limits).reply.ok().flatten());
+        let found = candidates(sent, &prev, after.as_ref(), now, &limits)
             .into_iter()
             .find_map(|request| {
                 let mut after = prev.clone();
@@ -194,6 +226,12 @@ pub fn replay(recorded: &Recorded, holds: &[Hold]) -> Replayed {
                 out.replayed += 1;
                 if let Response::Acquire(Ok(AcquireOutcome::Acquired(g))) = step.reply {
                     grants.insert((sent.tag.owner.clone(), g.fence.0));
+                }
+                // Hand-offs: a release or an expiry that granted the next in line.
+                for event in step.events {
+                    if let EventKind::Granted { owner, fence, .. } = event.kind {
+                        grants.insert((owner, fence.0));
+                    }
                 }
             }
         }

@@ -50,6 +50,8 @@ pub struct Setup {
     /// (single-host URLs only).
     pub proxied: bool,
     pub clients: usize,
+    /// Candidates of the election, beside the clients.
+    pub candidates: usize,
     pub behaviour: Behaviour,
     pub fenced: bool,
     pub bound: Duration,
@@ -70,7 +72,9 @@ pub struct Report {
     pub stalls: usize,
     pub crashes: usize,
     pub faults: Vec<Fault>,
+    /// The lock-set register and the leaders' register, together.
     pub register: RegisterCheck,
+    pub terms: usize,
     pub replay: Replayed,
     /// Fences repeated or out of order.
     pub fences: Vec<String>,
@@ -96,7 +100,7 @@ impl Report {
             .collect();
         format!(
             "jepsen {} (seed {}, {:.1} s): {} operations ({} failed with a store error), {} leases, \
-             {} stalls, {} crashes; faults: {}; register: {} writes, {} accepted, {} refused, \
+             {} terms, {} stalls, {} crashes; faults: {}; registers: {} writes, {} accepted, {} refused, \
              {} adds lost, {} live holders refused; replay: {} writes replayed, {} unreplayable, \
              {} forks, {} leases unverified; fence violations {}, exclusion \
              violations {}, replay violations {}",
@@ -106,6 +110,7 @@ impl Report {
             self.tried,
             self.failed,
             self.holds,
+            self.terms,
             self.stalls,
             self.crashes,
             if counted.is_empty() { "none".into() } else { counted.join(", ") },
@@ -168,7 +173,7 @@ pub fn run(setup: &Setup, nemesis: &mut dyn Nemesis, seed: u64) -> Report {
         store.install().expect("the namespace installs");
     }
     let proxies: Vec<Proxy> = if setup.proxied {
-        (0..setup.clients)
+        (0..setup.clients + setup.candidates)
             .map(|_| Proxy::for_url(&setup.url))
             .collect()
     } else {
@@ -177,8 +182,14 @@ pub fn run(setup: &Setup, nemesis: &mut dyn Nemesis, seed: u64) -> Report {
     let log: Log = Arc::default();
     let history = History::default();
     let register = Register::new(setup.fenced);
-    let clients: Vec<(Locks, Arc<Mutex<Tag>>)> = (0..setup.clients)
+    let leader_register = Register::new(setup.fenced);
+    let clients: Vec<(Locks, Arc<Mutex<Tag>>)> = (0..setup.clients + setup.candidates)
         .map(|i| {
+            let index = if i < setup.clients {
+                i
+            } else {
+                client::CANDIDATES + i - setup.clients
+            };
             let url = proxies
                 .get(i)
                 .map_or(setup.url.clone(), |p| p.url(&setup.url));
@@ -186,7 +197,7 @@ pub fn run(setup: &Setup, nemesis: &mut dyn Nemesis, seed: u64) -> Report {
             let inner = lock_store::store::open(&url, &ns, setup.bound).expect("a client opens");
             let recorder = Recorder {
                 inner,
-                client: i,
+                client: index,
                 tag: tag.clone(),
                 log: log.clone(),
             };
@@ -197,11 +208,19 @@ pub fn run(setup: &Setup, nemesis: &mut dyn Nemesis, seed: u64) -> Report {
     std::thread::scope(|s| {
         let shared = client::Shared {
             register: &register,
+            leader_register: &leader_register,
             history: &history,
             stop: &stop,
         };
         for (i, (locks, tag)) in clients.iter().enumerate() {
-            s.spawn(move || client::run(i, seed, locks, tag, setup.behaviour, shared));
+            if i < setup.clients {
+                s.spawn(move || client::run(i, seed, locks, tag, setup.behaviour, shared));
+            } else {
+                let index = i - setup.clients;
+                s.spawn(move || {
+                    client::run_candidate(index, seed, locks, tag, setup.behaviour, shared)
+                });
+            }
         }
         let mut rng = Rng::stream(seed, 0);
         let mut faults = nemesis.faults();
@@ -236,6 +255,7 @@ pub fn run(setup: &Setup, nemesis: &mut dyn Nemesis, seed: u64) -> Report {
     let holds = history.holds.lock().unwrap().clone();
     let log = log.lock().unwrap().clone();
     let (final_set, writes) = register.finish();
+    let (leaders_set, leaders_writes) = leader_register.finish();
     if let Ok(dir) = std::env::var("LOCK_JEPSEN_HISTORY") {
         keep_history(
             std::path::Path::new(&dir),
@@ -254,7 +274,12 @@ pub fn run(setup: &Setup, nemesis: &mut dyn Nemesis, seed: u64) -> Report {
         stalls: history.stalls.load(SeqCst),
         crashes: history.crashes.load(SeqCst),
         faults: history.faults.lock().unwrap().clone(),
-        register: check::register(&holds, &writes, &final_set),
+        register: check::register(&holds, &writes, &final_set)
+            + check::register(&holds, &leaders_writes, &leaders_set),
+        terms: holds
+            .iter()
+            .filter(|h| h.workload == super::history::Workload::Election)
+            .count(),
         replay: replay::replay(&log, &holds),
         fences: check::fences(&holds, &log.sent),
         exclusion: check::exclusion(&holds),
