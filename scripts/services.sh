@@ -15,6 +15,7 @@
 #                                      never started, stopped or written outside the tests'
 #                                      own namespaces.
 #   LOCK_STORE_THROWAWAY=1             always use throwaway instances (to test this script).
+# ensure_services also installs Debian's faketime if missing (the fault suite's clock offsets).
 
 SERVICES_DIR="${SERVICES_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/target/services}"
 THROWAWAY_STARTED=()
@@ -113,6 +114,8 @@ throwaway_mariadb() {
 # Exports the three URLs (see the top of this file).
 ensure_services() {
   local throwaway="${LOCK_STORE_THROWAWAY:-0}"
+  # The fault suite runs a standby whose clock is off this machine's (tests/jepsen.rs).
+  command -v faketime >/dev/null || install_packages faketime
   if [ -z "${LOCK_STORE_REDIS_URL:-}" ]; then
     if [ "$throwaway" != 1 ] && redis_answers 6379; then
       export LOCK_STORE_REDIS_URL="redis://127.0.0.1:6379"

@@ -53,13 +53,18 @@ fn unique_namespace(prefix: &str) -> String {
 }
 
 /// Polls `f` every 10 ms until it answers `Some` (at most 30 s).
-fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let end = Instant::now() + Duration::from_secs(30);
+fn eventually<T>(what: &str, f: impl FnMut() -> Option<T>) -> T {
+    eventually_within(what, 30, f)
+}
+
+/// Polls `f` every 10 ms until it answers `Some` (at most `seconds`).
+fn eventually_within<T>(what: &str, seconds: u64, mut f: impl FnMut() -> Option<T>) -> T {
+    let end = Instant::now() + Duration::from_secs(seconds);
     loop {
         if let Some(v) = f() {
             return v;
         }
-        assert!(Instant::now() < end, "{what}: not within 30 s");
+        assert!(Instant::now() < end, "{what}: not within {seconds} s");
         std::thread::sleep(Duration::from_millis(10));
     }
 }

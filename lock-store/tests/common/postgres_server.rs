@@ -45,6 +45,12 @@ fn run(cmd: &mut Command, what: &str) {
 pub struct Cluster {
     dir: PathBuf,
     port: u16,
+    /// Its clock's offset from this machine's, as Debian's libfaketime takes it (`-5s`);
+    /// `None`: the machine's clock.
+    clock: Option<String>,
+    /// The server's process when this test started it itself (under faketime), reaped once it
+    /// stopped.
+    server: std::sync::Mutex<Option<std::process::Child>>,
 }
 
 impl Cluster {
@@ -69,7 +75,19 @@ impl Cluster {
 
     /// A standby of `primary` on `port` (`pg_basebackup -R`), started and streaming.
     pub fn standby_of(primary: &Cluster, name: &str, port: u16) -> Self {
-        let cluster = Self::at(name, port);
+        Self::standby_with_clock(primary, name, port, None)
+    }
+
+    /// [`standby_of`](Self::standby_of), its clock `clock` off this machine's (the server run
+    /// under Debian's `faketime`).
+    pub fn standby_with_clock(
+        primary: &Cluster,
+        name: &str,
+        port: u16,
+        clock: Option<&str>,
+    ) -> Self {
+        let mut cluster = Self::at(name, port);
+        cluster.clock = clock.map(str::to_owned);
         let mut backup = as_owner(&bin_dir().join("pg_basebackup"));
         backup.args(["-h", "127.0.0.1", "-p", &primary.port.to_string()]);
         backup.args(["-U", "postgres", "-R", "--no-sync", "-D"]);
@@ -89,7 +107,12 @@ impl Cluster {
             let mut chown = Command::new("chown");
             run(chown.args(["-R", "postgres"]).arg(&dir), "chown");
         }
-        Cluster { dir, port }
+        Cluster {
+            dir,
+            port,
+            clock: None,
+            server: std::sync::Mutex::default(),
+        }
     }
 
     fn data(&self) -> PathBuf {
@@ -114,12 +137,43 @@ impl Cluster {
 
     /// Starts it.
     pub fn start(&self) {
-        self.pg_ctl(&["start"]);
+        let Some(offset) = &self.clock else {
+            self.pg_ctl(&["start"]);
+            return;
+        };
+        // The server itself under faketime (`pg_ctl -w` waits on a clock faketime moves).
+        let log = std::fs::File::create(self.dir.join("postgres.log")).unwrap();
+        let mut server = as_owner(Path::new("faketime"));
+        server.args(["-f", offset]).arg(bin_dir().join("postgres"));
+        server
+            .arg("-D")
+            .arg(self.data())
+            .args(["-p", &self.port.to_string(), "-k"]);
+        server
+            .arg(&self.dir)
+            .args(["-c", "listen_addresses=127.0.0.1"]);
+        let child = server
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("Debian's faketime installed (scripts/services.sh installs it)");
+        *self.server.lock().unwrap() = Some(child);
+        super::eventually_within("the server under faketime answers", 30, || {
+            let ready = Command::new(bin_dir().join("pg_isready"))
+                .args(["-q", "-h", "127.0.0.1", "-p", &self.port.to_string()])
+                .status()
+                .ok()?;
+            ready.success().then_some(())
+        });
     }
 
     /// Stops it: `fast` (clean) or `immediate` (as a crash: no checkpoint).
     pub fn stop(&self, mode: &str) {
         self.pg_ctl(&["-m", mode, "stop"]);
+        if let Some(mut server) = self.server.lock().unwrap().take() {
+            let _ = server.wait();
+        }
     }
 
     /// Restarts it (`fast` or `immediate`).
@@ -200,6 +254,9 @@ impl Drop for Cluster {
         let _ = (cmd.arg("-D").arg(self.data()))
             .args(["-m", "immediate", "-w", "stop"])
             .output();
+        if let Some(mut server) = self.server.lock().unwrap().take() {
+            let _ = server.wait();
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

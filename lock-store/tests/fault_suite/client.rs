@@ -120,7 +120,9 @@ pub fn run(
                 fence,
                 invoked_us,
                 granted_us: now_us(),
-                deadline_us: lease.deadline().0 * 1000,
+                // As its holder sees it: its store's deadline on this process's clock (a
+                // server whose clock is off says another instant).
+                deadline_us: now_us() + u64::try_from(lease.time_left().as_micros()).unwrap(),
                 released_us: None,
             });
             holds.len() - 1

@@ -75,9 +75,9 @@ pub struct Hold {
     /// answered (a term: when its body started).
     pub invoked_us: u64,
     pub granted_us: u64,
-    /// The lease's deadline as it said (the store's time, which on this one machine is the
-    /// clients' own); for a leader, when its stop signal was due as of its last look (the
-    /// lease's end on its clock less the margin).
+    /// The lease's deadline on this machine's clock, as its holder saw it when it was granted
+    /// (the time it had left); for a leader, when its stop signal was due as of its last look
+    /// (the lease's end on its clock less the margin).
     pub deadline_us: u64,
     /// When its holder called release (`None`: it never did: it crashed, or the run ended).
     pub released_us: Option<u64>,

@@ -24,10 +24,12 @@ pub struct Topology {
 }
 
 impl Topology {
-    /// Starts the primary on `base` and its standby on `base + 1`.
-    pub fn start(base: u16, synchronous: bool) -> Self {
+    /// Starts the primary on `base` and its standby on `base + 1`, the standby's clock
+    /// `standby_clock` off this machine's (libfaketime's offset: `-5s`).
+    pub fn start(base: u16, synchronous: bool, standby_clock: Option<&str>) -> Self {
         let primary = Cluster::init("jepsen_primary", base);
-        let standby = Cluster::standby_of(&primary, "jepsen_standby", base + 1);
+        let standby =
+            Cluster::standby_with_clock(&primary, "jepsen_standby", base + 1, standby_clock);
         if synchronous {
             primary.query("ALTER SYSTEM SET synchronous_standby_names = '*'");
             primary.query("SELECT pg_reload_conf()");
