@@ -44,9 +44,13 @@
 
 #[path = "shared/cell.rs"]
 mod cell;
+#[path = "shared/pairs.rs"]
+mod pairs;
+#[path = "shared/shedlock.rs"]
+mod shedlock;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lock_core::{Duration as Ms, Fence, Instant as At, KeyRecord, Limits, Request};
@@ -54,24 +58,15 @@ use lock_store::{AcquireOptions, Locks};
 use mysql::prelude::Queryable;
 
 use cell::Cell;
+use pairs::{measure, MakePair, Pair};
+use shedlock::PgShedLock;
 
 const TTL: Duration = Duration::from_secs(30);
 const CONNECTIONS: [usize; 3] = [1, 16, 64];
 
-/// Makes connection `i`'s way to take and give back keys.
-type MakePair<'a> = dyn Fn(usize) -> Box<dyn Pair> + Sync + 'a;
-
 /// What lock-store is measured against: its name, how to make its connections, and whether
 /// the hot-key workload means anything for it.
 type Alternative<'a> = (&'a str, &'a MakePair<'a>, bool);
-
-/// One connection's way to take and give back a key.
-trait Pair: Send {
-    /// Tries to take `key`; true if taken.
-    fn take(&mut self, key: &str) -> bool;
-    /// Gives `key` back (only called after a successful take).
-    fn give(&mut self, key: &str);
-}
 
 struct Ours {
     locks: Locks,
@@ -403,27 +398,6 @@ impl Pair for Advisory {
     }
 }
 
-struct PgTable {
-    client: postgres::Client,
-    owner: String,
-    take: postgres::Statement,
-    give: postgres::Statement,
-}
-
-impl Pair for PgTable {
-    fn take(&mut self, key: &str) -> bool {
-        self.client
-            .execute(&self.take, &[&key, &self.owner])
-            .unwrap()
-            == 1
-    }
-    fn give(&mut self, key: &str) {
-        self.client
-            .execute(&self.give, &[&key, &self.owner])
-            .unwrap();
-    }
-}
-
 struct GetLock {
     conn: mysql::Conn,
 }
@@ -642,54 +616,6 @@ fn aim_cell(hot: bool, connections: usize) -> bool {
     !hot && (connections == 1 || connections == 16)
 }
 
-/// Runs `connections` threads for `seconds`: distinct keys (pairs) or one hot key (attempts).
-/// Answers every operation's latency.
-fn measure(
-    make: &MakePair<'_>,
-    connections: usize,
-    hot: bool,
-    seconds: f64,
-    tag: &str,
-) -> Vec<Duration> {
-    let pairs: Vec<Box<dyn Pair>> = (0..connections).map(make).collect();
-    let barrier = Arc::new(Barrier::new(connections));
-    let run_for = Duration::from_secs_f64(seconds);
-    let threads: Vec<_> = pairs
-        .into_iter()
-        .enumerate()
-        .map(|(i, mut pair)| {
-            let barrier = Arc::clone(&barrier);
-            let key = if hot {
-                format!("{tag}hot")
-            } else {
-                format!("{tag}k{i}")
-            };
-            std::thread::spawn(move || {
-                let mut latencies = Vec::with_capacity(4096);
-                // One untimed pair first, for every contender alike: its connection made and
-                // its statements prepared, lock-store's cache of the record filled.
-                if pair.take(&key) {
-                    pair.give(&key);
-                }
-                barrier.wait();
-                let start = Instant::now();
-                while start.elapsed() < run_for {
-                    let t = Instant::now();
-                    if pair.take(&key) {
-                        pair.give(&key);
-                    }
-                    latencies.push(t.elapsed());
-                }
-                latencies
-            })
-        })
-        .collect();
-    threads
-        .into_iter()
-        .flat_map(|t| t.join().unwrap())
-        .collect()
-}
-
 fn url(var: &str, default: &str) -> String {
     std::env::var(var).unwrap_or_else(|_| default.to_owned())
 }
@@ -880,9 +806,10 @@ fn main() {
         let mut admin = postgres::Client::connect(&pg_url, postgres::NoTls).unwrap();
         admin
         .batch_execute(&format!(
-            "CREATE TABLE {shed} (name text PRIMARY KEY, lock_until timestamptz NOT NULL, locked_at timestamptz NOT NULL, locked_by text NOT NULL); \
+            "{}; \
              CREATE TABLE {floor_table} (key text PRIMARY KEY, version bigint NOT NULL, record bytea NOT NULL, fences bigint[] NOT NULL) WITH (fillfactor = 90); \
-             CREATE SEQUENCE {floor_table}_fences"
+             CREATE SEQUENCE {floor_table}_fences",
+            shedlock::create_table(&shed)
         ))
         .unwrap();
         let ours_pg = |i: usize| -> Box<dyn Pair> {
@@ -903,26 +830,7 @@ fn main() {
             Box::new(Advisory { client, take, give })
         };
         let pg_table = |i: usize| -> Box<dyn Pair> {
-            let mut client = postgres::Client::connect(&pg_url, postgres::NoTls).unwrap();
-            // ShedLock's PostgreSQL provider: insert the row once, then take it with an update.
-            let take = client
-            .prepare(&format!(
-                "INSERT INTO {shed} AS s (name, lock_until, locked_at, locked_by) VALUES ($1, now() + interval '30 seconds', now(), $2) \
-                 ON CONFLICT (name) DO UPDATE SET lock_until = EXCLUDED.lock_until, locked_at = EXCLUDED.locked_at, locked_by = EXCLUDED.locked_by \
-                 WHERE s.lock_until <= now()"
-            ))
-            .unwrap();
-            let give = client
-                .prepare(&format!(
-                    "UPDATE {shed} SET lock_until = now() WHERE name = $1 AND locked_by = $2"
-                ))
-                .unwrap();
-            Box::new(PgTable {
-                client,
-                owner: format!("o{i}"),
-                take,
-                give,
-            })
+            Box::new(PgShedLock::connect(&pg_url, &shed, format!("o{i}")))
         };
         let pg_floor = |_: usize| -> Box<dyn Pair> {
             let mut client = postgres::Client::connect(&pg_url, postgres::NoTls).unwrap();

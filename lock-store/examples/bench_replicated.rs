@@ -24,21 +24,26 @@
 
 #[path = "shared/cell.rs"]
 mod cell;
+#[path = "shared/pairs.rs"]
+mod pairs;
 #[allow(dead_code)]
 #[path = "../tests/common/postgres_server.rs"]
 mod postgres_server;
 #[allow(dead_code)]
 #[path = "../tests/common/redis_server.rs"]
 mod redis_server;
+#[path = "shared/shedlock.rs"]
+mod shedlock;
 
-use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use lock_store::{Lease, Locks};
 
 use cell::Cell;
+use pairs::{measure, MakePair, Pair};
 use postgres_server::Cluster;
 use redis_server::{Throwaway, NO_PERSISTENCE};
+use shedlock::PgShedLock;
 
 const TTL: Duration = Duration::from_secs(30);
 const CONNECTIONS: [usize; 2] = [1, 16];
@@ -67,12 +72,6 @@ fn eventually_within<T>(what: &str, seconds: u64, mut f: impl FnMut() -> Option<
         assert!(Instant::now() < end, "{what}: not within {seconds} s");
         std::thread::sleep(Duration::from_millis(10));
     }
-}
-
-/// One connection's way to take a key and give it back.
-trait Pair: Send {
-    fn take(&mut self, key: &str) -> bool;
-    fn give(&mut self, key: &str);
 }
 
 struct Ours {
@@ -150,94 +149,12 @@ impl Pair for SetNx {
     }
 }
 
-/// ShedLock's PostgreSQL provider: insert the row once, then take it with an update.
-struct ShedLock {
-    client: postgres::Client,
-    owner: String,
-    take: postgres::Statement,
-    give: postgres::Statement,
-}
-
-impl ShedLock {
-    fn new(url: &str, table: &str, i: usize) -> Self {
-        let mut client = postgres::Client::connect(url, postgres::NoTls).unwrap();
-        let take = client
-            .prepare(&format!(
-                "INSERT INTO {table} AS s (name, lock_until, locked_at, locked_by) VALUES ($1, now() + interval '30 seconds', now(), $2) \
-                 ON CONFLICT (name) DO UPDATE SET lock_until = EXCLUDED.lock_until, locked_at = EXCLUDED.locked_at, locked_by = EXCLUDED.locked_by \
-                 WHERE s.lock_until <= now()"
-            ))
-            .unwrap();
-        let give = client
-            .prepare(&format!(
-                "UPDATE {table} SET lock_until = now() WHERE name = $1 AND locked_by = $2"
-            ))
-            .unwrap();
-        ShedLock {
-            client,
-            owner: format!("o{i}"),
-            take,
-            give,
-        }
-    }
-}
-
-impl Pair for ShedLock {
-    fn take(&mut self, key: &str) -> bool {
-        self.client
-            .execute(&self.take, &[&key, &self.owner])
-            .unwrap()
-            == 1
-    }
-    fn give(&mut self, key: &str) {
-        self.client
-            .execute(&self.give, &[&key, &self.owner])
-            .unwrap();
-    }
-}
-
-type MakePair<'a> = dyn Fn(usize) -> Box<dyn Pair> + Sync + 'a;
-
 /// One contender: its store, topology and name, and how to make its connections.
 struct Contender<'a> {
     store: &'static str,
     topology: &'static str,
     name: &'static str,
     make: Box<MakePair<'a>>,
-}
-
-/// `connections` threads taking and giving back their own keys for `seconds`; every pair's
-/// latency.
-fn measure(make: &MakePair<'_>, connections: usize, seconds: f64, tag: &str) -> Vec<Duration> {
-    let barrier = Arc::new(Barrier::new(connections));
-    let run_for = Duration::from_secs_f64(seconds);
-    let threads: Vec<_> = (0..connections)
-        .map(|i| {
-            let mut pair = make(i);
-            let barrier = Arc::clone(&barrier);
-            let key = format!("{tag}k{i}");
-            std::thread::spawn(move || {
-                let mut latencies = Vec::with_capacity(4096);
-                // One untimed pair first: connections made, statements prepared.
-                if pair.take(&key) {
-                    pair.give(&key);
-                }
-                barrier.wait();
-                let start = Instant::now();
-                while start.elapsed() < run_for {
-                    let t = Instant::now();
-                    assert!(pair.take(&key), "a distinct key is free");
-                    pair.give(&key);
-                    latencies.push(t.elapsed());
-                }
-                latencies
-            })
-        })
-        .collect();
-    threads
-        .into_iter()
-        .flat_map(|t| t.join().unwrap())
-        .collect()
 }
 
 /// Peak resident memory of this process (`VmHWM`), in MiB.
@@ -330,21 +247,14 @@ fn main() {
         let async_standby = Cluster::standby_of(&async_primary, "replbench_async_standby", pg + 2);
         let sync_primary = Cluster::init("replbench_sync", pg + 3);
         let sync_standby = Cluster::standby_of(&sync_primary, "replbench_sync_standby", pg + 4);
-        sync_primary.query("ALTER SYSTEM SET synchronous_standby_names = '*'");
-        sync_primary.query("SELECT pg_reload_conf()");
-        eventually("the standby is synchronous", || {
-            (sync_primary.query("SELECT sync_state FROM pg_stat_replication") == "sync")
-                .then_some(())
-        });
+        sync_primary.make_synchronous();
         let table = format!("{ns}_shedlock");
         for (topology, cluster) in [
             ("alone", &alone),
             ("primary + async standby", &async_primary),
             ("primary + sync standby", &sync_primary),
         ] {
-            cluster.query(&format!(
-                "CREATE TABLE {table} (name text PRIMARY KEY, lock_until timestamptz NOT NULL, locked_at timestamptz NOT NULL, locked_by text NOT NULL)"
-            ));
+            cluster.query(&shedlock::create_table(&table));
             let url = cluster.url();
             let (ours_url, ours_ns) = (url.clone(), ns.clone());
             contenders.push(Contender {
@@ -364,7 +274,9 @@ fn main() {
                 store: "postgres",
                 topology,
                 name: "ShedLock-style table",
-                make: Box::new(move |i| Box::new(ShedLock::new(&url, &table, i))),
+                make: Box::new(move |i| {
+                    Box::new(PgShedLock::connect(&url, &table, format!("o{i}")))
+                }),
             });
         }
         clusters.extend([
@@ -393,7 +305,13 @@ fn main() {
                 for i in 0..mine.len() {
                     let who = (i + turn) % mine.len();
                     let tag = format!("{ns}:{who}:{turn}:");
-                    latencies[who].extend(measure(&mine[who].make, connections, per_turn, &tag));
+                    latencies[who].extend(measure(
+                        &mine[who].make,
+                        connections,
+                        false,
+                        per_turn,
+                        &tag,
+                    ));
                 }
             }
             let cells: Vec<Cell> = latencies

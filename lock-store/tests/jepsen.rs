@@ -112,20 +112,15 @@ mod jepsen {
     }
 
     fn single(label: &str, url: String, fenced: bool, stall: u64) -> Report {
+        let name = format!(
+            "{label} single server{}",
+            if fenced { "" } else { ", unfenced register" }
+        );
         let setup = Setup {
-            name: format!(
-                "{label} single server{}",
-                if fenced { "" } else { ", unfenced register" }
-            ),
-            url,
             proxied: true,
-            clients: 4,
-            candidates: 2,
             behaviour: behaviour(stall),
             fenced,
-            bound: Duration::from_millis(500),
-            faults: fault_suite::faults(FAULTS),
-            tail: TAIL,
+            ..setup(name, url)
         };
         run(&setup, &mut NoServerFaults, fault_suite::seed())
     }
@@ -159,23 +154,12 @@ mod jepsen {
         17400 + (std::process::id() % 40) as u16 * 100 + offset
     }
 
-    #[cfg(feature = "redis")]
-    fn redis_with_sentinels(wait_replicas: bool, offset: u16) -> Report {
-        let mut topology = fault_suite::redis_sentinel::Topology::start(ports(offset));
-        let setup = Setup {
-            name: format!(
-                "redis primary, 2 replicas, 3 sentinels ({})",
-                if wait_replicas {
-                    "wait_replicas=1"
-                } else {
-                    "asynchronous"
-                }
-            ),
-            url: if wait_replicas {
-                format!("{}?wait_replicas=1", topology.url())
-            } else {
-                topology.url()
-            },
+    /// A run of `url`: four clients and two candidates, the fenced register, calls bounded at
+    /// 500 ms, the short run's faults.
+    fn setup(name: String, url: String) -> Setup {
+        Setup {
+            name,
+            url,
             proxied: false,
             clients: 4,
             candidates: 2,
@@ -184,7 +168,26 @@ mod jepsen {
             bound: Duration::from_millis(500),
             faults: fault_suite::faults(FAULTS),
             tail: TAIL,
+        }
+    }
+
+    #[cfg(feature = "redis")]
+    fn redis_with_sentinels(wait_replicas: bool, offset: u16) -> Report {
+        let mut topology = fault_suite::redis_sentinel::Topology::start(ports(offset));
+        let name = format!(
+            "redis primary, 2 replicas, 3 sentinels ({})",
+            if wait_replicas {
+                "wait_replicas=1"
+            } else {
+                "asynchronous"
+            }
+        );
+        let url = if wait_replicas {
+            format!("{}?wait_replicas=1", topology.url())
+        } else {
+            topology.url()
         };
+        let setup = setup(name, url);
         run(&setup, &mut topology, fault_suite::seed())
     }
 
@@ -225,36 +228,21 @@ mod jepsen {
             synchronous,
             standby_clock,
         );
-        let setup = Setup {
-            name: format!(
-                "postgres primary and {} standby{}",
-                if synchronous {
-                    "synchronous"
-                } else {
-                    "asynchronous"
-                },
-                standby_clock.map_or(String::new(), |c| format!(" whose clock is {c}"))
-            ),
-            url: topology.url(),
-            proxied: false,
-            clients: 4,
-            candidates: 2,
-            behaviour: behaviour(5),
-            fenced: true,
-            bound: Duration::from_millis(500),
-            // With a clock of its own, the failover first, then long enough for the promoted
-            // standby's clock to pass the records the old primary wrote.
-            faults: if standby_clock.is_some() {
-                1
+        let name = format!(
+            "postgres primary and {} standby{}",
+            if synchronous {
+                "synchronous"
             } else {
-                fault_suite::faults(FAULTS)
+                "asynchronous"
             },
-            tail: if standby_clock.is_some() {
-                Duration::from_secs(8)
-            } else {
-                TAIL
-            },
-        };
+            standby_clock.map_or(String::new(), |c| format!(" whose clock is {c}"))
+        );
+        let mut setup = setup(name, topology.url());
+        if standby_clock.is_some() {
+            // The failover first, then long enough for the promoted standby's clock to pass
+            // the records the old primary wrote.
+            (setup.faults, setup.tail) = (1, Duration::from_secs(8));
+        }
         run(&setup, &mut topology, fault_suite::seed())
     }
 

@@ -419,12 +419,7 @@ mod postgres_synchronous_standby {
         let primary = Cluster::init("pg_sync_primary", port);
         let standby = Cluster::standby_of(&primary, "pg_sync_standby", port + 1);
         if synchronous {
-            primary.query("ALTER SYSTEM SET synchronous_standby_names = '*'");
-            primary.query("SELECT pg_reload_conf()");
-            common::eventually("the standby is synchronous", || {
-                (primary.query("SELECT sync_state FROM pg_stat_replication") == "sync")
-                    .then_some(())
-            });
+            primary.make_synchronous();
         }
         let url = format!(
             "postgres://postgres@127.0.0.1:{port},127.0.0.1:{}/postgres?target_session_attrs=read-write",

@@ -230,6 +230,16 @@ impl Cluster {
         }
     }
 
+    /// Makes its standby synchronous (`synchronous_standby_names = '*'`: a commit waits until
+    /// the standby has it), once the standby says so.
+    pub fn make_synchronous(&self) {
+        self.query("ALTER SYSTEM SET synchronous_standby_names = '*'");
+        self.query("SELECT pg_reload_conf()");
+        super::eventually("the standby is synchronous", || {
+            (self.query("SELECT sync_state FROM pg_stat_replication") == "sync").then_some(())
+        });
+    }
+
     /// Cuts its standbys off (ends their WAL senders): what it writes from now on reaches
     /// none of them until they connect again.
     pub fn cut_standbys(&self) {

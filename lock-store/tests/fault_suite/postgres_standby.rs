@@ -31,12 +31,7 @@ impl Topology {
         let standby =
             Cluster::standby_with_clock(&primary, "jepsen_standby", base + 1, standby_clock);
         if synchronous {
-            primary.query("ALTER SYSTEM SET synchronous_standby_names = '*'");
-            primary.query("SELECT pg_reload_conf()");
-            common::eventually("the standby is synchronous", || {
-                (primary.query("SELECT sync_state FROM pg_stat_replication") == "sync")
-                    .then_some(())
-            });
+            primary.make_synchronous();
         }
         Topology {
             primary,
