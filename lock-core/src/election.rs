@@ -365,6 +365,9 @@ pub struct Campaign {
     leaving: bool,
     /// Terms started so far.
     terms: u64,
+    /// The fence of the last term started: a grant that is not above it is that term's lease,
+    /// still on the lock (its release failed), not a new term.
+    last_term: Option<Fence>,
 }
 
 impl Campaign {
@@ -380,6 +383,7 @@ impl Campaign {
             actions: VecDeque::new(),
             leaving: false,
             terms: 0,
+            last_term: None,
         })
     }
 
@@ -439,20 +443,25 @@ impl Campaign {
     /// The campaign was granted the key with `fence`; its lease ends at `local_end` on this
     /// candidate's clock at the latest. A grant heard within the margin of its end starts no
     /// term: it is released, and the candidate campaigns again; so is one whose
-    /// [`Action::Start`] is polled only within that margin (the process paused in between).
+    /// [`Action::Start`] is polled only within that margin (the process paused in between),
+    /// and one whose fence is not above the last term's: the lock answered the candidate's own
+    /// lease of that term, which outlived it (its release failed while the lock could not be
+    /// reached), and a term never reuses a fence.
     pub fn handle_granted(&mut self, fence: Fence, local_end: Instant, now: Instant) {
         if self.phase != Phase::Asking {
             return;
         }
-        if self.leaving || now >= local_end.saturating_sub(self.options.margin) {
-            // Shut down while it asked, or heard of its grant too late to lead (the stop would
-            // be due at once: this process was paused, say): no term starts, and the key goes
-            // to the next in line.
+        let old_lease = self.last_term.is_some_and(|last| fence <= last);
+        if old_lease || self.leaving || now >= local_end.saturating_sub(self.options.margin) {
+            // Shut down while it asked, heard of its grant too late to lead (the stop would be
+            // due at once: this process was paused, say), or handed back its last term's
+            // lease: no term starts, and the key goes to the next in line.
             self.actions.push_back(Action::Release { fence });
             self.phase = Phase::Releasing;
             return;
         }
         self.terms += 1;
+        self.last_term = Some(fence);
         self.phase = Phase::Leading(Term {
             fence,
             local_end,

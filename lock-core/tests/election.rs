@@ -802,3 +802,48 @@ fn what_is_heard_after_the_stop_instant_finds_the_term_unrenewed() {
         }
     }
 }
+
+/// A term that ended while the lock could not be reached (its release failed) leaves its lease
+/// on the lock; the candidate's next ask is answered with that lease (its own, still live):
+/// no term starts on it, it is released, and the next grant, on a new fence, starts the next
+/// term. A term never reuses a fence (the fault suite found a store's client doing so).
+#[test]
+fn a_grant_of_the_last_terms_lease_begins_no_term() {
+    let mut c = Campaign::new(CampaignOptions::new(TTL)).unwrap();
+    assert_eq!(c.poll_action(Instant(0)), Some(Action::Campaign));
+    c.handle_granted(Fence(7), Instant(1_000), Instant(0));
+    assert_eq!(
+        c.poll_action(Instant(0)),
+        Some(Action::Start { fence: Fence(7) })
+    );
+    c.resign(Instant(100));
+    assert_eq!(
+        c.poll_action(Instant(100)),
+        Some(Action::Stop {
+            fence: Fence(7),
+            reason: StopReason::Resigned
+        })
+    );
+    c.handle_body_returned(Instant(110));
+    assert_eq!(
+        c.poll_action(Instant(110)),
+        Some(Action::Release { fence: Fence(7) })
+    );
+    // The release is answered (it failed: the lock could not be reached).
+    c.handle_released(Instant(120));
+    assert_eq!(c.poll_action(Instant(120)), Some(Action::Campaign));
+    c.handle_granted(Fence(7), Instant(1_000), Instant(130));
+    assert_eq!(
+        c.poll_action(Instant(130)),
+        Some(Action::Release { fence: Fence(7) })
+    );
+    assert_eq!((c.terms(), c.term()), (1, None));
+    c.handle_released(Instant(140));
+    assert_eq!(c.poll_action(Instant(140)), Some(Action::Campaign));
+    c.handle_granted(Fence(9), Instant(1_200), Instant(150));
+    assert_eq!(
+        c.poll_action(Instant(150)),
+        Some(Action::Start { fence: Fence(9) })
+    );
+    assert_eq!((c.terms(), c.term()), (2, Some(Fence(9))));
+}

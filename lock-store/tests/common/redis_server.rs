@@ -234,6 +234,33 @@ impl Drop for Sentinel {
 }
 
 impl Sentinel {
+    /// Kills it with SIGKILL and starts it again from its configuration file (which it keeps
+    /// up to date: what it learned survives, as for an operator's restart).
+    pub fn kill_and_restart(&self) {
+        rustix::process::kill_process(self.pid(), rustix::process::Signal::KILL).unwrap();
+        while redis::Client::open(self.address_url())
+            .unwrap()
+            .get_connection()
+            .is_ok()
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let ok = std::process::Command::new("redis-server")
+            .arg(self.dir.join("sentinel.conf"))
+            .arg("--sentinel")
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "redis-server --sentinel did not start again");
+        super::eventually("the sentinel answers again", || {
+            let mut c = redis::Client::open(self.address_url())
+                .ok()?
+                .get_connection()
+                .ok()?;
+            redis::cmd("PING").query::<String>(&mut c).ok()
+        });
+    }
+
     /// Its process.
     pub fn pid(&self) -> rustix::process::Pid {
         let info: String = self.query(redis::cmd("INFO").arg("server"));

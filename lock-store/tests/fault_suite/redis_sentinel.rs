@@ -1,7 +1,7 @@
 //! Redis as users run it replicated: a primary, two replicas and three Sentinels (quorum 2, a
 //! primary silent for 400 ms is down), throwaway servers on this run's own ports; the clients
 //! follow it through a `redis+sentinel://` URL. The nemesis pauses and kills primaries,
-//! replicas and Sentinels, and fails over to a replica it cut off first (a lagging one).
+//! replicas and Sentinels (a killed one restarted from its file), and fails over to a replica it cut off first (a lagging one).
 
 use std::time::Duration;
 
@@ -150,6 +150,7 @@ impl Nemesis for Topology {
             "replica paused",
             "replica killed",
             "sentinel paused",
+            "sentinel killed",
             "lagging replica promoted",
         ]
     }
@@ -165,6 +166,9 @@ impl Nemesis for Topology {
             "sentinel paused" => {
                 let s = &self.sentinels[rng.between(0, 3) as usize];
                 pause(s.pid(), rng.between(200, 2000));
+            }
+            "sentinel killed" => {
+                self.sentinels[rng.between(0, 3) as usize].kill_and_restart();
             }
             "lagging replica promoted" => {
                 // Both replicas stop receiving (paused, and the primary drops their links: a

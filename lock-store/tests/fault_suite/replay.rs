@@ -98,20 +98,28 @@ fn candidates<'a>(
         .flat_map(|a| &a.waiters)
         .filter(|w| w.owner == tag.owner)
     {
-        let queued = AcquireOptions {
-            mode: w.mode,
-            metadata: &w.metadata,
-            wait_alive: lock_core::Duration(w.wait_deadline.0.saturating_sub(now.0)),
-            ..options
-        };
-        out.push(Request::AcquireWith {
-            key,
-            owner,
-            ttl: w.ttl,
-            wait_deadline: w.wait_end,
-            options: queued,
-            now,
-        });
+        // The wait it asked for and how it keeps its place are not all in the record: each
+        // way a client asks is a candidate.
+        let alive = lock_core::Duration(lock_store::WAIT_ALIVE.as_millis() as u64);
+        let derived = lock_core::Duration(w.wait_deadline.0.saturating_sub(now.0));
+        for wait_alive in [lock_core::Duration(0), derived, alive] {
+            for wait_deadline in [w.wait_end, w.wait_deadline] {
+                let queued = AcquireOptions {
+                    mode: w.mode,
+                    metadata: &w.metadata,
+                    wait_alive,
+                    ..options
+                };
+                out.push(Request::AcquireWith {
+                    key,
+                    owner,
+                    ttl: w.ttl,
+                    wait_deadline,
+                    options: queued,
+                    now,
+                });
+            }
+        }
         out.push(Request::RenewWait {
             key,
             owner,
@@ -217,11 +225,15 @@ pub fn replay(recorded: &Recorded, holds: &[Hold]) -> Replayed {
                     })
             });
         match found {
-            None => out.violations.push(format!(
-                "{}'s write on {} at {} ms: no request of its client, run by the core on the \
-                 record it replaced, gives the bytes committed",
-                sent.tag.owner, sent.key, sent.at_ms
-            )),
+            None => {
+                let before = prev.clone().inspect(&sent.key, now, &limits).reply;
+                out.violations.push(format!(
+                    "{}'s write on {} at {} ms: no request of its client, run by the core on the \
+                     record it replaced, gives the bytes committed (before: {before:?}; \
+                     committed: {after:?})",
+                    sent.tag.owner, sent.key, sent.at_ms
+                ));
+            }
             Some(step) => {
                 out.replayed += 1;
                 if let Response::Acquire(Ok(AcquireOutcome::Acquired(g))) = step.reply {
