@@ -120,12 +120,14 @@ fn candidates<'a>(
                 });
             }
         }
-        out.push(Request::RenewWait {
-            key,
-            owner,
-            wait_deadline: w.wait_deadline,
-            now,
-        });
+        for wait_deadline in [w.wait_end, w.wait_deadline] {
+            out.push(Request::RenewWait {
+                key,
+                owner,
+                wait_deadline,
+                now,
+            });
+        }
     }
     let mut look = prev.clone();
     if let Ok(Some(info)) = look.inspect(key, now, limits).reply {
@@ -157,10 +159,31 @@ pub fn replay(recorded: &Recorded, holds: &[Hold]) -> Replayed {
     let by_version: BTreeMap<u64, &Sent> = log.iter().map(|s| (s.version, s)).collect();
     let mut successors: BTreeMap<(String, u64), usize> = BTreeMap::new();
     let mut grants: BTreeSet<(String, u64)> = BTreeSet::new();
+    // Writes whose answer was lost are known written when a later write replaced their
+    // version or a read saw it; their tokens are known when a read saw them.
+    let replaced: BTreeSet<u64> = log.iter().map(|s| s.expected).collect();
+    let mut tokens_unknown: BTreeSet<&str> = BTreeSet::new();
     for sent in log {
-        let Answer::Done(fresh) = &sent.answer else {
-            continue;
+        let fresh: Vec<u64> = match &sent.answer {
+            Answer::Done(fresh) => fresh.clone(),
+            Answer::Unknown
+                if !replaced.contains(&sent.version)
+                    && !recorded.fences_seen.contains_key(&sent.version) =>
+            {
+                continue;
+            }
+            Answer::Unknown => match recorded.fences_seen.get(&sent.version) {
+                Some(seen) => seen.clone(),
+                None if sent.fresh_fences == 0 => Vec::new(),
+                None => {
+                    // Written, its tokens never seen: whoever it granted cannot be checked.
+                    out.unreplayable += 1;
+                    tokens_unknown.insert(&sent.key);
+                    continue;
+                }
+            },
         };
+        let fresh = &fresh;
         if sent.expected != 0 {
             *successors
                 .entry((sent.key.clone(), sent.expected))
@@ -258,7 +281,7 @@ pub fn replay(recorded: &Recorded, holds: &[Hold]) -> Replayed {
         if grants.contains(&(hold.owner.clone(), hold.fence)) {
             continue;
         }
-        if unverified.contains(hold.owner.as_str()) {
+        if unverified.contains(hold.owner.as_str()) || tokens_unknown.contains(hold.key.as_str()) {
             out.unverified += 1;
         } else {
             out.violations.push(format!(
