@@ -54,7 +54,7 @@ mod jepsen {
         forks: false,
         second_holders: false,
     };
-    #[cfg(any(feature = "redis", feature = "postgres"))]
+    #[cfg(feature = "redis")]
     const FORKS: Allowed = Allowed {
         forks: true,
         second_holders: false,
