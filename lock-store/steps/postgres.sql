@@ -19,7 +19,9 @@
 -- keeps it and loses nothing), it also starts the recovery: no tokens until now + meta
 -- 'longest' (the longest a written lease held its place: one the last authority granted may
 -- have been lost with its record and still be held), in meta 'recovering_until', which it
--- answers (0: no recovery). SECURITY DEFINER: a role that may
+-- answers (0: no recovery). A writer whose statement began before another's take-over
+-- committed calls it too, finds the take-over done and answers 'recovering_until' as it is
+-- now (its statement's snapshot predates it): the gate refuses it as well. SECURITY DEFINER: a role that may
 -- only use the namespace calls it (EXECUTE is PUBLIC's by default); under an advisory lock, so
 -- that one writer moves it.
 --
@@ -51,7 +53,10 @@ BEGIN
     PERFORM pg_advisory_xact_lock(hashtext('expiring-locks take-over {ns}'));
     SELECT value INTO was FROM {ns}.meta WHERE name = 'authority';
     IF was IS NOT DISTINCT FROM here THEN
-        RETURN 0;
+        -- Another writer took over since this statement's snapshot (it waited for the lock
+        -- above): answer the recovery it started, read now, which the statement's own
+        -- snapshot cannot see.
+        RETURN COALESCE((SELECT value::bigint FROM {ns}.meta WHERE name = 'recovering_until'), 0);
     END IF;
     IF from_time THEN
         SELECT CASE WHEN is_called THEN last_value ELSE 0 END INTO last FROM {ns}.fences;

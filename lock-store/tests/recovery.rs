@@ -184,3 +184,57 @@ fn a_refused_grant_writes_nothing() {
         assert!(after.last_fence().unwrap() >= last, "{label}");
     }
 }
+
+/// Two writers whose statements began before either took over (both wait for the take-over's
+/// lock, held here until both do): the first starts the recovery and is refused; the second
+/// finds the take-over done and is refused as well, although its statement's snapshot predates
+/// the recovery (found by the fault suite: such a writer was granted inside the recovery).
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_writers_racing_a_take_over_are_both_refused() {
+    let url = common::postgres_url();
+    let ns = common::unique_namespace("takeover_race");
+    let _cleanup = common::Cleanup(|| common::uninstall(&url, &ns));
+    let before = Locks::open(&url, &ns).unwrap();
+    before.try_acquire("held", "a", TTL).unwrap();
+    admin("postgres", &ns, "take over");
+    let mut blocker = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let mut watcher = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let mut tx = blocker.transaction().unwrap();
+    let lock = format!("expiring-locks take-over {ns}");
+    tx.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&lock])
+        .unwrap();
+    let holder: i32 = tx.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let (first, second) = std::thread::scope(|s| {
+        let ask = |key: &'static str| {
+            let (url, ns) = (&url, &ns);
+            s.spawn(move || Locks::open(url, ns).unwrap().try_acquire(key, key, TTL))
+        };
+        let (a, b) = (ask("k1"), ask("k2"));
+        common::eventually("both writers wait for the take-over's lock", || {
+            let waiting: i64 = watcher
+                .query_one(
+                    "SELECT count(*) FROM pg_locks w JOIN pg_locks g ON g.locktype = 'advisory' \
+                     AND g.granted AND g.pid = $1 AND w.classid = g.classid AND w.objid = g.objid \
+                     AND w.objsubid = g.objsubid WHERE w.locktype = 'advisory' AND NOT w.granted",
+                    &[&holder],
+                )
+                .unwrap()
+                .get(0);
+            (waiting == 2).then_some(())
+        });
+        tx.commit().unwrap();
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    for (writer, answer) in [("first", first), ("second", second)] {
+        match answer {
+            Err(e) => {
+                recovering("postgres", e);
+            }
+            Ok(lease) => panic!(
+                "the {writer} writer was granted {} inside the recovery",
+                lease.fence().0
+            ),
+        }
+    }
+}
